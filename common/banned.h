@@ -1,0 +1,28 @@
+/* Unsafe string and time functions, banned at compile time (git's banned.h).
+ * Use snprintf with a truncation check, strtol with a range check,
+ * gmtime_r/localtime_r. Included last by every .c file through util.h. */
+#ifndef GR_BANNED_H
+#define GR_BANNED_H
+
+#define BANNED(func) sorry_##func##_is_a_banned_function
+
+#undef strcpy
+#define strcpy(x, y) BANNED(strcpy)
+#undef strcat
+#define strcat(x, y) BANNED(strcat)
+#undef sprintf
+#define sprintf(...) BANNED(sprintf)
+#undef vsprintf
+#define vsprintf(...) BANNED(vsprintf)
+#undef strtok
+#define strtok(x, y) BANNED(strtok)
+#undef atoi
+#define atoi(x) BANNED(atoi)
+#undef atol
+#define atol(x) BANNED(atol)
+#undef gmtime
+#define gmtime(x) BANNED(gmtime)
+#undef localtime
+#define localtime(x) BANNED(localtime)
+
+#endif

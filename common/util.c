@@ -1,0 +1,400 @@
+/* Small shared helpers (see util.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+static void die_oom(size_t n)
+{
+	fprintf(stderr, "gpurun: out of memory (allocating %zu bytes)\n", n);
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		die_oom(n);
+	return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		die_oom(n * size);
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (!q)
+		die_oom(n);
+	return q;
+}
+
+char *xstrdup(const char *s)
+{
+	return xstrndup(s, strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+	char *p = xmalloc(n + 1);
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	sb_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	return sb_detach(&sb, NULL);
+}
+
+void sb_grow(struct strbuf *sb, size_t extra)
+{
+	size_t need = sb->len + extra + 1;
+
+	if (need < sb->len)
+		die_oom(SIZE_MAX);
+	if (need <= sb->alloc)
+		return;
+	sb->alloc = sb->alloc ? sb->alloc : 64;
+	while (sb->alloc < need)
+		sb->alloc = sb->alloc * 3 / 2 + 16;
+	sb->buf = xrealloc(sb->buf, sb->alloc);
+}
+
+void sb_add(struct strbuf *sb, const void *data, size_t n)
+{
+	sb_grow(sb, n);
+	if (n)
+		memcpy(sb->buf + sb->len, data, n);
+	sb->len += n;
+	sb->buf[sb->len] = '\0';
+}
+
+void sb_adds(struct strbuf *sb, const char *s)
+{
+	sb_add(sb, s, strlen(s));
+}
+
+void sb_vaddf(struct strbuf *sb, const char *fmt, va_list ap)
+{
+	va_list cp;
+	int n;
+
+	sb_grow(sb, 64);
+	va_copy(cp, ap);
+	n = vsnprintf(sb->buf + sb->len, sb->alloc - sb->len, fmt, cp);
+	va_end(cp);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sb->alloc - sb->len) {
+		sb_grow(sb, (size_t)n);
+		vsnprintf(sb->buf + sb->len, sb->alloc - sb->len, fmt, ap);
+	}
+	sb->len += (size_t)n;
+}
+
+void sb_addf(struct strbuf *sb, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	sb_vaddf(sb, fmt, ap);
+	va_end(ap);
+}
+
+void sb_reset(struct strbuf *sb)
+{
+	sb->len = 0;
+	if (sb->buf)
+		sb->buf[0] = '\0';
+}
+
+void sb_release(struct strbuf *sb)
+{
+	free(sb->buf);
+	sb->buf = NULL;
+	sb->len = sb->alloc = 0;
+}
+
+char *sb_detach(struct strbuf *sb, size_t *len)
+{
+	char *p;
+
+	sb_grow(sb, 0);
+	p = sb->buf;
+	if (len)
+		*len = sb->len;
+	sb->buf = NULL;
+	sb->len = sb->alloc = 0;
+	return p;
+}
+
+void sv_push(struct strvec *sv, const char *s)
+{
+	if (sv->n + 2 > sv->alloc) {
+		sv->alloc = sv->alloc ? sv->alloc * 2 : 8;
+		sv->v = xrealloc(sv->v, sv->alloc * sizeof(*sv->v));
+	}
+	sv->v[sv->n++] = xstrdup(s);
+	sv->v[sv->n] = NULL;
+}
+
+void sv_pushf(struct strvec *sv, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	sb_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	sv_push(sv, sb.buf);
+	sb_release(&sb);
+}
+
+void sv_clear(struct strvec *sv)
+{
+	for (size_t i = 0; i < sv->n; i++)
+		free(sv->v[i]);
+	free(sv->v);
+	sv->v = NULL;
+	sv->n = sv->alloc = 0;
+}
+
+int write_full(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+ssize_t read_full(int fd, void *buf, size_t n)
+{
+	char *p = buf;
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = read(fd, p + got, n - got);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+int read_file(const char *path, struct strbuf *sb, struct gr_err *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return gr_errf(err, errno == ENOENT ? GR_ENOTFOUND : GR_EIO,
+			       "cannot open '%s': %s", path, strerror(errno));
+	for (;;) {
+		ssize_t r;
+
+		sb_grow(sb, 65536);
+		r = read(fd, sb->buf + sb->len, sb->alloc - sb->len - 1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			close(fd);
+			return gr_errf(err, GR_EIO, "cannot read '%s': %s", path, strerror(e));
+		}
+		if (r == 0)
+			break;
+		sb->len += (size_t)r;
+		sb->buf[sb->len] = '\0';
+	}
+	close(fd);
+	return 0;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t n, int mode,
+		      struct gr_err *err)
+{
+	char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
+	int fd, rc = 0;
+
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot create '%s': %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (write_full(fd, data, n) < 0 || fsync(fd) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot write '%s': %s", tmp, strerror(errno));
+		close(fd);
+		unlink(tmp);
+		goto out;
+	}
+	if (close(fd) < 0 || rename(tmp, path) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot write '%s': %s", path, strerror(errno));
+		unlink(tmp);
+	}
+out:
+	free(tmp);
+	return rc;
+}
+
+int mkdir_p(const char *path, int mode, struct gr_err *err)
+{
+	char *p = xstrdup(path);
+	int rc = 0;
+
+	for (char *s = p + 1;; s++) {
+		if (*s == '/' || *s == '\0') {
+			char c = *s;
+			*s = '\0';
+			if (mkdir(p, (mode_t)mode) < 0 && errno != EEXIST) {
+				rc = gr_errf(err, GR_EIO, "cannot create folder '%s': %s",
+					     p, strerror(errno));
+				break;
+			}
+			*s = c;
+			if (!c)
+				break;
+		}
+	}
+	free(p);
+	return rc;
+}
+
+char *expand_home(const char *path)
+{
+	const char *home = getenv("HOME");
+
+	if (!home || !*home)
+		home = "/";
+	if (path[0] == '~' && (path[1] == '\0' || path[1] == '/'))
+		return xasprintf("%s%s", home, path + 1);
+	return xstrdup(path);
+}
+
+int parse_ll(const char *s, long long min, long long max, long long *out)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s)
+		return GR_EINVAL;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return GR_EINVAL;
+	*out = v;
+	return 0;
+}
+
+int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	double v;
+	uint64_t mult = 1;
+
+	if (!s || !*s || *s == '-')
+		return GR_EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v < 0)
+		return GR_EINVAL;
+	while (*end == ' ')
+		end++;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': mult = 1ULL << 10; end++; break;
+	case 'm': case 'M': mult = 1ULL << 20; end++; break;
+	case 'g': case 'G': mult = 1ULL << 30; end++; break;
+	case 't': case 'T': mult = 1ULL << 40; end++; break;
+	default: return GR_EINVAL;
+	}
+	if (mult > 1 && (!strcmp(end, "iB") || !strcmp(end, "B") || !strcmp(end, "b")))
+		end += strlen(end);
+	else if (mult == 1 && (!strcmp(end, "B") || !strcmp(end, "b")))
+		end++;
+	if (*end)
+		return GR_EINVAL;
+	if (v * (double)mult > 1.8e19)
+		return GR_EINVAL;
+	*out = (uint64_t)(v * (double)mult);
+	return 0;
+}
+
+const char *fmt_size(uint64_t n, char *buf, size_t bufsz)
+{
+	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)n;
+	size_t u = 0;
+
+	while (v >= 1024 && u + 1 < GR_ARRAY_SIZE(unit)) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, bufsz, "%llu B", (unsigned long long)n);
+	else
+		snprintf(buf, bufsz, "%.1f %s", v, unit[u]);
+	return buf;
+}
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t now_ms(void)
+{
+	return now_ns() / 1000000ULL;
+}
+
+int set_nonblock(int fd, int on)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0)
+		return -1;
+	fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+	return fcntl(fd, F_SETFL, fl);
+}
+
+int set_cloexec(int fd)
+{
+	int fl = fcntl(fd, F_GETFD);
+
+	return fl < 0 ? -1 : fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+}

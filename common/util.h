@@ -1,0 +1,83 @@
+/* Small helpers every part of gpurun shares: growing buffers, whole-fd
+ * I/O that retries EINTR and short counts, path expansion, number parsing.
+ * Functions returning int give 0 or a negative GR_E* code with err set. */
+#ifndef GR_UTIL_H
+#define GR_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+#define GR_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Allocation that aborts on failure: out of memory is not a recoverable
+ * condition for a command-line tool (git's xmalloc). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A growing byte buffer, always NUL-terminated. Zero-initialise, then
+ * sb_release() frees. */
+struct strbuf {
+	char *buf;
+	size_t len, alloc;
+};
+#define STRBUF_INIT { NULL, 0, 0 }
+void sb_grow(struct strbuf *sb, size_t extra);
+void sb_add(struct strbuf *sb, const void *data, size_t n);
+void sb_adds(struct strbuf *sb, const char *s);
+void sb_addf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_vaddf(struct strbuf *sb, const char *fmt, va_list ap);
+void sb_reset(struct strbuf *sb);
+void sb_release(struct strbuf *sb);
+/* Hand the buffer to the caller (who frees it); sb is left empty. */
+char *sb_detach(struct strbuf *sb, size_t *len);
+
+/* A growing array of owned strings, NULL-terminated. */
+struct strvec {
+	char **v;
+	size_t n, alloc;
+};
+#define STRVEC_INIT { NULL, 0, 0 }
+void sv_push(struct strvec *sv, const char *s);
+void sv_pushf(struct strvec *sv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sv_clear(struct strvec *sv);
+
+/* Write all n bytes, retrying EINTR and short writes (blocking fds). */
+int write_full(int fd, const void *buf, size_t n);
+/* Read exactly n bytes; returns bytes read (< n only at EOF) or -1. */
+ssize_t read_full(int fd, void *buf, size_t n);
+/* Read a whole file into sb (appending). */
+int read_file(const char *path, struct strbuf *sb, struct gr_err *err);
+/* Write a file atomically: temp name beside it, fsync, rename. */
+int write_file_atomic(const char *path, const void *data, size_t n, int mode,
+		      struct gr_err *err);
+/* mkdir -p; mode for folders created. */
+int mkdir_p(const char *path, int mode, struct gr_err *err);
+
+/* "~" or "~/x" -> $HOME or $HOME/x (gpurun uses $HOME, not passwd, so
+ * tests can point it at another home). Returns a new string. */
+char *expand_home(const char *path);
+
+/* Parse a whole string as a number in [min, max]; 0 or GR_EINVAL. */
+int parse_ll(const char *s, long long min, long long max, long long *out);
+/* "10", "10k", "1.5M", "2G", "1GiB" -> bytes. */
+int parse_size(const char *s, uint64_t *out);
+/* Human size: "1.5 MiB". Returns buf. */
+const char *fmt_size(uint64_t n, char *buf, size_t bufsz);
+
+/* Monotonic clock in nanoseconds / milliseconds. */
+uint64_t now_ns(void);
+uint64_t now_ms(void);
+
+int set_nonblock(int fd, int on);
+int set_cloexec(int fd);
+
+#include "banned.h"
+#endif

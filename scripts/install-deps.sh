@@ -1,0 +1,40 @@
+#!/bin/sh
+# Install the Debian packages gpurun builds and tests with, when missing.
+# Called by the Makefile (make deps); safe to run again: it installs nothing
+# that is already there, and does nothing at all when everything is present.
+set -eu
+
+# Build: the client's libraries, their static archives for the agent, and
+# the static libs libarchive pulls in. Test: a real sshd, rsync as the
+# benchmark peer, git as the ignore oracle, three shells for completions.
+pkgs="build-essential pkg-config make
+libssh2-1-dev librsync-dev libarchive-dev libinih-dev libzstd-dev
+zlib1g-dev liblzma-dev liblz4-dev libbz2-dev libacl1-dev nettle-dev
+libxml2-dev libicu-dev libssl-dev libb2-dev
+openssh-server openssh-client rsync git zstd
+bash-completion zsh fish tmux procps psmisc"
+
+missing=""
+for p in $pkgs; do
+	s=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	case "$s" in
+	*"install ok installed"*) ;;
+	*) missing="$missing $p" ;;
+	esac
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+		echo "install-deps: missing packages:$missing" >&2
+		echo "hint: run as root, or install them with apt-get" >&2
+		exit 1
+	fi
+else
+	SUDO=
+fi
+echo "install-deps: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >&2
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >&2
