@@ -41,7 +41,18 @@ void gr_err_prefix(struct gr_err *err, const char *fmt, ...)
 	vsnprintf(pre, sizeof(pre), fmt, ap);
 	va_end(ap);
 	memcpy(old, err->msg, sizeof(old));
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", pre, old);
+	/* Truncation is acceptable here: the cause comes last and is kept
+	 * as far as it fits. */
+	size_t n = strlen(pre);
+	if (n > sizeof(err->msg) - 3)
+		n = sizeof(err->msg) - 3;
+	memcpy(err->msg, pre, n);
+	memcpy(err->msg + n, ": ", 2);
+	size_t m = strnlen(old, sizeof(old) - 1);
+	if (m > sizeof(err->msg) - n - 3)
+		m = sizeof(err->msg) - n - 3;
+	memcpy(err->msg + n + 2, old, m);
+	err->msg[n + 2 + m] = '\0';
 }
 
 void gr_err_clear(struct gr_err *err)

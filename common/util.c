@@ -1,5 +1,4 @@
 /* Small shared helpers (see util.h). */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

@@ -11,7 +11,7 @@ pkgs="build-essential pkg-config make
 libssh2-1-dev librsync-dev libarchive-dev libinih-dev libzstd-dev
 zlib1g-dev liblzma-dev liblz4-dev libbz2-dev libacl1-dev nettle-dev
 libxml2-dev libicu-dev libssl-dev libb2-dev
-openssh-server openssh-client rsync git zstd
+openssh-server openssh-client rsync git zstd gzip clang libclang-rt-14-dev
 bash-completion zsh fish tmux procps psmisc"
 
 missing=""

@@ -1,0 +1,144 @@
+# gpurun: one build for everything.
+#   make            gpurun and gpurun-agent (build/)
+#   make test       every test (unit, end-to-end, fuzz, kernels) under ASan+UBSan
+#   make demo       the main job end to end on the embedded default
+#   make bench      benchmarks against ssh / rsync
+#   make deps       install the Debian packages the build and tests need
+
+CC      ?= cc
+CLANG   ?= clang
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Werror -Wformat=2 -Wno-format-nonliteral -Wvla
+CPPFLAGS += -D_GNU_SOURCE -Icommon -Iremote -Iconfig -Icli
+SAN     ?=
+
+ifeq ($(SAN),1)
+O       ?= build-san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+O       ?= build
+SANFLAGS :=
+endif
+
+CLIENT_LIBS := $(shell pkg-config --libs libssh2 libarchive libzstd inih 2>/dev/null || echo -lssh2 -larchive -lzstd -linih) -lrsync -lutil
+AGENT_STATIC_LIBS := -Wl,--start-group -larchive -lrsync -lb2 -lnettle -lacl -llzma \
+	-lzstd -llz4 -lbz2 -lz -lxml2 -licuuc -licudata -lstdc++ -lm -lpthread -ldl -Wl,--end-group
+AGENT_DYN_LIBS := -larchive -lrsync -lzstd
+
+COMMON_SRC := $(wildcard common/*.c) remote/proto.c
+CLIENT_SRC := $(filter-out cli/main.c,$(wildcard cli/*.c)) $(wildcard config/*.c)
+AGENT_SRC  := $(filter-out remote/proto.c,$(wildcard remote/*.c))
+HEADERS    := $(wildcard common/*.h remote/*.h config/*.h cli/*.h)
+
+# The agent's identity: a hash of everything it is built from. The client
+# carries the same value, so a changed agent is uploaded again.
+AGENT_HASH := $(shell cat $(sort $(AGENT_SRC) $(COMMON_SRC) $(HEADERS)) Makefile | \
+	{ cat; echo "$(SAN)"; } | sha256sum | cut -c1-16)
+
+COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/%.o)
+CLIENT_OBJ := $(CLIENT_SRC:%.c=$(O)/%.o) $(O)/agent_blob.o
+AGENT_OBJ  := $(AGENT_SRC:%.c=$(O)/agent-obj/%.o) $(COMMON_SRC:%.c=$(O)/agent-obj/%.o)
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
+HELPER_SRC := $(wildcard tests/helpers/*.c)
+HELPER_BIN := $(HELPER_SRC:tests/helpers/%.c=$(O)/tests/%)
+FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
+
+ALL_CFLAGS := $(CPPFLAGS) -I$(O)/gen $(CFLAGS) $(WARN) $(SANFLAGS) -std=gnu11 -MMD -MP
+
+# The hash lives in a generated header rewritten only when it changes, so
+# exactly the objects that include it are rebuilt and client and agent agree.
+HASH_H := $(O)/gen/agent_hash.h
+$(shell mkdir -p $(O)/gen; echo '#define GR_AGENT_HASH "$(AGENT_HASH)"' > $(HASH_H).new; \
+	cmp -s $(HASH_H).new $(HASH_H) || mv $(HASH_H).new $(HASH_H); rm -f $(HASH_H).new)
+
+.PHONY: all test unit check-static demo bench deps clean install kernels fuzz
+all: deps-check $(O)/gpurun $(O)/gpurun-agent
+
+deps:
+	@./scripts/install-deps.sh
+
+# Cheap: install what is missing before the first build.
+deps-check:
+	@./scripts/install-deps.sh
+
+$(O)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(O)/agent-obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -I$(O)/gen $(CFLAGS) $(WARN) -std=gnu11 -MMD -MP \
+		$(if $(SAN),$(SANFLAGS),-ffunction-sections -fdata-sections) -c $< -o $@
+
+# Static, so it runs on a host that has none of our libraries. Under SAN=1
+# it is built dynamic with the sanitizers instead (the tests run it here).
+$(O)/gpurun-agent: $(AGENT_OBJ)
+ifeq ($(SAN),1)
+	$(CC) $(SANFLAGS) -o $@ $^ $(AGENT_DYN_LIBS)
+else
+	$(CC) -static -Wl,--gc-sections -o $@ $^ $(AGENT_STATIC_LIBS) 2>&1 | \
+		{ grep -v 'statically linked applications requires at runtime' | grep -v 'in function' >&2 || true; }
+	@test -x $@
+	strip $@
+endif
+
+$(O)/agent.gz: $(O)/gpurun-agent
+	gzip -9n -c $< > $@.tmp && mv $@.tmp $@
+
+$(O)/agent_blob.o: $(O)/agent.gz
+	printf '.section .rodata\n.global gr_agent_blob\n.global gr_agent_blob_end\n.balign 16\ngr_agent_blob:\n.incbin "%s"\ngr_agent_blob_end:\n.section .note.GNU-stack,"",@progbits\n' \
+		$(O)/agent.gz > $(O)/agent_blob.S
+	$(CC) -c $(O)/agent_blob.S -o $@
+
+$(O)/libgr.a: $(CLIENT_OBJ) $(COMMON_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(O)/gpurun: $(O)/cli/main.o $(O)/libgr.a
+	$(CC) $(SANFLAGS) -o $@ $^ $(CLIENT_LIBS)
+
+$(O)/tests/%: tests/unit/%.c $(O)/libgr.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(O)/libgr.a $(CLIENT_LIBS)
+
+$(O)/tests/%: tests/helpers/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(COMMON_OBJ) -lpthread
+
+$(HELPER_BIN): $(COMMON_OBJ)
+
+# Fuzz targets: libFuzzer with clang, run for a short budget by make test.
+$(O)/fuzz/%: tests/fuzz/%.c $(COMMON_SRC)
+	@mkdir -p $(@D)
+	$(CLANG) $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -o $@ $< $(COMMON_SRC)
+
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(O)/fuzz/%)
+
+kernels:
+	$(MAKE) -C kernels
+
+# Every test, under ASan and UBSan. The runner prints one closing line:
+# "N passed, N failed, N skipped".
+test: deps-check
+	$(MAKE) all
+	$(MAKE) SAN=1 all unit-bins
+	tests/run.sh build-san
+
+unit-bins: $(UNIT_BIN) $(HELPER_BIN) $(FUZZ_BIN)
+
+demo: all
+	tests/demo.sh $(O)
+
+bench: all $(HELPER_BIN)
+	tests/bench/run.sh $(O)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(O)/gpurun $(DESTDIR)$(PREFIX)/bin/gpurun
+PREFIX ?= /usr/local
+
+clean:
+	rm -rf build build-san
+	-$(MAKE) -C kernels clean
+
+-include $(shell find build build-san -name '*.d' 2>/dev/null)

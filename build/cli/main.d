@@ -1,0 +1,14 @@
+build/cli/main.o: cli/main.c build/gen/agent_hash.h cli/gpurun.h \
+ config/config.h common/err.h common/util.h common/err.h common/banned.h \
+ cli/conn.h remote/proto.h cli/transport.h cli/opts.h
+build/gen/agent_hash.h:
+cli/gpurun.h:
+config/config.h:
+common/err.h:
+common/util.h:
+common/err.h:
+common/banned.h:
+cli/conn.h:
+remote/proto.h:
+cli/transport.h:
+cli/opts.h:

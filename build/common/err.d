@@ -1,0 +1,2 @@
+build/common/err.o: common/err.c common/err.h
+common/err.h:

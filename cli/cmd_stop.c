@@ -1,0 +1,11 @@
+/* gpurun stop: not written yet (see the open issues). */
+#include "gpurun.h"
+
+const struct gr_opt cmd_stop_opts[] = { { 0 } };
+
+int cmd_stop(int argc, char **argv, struct gr_ctx *ctx)
+{
+	(void)argc;
+	(void)argv;
+	return gr_errf(&ctx->err, GR_EUNSUPP, "'gpurun stop' is not implemented yet");
+}

@@ -1,0 +1,63 @@
+/* The command table: the one place that lists gpurun's commands. */
+#include <string.h>
+
+#include "gpurun.h"
+
+const struct gr_opt gr_global_opts[] = {
+	{ G_CONFIG, "config-file", 'c', OPT_STRING, "FILE", "use FILE instead of searching for gpurun.ini", NULL, 0, 0, COMPLETE_FILE },
+	{ G_CHDIR, NULL, 'C', OPT_STRING, "DIR", "run as if started in DIR", NULL, 0, 0, COMPLETE_DIR },
+	{ G_SET, NULL, 'o', OPT_STRING, "KEY=VALUE", "set a config key for this run (e.g. -o train.gpus=1)", NULL, 0, 0, COMPLETE_KEY },
+	{ G_HOST, "host", 0, OPT_STRING, "HOST", "the GPU host (same as -o remote.host=HOST)", NULL, 0, 0, COMPLETE_HOST },
+	{ G_ACCEPT_NEW, "accept-new-host-key", 0, OPT_FLAG, NULL, "trust and record the key of a host seen for the first time", NULL, 0, 0, 0 },
+	{ G_VERBOSE, "verbose", 'v', OPT_FLAG, NULL, "say more (repeat for more)", NULL, 0, 0, 0 },
+	{ G_QUIET, "quiet", 'q', OPT_FLAG, NULL, "say nothing but errors", NULL, 0, 0, 0 },
+	{ G_VERSION, "version", 0, OPT_FLAG, NULL, "print gpurun's version", NULL, 0, 0, 0 },
+	{ 0 },
+};
+
+const struct gr_cmd gr_commands[] = {
+	{ "init", cmd_init, 0, cmd_init_opts, "",
+	  "write a commented gpurun.ini here",
+	  "Writes gpurun.ini with every key, its default and what it does.\n"
+	  "Refuses to overwrite an existing file.", COMPLETE_NONE },
+	{ "config", cmd_config, CMD_CONFIG_OPT, cmd_config_opts, "[KEY]",
+	  "show the effective configuration and where each value came from",
+	  "Without KEY, prints every key with its value and origin (default,\n"
+	  "file:line, environment, flag). With KEY (section.key), prints its value.", COMPLETE_KEY },
+	{ "exec", cmd_exec, CMD_CONFIG, cmd_exec_opts, "[--] CMD [ARGS...]",
+	  "run a command on the host in the project folder",
+	  "Runs CMD on the host inside [remote] path, streams its stdout and\n"
+	  "stderr separately as they are written, and exits with its status.", COMPLETE_NONE },
+	{ "doctor", cmd_doctor, CMD_CONFIG_OPT, cmd_doctor_opts, "",
+	  "check config, connection, agent and remote tools, one line each",
+	  "Checks in order: config, name resolution, TCP, host key,\n"
+	  "authentication, agent, remote tools (cc, make, nvcc, nvidia-smi, free\n"
+	  "disk), and prints a hint for each failure.", COMPLETE_NONE },
+	{ "sync", cmd_sync, CMD_CONFIG, cmd_sync_opts, "",
+	  "delta-sync the project to the host, honouring git's ignore rules", NULL, COMPLETE_NONE },
+	{ "train", cmd_train, CMD_CONFIG, cmd_train_opts, "",
+	  "sync, build, run the training job detached, stream its log, pull artifacts", NULL, COMPLETE_NONE },
+	{ "logs", cmd_logs, CMD_CONFIG, cmd_logs_opts, "[JOB]",
+	  "show a job's log (default: the latest job)", NULL, COMPLETE_JOB },
+	{ "status", cmd_status, CMD_CONFIG, cmd_status_opts, "[JOB]",
+	  "list jobs and the host's GPUs", NULL, COMPLETE_JOB },
+	{ "stop", cmd_stop, CMD_CONFIG, cmd_stop_opts, "[JOB]",
+	  "stop a job and everything it started, freeing its GPUs", NULL, COMPLETE_JOB },
+	{ "pull", cmd_pull, CMD_CONFIG, cmd_pull_opts, "[JOB]",
+	  "fetch a job's artifacts into runs/JOB/", NULL, COMPLETE_JOB },
+	{ "hook", cmd_hook, 0, cmd_hook_opts, "install|uninstall",
+	  "install or remove the git pre-push hook", NULL, COMPLETE_NONE },
+	{ "completion", cmd_completion, 0, cmd_completion_opts, "bash|zsh|fish",
+	  "print the shell completion script", NULL, COMPLETE_NONE },
+	{ "help", cmd_help, 0, cmd_help_opts, "[COMMAND|exit-codes]",
+	  "show help for gpurun or a command", NULL, COMPLETE_CMD },
+	{ NULL, NULL, 0, NULL, NULL, NULL, NULL, 0 },
+};
+
+const struct gr_cmd *gr_find_command(const char *name)
+{
+	for (const struct gr_cmd *c = gr_commands; c->name; c++)
+		if (!strcmp(c->name, name))
+			return c;
+	return NULL;
+}

@@ -1,0 +1,464 @@
+/* Framed connection to the agent, and its bootstrap: one round trip runs
+ * the cached agent, or says it needs one; then the gzip-compressed agent
+ * (embedded in gpurun at build time) is written to a temp name and renamed,
+ * so two first connections at once cannot corrupt it. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+#include "conn.h"
+
+#include "agent_hash.h"
+
+extern const unsigned char gr_agent_blob[], gr_agent_blob_end[];
+
+struct pending {
+	uint16_t type, flags;
+	uint32_t id;
+	struct strbuf payload;
+};
+
+struct gr_conn {
+	struct gr_transport *t;
+	struct strbuf in;
+	size_t in_off;
+	struct strbuf out;
+	size_t out_off;
+	int eof;
+	uint32_t next_id;
+	struct gr_hello hello;
+	struct pending *pend;
+	size_t npend;
+	struct strbuf held; /* payload of the last pending frame handed out */
+	int verbose;
+};
+
+char *conn_bootstrap_script(const char *hash)
+{
+	size_t size = (size_t)(gr_agent_blob_end - gr_agent_blob);
+
+	/* POSIX sh only: nothing may be assumed on the host but sshd. A
+	 * login banner or noisy rc file may print before us, so the client
+	 * looks for the GPURUN- lines and skips anything else. */
+	return xasprintf(
+		"d=\"$HOME/.cache/gpurun\"; a=\"$d/agent-%s\"; "
+		"if [ -x \"$a\" ]; then echo; echo 'GPURUN-BOOT have'; exec \"$a\" serve; fi; "
+		"echo; echo \"GPURUN-BOOT need $(uname -s) $(uname -m)\"; "
+		"read -r ans || exit 3; [ \"$ans\" = send ] || exit 3; "
+		"mkdir -p \"$d\" || exit 4; t=\"$a.tmp.$$\"; "
+		"if head -c %zu | gzip -dc > \"$t\" && chmod 755 \"$t\" && mv -f \"$t\" \"$a\"; "
+		"then exec \"$a\" serve; fi; rm -f \"$t\"; echo 'GPURUN-BOOT failed'; exit 5",
+		hash, size);
+}
+
+const struct gr_hello *conn_hello(const struct gr_conn *c) { return &c->hello; }
+const char *conn_desc(const struct gr_conn *c) { return c->t->desc; }
+
+uint32_t conn_next_id(struct gr_conn *c)
+{
+	if (++c->next_id == 0)
+		c->next_id = 1;
+	return c->next_id;
+}
+
+void conn_send(struct gr_conn *c, uint16_t type, uint16_t flags, uint32_t id,
+	       const void *payload, size_t n)
+{
+	proto_frame_append(&c->out, type, flags, id, payload, n);
+}
+
+size_t conn_pending(const struct gr_conn *c)
+{
+	return c->out.len - c->out_off;
+}
+
+static void raw_send(struct gr_conn *c, const void *p, size_t n)
+{
+	sb_add(&c->out, p, n);
+}
+
+int conn_pump(struct gr_conn *c, struct gr_err *err)
+{
+	while (conn_pending(c)) {
+		size_t n = conn_pending(c);
+		ssize_t w = c->t->ops->write(c->t, c->out.buf + c->out_off,
+					     n > (1u << 20) ? (1u << 20) : n, err);
+		if (w == GR_TR_AGAIN)
+			break;
+		if (w < 0)
+			return (int)w;
+		c->out_off += (size_t)w;
+	}
+	if (c->out_off == c->out.len) {
+		c->out.len = c->out_off = 0;
+	} else if (c->out_off > (4u << 20)) {
+		memmove(c->out.buf, c->out.buf + c->out_off, conn_pending(c));
+		c->out.len -= c->out_off;
+		c->out_off = 0;
+	}
+	return 0;
+}
+
+/* Read what is there now into c->in. Returns 1 if bytes came, 0 if none,
+ * or an error. EOF sets c->eof. */
+static int fill(struct gr_conn *c, struct gr_err *err)
+{
+	int got = 0;
+
+	for (;;) {
+		if (c->in_off && c->in_off == c->in.len)
+			c->in.len = c->in_off = 0;
+		sb_grow(&c->in, 256 * 1024);
+		ssize_t r = c->t->ops->read(c->t, c->in.buf + c->in.len,
+					    c->in.alloc - c->in.len - 1, err);
+		if (r == GR_TR_AGAIN)
+			return got;
+		if (r < 0)
+			return (int)r;
+		if (r == 0) {
+			c->eof = 1;
+			return got;
+		}
+		c->in.len += (size_t)r;
+		c->in.buf[c->in.len] = '\0';
+		got = 1;
+	}
+}
+
+/* One poll over the transport and extra fds. Returns 2 if an extra fd is
+ * ready, 0 on timeout, 1 otherwise (transport progressed), or an error. */
+static int wait_io(struct gr_conn *c, struct pollfd *extra, int nextra,
+		   int timeout_ms, struct gr_err *err)
+{
+	struct pollfd pfd[16];
+	int tick_ms = -1, n, rc;
+
+	if ((rc = c->t->ops->tick(c->t, &tick_ms, err)) < 0)
+		return rc;
+	n = c->t->ops->pollfds(c->t, pfd, 1, conn_pending(c) > 0);
+	if (nextra > 16 - n)
+		nextra = 16 - n;
+	for (int i = 0; i < nextra; i++) {
+		extra[i].revents = 0;
+		pfd[n + i] = extra[i];
+	}
+	if (tick_ms >= 0 && (timeout_ms < 0 || tick_ms < timeout_ms))
+		timeout_ms = tick_ms;
+	rc = poll(pfd, (nfds_t)(n + nextra), timeout_ms);
+	if (rc < 0) {
+		if (errno == EINTR)
+			return 2 * (nextra > 0); /* let the caller check its signal pipe */
+		return gr_errf(err, GR_EIO, "poll: %s", strerror(errno));
+	}
+	if (rc == 0)
+		return 0;
+	int extra_ready = 0;
+	for (int i = 0; i < nextra; i++) {
+		extra[i].revents = pfd[n + i].revents;
+		if (extra[i].revents)
+			extra_ready = 1;
+	}
+	return extra_ready ? 2 : 1;
+}
+
+int conn_flush(struct gr_conn *c, struct gr_err *err)
+{
+	int rc;
+
+	while (conn_pending(c)) {
+		if ((rc = conn_pump(c, err)) < 0)
+			return rc;
+		if (!conn_pending(c))
+			break;
+		/* Keep reading while we write, so a chatty agent can't block us. */
+		if ((rc = fill(c, err)) < 0)
+			return rc;
+		if (c->eof)
+			return gr_errf(err, GR_ESSH, "connection to %s closed", c->t->desc);
+		if ((rc = wait_io(c, NULL, 0, -1, err)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int conn_error_from_frame(const struct gr_frame *f, struct gr_err *err)
+{
+	struct gr_rd rd;
+	int code;
+	char *msg;
+
+	rd_init(&rd, f->payload, f->len);
+	code = (int)get_u32(&rd);
+	msg = get_str(&rd);
+	if (rd.bad || code >= 0 || code < -99)
+		code = GR_EREMOTE;
+	gr_errf(err, code, "%s", msg ? msg : "the agent reported an error");
+	free(msg);
+	return code;
+}
+
+static int try_parse(struct gr_conn *c, struct gr_frame *f, struct gr_err *err)
+{
+	size_t used;
+	int rc = proto_parse((uint8_t *)c->in.buf + c->in_off, c->in.len - c->in_off,
+			     f, &used, err);
+	if (rc == 1)
+		c->in_off += used;
+	return rc;
+}
+
+int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
+	      int nextra, int timeout_ms, struct gr_err *err)
+{
+	uint64_t deadline = timeout_ms >= 0 ? now_ms() + (uint64_t)timeout_ms : 0;
+	int rc;
+
+	if (c->npend) {
+		/* Hand out a frame kept by conn_request. */
+		sb_release(&c->held);
+		c->held = c->pend[0].payload;
+		f->type = c->pend[0].type;
+		f->flags = c->pend[0].flags;
+		f->id = c->pend[0].id;
+		f->len = (uint32_t)c->held.len;
+		f->payload = (const uint8_t *)c->held.buf;
+		memmove(c->pend, c->pend + 1, --c->npend * sizeof(*c->pend));
+		return 1;
+	}
+	for (;;) {
+		if ((rc = try_parse(c, f, err)) != 0)
+			return rc;
+		if ((rc = conn_pump(c, err)) < 0)
+			return rc;
+		if ((rc = fill(c, err)) < 0)
+			return rc;
+		if ((rc = try_parse(c, f, err)) != 0)
+			return rc;
+		if (c->eof)
+			return gr_errf(err, GR_ESSH, "connection to %s closed", c->t->desc);
+		int left = -1;
+		if (timeout_ms >= 0) {
+			uint64_t now = now_ms();
+			if (now >= deadline)
+				return 0;
+			left = (int)(deadline - now);
+		}
+		rc = wait_io(c, extra, nextra, left, err);
+		if (rc < 0 || rc == 2)
+			return rc;
+	}
+}
+
+int conn_recv(struct gr_conn *c, struct gr_frame *f, int timeout_ms, struct gr_err *err)
+{
+	return conn_wait(c, f, NULL, 0, timeout_ms, err);
+}
+
+int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
+		 struct strbuf *reply, struct gr_err *err)
+{
+	uint32_t id = conn_next_id(c);
+	struct gr_frame f;
+	int rc;
+
+	conn_send(c, type, 0, id, payload, n);
+	for (;;) {
+		/* Look only at the wire here: pending frames belong to others. */
+		size_t saved = c->npend;
+		c->npend = 0;
+		rc = conn_recv(c, &f, -1, err);
+		c->npend = saved;
+		if (rc < 0)
+			return rc;
+		if (f.id != id) {
+			c->pend = xrealloc(c->pend, (c->npend + 1) * sizeof(*c->pend));
+			struct pending *p = &c->pend[c->npend++];
+			p->type = f.type;
+			p->flags = f.flags;
+			p->id = f.id;
+			memset(&p->payload, 0, sizeof(p->payload));
+			sb_add(&p->payload, f.payload, f.len);
+			continue;
+		}
+		if (f.type == GR_MSG_ERROR)
+			return conn_error_from_frame(&f, err);
+		if (reply)
+			sb_add(reply, f.payload, f.len);
+		return 0;
+	}
+}
+
+/* Read one line from the transport during bootstrap (before frames). */
+static int read_line(struct gr_conn *c, struct strbuf *line, uint64_t deadline,
+		     struct gr_err *err)
+{
+	int rc;
+
+	for (;;) {
+		char *start = c->in.buf ? c->in.buf + c->in_off : NULL;
+		char *nl = start ? memchr(start, '\n', c->in.len - c->in_off) : NULL;
+		if (nl) {
+			sb_reset(line);
+			sb_add(line, start, (size_t)(nl - start));
+			c->in_off += (size_t)(nl - start) + 1;
+			return 0;
+		}
+		if (c->in.len - c->in_off > 65536)
+			return gr_errf(err, GR_EAGENT, "the host sent a line too long to be gpurun's bootstrap");
+		if ((rc = conn_pump(c, err)) < 0)
+			return rc;
+		if ((rc = fill(c, err)) < 0)
+			return rc;
+		if (rc == 1)
+			continue;
+		if (c->eof)
+			return gr_errf(err, GR_EAGENT, "the host closed the connection before the agent started");
+		uint64_t now = now_ms();
+		if (now >= deadline)
+			return gr_errf(err, GR_ETIMEOUT, "timed out waiting for the agent to start");
+		if ((rc = wait_io(c, NULL, 0, (int)(deadline - now), err)) < 0)
+			return rc;
+	}
+}
+
+static int bootstrap(struct gr_conn *c, struct gr_err *err)
+{
+	struct strbuf line = STRBUF_INIT;
+	uint64_t deadline = now_ms() + 60000;
+	int rc = 0;
+
+	for (;;) {
+		if ((rc = read_line(c, &line, deadline, err)) < 0)
+			goto out;
+		if (!strncmp(line.buf, "GPURUN-AGENT ", 13))
+			break;
+		if (!strcmp(line.buf, "GPURUN-BOOT have") || !line.len)
+			continue;
+		if (!strncmp(line.buf, "GPURUN-BOOT need ", 17)) {
+			struct utsname u;
+			char want[160];
+			uname(&u);
+			snprintf(want, sizeof(want), "%s %s", u.sysname, u.machine);
+			if (strcmp(line.buf + 17, want)) {
+				raw_send(c, "abort\n", 6);
+				conn_flush(c, NULL);
+				rc = gr_errf(err, GR_EUNSUPP,
+					     "the host is '%s'; this gpurun carries an agent for '%s' only",
+					     line.buf + 17, want);
+				gr_hintf(err, "use 'transport = openssh' with a gpurun built on that platform, or build gpurun there");
+				goto out;
+			}
+			if (c->verbose)
+				fprintf(stderr, "gpurun: uploading agent %s (%zu bytes) to %s\n",
+					GR_AGENT_HASH, (size_t)(gr_agent_blob_end - gr_agent_blob),
+					c->t->desc);
+			raw_send(c, "send\n", 5);
+			raw_send(c, gr_agent_blob, (size_t)(gr_agent_blob_end - gr_agent_blob));
+			if ((rc = conn_flush(c, err)) < 0)
+				goto out;
+			c->hello.uploaded = 1;
+			continue;
+		}
+		if (!strcmp(line.buf, "GPURUN-BOOT failed")) {
+			rc = gr_errf(err, GR_EAGENT, "could not install the agent in ~/.cache/gpurun on %s",
+				     c->t->desc);
+			gr_hintf(err, "check free space and permissions there; 'gpurun doctor' checks both");
+			goto out;
+		}
+		/* A banner or an rc file talking: not ours, skip it. */
+		if (c->verbose >= 2)
+			fprintf(stderr, "gpurun: remote said: %s\n", line.buf);
+	}
+	if (strcmp(line.buf + 13, GR_AGENT_HASH)) {
+		rc = gr_errf(err, GR_EAGENT, "the host started agent %s, expected %s",
+			     line.buf + 13, GR_AGENT_HASH);
+		goto out;
+	}
+out:
+	sb_release(&line);
+	return rc;
+}
+
+static int hello(struct gr_conn *c, struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
+	struct gr_frame f;
+	struct gr_rd rd;
+	uint32_t id = conn_next_id(c);
+	int rc;
+
+	put_u32(&pl, GR_PROTO_VERSION);
+	conn_send(c, GR_MSG_HELLO, 0, id, pl.buf, pl.len);
+	rc = conn_recv(c, &f, 60000, err);
+	if (rc == 0)
+		rc = gr_errf(err, GR_ETIMEOUT, "the agent did not answer HELLO");
+	if (rc < 0)
+		goto out;
+	if (f.type == GR_MSG_ERROR) {
+		rc = conn_error_from_frame(&f, err);
+		goto out;
+	}
+	rd_init(&rd, f.payload, f.len);
+	c->hello.version = get_u32(&rd);
+	c->hello.hash = get_str(&rd);
+	c->hello.arch = get_str(&rd);
+	c->hello.home = get_str(&rd);
+	c->hello.pid = get_u32(&rd);
+	if (f.type != GR_MSG_HELLO || f.id != id) {
+		rc = gr_errf(err, GR_EPROTO, "protocol error: expected HELLO, got %s",
+			     proto_msg_name(f.type));
+		goto out;
+	}
+	rc = rd_done(&rd, err, "HELLO");
+out:
+	sb_release(&pl);
+	sb_release(&rep);
+	return rc;
+}
+
+int conn_open(struct gr_conn **out, const struct gr_config *cfg,
+	      const struct conn_opts *o, struct gr_err *err)
+{
+	struct gr_conn *c = xcalloc(1, sizeof(*c));
+	char *script = conn_bootstrap_script(GR_AGENT_HASH);
+	int rc;
+
+	signal(SIGPIPE, SIG_IGN);
+	c->verbose = o ? o->verbose : 0;
+	rc = transport_open(&c->t, cfg, script, o ? o->accept_new : 0, c->verbose, err);
+	free(script);
+	if (rc < 0) {
+		free(c);
+		return rc;
+	}
+	if ((rc = bootstrap(c, err)) < 0 || (rc = hello(c, err)) < 0) {
+		conn_close(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void conn_close(struct gr_conn *c)
+{
+	if (!c)
+		return;
+	if (c->t) {
+		conn_pump(c, NULL);
+		c->t->ops->close_write(c->t, NULL);
+		c->t->ops->free(c->t);
+	}
+	for (size_t i = 0; i < c->npend; i++)
+		sb_release(&c->pend[i].payload);
+	free(c->pend);
+	sb_release(&c->held);
+	sb_release(&c->in);
+	sb_release(&c->out);
+	free(c->hello.hash);
+	free(c->hello.arch);
+	free(c->hello.home);
+	free(c);
+}

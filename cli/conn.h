@@ -1,0 +1,74 @@
+/* A framed connection to gpurun-agent over any transport: bootstrap (use
+ * the cached agent, or upload it once per version), HELLO, then requests
+ * that pipeline by id. Single-threaded; everything waits in poll(). */
+#ifndef GR_CONN_H
+#define GR_CONN_H
+
+#include <poll.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "proto.h"
+#include "transport.h"
+
+struct gr_conn;
+
+struct conn_opts {
+	int accept_new;   /* record an unknown host key */
+	int verbose;      /* -v count: 1 shows bootstrap steps on stderr */
+};
+
+struct gr_hello {
+	uint32_t version;
+	char *hash;   /* the agent's build hash */
+	char *arch;   /* uname -m on the host */
+	char *home;   /* the agent's $HOME */
+	uint32_t pid;
+	int uploaded; /* this connection uploaded the agent */
+};
+
+/* Connect, bootstrap the agent, exchange HELLO. *out is the caller's to
+ * conn_close(). Errors: GR_ESSH, GR_EHOSTKEY, GR_EAUTH, GR_EAGENT,
+ * GR_EUNSUPP (remote OS/architecture), GR_ETIMEOUT, GR_EPROTO. */
+int conn_open(struct gr_conn **out, const struct gr_config *cfg,
+	      const struct conn_opts *o, struct gr_err *err);
+void conn_close(struct gr_conn *c);
+
+const struct gr_hello *conn_hello(const struct gr_conn *c);
+const char *conn_desc(const struct gr_conn *c);
+
+/* A fresh request id (never 0). */
+uint32_t conn_next_id(struct gr_conn *c);
+/* Queue a frame; written by conn_flush / while waiting in conn_recv. */
+void conn_send(struct gr_conn *c, uint16_t type, uint16_t flags, uint32_t id,
+	       const void *payload, size_t n);
+/* Bytes queued and not yet written (for producers that pace themselves). */
+size_t conn_pending(const struct gr_conn *c);
+/* Write everything queued (blocking in poll). */
+int conn_flush(struct gr_conn *c, struct gr_err *err);
+/* Write what can be written now without blocking. */
+int conn_pump(struct gr_conn *c, struct gr_err *err);
+
+/* Wait for the next frame, writing queued bytes meanwhile. Returns 1 with
+ * *f filled (payload valid until the next conn_recv/conn_wait call), 0 on
+ * timeout (timeout_ms >= 0), or a GR_E* code (GR_ESSH when the connection
+ * closed). extra/nextra: local fds to watch too (e.g. stdin, a signal
+ * pipe); when one is ready, returns 2 with revents set in extra[]. */
+int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
+	      int nextra, int timeout_ms, struct gr_err *err);
+int conn_recv(struct gr_conn *c, struct gr_frame *f, int timeout_ms, struct gr_err *err);
+
+/* One request, one answer: send type+payload under a new id and wait for
+ * its OK (payload appended to reply if non-NULL) or ERROR (returned as its
+ * code with err set to the agent's message). Frames for other ids that
+ * arrive meanwhile are kept for later conn_recv calls. */
+int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
+		 struct strbuf *reply, struct gr_err *err);
+
+/* Turn an ERROR frame into err; returns its code (GR_EREMOTE if it is 0). */
+int conn_error_from_frame(const struct gr_frame *f, struct gr_err *err);
+
+/* The bootstrap script (exposed for tests). */
+char *conn_bootstrap_script(const char *hash);
+
+#endif

@@ -1,0 +1,148 @@
+/* gpurun's entry point: global options, then dispatch to the command
+ * named in the table (commands.c), with what it needs set up. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent_hash.h"
+#include "gpurun.h"
+
+#ifndef GR_VERSION
+#define GR_VERSION "0.1.0"
+#endif
+
+void gr_report(const struct gr_ctx *ctx)
+{
+	const char *msg = ctx->err.msg[0] ? ctx->err.msg : gr_strcode(ctx->err.code);
+
+	fprintf(stderr, "gpurun: %s\n", msg);
+	if (ctx->err.hint[0])
+		fprintf(stderr, "hint: %s\n", ctx->err.hint);
+}
+
+int gr_usage_error(struct gr_ctx *ctx)
+{
+	if (ctx->cmd && !ctx->err.hint[0])
+		gr_hintf(&ctx->err, "usage: gpurun %s [OPTIONS] %s (see 'gpurun %s --help')",
+			 ctx->cmd->name, ctx->cmd->args ? ctx->cmd->args : "", ctx->cmd->name);
+	ctx->err.code = GR_EUSAGE;
+	return GR_EUSAGE;
+}
+
+int ctx_connect(struct gr_ctx *ctx)
+{
+	struct conn_opts o = { ctx->accept_new, ctx->verbose };
+
+	if (ctx->conn)
+		return 0;
+	return conn_open(&ctx->conn, ctx->cfg, &o, &ctx->err);
+}
+
+static int is_tty(int fd)
+{
+	return isatty(fd) == 1;
+}
+
+static int apply_overrides(struct gr_ctx *ctx)
+{
+	for (size_t i = 0; i < ctx->overrides.n; i++) {
+		const char *kv = ctx->overrides.v[i];
+		const char *eq = strchr(kv, '=');
+		if (!eq) {
+			gr_errf(&ctx->err, GR_EUSAGE, "-o needs KEY=VALUE, not '%s'", kv);
+			return GR_EUSAGE;
+		}
+		char *key = xstrndup(kv, (size_t)(eq - kv));
+		int rc = config_set(ctx->cfg, key, eq + 1, "-o", &ctx->err);
+		free(key);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct gr_ctx ctx = { 0 };
+	struct gr_getopt st;
+	const char *host = NULL;
+	int rc, id;
+
+	gr_getopt_init(&st, argc, argv);
+	st.stop_at_positional = 1; /* options after the command are the command's */
+	while ((id = gr_getopt(&st, gr_global_opts, &ctx.err)) > 0) {
+		switch (id) {
+		case G_CONFIG: ctx.config_file = st.arg; break;
+		case G_CHDIR:
+			if (chdir(st.arg) < 0) {
+				gr_errf(&ctx.err, GR_EUSAGE, "cannot change to '%s': %s", st.arg,
+					strerror(errno));
+				goto fail;
+			}
+			break;
+		case G_SET: sv_push(&ctx.overrides, st.arg); break;
+		case G_HOST: host = st.arg; break;
+		case G_ACCEPT_NEW: ctx.accept_new = 1; break;
+		case G_VERBOSE: ctx.verbose++; break;
+		case G_QUIET: ctx.quiet = 1; break;
+		case G_VERSION:
+			printf("gpurun %s (agent %s, protocol %d)\n", GR_VERSION, GR_AGENT_HASH,
+			       GR_PROTO_VERSION);
+			rc = 0;
+			goto out;
+		case OPT_HELP:
+			help_overview(stdout);
+			rc = 0;
+			goto out;
+		}
+	}
+	if (id < 0) {
+		gr_hintf(&ctx.err, "see 'gpurun help'");
+		goto fail;
+	}
+	if (!st.args.n) {
+		help_overview(stderr);
+		rc = GR_EXIT_USAGE;
+		goto out;
+	}
+	ctx.cmd = gr_find_command(st.args.v[0]);
+	if (!ctx.cmd) {
+		gr_errf(&ctx.err, GR_EUSAGE, "'%s' is not a gpurun command", st.args.v[0]);
+		gr_hintf(&ctx.err, "see 'gpurun help' for the list");
+		goto fail;
+	}
+	ctx.interactive = is_tty(0) && is_tty(2);
+	ctx.color = is_tty(2) && !getenv("NO_COLOR") && !ctx.quiet;
+	ctx.progress = is_tty(2) && !getenv("CI") && !getenv("NO_COLOR") && !ctx.quiet;
+
+	if (ctx.cmd->needs & (CMD_CONFIG | CMD_CONFIG_OPT)) {
+		rc = config_load(&ctx.cfg, ctx.config_file,
+				 !(ctx.cmd->needs & CMD_CONFIG), &ctx.err);
+		if (rc < 0)
+			goto fail;
+		if (host && (rc = config_set(ctx.cfg, "remote.host", host, "--host", &ctx.err)) < 0)
+			goto fail;
+		if ((rc = apply_overrides(&ctx)) < 0)
+			goto fail;
+	}
+	/* The command sees argv from its own name on. */
+	rc = ctx.cmd->fn((int)st.args.n, st.args.v, &ctx);
+	goto out;
+fail:
+	rc = -1;
+out:
+	if (rc < 0) {
+		if (!ctx.err.code)
+			ctx.err.code = rc;
+		gr_report(&ctx);
+		rc = gr_exit_code(ctx.err.code);
+	}
+	conn_close(ctx.conn);
+	config_free(ctx.cfg);
+	sv_clear(&ctx.overrides);
+	gr_getopt_release(&st);
+	return rc;
+}

@@ -1,0 +1,63 @@
+/* Command-line options from tables. The same tables generate --help and
+ * the shell completions, so flags, help and completions cannot disagree. */
+#ifndef GR_OPTS_H
+#define GR_OPTS_H
+
+#include "err.h"
+#include "util.h"
+
+enum gr_opt_type {
+	OPT_FLAG,   /* --dry-run */
+	OPT_STRING, /* --why PATH */
+	OPT_INT,    /* --tail N (range min..max) */
+	OPT_ENUM,   /* --device cpu|cuda (values[]) */
+};
+
+/* What a value completes to (completions/ and `gpurun help`). */
+enum gr_complete {
+	COMPLETE_NONE = 0,
+	COMPLETE_FILE,
+	COMPLETE_DIR,
+	COMPLETE_HOST,
+	COMPLETE_JOB,
+	COMPLETE_KEY,  /* a config key "section.key" */
+	COMPLETE_CMD,  /* a gpurun command name */
+};
+
+struct gr_opt {
+	int id;              /* returned by gr_getopt; 0 ends the table */
+	const char *lng;     /* long name without dashes */
+	char shrt;           /* short letter or 0 */
+	enum gr_opt_type type;
+	const char *argname; /* "PATH", "N" */
+	const char *help;    /* one line */
+	const char *const *values; /* OPT_ENUM: NULL-terminated */
+	long long min, max;  /* OPT_INT */
+	enum gr_complete complete;
+};
+
+struct gr_getopt {
+	int argc;
+	char **argv;
+	int i;                /* next argv index */
+	const char *cluster;  /* rest of a -abc cluster */
+	int stop_at_positional; /* everything from the first positional on is positional (exec) */
+	int done_opts;
+	/* Out: */
+	const char *arg;      /* the option's value (OPT_STRING/ENUM/INT) */
+	long long num;        /* OPT_INT's value */
+	struct strvec args;   /* positionals, in order */
+};
+
+/* Ids every command shares. */
+enum { OPT_HELP = 1000 };
+
+void gr_getopt_init(struct gr_getopt *st, int argc, char **argv);
+/* Returns the next option's id, 0 when all arguments are consumed
+ * (positionals collected in st->args), or GR_EUSAGE with err set
+ * ("unknown option '--x'", "option '--tail' needs a value", ...).
+ * -h/--help is always accepted and returns OPT_HELP. */
+int gr_getopt(struct gr_getopt *st, const struct gr_opt *opts, struct gr_err *err);
+void gr_getopt_release(struct gr_getopt *st);
+
+#endif

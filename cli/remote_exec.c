@@ -1,0 +1,129 @@
+/* The client side of EXEC (see remote_exec.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "remote_exec.h"
+
+static int sig_pipe[2] = { -1, -1 };
+
+static void on_signal(int sig)
+{
+	int e = errno;
+	unsigned char c = (unsigned char)sig;
+	if (write(sig_pipe[1], &c, 1) < 0) {
+		/* full: the loop will see an earlier byte */
+	}
+	errno = e;
+}
+
+int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT;
+	struct sigaction sa = { 0 }, old_int, old_term, old_hup;
+	struct pollfd extra[2];
+	uint32_t id = conn_next_id(c);
+	int stdin_open = o->forward_stdin, interrupts = 0, rc;
+	size_t argc = 0, envc = 0;
+
+	while (o->argv[argc])
+		argc++;
+	while (o->env && o->env[envc])
+		envc++;
+	put_str(&pl, o->cwd);
+	put_u32(&pl, (uint32_t)argc);
+	for (size_t i = 0; i < argc; i++)
+		put_str(&pl, o->argv[i]);
+	put_u32(&pl, (uint32_t)envc);
+	for (size_t i = 0; i < envc; i++)
+		put_str(&pl, o->env[i]);
+	conn_send(c, GR_MSG_EXEC, 0, id, pl.buf, pl.len);
+	sb_reset(&pl);
+	if (!stdin_open)
+		conn_send(c, GR_MSG_STDIN, GR_F_END, id, NULL, 0);
+
+	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		sb_release(&pl);
+		return gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));
+	}
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	sigaction(SIGHUP, &sa, &old_hup);
+
+	for (;;) {
+		struct gr_frame f;
+		int n = 0;
+
+		extra[n++] = (struct pollfd){ sig_pipe[0], POLLIN, 0 };
+		if (stdin_open)
+			extra[n++] = (struct pollfd){ 0, POLLIN, 0 };
+		rc = conn_wait(c, &f, extra, n, -1, err);
+		if (rc < 0) {
+			gr_err_prefix(err, "the command's status is unknown");
+			break;
+		}
+		if (rc == 2) {
+			unsigned char sig;
+			if (read(sig_pipe[0], &sig, 1) == 1) {
+				if (++interrupts >= 2) {
+					rc = gr_errf(err, GR_ECANCEL, "interrupted; the command may still be running on the host");
+					break;
+				}
+				put_u32(&pl, sig);
+				conn_send(c, GR_MSG_SIGNAL, 0, id, pl.buf, pl.len);
+				sb_reset(&pl);
+			}
+			if (stdin_open && n > 1 && extra[1].revents) {
+				char buf[65536];
+				ssize_t r = read(0, buf, sizeof(buf));
+				if (r < 0 && (errno == EINTR || errno == EAGAIN))
+					continue;
+				if (r <= 0) {
+					conn_send(c, GR_MSG_STDIN, GR_F_END, id, NULL, 0);
+					stdin_open = 0;
+				} else {
+					conn_send(c, GR_MSG_STDIN, 0, id, buf, (size_t)r);
+				}
+			}
+			continue;
+		}
+		if (rc == 0 || f.id != id)
+			continue;
+		if (f.type == GR_MSG_STDOUT || f.type == GR_MSG_STDERR) {
+			int fd = f.type == GR_MSG_STDOUT ? o->out_fd : o->err_fd;
+			if (write_full(fd, f.payload, f.len) < 0 && errno != EPIPE) {
+				rc = gr_errf(err, GR_EIO, "cannot write output: %s", strerror(errno));
+				break;
+			}
+			continue;
+		}
+		if (f.type == GR_MSG_ERROR) {
+			rc = conn_error_from_frame(&f, err);
+			break;
+		}
+		if (f.type == GR_MSG_EXIT) {
+			struct gr_rd rd;
+			rd_init(&rd, f.payload, f.len);
+			uint8_t signalled = get_u8(&rd);
+			uint32_t code = get_u32(&rd);
+			if ((rc = rd_done(&rd, err, "EXIT")) < 0)
+				break;
+			rc = signalled ? 128 + (int)(code & 0x7f) : (int)(code & 0xff);
+			break;
+		}
+	}
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	sigaction(SIGHUP, &old_hup, NULL);
+	close(sig_pipe[0]);
+	close(sig_pipe[1]);
+	sig_pipe[0] = sig_pipe[1] = -1;
+	sb_release(&pl);
+	return rc;
+}

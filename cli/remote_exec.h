@@ -1,0 +1,23 @@
+/* Run one command through the agent's EXEC request and relay it: stdout
+ * and stderr to two fds as they arrive, stdin forwarded, Ctrl-C passed on
+ * as SIGINT (a second one gives up). Shared by exec, the build step of
+ * train, and the pre-push hook. */
+#ifndef GR_REMOTE_EXEC_H
+#define GR_REMOTE_EXEC_H
+
+#include "conn.h"
+
+struct remote_exec_opts {
+	const char *cwd;              /* folder on the host (remote ~ allowed) */
+	const char *const *argv;      /* NULL-terminated */
+	const char *const *env;       /* "K=V" strings, NULL-terminated; may be NULL */
+	int forward_stdin;            /* relay our stdin to the command */
+	int out_fd, err_fd;           /* where its stdout / stderr go */
+};
+
+/* Returns the command's exit status (0-255, 128+N for signal N), or a
+ * negative GR_E* code with err set (the connection dropped before the
+ * status arrived: never reported as success). */
+int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_err *err);
+
+#endif

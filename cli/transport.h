@@ -1,0 +1,60 @@
+/* A transport is a byte stream to a shell on the host (where the bootstrap
+ * script runs and then execs the agent). Three kinds carry the same bytes:
+ * a libssh2 exec channel, an `ssh` subprocess, and a local `sh`.
+ * All calls are non-blocking; conn.c drives them with poll(). */
+#ifndef GR_TRANSPORT_H
+#define GR_TRANSPORT_H
+
+#include <poll.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "err.h"
+
+#define GR_TR_AGAIN (-1000) /* would block: poll and retry */
+
+struct gr_transport;
+
+struct gr_transport_ops {
+	const char *name;
+	/* > 0 bytes, 0 at EOF, GR_TR_AGAIN, or a GR_E* code with err set. */
+	ssize_t (*read)(struct gr_transport *t, void *buf, size_t n, struct gr_err *err);
+	ssize_t (*write)(struct gr_transport *t, const void *buf, size_t n, struct gr_err *err);
+	/* Fill up to 4 pollfds for what the caller wants (the transport may
+	 * ask for other directions, as libssh2 does); returns how many. */
+	int (*pollfds)(struct gr_transport *t, struct pollfd *pfd, int want_read,
+		       int want_write);
+	/* Called after every poll (and at least every *timeout_ms the
+	 * transport asks for, -1 = none): keepalives, draining stderr. */
+	int (*tick)(struct gr_transport *t, int *timeout_ms, struct gr_err *err);
+	/* Send EOF on the outgoing direction. */
+	int (*close_write)(struct gr_transport *t, struct gr_err *err);
+	/* Tear down; frees t. */
+	void (*free)(struct gr_transport *t);
+};
+
+struct gr_transport {
+	const struct gr_transport_ops *ops;
+	char *desc; /* "user@host:port" for messages */
+};
+
+/* Open a transport running `sh -c script` on the host described by cfg
+ * (remote.host / remote.transport). accept_new: record an unknown host key.
+ * The caller owns *out. */
+int transport_open(struct gr_transport **out, const struct gr_config *cfg,
+		   const char *script, int accept_new, int verbose, struct gr_err *err);
+
+/* The local (sh on this machine) and openssh (ssh subprocess) kinds. */
+int transport_proc_local(struct gr_transport **out, const char *script,
+			 struct gr_err *err);
+int transport_proc_openssh(struct gr_transport **out, const struct gr_config *cfg,
+			   const char *script, int accept_new, struct gr_err *err);
+/* The libssh2 kind (ssh.c). */
+int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
+		      const char *script, int accept_new, int verbose,
+		      struct gr_err *err);
+
+/* Quote s for a POSIX shell (single quotes). Returns a new string. */
+char *sh_quote(const char *s);
+
+#endif

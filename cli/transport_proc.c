@@ -1,0 +1,243 @@
+/* Transports that run a subprocess: `sh -c SCRIPT` here (transport =
+ * local, for a workstation with its own GPU and for tests) and `ssh HOST
+ * SCRIPT` (transport = openssh, the escape hatch for ssh features libssh2
+ * lacks). Both are two non-blocking pipes to the child. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "transport.h"
+
+struct proc_transport {
+	struct gr_transport base;
+	pid_t pid;
+	int to_fd, from_fd;
+};
+
+static ssize_t proc_read(struct gr_transport *t, void *buf, size_t n, struct gr_err *err)
+{
+	struct proc_transport *p = (struct proc_transport *)t;
+	ssize_t r = read(p->from_fd, buf, n);
+
+	if (r >= 0)
+		return r;
+	if (errno == EAGAIN || errno == EINTR)
+		return GR_TR_AGAIN;
+	return gr_errf(err, GR_EIO, "reading from %s: %s", t->desc, strerror(errno));
+}
+
+static ssize_t proc_write(struct gr_transport *t, const void *buf, size_t n, struct gr_err *err)
+{
+	struct proc_transport *p = (struct proc_transport *)t;
+	ssize_t w;
+
+	if (p->to_fd < 0)
+		return gr_errf(err, GR_EIO, "writing to %s: already closed", t->desc);
+	w = write(p->to_fd, buf, n);
+	if (w >= 0)
+		return w;
+	if (errno == EAGAIN || errno == EINTR)
+		return GR_TR_AGAIN;
+	if (errno == EPIPE)
+		return gr_errf(err, GR_ESSH, "connection to %s closed", t->desc);
+	return gr_errf(err, GR_EIO, "writing to %s: %s", t->desc, strerror(errno));
+}
+
+static int proc_pollfds(struct gr_transport *t, struct pollfd *pfd, int want_read,
+			int want_write)
+{
+	struct proc_transport *p = (struct proc_transport *)t;
+	int n = 0;
+
+	if (want_read)
+		pfd[n++] = (struct pollfd){ p->from_fd, POLLIN, 0 };
+	if (want_write && p->to_fd >= 0)
+		pfd[n++] = (struct pollfd){ p->to_fd, POLLOUT, 0 };
+	return n;
+}
+
+static int proc_tick(struct gr_transport *t, int *timeout_ms, struct gr_err *err)
+{
+	(void)t;
+	(void)err;
+	*timeout_ms = -1;
+	return 0;
+}
+
+static int proc_close_write(struct gr_transport *t, struct gr_err *err)
+{
+	struct proc_transport *p = (struct proc_transport *)t;
+
+	(void)err;
+	if (p->to_fd >= 0)
+		close(p->to_fd);
+	p->to_fd = -1;
+	return 0;
+}
+
+static void proc_free(struct gr_transport *t)
+{
+	struct proc_transport *p = (struct proc_transport *)t;
+	int status;
+
+	if (!t)
+		return;
+	if (p->to_fd >= 0)
+		close(p->to_fd);
+	if (p->from_fd >= 0)
+		close(p->from_fd);
+	if (p->pid > 0) {
+		/* Closing the pipes ends the agent; give it a moment, then
+		 * make sure nothing is left behind. */
+		for (int i = 0; i < 100; i++) {
+			if (waitpid(p->pid, &status, WNOHANG) != 0)
+				goto reaped;
+			usleep(10000);
+		}
+		kill(p->pid, SIGTERM);
+		waitpid(p->pid, &status, 0);
+	}
+reaped:
+	free(t->desc);
+	free(p);
+}
+
+static const struct gr_transport_ops proc_ops = {
+	.name = "process",
+	.read = proc_read,
+	.write = proc_write,
+	.pollfds = proc_pollfds,
+	.tick = proc_tick,
+	.close_write = proc_close_write,
+	.free = proc_free,
+};
+
+static int spawn(struct gr_transport **out, char *const argv[], const char *desc,
+		 struct gr_err *err)
+{
+	int in[2], outp[2];
+	struct proc_transport *p;
+	pid_t pid;
+
+	if (pipe2(in, O_CLOEXEC) < 0)
+		return gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));
+	if (pipe2(outp, O_CLOEXEC) < 0) {
+		close(in[0]);
+		close(in[1]);
+		return gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));
+	}
+	pid = fork();
+	if (pid < 0) {
+		close(in[0]); close(in[1]); close(outp[0]); close(outp[1]);
+		return gr_errf(err, GR_EIO, "fork: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(outp[1], 1);
+		/* Keep the child out of our process group's Ctrl-C: gpurun
+		 * decides what an interrupt means for the remote side. */
+		setpgid(0, 0);
+		signal(SIGPIPE, SIG_DFL);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(outp[1]);
+	p = xcalloc(1, sizeof(*p));
+	p->base.ops = &proc_ops;
+	p->base.desc = xstrdup(desc);
+	p->pid = pid;
+	p->to_fd = in[1];
+	p->from_fd = outp[0];
+	set_nonblock(p->to_fd, 1);
+	set_nonblock(p->from_fd, 1);
+	*out = &p->base;
+	return 0;
+}
+
+int transport_proc_local(struct gr_transport **out, const char *script,
+			 struct gr_err *err)
+{
+	char *argv[] = { "/bin/sh", "-c", (char *)script, NULL };
+
+	return spawn(out, argv, "local", err);
+}
+
+int transport_proc_openssh(struct gr_transport **out, const struct gr_config *cfg,
+			   const char *script, int accept_new, struct gr_err *err)
+{
+	struct strvec av = STRVEC_INIT;
+	char *remote = NULL, *q = sh_quote(script);
+	int rc;
+
+	/* The remote login shell gets one string: run it under sh whatever the
+	 * user's shell is. */
+	remote = xasprintf("exec /bin/sh -c %s", q);
+	sv_push(&av, getenv("GPURUN_SSH") ? getenv("GPURUN_SSH") : "ssh");
+	sv_push(&av, "-T");
+	sv_push(&av, "-o");
+	sv_push(&av, "BatchMode=yes");
+	if (accept_new) {
+		sv_push(&av, "-o");
+		sv_push(&av, "StrictHostKeyChecking=accept-new");
+	}
+	if (cfg->remote.identity && *cfg->remote.identity) {
+		sv_push(&av, "-i");
+		sv_push(&av, cfg->remote.identity);
+	}
+	if (cfg->remote.known_hosts && *cfg->remote.known_hosts)
+		sv_pushf(&av, "-oUserKnownHostsFile=%s", cfg->remote.known_hosts);
+	if (cfg->remote.connect_timeout > 0)
+		sv_pushf(&av, "-oConnectTimeout=%d", cfg->remote.connect_timeout);
+	/* OpenSSH reads the passwd home, not $HOME: point it at $HOME's config
+	 * so gpurun and ssh agree on which ssh_config is in force. */
+	char *user_cfg = expand_home("~/.ssh/config");
+	if (access(user_cfg, R_OK) == 0) {
+		sv_push(&av, "-F");
+		sv_push(&av, user_cfg);
+	}
+	free(user_cfg);
+	sv_push(&av, "--");
+	sv_push(&av, cfg->remote.host);
+	sv_push(&av, remote);
+	rc = spawn(out, av.v, cfg->remote.host, err);
+	sv_clear(&av);
+	free(remote);
+	free(q);
+	return rc;
+}
+
+char *sh_quote(const char *s)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	sb_add(&sb, "'", 1);
+	for (; *s; s++) {
+		if (*s == '\'')
+			sb_adds(&sb, "'\\''");
+		else
+			sb_add(&sb, s, 1);
+	}
+	sb_add(&sb, "'", 1);
+	return sb_detach(&sb, NULL);
+}
+
+int transport_open(struct gr_transport **out, const struct gr_config *cfg,
+		   const char *script, int accept_new, int verbose, struct gr_err *err)
+{
+	if (cfg->remote.transport == GR_TRANSPORT_LOCAL ||
+	    (cfg->remote.host && !strcmp(cfg->remote.host, "local")))
+		return transport_proc_local(out, script, err);
+	if (!cfg->remote.host || !*cfg->remote.host) {
+		gr_errf(err, GR_ECONFIG, "no host configured ([remote] host)");
+		gr_hintf(err, "set it in gpurun.ini, or pass --host HOST");
+		return GR_ECONFIG;
+	}
+	if (cfg->remote.transport == GR_TRANSPORT_OPENSSH)
+		return transport_proc_openssh(out, cfg, script, accept_new, err);
+	return transport_libssh2(out, cfg, script, accept_new, verbose, err);
+}

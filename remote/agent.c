@@ -1,0 +1,576 @@
+/* gpurun-agent: the only program that touches the host's filesystem and
+ * processes on gpurun's behalf. It speaks the framed protocol (proto.h) on
+ * stdin/stdout and answers the fixed request tables of its modules. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#include "agent_hash.h"
+
+#define OUT_HIGH_WATER (8u << 20)
+
+struct stream {
+	uint32_t id;
+	const struct agent_stream_ops *ops;
+	void *st;
+};
+
+struct watch {
+	int fd;
+	short events;
+	agent_fd_cb cb;
+	void *arg;
+};
+
+struct childw {
+	pid_t pid;
+	agent_child_cb cb;
+	void *arg;
+};
+
+struct timer {
+	int period_ms;
+	uint64_t next;
+	agent_timer_cb cb;
+	void *arg;
+};
+
+struct agent {
+	struct strbuf in;
+	size_t in_off;
+	struct strbuf out;
+	size_t out_off;
+	int in_eof, out_broken;
+	struct stream *streams;
+	size_t nstreams;
+	struct watch *watches;
+	size_t nwatches;
+	struct childw *children;
+	size_t nchildren;
+	struct timer *timers;
+	size_t ntimers;
+};
+
+static int sigchld_pipe[2] = { -1, -1 };
+
+static const struct agent_handler *const handler_tables[] = {
+	agent_core_handlers, agent_exec_handlers, agent_sync_handlers,
+	agent_job_handlers,
+};
+
+const char *agent_home(void)
+{
+	const char *h = getenv("HOME");
+	return h && *h ? h : "/";
+}
+
+char *agent_path(const char *p)
+{
+	if (p[0] == '~' && (p[1] == '\0' || p[1] == '/'))
+		return xasprintf("%s%s", agent_home(), p + 1);
+	if (p[0] == '/')
+		return xstrdup(p);
+	return xasprintf("%s/%s", agent_home(), p);
+}
+
+void agent_send(struct agent *a, uint16_t type, uint16_t flags, uint32_t id,
+		const void *payload, size_t n)
+{
+	if (a->out_broken)
+		return;
+	proto_frame_append(&a->out, type, flags, id, payload, n);
+}
+
+void agent_ok(struct agent *a, uint32_t id, const void *payload, size_t n)
+{
+	agent_send(a, GR_MSG_OK, GR_F_END, id, payload, n);
+}
+
+void agent_fail(struct agent *a, uint32_t id, int code, const char *fmt, ...)
+{
+	struct strbuf msg = STRBUF_INIT, pl = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	sb_vaddf(&msg, fmt, ap);
+	va_end(ap);
+	proto_error_payload(&pl, code, msg.buf);
+	agent_send(a, GR_MSG_ERROR, GR_F_END, id, pl.buf, pl.len);
+	sb_release(&msg);
+	sb_release(&pl);
+}
+
+size_t agent_out_pending(struct agent *a)
+{
+	return a->out.len - a->out_off;
+}
+
+int agent_out_full(struct agent *a)
+{
+	return agent_out_pending(a) >= OUT_HIGH_WATER;
+}
+
+static struct stream *find_stream(struct agent *a, uint32_t id)
+{
+	for (size_t i = 0; i < a->nstreams; i++)
+		if (a->streams[i].id == id)
+			return &a->streams[i];
+	return NULL;
+}
+
+void agent_stream_open(struct agent *a, uint32_t id,
+		       const struct agent_stream_ops *ops, void *st)
+{
+	a->streams = xrealloc(a->streams, (a->nstreams + 1) * sizeof(*a->streams));
+	a->streams[a->nstreams++] = (struct stream){ id, ops, st };
+}
+
+void agent_stream_close(struct agent *a, uint32_t id)
+{
+	for (size_t i = 0; i < a->nstreams; i++) {
+		if (a->streams[i].id != id)
+			continue;
+		struct stream s = a->streams[i];
+		a->streams[i] = a->streams[--a->nstreams];
+		if (s.ops->on_close)
+			s.ops->on_close(a, id, s.st);
+		return;
+	}
+}
+
+void agent_watch_fd(struct agent *a, int fd, short events, agent_fd_cb cb, void *arg)
+{
+	for (size_t i = 0; i < a->nwatches; i++)
+		if (a->watches[i].fd == fd) {
+			a->watches[i] = (struct watch){ fd, events, cb, arg };
+			return;
+		}
+	a->watches = xrealloc(a->watches, (a->nwatches + 1) * sizeof(*a->watches));
+	a->watches[a->nwatches++] = (struct watch){ fd, events, cb, arg };
+}
+
+void agent_unwatch_fd(struct agent *a, int fd)
+{
+	for (size_t i = 0; i < a->nwatches; i++)
+		if (a->watches[i].fd == fd) {
+			a->watches[i].fd = -1; /* compacted by the loop */
+			return;
+		}
+}
+
+void agent_watch_child(struct agent *a, pid_t pid, agent_child_cb cb, void *arg)
+{
+	a->children = xrealloc(a->children, (a->nchildren + 1) * sizeof(*a->children));
+	a->children[a->nchildren++] = (struct childw){ pid, cb, arg };
+}
+
+void agent_add_timer(struct agent *a, int period_ms, agent_timer_cb cb, void *arg)
+{
+	a->timers = xrealloc(a->timers, (a->ntimers + 1) * sizeof(*a->timers));
+	a->timers[a->ntimers++] = (struct timer){ period_ms, now_ms() + (uint64_t)period_ms, cb, arg };
+}
+
+void agent_del_timer(struct agent *a, agent_timer_cb cb, void *arg)
+{
+	for (size_t i = 0; i < a->ntimers; i++)
+		if (a->timers[i].cb == cb && a->timers[i].arg == arg) {
+			a->timers[i].cb = NULL; /* compacted by the loop */
+			return;
+		}
+}
+
+static const struct agent_handler *find_handler(uint16_t type)
+{
+	for (size_t t = 0; t < GR_ARRAY_SIZE(handler_tables); t++)
+		for (const struct agent_handler *h = handler_tables[t]; h->type; h++)
+			if (h->type == type)
+				return h;
+	return NULL;
+}
+
+static void dispatch(struct agent *a, const struct gr_frame *f)
+{
+	struct stream *s = find_stream(a, f->id);
+	struct gr_err err = { 0 };
+	int rc;
+
+	if (s && f->id) {
+		if (f->type == GR_MSG_CANCEL) {
+			agent_stream_close(a, f->id);
+			return;
+		}
+		if (f->type == GR_MSG_DATA && s->ops->on_data)
+			rc = s->ops->on_data(a, f->id, s->st, f->payload, f->len,
+					     !!(f->flags & GR_F_END), &err);
+		else if (s->ops->on_frame)
+			rc = s->ops->on_frame(a, f->id, s->st, f, &err);
+		else
+			rc = gr_errf(&err, GR_EPROTO, "unexpected %s frame for request %u",
+				     proto_msg_name(f->type), f->id);
+		if (rc < 0) {
+			agent_fail(a, f->id, err.code ? err.code : rc, "%s", err.msg);
+			agent_stream_close(a, f->id);
+		}
+		return;
+	}
+	if (f->type == GR_MSG_DATA || f->type == GR_MSG_CANCEL ||
+	    f->type == GR_MSG_STDIN || f->type == GR_MSG_SIGNAL)
+		return; /* late frames for a request that already ended */
+
+	const struct agent_handler *h = find_handler(f->type);
+	if (!h) {
+		agent_fail(a, f->id, GR_EPROTO, "unknown request type 0x%02x", f->type);
+		return;
+	}
+	struct gr_rd rd;
+	rd_init(&rd, f->payload, f->len);
+	rc = h->start(a, f->id, &rd, &err);
+	if (rc < 0)
+		agent_fail(a, f->id, err.code ? err.code : rc, "%s",
+			   err.msg[0] ? err.msg : gr_strcode(rc));
+}
+
+static void on_sigchld(int sig)
+{
+	int e = errno;
+	(void)sig;
+	if (write(sigchld_pipe[1], "c", 1) < 0) {
+		/* the pipe is full: a wakeup is already pending */
+	}
+	errno = e;
+}
+
+static void reap_children(struct agent *a)
+{
+	char buf[64];
+	int status;
+	pid_t pid;
+
+	while (read(sigchld_pipe[0], buf, sizeof(buf)) > 0)
+		;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (size_t i = 0; i < a->nchildren; i++) {
+			if (a->children[i].pid != pid)
+				continue;
+			struct childw c = a->children[i];
+			a->children[i] = a->children[--a->nchildren];
+			c.cb(a, pid, status, c.arg);
+			break;
+		}
+	}
+}
+
+static void read_input(struct agent *a)
+{
+	struct gr_err err = { 0 };
+
+	sb_grow(&a->in, 256 * 1024);
+	ssize_t r = read(0, a->in.buf + a->in.len, a->in.alloc - a->in.len - 1);
+	if (r < 0) {
+		if (errno == EINTR || errno == EAGAIN)
+			return;
+		a->in_eof = 1;
+		return;
+	}
+	if (r == 0) {
+		a->in_eof = 1;
+		return;
+	}
+	a->in.len += (size_t)r;
+	for (;;) {
+		struct gr_frame f;
+		size_t used;
+		int rc = proto_parse((uint8_t *)a->in.buf + a->in_off,
+				     a->in.len - a->in_off, &f, &used, &err);
+		if (rc < 0) {
+			/* The stream is out of step: nothing after this can be
+			 * trusted. Say why and stop reading. */
+			agent_fail(a, 0, rc, "%s", err.msg);
+			a->in_eof = 1;
+			return;
+		}
+		if (rc == 0)
+			break;
+		a->in_off += used;
+		dispatch(a, &f);
+	}
+	if (a->in_off == a->in.len) {
+		a->in.len = a->in_off = 0;
+	} else if (a->in_off > (1u << 20)) {
+		memmove(a->in.buf, a->in.buf + a->in_off, a->in.len - a->in_off);
+		a->in.len -= a->in_off;
+		a->in_off = 0;
+	}
+}
+
+static void write_output(struct agent *a)
+{
+	while (agent_out_pending(a)) {
+		ssize_t w = write(1, a->out.buf + a->out_off, agent_out_pending(a));
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				a->out_broken = 1;
+			break;
+		}
+		a->out_off += (size_t)w;
+	}
+	if (a->out_broken || a->out_off == a->out.len) {
+		a->out.len = a->out_off = 0;
+	} else if (a->out_off > (1u << 20)) {
+		memmove(a->out.buf, a->out.buf + a->out_off, agent_out_pending(a));
+		a->out.len -= a->out_off;
+		a->out_off = 0;
+	}
+}
+
+static int run_timers(struct agent *a)
+{
+	uint64_t now = now_ms();
+	int wait = -1;
+
+	for (size_t i = 0; i < a->ntimers; i++) {
+		if (a->timers[i].cb && a->timers[i].next <= now) {
+			a->timers[i].next = now + (uint64_t)a->timers[i].period_ms;
+			a->timers[i].cb(a, a->timers[i].arg);
+		}
+	}
+	for (size_t i = 0; i < a->ntimers;) {
+		if (!a->timers[i].cb) {
+			a->timers[i] = a->timers[--a->ntimers];
+			continue;
+		}
+		int left = (int)(a->timers[i].next > now ? a->timers[i].next - now : 0);
+		if (wait < 0 || left < wait)
+			wait = left;
+		i++;
+	}
+	return wait;
+}
+
+static int serve(void)
+{
+	struct agent a = { 0 };
+	struct sigaction sa = { 0 };
+	struct pollfd *pfd = NULL;
+	size_t pfd_alloc = 0;
+
+	if (pipe2(sigchld_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		perror("gpurun-agent: pipe");
+		return 1;
+	}
+	sa.sa_handler = on_sigchld;
+	sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+	sigaction(SIGCHLD, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	set_nonblock(0, 1);
+	set_nonblock(1, 1);
+
+	while (!(a.in_eof && (!agent_out_pending(&a) || a.out_broken))) {
+		int timeout = run_timers(&a);
+		size_t n = 0, nw;
+
+		/* compact watch list */
+		for (size_t i = 0; i < a.nwatches;)
+			if (a.watches[i].fd < 0)
+				a.watches[i] = a.watches[--a.nwatches];
+			else
+				i++;
+		nw = a.nwatches;
+		if (pfd_alloc < nw + 3) {
+			pfd_alloc = nw + 3;
+			pfd = xrealloc(pfd, pfd_alloc * sizeof(*pfd));
+		}
+		pfd[n++] = (struct pollfd){ sigchld_pipe[0], POLLIN, 0 };
+		/* Backpressure: while replies pile up, read neither requests nor
+		 * watched producers. */
+		int full = agent_out_full(&a);
+		pfd[n++] = (struct pollfd){ a.in_eof || full ? -1 : 0, POLLIN, 0 };
+		pfd[n++] = (struct pollfd){ agent_out_pending(&a) && !a.out_broken ? 1 : -1,
+					    POLLOUT, 0 };
+		for (size_t i = 0; i < nw; i++) {
+			short ev = a.watches[i].events;
+			if (full)
+				ev &= (short)~POLLIN;
+			pfd[n++] = (struct pollfd){ ev ? a.watches[i].fd : -1, ev, 0 };
+		}
+		if (poll(pfd, n, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			perror("gpurun-agent: poll");
+			break;
+		}
+		if (pfd[0].revents)
+			reap_children(&a);
+		if (pfd[1].revents)
+			read_input(&a);
+		if (pfd[2].revents & (POLLOUT | POLLERR | POLLHUP))
+			write_output(&a);
+		for (size_t i = 0; i < nw; i++) {
+			if (!pfd[3 + i].revents || i >= a.nwatches)
+				continue;
+			struct watch w = a.watches[i];
+			if (w.fd >= 0 && w.fd == pfd[3 + i].fd)
+				w.cb(&a, w.fd, pfd[3 + i].revents, w.arg);
+		}
+		if (agent_out_pending(&a))
+			write_output(&a);
+		if (a.in_eof) {
+			/* The client is gone: abandon every open request. */
+			while (a.nstreams)
+				agent_stream_close(&a, a.streams[0].id);
+		}
+	}
+	while (a.nstreams)
+		agent_stream_close(&a, a.streams[0].id);
+	free(pfd);
+	free(a.streams);
+	free(a.watches);
+	free(a.children);
+	free(a.timers);
+	sb_release(&a.in);
+	sb_release(&a.out);
+	return 0;
+}
+
+/* core handlers */
+
+static int h_hello(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
+{
+	uint32_t v = get_u32(rd);
+	struct strbuf pl = STRBUF_INIT;
+	struct utsname u;
+
+	if (rd->bad)
+		return gr_errf(err, GR_EPROTO, "protocol error: malformed HELLO");
+	if (v != GR_PROTO_VERSION)
+		return gr_errf(err, GR_EPROTO,
+			       "protocol version %u is not supported (agent speaks %u)",
+			       v, GR_PROTO_VERSION);
+	if (uname(&u) < 0)
+		snprintf(u.machine, sizeof(u.machine), "unknown");
+	put_u32(&pl, GR_PROTO_VERSION);
+	put_str(&pl, GR_AGENT_HASH);
+	put_str(&pl, u.machine);
+	put_str(&pl, agent_home());
+	put_u32(&pl, (uint32_t)getpid());
+	agent_send(a, GR_MSG_HELLO, GR_F_END, id, pl.buf, pl.len);
+	sb_release(&pl);
+	return 0;
+}
+
+static int h_ping(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
+{
+	(void)rd;
+	(void)err;
+	agent_ok(a, id, NULL, 0);
+	return 0;
+}
+
+/* Look a program up in PATH (plus CUDA's usual home, which is rarely on a
+ * non-login PATH). Returns a new string or NULL. */
+static char *which(const char *prog)
+{
+	const char *path = getenv("PATH");
+	struct strbuf dirs = STRBUF_INIT;
+	char *found = NULL;
+
+	sb_addf(&dirs, "%s:/usr/local/cuda/bin:/usr/bin:/bin", path ? path : "");
+	for (char *d = dirs.buf, *end; d && !found; d = end ? end + 1 : NULL) {
+		end = strchr(d, ':');
+		if (end)
+			*end = '\0';
+		if (!*d)
+			continue;
+		char *cand = xasprintf("%s/%s", d, prog);
+		if (access(cand, X_OK) == 0)
+			found = cand;
+		else
+			free(cand);
+	}
+	sb_release(&dirs);
+	return found;
+}
+
+static int h_probe(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
+{
+	static const char *const tools[] = { "cc", "make", "nvcc", "nvidia-smi" };
+	char *path = get_str(rd);
+	struct strbuf pl = STRBUF_INIT;
+	struct statvfs vfs;
+	int rc = rd_done(rd, err, "PROBE");
+
+	if (rc < 0) {
+		free(path);
+		return rc;
+	}
+	char *full = agent_path(path);
+	int exists = access(full, F_OK) == 0;
+	put_u32(&pl, GR_ARRAY_SIZE(tools) + 3);
+	for (size_t i = 0; i < GR_ARRAY_SIZE(tools); i++) {
+		char *w = which(tools[i]);
+		put_str(&pl, tools[i]);
+		put_str(&pl, w ? w : "");
+		free(w);
+	}
+	put_str(&pl, "path");
+	put_str(&pl, full);
+	put_str(&pl, "path_exists");
+	put_str(&pl, exists ? "1" : "0");
+	char freebuf[32] = "";
+	if (statvfs(exists ? full : agent_home(), &vfs) == 0)
+		snprintf(freebuf, sizeof(freebuf), "%llu",
+			 (unsigned long long)vfs.f_bavail * vfs.f_frsize);
+	put_str(&pl, "free_bytes");
+	put_str(&pl, freebuf);
+	agent_ok(a, id, pl.buf, pl.len);
+	sb_release(&pl);
+	free(full);
+	free(path);
+	return 0;
+}
+
+const struct agent_handler agent_core_handlers[] = {
+	{ GR_MSG_HELLO, "hello", h_hello },
+	{ GR_MSG_PING, "ping", h_ping },
+	{ GR_MSG_PROBE, "probe", h_probe },
+	{ 0, NULL, NULL },
+};
+
+/* Other modes of the agent binary (the job supervisor lives here, so one
+ * upload carries everything). Defined in agent_job.c. */
+int agent_job_main(int argc, char **argv);
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && !strcmp(argv[1], "serve")) {
+		/* Tell the bootstrap script's reader that frames start now. */
+		static const char ready[] = "GPURUN-AGENT " GR_AGENT_HASH "\n";
+		if (write_full(1, ready, sizeof(ready) - 1) < 0)
+			return 1;
+		return serve();
+	}
+	if (argc >= 2 && !strcmp(argv[1], "--version")) {
+		printf("gpurun-agent %s (protocol %d)\n", GR_AGENT_HASH, GR_PROTO_VERSION);
+		return 0;
+	}
+	if (argc >= 2) {
+		int rc = agent_job_main(argc, argv);
+		if (rc >= 0)
+			return rc;
+	}
+	fprintf(stderr, "usage: gpurun-agent serve\n"
+		"gpurun-agent is started by gpurun over ssh; it is not meant to be run by hand\n");
+	return 2;
+}

@@ -1,0 +1,298 @@
+/* EXEC: run a command in a folder on the host, stream its stdout and
+ * stderr separately as they are written, pass stdin and signals through,
+ * and end with its exit status. Used by `gpurun exec` and the build step. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+struct exec_state {
+	uint32_t id;
+	pid_t pid;
+	int out_fd, err_fd, in_fd;
+	struct strbuf in_buf; /* stdin bytes not yet written */
+	size_t in_off;
+	int in_end;           /* client closed stdin */
+	int exited, status;
+	int closed;
+};
+
+static void exec_maybe_finish(struct agent *a, struct exec_state *s);
+
+static void close_in(struct agent *a, struct exec_state *s)
+{
+	if (s->in_fd >= 0) {
+		agent_unwatch_fd(a, s->in_fd);
+		close(s->in_fd);
+		s->in_fd = -1;
+	}
+}
+
+static void on_output(struct agent *a, int fd, short revents, void *arg)
+{
+	struct exec_state *s = arg;
+	char buf[65536];
+	ssize_t r;
+
+	(void)revents;
+	r = read(fd, buf, sizeof(buf));
+	if (r < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (r <= 0) {
+		agent_unwatch_fd(a, fd);
+		close(fd);
+		if (fd == s->out_fd)
+			s->out_fd = -1;
+		else
+			s->err_fd = -1;
+		exec_maybe_finish(a, s);
+		return;
+	}
+	agent_send(a, fd == s->out_fd ? GR_MSG_STDOUT : GR_MSG_STDERR, 0, s->id,
+		   buf, (size_t)r);
+}
+
+static void on_stdin_ready(struct agent *a, int fd, short revents, void *arg)
+{
+	struct exec_state *s = arg;
+
+	(void)fd;
+	if (revents & (POLLERR | POLLHUP)) {
+		close_in(a, s);
+		return;
+	}
+	while (s->in_off < s->in_buf.len) {
+		ssize_t w = write(s->in_fd, s->in_buf.buf + s->in_off, s->in_buf.len - s->in_off);
+		if (w < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return;
+			close_in(a, s);
+			return;
+		}
+		s->in_off += (size_t)w;
+	}
+	sb_reset(&s->in_buf);
+	s->in_off = 0;
+	if (s->in_end)
+		close_in(a, s);
+	else
+		agent_watch_fd(a, s->in_fd, 0, on_stdin_ready, s);
+}
+
+static void on_exit_status(struct agent *a, pid_t pid, int status, void *arg)
+{
+	struct exec_state *s = arg;
+
+	(void)pid;
+	s->exited = 1;
+	s->status = status;
+	exec_maybe_finish(a, s);
+}
+
+static void exec_maybe_finish(struct agent *a, struct exec_state *s)
+{
+	struct strbuf pl = STRBUF_INIT;
+
+	if (!s->exited || s->out_fd >= 0 || s->err_fd >= 0 || s->closed)
+		return;
+	if (WIFSIGNALED(s->status)) {
+		put_u8(&pl, 1);
+		put_u32(&pl, (uint32_t)WTERMSIG(s->status));
+	} else {
+		put_u8(&pl, 0);
+		put_u32(&pl, (uint32_t)WEXITSTATUS(s->status));
+	}
+	agent_send(a, GR_MSG_EXIT, GR_F_END, s->id, pl.buf, pl.len);
+	sb_release(&pl);
+	agent_stream_close(a, s->id);
+}
+
+static int exec_on_frame(struct agent *a, uint32_t id, void *st,
+			 const struct gr_frame *f, struct gr_err *err)
+{
+	struct exec_state *s = st;
+	struct gr_rd rd;
+
+	(void)id;
+	rd_init(&rd, f->payload, f->len);
+	if (f->type == GR_MSG_SIGNAL) {
+		uint32_t sig = get_u32(&rd);
+		if (rd_done(&rd, err, "SIGNAL") < 0)
+			return GR_EPROTO;
+		if (sig == 0 || sig >= 65)
+			return gr_errf(err, GR_EINVAL, "bad signal number %u", sig);
+		if (!s->exited)
+			kill(-s->pid, (int)sig);
+		return 0;
+	}
+	if (f->type == GR_MSG_STDIN) {
+		if (s->in_fd < 0)
+			return 0;
+		sb_add(&s->in_buf, f->payload, f->len);
+		if (f->flags & GR_F_END)
+			s->in_end = 1;
+		on_stdin_ready(a, s->in_fd, 0, s);
+		if (s->in_fd >= 0 && s->in_off < s->in_buf.len)
+			agent_watch_fd(a, s->in_fd, POLLOUT, on_stdin_ready, s);
+		return 0;
+	}
+	return gr_errf(err, GR_EPROTO, "unexpected %s frame for EXEC",
+		       proto_msg_name(f->type));
+}
+
+static void exec_on_close(struct agent *a, uint32_t id, void *st)
+{
+	struct exec_state *s = st;
+
+	(void)id;
+	s->closed = 1;
+	if (!s->exited) {
+		/* The client went away or cancelled: hang up on the command, as
+		 * sshd does when a session closes. The child watcher stays and
+		 * reaps it; it must not touch s after this. */
+		kill(-s->pid, SIGHUP);
+		kill(-s->pid, SIGTERM);
+	}
+	if (s->out_fd >= 0) { agent_unwatch_fd(a, s->out_fd); close(s->out_fd); }
+	if (s->err_fd >= 0) { agent_unwatch_fd(a, s->err_fd); close(s->err_fd); }
+	close_in(a, s);
+	sb_release(&s->in_buf);
+	if (s->exited)
+		free(s);
+	/* else freed by the child callback below once the command ends */
+}
+
+static const struct agent_stream_ops exec_ops = {
+	.on_frame = exec_on_frame,
+	.on_close = exec_on_close,
+};
+
+static void on_orphan_exit(struct agent *a, pid_t pid, int status, void *arg)
+{
+	(void)a; (void)pid; (void)status;
+	free(arg);
+}
+
+static void on_child_exit(struct agent *a, pid_t pid, int status, void *arg)
+{
+	struct exec_state *s = arg;
+
+	if (s->closed) {
+		on_orphan_exit(a, pid, status, arg);
+		return;
+	}
+	on_exit_status(a, pid, status, arg);
+}
+
+static int h_exec(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
+{
+	char *cwd = get_str(rd), *full = NULL;
+	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
+	int pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, pin[2] = { -1, -1 };
+	int pexec[2] = { -1, -1 };
+	struct exec_state *s = NULL;
+	struct stat st;
+	uint32_t n;
+	int rc = 0;
+
+	n = get_u32(rd);
+	for (uint32_t i = 0; i < n && !rd->bad; i++) {
+		char *v = get_str(rd);
+		if (v)
+			sv_push(&argv, v);
+		free(v);
+	}
+	n = get_u32(rd);
+	for (uint32_t i = 0; i < n && !rd->bad; i++) {
+		char *v = get_str(rd);
+		if (v)
+			sv_push(&env, v);
+		free(v);
+	}
+	if ((rc = rd_done(rd, err, "EXEC")) < 0)
+		goto out;
+	if (!argv.n) {
+		rc = gr_errf(err, GR_EINVAL, "no command to run");
+		goto out;
+	}
+	full = agent_path(cwd);
+	if (stat(full, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		rc = gr_errf(err, GR_ENOTFOUND, "remote folder '%s' does not exist", full);
+		goto out;
+	}
+	if (pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0 ||
+	    pipe2(pin, O_CLOEXEC) < 0 || pipe2(pexec, O_CLOEXEC) < 0) {
+		rc = gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		rc = gr_errf(err, GR_EIO, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0) {
+		int e;
+		setpgid(0, 0);
+		signal(SIGPIPE, SIG_DFL);
+		signal(SIGCHLD, SIG_DFL);
+		dup2(pin[0], 0);
+		dup2(pout[1], 1);
+		dup2(perr[1], 2);
+		for (size_t i = 0; i < env.n; i++)
+			putenv(env.v[i]);
+		if (chdir(full) < 0 || (execvp(argv.v[0], argv.v), 1)) {
+			e = errno;
+			if (write(pexec[1], &e, sizeof(e)) < 0)
+				_exit(127);
+		}
+		_exit(127);
+	}
+	close(pexec[1]);
+	pexec[1] = -1;
+	int child_errno = 0;
+	if (read_full(pexec[0], &child_errno, sizeof(child_errno)) == sizeof(child_errno)) {
+		waitpid(pid, NULL, 0);
+		rc = gr_errf(err, GR_ENOTFOUND, "cannot run '%s': %s", argv.v[0],
+			     strerror(child_errno));
+		goto out;
+	}
+	s = xcalloc(1, sizeof(*s));
+	s->id = id;
+	s->pid = pid;
+	s->out_fd = pout[0];
+	s->err_fd = perr[0];
+	s->in_fd = pin[1];
+	pout[0] = perr[0] = pin[1] = -1;
+	set_nonblock(s->out_fd, 1);
+	set_nonblock(s->err_fd, 1);
+	set_nonblock(s->in_fd, 1);
+	agent_watch_fd(a, s->out_fd, POLLIN, on_output, s);
+	agent_watch_fd(a, s->err_fd, POLLIN, on_output, s);
+	agent_watch_child(a, pid, on_child_exit, s);
+	agent_stream_open(a, id, &exec_ops, s);
+	s = NULL;
+out:
+	for (int i = 0; i < 2; i++) {
+		if (pout[i] >= 0) close(pout[i]);
+		if (perr[i] >= 0) close(perr[i]);
+		if (pin[i] >= 0) close(pin[i]);
+		if (pexec[i] >= 0) close(pexec[i]);
+	}
+	free(cwd);
+	free(full);
+	sv_clear(&argv);
+	sv_clear(&env);
+	return rc;
+}
+
+const struct agent_handler agent_exec_handlers[] = {
+	{ GR_MSG_EXEC, "exec", h_exec },
+	{ 0, NULL, NULL },
+};
