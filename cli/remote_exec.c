@@ -104,7 +104,12 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 			continue;
 		}
 		if (f.type == GR_MSG_ERROR) {
-			rc = conn_error_from_frame(&f, err);
+			/* The command never started: that is gpurun's failure, not
+			 * a status of the command's, so it gets gpurun's code. */
+			if (conn_error_from_frame(&f, err) == GR_ENOTFOUND &&
+			    strstr(err->msg, "remote folder"))
+				gr_hintf(err, "run 'gpurun sync' first, or check [remote] path");
+			rc = err->code = GR_EREMOTE;
 			break;
 		}
 		if (f.type == GR_MSG_EXIT) {

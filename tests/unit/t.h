@@ -25,9 +25,10 @@ static const char *t_skip_why;
 #define SKIP(why) do { t_skip_why = (why); return; } while (0)
 
 #define RUN(fn) do { t_case_failed = 0; t_skip_why = NULL; fn(); \
-	if (t_skip_why) printf("skip - %s (skipped: %s)\n", #fn, t_skip_why); \
+	if (t_skip_why) { printf("skip - %s (skipped: %s)\n", #fn, t_skip_why); } \
 	else if (t_case_failed) { printf("not ok - %s\n", #fn); t_failed_cases++; } \
-	else printf("ok - %s\n", #fn); fflush(stdout); } while (0)
+	else { printf("ok - %s\n", #fn); } \
+	fflush(stdout); } while (0)
 
 #define T_DONE() (t_failed_cases ? 1 : 0)
 

@@ -1,0 +1,5 @@
+build-san/agent-obj/common/util.o: common/util.c common/util.h \
+ common/err.h common/banned.h
+common/util.h:
+common/err.h:
+common/banned.h:

@@ -1,0 +1,2 @@
+build-san/common/err.o: common/err.c common/err.h
+common/err.h:

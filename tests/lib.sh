@@ -1,0 +1,160 @@
+# Shared by the end-to-end tests (tests/t/tNNNN-*.sh), after git's t/test-lib.sh.
+#
+#   . "$(dirname "$0")/../lib.sh"
+#   test_expect_success 'what it checks' '
+#       commands...
+#   '
+#   test_done
+#
+# Each test file gets a scratch folder ($TRASH) with its own $HOME; it is
+# removed when every case passes and kept (its path printed) when one fails.
+# Cases print "ok - ...", "not ok - ..." or "skip - ... (skipped: why)";
+# tests/run.sh counts them.
+
+set -u
+TEST_NAME=$(basename "$0" .sh)
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${GPURUN_BUILD:-$TOP/build-san}
+GPURUN=$BUILD/gpurun
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=99}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=98}
+TRASH=$(mktemp -d "${TMPDIR:-/tmp}/gpurun-$TEST_NAME.XXXXXX")
+export HOME=$TRASH/home
+mkdir -p "$HOME/.ssh"
+chmod 700 "$HOME/.ssh"
+unset GPURUN_REMOTE_HOST GPURUN_REMOTE_PATH GPURUN_REMOTE_TRANSPORT SSH_AUTH_SOCK
+export NO_COLOR=1
+test_count=0
+test_failures=0
+test_cleanup_cmds=""
+
+say() { printf '%s\n' "$*" >&2; }
+
+# Run at exit (stop daemons) whatever happened.
+test_atexit() { test_cleanup_cmds="$1; $test_cleanup_cmds"; }
+trap 'eval "$test_cleanup_cmds"' EXIT
+
+test_expect_success() {
+	test_count=$((test_count + 1))
+	_desc=$1
+	_out=$TRASH/case-$test_count.log
+	if (cd "$TRASH" && eval "$2") >"$_out" 2>&1; then
+		echo "ok - $TEST_NAME: $_desc"
+	else
+		echo "not ok - $TEST_NAME: $_desc"
+		sed 's/^/#   /' "$_out" | tail -n 40
+		test_failures=$((test_failures + 1))
+	fi
+}
+
+test_skip() {
+	test_count=$((test_count + 1))
+	echo "skip - $TEST_NAME: $1 (skipped: $2)"
+}
+
+test_done() {
+	eval "$test_cleanup_cmds"
+	test_cleanup_cmds=""
+	if [ "$test_failures" -eq 0 ]; then
+		rm -rf "$TRASH"
+		exit 0
+	fi
+	say "# scratch folder kept: $TRASH"
+	exit 1
+}
+
+# Assertions, each saying what it saw.
+test_cmp() { diff -u "$1" "$2"; }
+test_grep() { grep "$@" || { say "grep $* failed; input was:"; cat "${@: -1}" >&2 2>/dev/null; return 1; }; }
+test_expect_code() {
+	_want=$1; shift
+	"$@"; _got=$?
+	[ "$_got" = "$_want" ] || { say "expected exit $_want, got $_got from: $*"; return 1; }
+}
+
+# A free TCP port on loopback.
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# A client key for the test's user ($HOME/.ssh/id_ed25519).
+make_client_key() {
+	[ -f "$HOME/.ssh/id_ed25519" ] ||
+		ssh-keygen -q -t ed25519 -N '' -C gpurun-test -f "$HOME/.ssh/id_ed25519"
+}
+
+# start_sshd NAME: a real OpenSSH server on loopback with a host key made
+# here, accepting $HOME/.ssh/id_ed25519. Sessions get HOME=$TRASH/NAME-home
+# (the "remote" home). Sets SSHD_PORT_<NAME>, and adds "Host NAME" to
+# $HOME/.ssh/config (not yet in known_hosts: see trust_sshd). Paths in it
+# are absolute: OpenSSH's client expands ~ from passwd, not $HOME.
+start_sshd() {
+	_n=${1:-gpuhost}
+	_d=$TRASH/sshd-$_n
+	mkdir -p "$_d" "$TRASH/$_n-home" /run/sshd
+	make_client_key
+	ssh-keygen -q -t ed25519 -N '' -f "$_d/hostkey"
+	cat "$HOME/.ssh/id_ed25519.pub" >> "$_d/authorized_keys"
+	for _try in 1 2 3 4 5; do
+		_port=$(free_port)
+		cat > "$_d/sshd_config" <<CFG
+Port $_port
+ListenAddress 127.0.0.1
+HostKey $_d/hostkey
+AuthorizedKeysFile $_d/authorized_keys
+StrictModes no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UsePAM no
+PidFile $_d/sshd.pid
+SetEnv HOME=$TRASH/$_n-home
+AllowTcpForwarding yes
+LogLevel ERROR
+CFG
+		rm -f "$_d/sshd.pid"
+		/usr/sbin/sshd -f "$_d/sshd_config" -E "$_d/sshd.log" || continue
+		for _i in $(seq 1 50); do
+			[ -s "$_d/sshd.pid" ] && break
+			sleep 0.05
+		done
+		[ -s "$_d/sshd.pid" ] || continue
+		eval "SSHD_PORT_$_n=$_port"
+		test_atexit "kill \$(cat '$_d/sshd.pid' 2>/dev/null) 2>/dev/null"
+		cat >> "$HOME/.ssh/config" <<CFG
+Host $_n
+	HostName 127.0.0.1
+	Port $_port
+	User $(id -un)
+	IdentityFile $HOME/.ssh/id_ed25519
+	UserKnownHostsFile $HOME/.ssh/known_hosts
+
+CFG
+		return 0
+	done
+	say "could not start sshd; see $_d/sshd.log"
+	return 1
+}
+
+stop_sshd() {
+	kill "$(cat "$TRASH/sshd-${1:-gpuhost}/sshd.pid")" 2>/dev/null
+}
+
+# Record NAME's host key in $HOME/.ssh/known_hosts.
+trust_sshd() {
+	_n=${1:-gpuhost}
+	eval "_port=\$SSHD_PORT_$_n"
+	printf '[127.0.0.1]:%s %s\n' "$_port" "$(cut -d' ' -f1,2 "$TRASH/sshd-$_n/hostkey.pub")" \
+		>> "$HOME/.ssh/known_hosts"
+}
+
+# write_ini DIR HOST TRANSPORT [REMOTE_PATH]: a minimal gpurun.ini.
+write_ini() {
+	mkdir -p "$1"
+	cat > "$1/gpurun.ini" <<INI
+[remote]
+host = $2
+transport = $3
+path = ${4:-project}
+INI
+}
