@@ -20,10 +20,31 @@ static int set(struct gr_config *c, const char *key, const char *v, struct gr_er
 {
 	char **s = NULL;
 
+	long long ll;
+	uint64_t sz;
+
 	if (!strcmp(key, "remote.host")) s = &c->remote.host;
 	else if (!strcmp(key, "remote.path")) s = &c->remote.path;
+	else if (!strcmp(key, "remote.identity")) { free(c->remote.identity); c->remote.identity = expand_home(v); return 0; }
+	else if (!strcmp(key, "remote.known_hosts")) { free(c->remote.known_hosts); c->remote.known_hosts = expand_home(v); return 0; }
+	else if (!strcmp(key, "remote.connect_timeout")) { if (parse_ll(v, 0, 3600, &ll) < 0) return gr_errf(err, GR_ECONFIG, "bad %s", key); c->remote.connect_timeout = (int)ll; return 0; }
 	else if (!strcmp(key, "build.command")) s = &c->build.command;
 	else if (!strcmp(key, "train.command")) s = &c->train.command;
+	else if (!strcmp(key, "train.gpus")) s = &c->train.gpus;
+	else if (!strcmp(key, "train.stop_grace")) { if (parse_ll(v, 0, 3600, &ll) < 0) return gr_errf(err, GR_ECONFIG, "bad %s", key); c->train.stop_grace = (int)ll; return 0; }
+	else if (!strcmp(key, "artifacts.interval")) { if (parse_ll(v, 0, 86400, &ll) < 0) return gr_errf(err, GR_ECONFIG, "bad %s", key); c->artifacts.interval = (int)ll; return 0; }
+	else if (!strcmp(key, "sync.warn_size")) { if (parse_size(v, &sz) < 0) return gr_errf(err, GR_ECONFIG, "bad %s", key); c->sync.warn_size = sz; return 0; }
+	else if (!strcmp(key, "sync.delta_min")) { if (parse_size(v, &sz) < 0) return gr_errf(err, GR_ECONFIG, "bad %s", key); c->sync.delta_min = sz; return 0; }
+	else if (!strcmp(key, "sync.include_git")) { c->sync.include_git = !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1"); return 0; }
+	else if (!strcmp(key, "hooks.pre_push")) s = &c->hooks.pre_push;
+	else if (!strcmp(key, "sync.exclude") || !strcmp(key, "artifacts.pull")) {
+		struct strvec *sv = key[0] == 's' ? &c->sync.exclude : &c->artifacts.pull;
+		char *copy = xstrdup(v);
+		for (char *w = copy, *save = NULL, *t; (t = strtok_r(w, " \t,", &save)); w = NULL)
+			sv_push(sv, t);
+		free(copy);
+		return 0;
+	}
 	else if (!strcmp(key, "remote.transport")) {
 		if (!strcmp(v, "local")) c->remote.transport = GR_TRANSPORT_LOCAL;
 		else if (!strcmp(v, "openssh")) c->remote.transport = GR_TRANSPORT_OPENSSH;
@@ -59,6 +80,10 @@ int config_load(struct gr_config **out, const char *file, int allow_missing,
 	c->build.command = xstrdup("");
 	c->train.command = xstrdup("");
 	c->train.gpus = xstrdup("all");
+	c->train.stop_grace = 10;
+	c->artifacts.interval = 60;
+	c->sync.warn_size = 1ULL << 30;
+	c->sync.delta_min = 1ULL << 20;
 	c->hooks.pre_push = xstrdup("");
 	const char *f = file ? file : "gpurun.ini";
 	if (access(f, F_OK) == 0) {
@@ -76,6 +101,9 @@ int config_load(struct gr_config **out, const char *file, int allow_missing,
 	const char *h = getenv("GPURUN_REMOTE_HOST");
 	if (h)
 		set(c, "remote.host", h, NULL);
+	if (!c->artifacts.pull.n)
+		for (const char *d = "*.ckpt *.bin metrics.csv"; d; d = NULL)
+			set(c, "artifacts.pull", d, NULL);
 	*out = c;
 	return 0;
 }
