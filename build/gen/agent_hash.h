@@ -1,1 +1,1 @@
-#define GR_AGENT_HASH "eb0e16bb50c85b83"
+#define GR_AGENT_HASH "ebb5c25825e4f3ef"

@@ -1,0 +1,39 @@
+/* Walk the project tree the way git sees it: every entry that git's
+ * ignore rules (plus .gpurunignore and [sync] exclude) do not ignore,
+ * sorted by path bytes. Owned by the ignore engine (ignore.c, scan.c). */
+#ifndef GR_SCAN_H
+#define GR_SCAN_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+#include "util.h"
+
+enum scan_type { SCAN_FILE = 1, SCAN_DIR, SCAN_SYMLINK };
+
+struct scan_entry {
+	char *path;        /* relative to the root, '/'-separated, no leading "./" */
+	enum scan_type type;
+	uint32_t mode;     /* st_mode permission bits (0777) */
+	uint64_t size;
+	int64_t mtime_ns;
+	uint64_t ino, dev;
+	char *link;        /* SCAN_SYMLINK: the target as stored (never followed) */
+};
+
+struct scan_opts {
+	const char *const *extra; /* extra gitignore-syntax patterns ([sync] exclude), may be NULL */
+	size_t nextra;
+	int include_git;          /* keep .git/ (never by default) */
+};
+
+/* Scan root. Directories that hold no entries are listed too (so empty
+ * folders are carried); ignored directories are not descended. Always
+ * skipped: .git/ (unless include_git) and .gpurun/ (gpurun's local state).
+ * *out is an array of *n entries, the caller's to scan_free(). */
+int scan_tree(const char *root, const struct scan_opts *o,
+	      struct scan_entry **out, size_t *n, struct gr_err *err);
+void scan_free(struct scan_entry *e, size_t n);
+
+#endif
