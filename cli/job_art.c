@@ -12,7 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gpurun.h"
 #include "job_art.h"
 #include "job_proto.h"
 
@@ -342,37 +341,3 @@ int art_pull(struct gr_conn *c, const char *project, const char *id,
 	}
 	return art_pull_finish(p, st, err);
 }
-
-int job_pull_artifacts(struct gr_ctx *ctx, const char *id, int verbose_none)
-{
-	char *dest = xasprintf("%s/runs/%s", ctx->cfg->root, id);
-	struct art_stats st = { 0 };
-	char sz[32];
-	int rc = 0;
-
-	for (int attempt = 0; attempt < 2; attempt++) {
-		gr_err_clear(&ctx->err);
-		if ((rc = ctx_connect(ctx)) == 0 &&
-		    (rc = art_pull(ctx->conn, ctx->cfg->remote.path, id, &ctx->cfg->artifacts.pull,
-				   dest, &st, &ctx->err)) == 0)
-			break;
-		if (rc != GR_ESSH && rc != GR_EIO)
-			break;
-		conn_close(ctx->conn);
-		ctx->conn = NULL;
-	}
-	if (rc == 0 && !ctx->quiet) {
-		if (st.extracted)
-			fprintf(stderr, "gpurun: pulled %u artifact%s (%s) into runs/%s/; %u unchanged\n",
-				st.extracted, st.extracted == 1 ? "" : "s",
-				fmt_size(st.bytes, sz, sizeof(sz)), id, st.matched - st.sent);
-		else if (st.matched || verbose_none)
-			fprintf(stderr, "gpurun: artifacts in runs/%s/ are up to date (%u file%s)\n",
-				id, st.matched, st.matched == 1 ? "" : "s");
-	}
-	if (rc < 0)
-		gr_err_prefix(&ctx->err, "cannot pull the artifacts of job %s", id);
-	free(dest);
-	return rc;
-}
-
