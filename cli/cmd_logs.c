@@ -36,13 +36,13 @@ int cmd_logs(int argc, char **argv, struct gr_ctx *ctx)
 		if (opt == O_TAIL)
 			tail = st.num;
 	}
-	if (opt == 0 && st.args.n > 2)
+	if (opt == 0 && st.args.n > 1)
 		opt = gr_errf(&ctx->err, GR_EUSAGE, "logs takes at most one job");
 	if (opt < 0) {
 		gr_getopt_release(&st);
 		return gr_usage_error(ctx);
 	}
-	rc = job_ctx_status(ctx, st.args.n > 1 ? st.args.v[1] : "", &r);
+	rc = job_ctx_status(ctx, st.args.n ? st.args.v[0] : "", &r);
 	gr_getopt_release(&st);
 	if (rc < 0)
 		return rc;

@@ -58,7 +58,7 @@ int cmd_pull(int argc, char **argv, struct gr_ctx *ctx)
 			return 0;
 		}
 	}
-	if (opt == 0 && st.args.n > 2)
+	if (opt == 0 && st.args.n > 1)
 		opt = gr_errf(&ctx->err, GR_EUSAGE, "pull takes at most one job");
 	if (opt < 0) {
 		gr_getopt_release(&st);
@@ -70,7 +70,7 @@ int cmd_pull(int argc, char **argv, struct gr_ctx *ctx)
 		gr_hintf(&ctx->err, "list globs relative to the job's folder, e.g. 'pull = *.csv ckpt.bin'");
 		return GR_ECONFIG;
 	}
-	rc = job_ctx_status(ctx, st.args.n > 1 ? st.args.v[1] : "", &r);
+	rc = job_ctx_status(ctx, st.args.n ? st.args.v[0] : "", &r);
 	gr_getopt_release(&st);
 	if (rc < 0)
 		return rc;

@@ -167,14 +167,14 @@ int cmd_status(int argc, char **argv, struct gr_ctx *ctx)
 		if (opt == O_ALL)
 			all = 1;
 	}
-	if (opt == 0 && st.args.n > 2)
+	if (opt == 0 && st.args.n > 1)
 		opt = gr_errf(&ctx->err, GR_EUSAGE, "status takes at most one job");
 	if (opt < 0) {
 		gr_getopt_release(&st);
 		return gr_usage_error(ctx);
 	}
-	if (st.args.n > 1)
-		want = st.args.v[1];
+	if (st.args.n)
+		want = st.args.v[0];
 	if ((rc = ctx_connect(ctx)) < 0)
 		goto out;
 	uint32_t list_id = conn_next_id(ctx->conn), gpus_id = conn_next_id(ctx->conn);

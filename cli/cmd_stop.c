@@ -24,14 +24,14 @@ int cmd_stop(int argc, char **argv, struct gr_ctx *ctx)
 			return 0;
 		}
 	}
-	if (opt == 0 && st.args.n > 2)
+	if (opt == 0 && st.args.n > 1)
 		opt = gr_errf(&ctx->err, GR_EUSAGE, "stop takes at most one job");
 	if (opt < 0) {
 		gr_getopt_release(&st);
 		return gr_usage_error(ctx);
 	}
 	/* Resolve first, so "the latest" cannot change under us. */
-	rc = job_ctx_status(ctx, st.args.n > 1 ? st.args.v[1] : "", &r);
+	rc = job_ctx_status(ctx, st.args.n ? st.args.v[0] : "", &r);
 	gr_getopt_release(&st);
 	if (rc < 0)
 		return rc;

@@ -75,7 +75,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		if (id_opt == O_STOP_INT)
 			stop_int = 1;
 	}
-	if (id_opt == 0 && st.args.n > 1)
+	if (id_opt == 0 && st.args.n > 0)
 		id_opt = gr_errf(&ctx->err, GR_EUSAGE, "train takes no arguments");
 	gr_getopt_release(&st);
 	if (id_opt < 0)

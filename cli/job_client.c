@@ -257,12 +257,16 @@ struct cache_line {
 	long long start;
 };
 
-static int cmp_cache(const void *a, const void *b)
+/* Newest first. A stable insertion sort: among jobs started in the same
+ * second, the ones just recorded (placed first) stay first. */
+static void sort_cache(struct cache_line *l, size_t n)
 {
-	const struct cache_line *x = a, *y = b;
-	if (x->start != y->start)
-		return x->start < y->start ? 1 : -1;
-	return strcmp(y->id, x->id);
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && l[j - 1].start < l[j].start; j--) {
+			struct cache_line t = l[j];
+			l[j] = l[j - 1];
+			l[j - 1] = t;
+		}
 }
 
 void job_cache_update(const char *root, const struct job_rec *recs, size_t n)
@@ -275,37 +279,34 @@ void job_cache_update(const char *root, const struct job_rec *recs, size_t n)
 
 	if (mkdir_p(dir, 0755, NULL) < 0)
 		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const struct job_rec *r = &recs[i];
+		uint64_t t = r->start_ms ? r->start_ms : r->created_ms;
+		if (!r->id || !*r->id)
+			continue;
+		l = xrealloc(l, (nl + 1) * sizeof(*l));
+		l[nl++] = (struct cache_line){ xstrdup(r->id),
+			xstrdup(r->state && *r->state ? r->state : "unknown"), (long long)(t / 1000) };
+	}
 	read_file(path, &old, NULL);
 	for (char *line = strtok_r(old.buf ? old.buf : (char *)"", "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
 		long long start;
+		size_t j;
 		if (!t2 || t1 - line != GR_JOB_ID_LEN)
 			continue;
 		*t1 = *t2 = '\0';
 		if (parse_ll(t2 + 1, 0, 1LL << 40, &start) < 0)
 			continue;
+		for (j = 0; j < nl && strcmp(l[j].id, line); j++)
+			;
+		if (j < nl)
+			continue; /* superseded by what we were given */
 		l = xrealloc(l, (nl + 1) * sizeof(*l));
 		l[nl++] = (struct cache_line){ xstrdup(line), xstrdup(t1 + 1), start };
 	}
-	for (size_t i = 0; i < n; i++) {
-		const struct job_rec *r = &recs[i];
-		uint64_t t = r->start_ms ? r->start_ms : r->created_ms;
-		size_t j;
-		if (!r->id || !*r->id)
-			continue;
-		for (j = 0; j < nl && strcmp(l[j].id, r->id); j++)
-			;
-		if (j == nl) {
-			l = xrealloc(l, (nl + 1) * sizeof(*l));
-			l[nl++] = (struct cache_line){ xstrdup(r->id), NULL, 0 };
-		}
-		free(l[j].state);
-		l[j].state = xstrdup(r->state && *r->state ? r->state : "unknown");
-		l[j].start = (long long)(t / 1000);
-	}
-	if (nl)
-		qsort(l, nl, sizeof(*l), cmp_cache);
+	sort_cache(l, nl);
 	for (size_t i = 0; i < nl && i < 200; i++)
 		sb_addf(&out, "%s\t%s\t%lld\n", l[i].id, l[i].state, l[i].start);
 	write_file_atomic(path, out.buf ? out.buf : "", out.len, 0644, NULL);
