@@ -69,7 +69,7 @@ time.sleep(4)
 print(\"second\")" &&
 	ini "[train]" "command = python3 buffered.py" &&
 	id=$("$GPURUN" -q train --detach) &&
-	( "$GPURUN" logs -f "$id" >live 2>&1 & echo $! >pid ) &&
+	rm -f live && ( "$GPURUN" logs -f "$id" >live 2>&1 & echo $! >pid ) &&
 	wait_grep first live 3 && ! grep -q second live &&
 	wait_grep second live 10 && sleep 0.5 && kill $(cat pid) 2>/dev/null; true
 '
@@ -107,7 +107,7 @@ echo started
 wait" &&
 	ini "[train]" "command = sh tree.sh" "stop_grace = 1" &&
 	id=$("$GPURUN" -q train --detach) &&
-	{ "$GPURUN" logs -f "$id" >live 2>&1 & } && lpid=$! &&
+	rm -f live && { "$GPURUN" logs -f "$id" >live 2>&1 & } && lpid=$! &&
 	wait_grep started live && sleep 0.3 &&
 	test $(pgrep -fc "^sleep ${S}[1-4]\$") = 4 &&
 	"$GPURUN" stop "$id" 2>err && test_grep "SIGTERM to" err && test_grep "SIGKILL" err &&
@@ -187,7 +187,7 @@ test_expect_success 'artifacts are pulled while the job runs, every [artifacts] 
 test_expect_success 'without a terminal, Ctrl-C detaches (exit 0); the job keeps running' '
 	cd "$P" && rm -f "$TRASH/go4" &&
 	ini "[train]" "command = echo up; while ! test -e $TRASH/go4; do sleep 0.1; done; echo end" &&
-	{ "$GPURUN" train </dev/null >out 2>err & } && tpid=$! &&
+	rm -f out err && { "$GPURUN" train </dev/null >out 2>err & } && tpid=$! &&
 	wait_grep up out && kill -INT $tpid && wait $tpid; rc=$? &&
 	test $rc = 0 && test_grep "detached from job" err && test_grep "gpurun logs -f" err &&
 	id=$(head -n1 .gpurun/jobs | cut -f1) && "$GPURUN" status "$id" >st && test_grep running st &&
@@ -196,7 +196,7 @@ test_expect_success 'without a terminal, Ctrl-C detaches (exit 0); the job keeps
 
 test_expect_success '--stop-on-interrupt: Ctrl-C stops the job (exit 249)' '
 	cd "$P" && ini "[train]" "command = echo up; sleep 1000" "stop_grace = 1" &&
-	{ "$GPURUN" train --stop-on-interrupt </dev/null >out 2>err & } && tpid=$! &&
+	rm -f out err && { "$GPURUN" train --stop-on-interrupt </dev/null >out 2>err & } && tpid=$! &&
 	wait_grep up out && kill -INT $tpid && wait $tpid; rc=$? &&
 	test $rc = 249 && test_grep "stopping job" err &&
 	id=$(head -n1 .gpurun/jobs | cut -f1) && "$GPURUN" status "$id" >st && test_grep stopped st
