@@ -1,6 +1,7 @@
 /* gpurun train: sync, build (streamed; a failed build starts nothing), start
  * [train] command as a detached job on the host, follow its log, pull its
  * artifacts when it ends, and exit with its status. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,15 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		return rc;
 	if ((rc = build(ctx, &fresh_ms)) != 0)
 		return rc;
+	/* From here a Ctrl-C waits for job_attach to say what it means (it
+	 * unblocks these once its handlers are in place): dying between the
+	 * start and the attach would leave the user no word about the job. */
+	sigset_t block;
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, NULL);
 	rc = job_start(ctx->conn, ctx->cfg->remote.path, ctx->cfg->train.command,
 		       ctx->cfg->train.gpus, fresh_ms, &id, &ctx->err);
 	if (rc < 0) {

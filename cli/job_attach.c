@@ -421,6 +421,12 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
 	sigaction(SIGHUP, &sa, &old_hup);
+	sigset_t ours;
+	sigemptyset(&ours);
+	sigaddset(&ours, SIGINT);
+	sigaddset(&ours, SIGTERM);
+	sigaddset(&ours, SIGHUP);
+	sigprocmask(SIG_UNBLOCK, &ours, NULL); /* train blocks them until now */
 	if ((rc = ctx_connect(ctx)) == 0)
 		rc = loop(&t);
 	if (t.pull)
