@@ -1,1 +1,1 @@
-#define GR_AGENT_HASH "9f92be2c6513e4a4"
+#define GR_AGENT_HASH "98a7e49a16e5b781"
