@@ -141,6 +141,9 @@ int mlp_cuda_take_stats(struct mlp_cuda *c, double *loss_sum, long *correct,
 int mlp_cuda_eval(struct mlp_cuda *c, double *loss_sum, long *correct, struct kerr *e);
 /* Copies the gradients of the last step to host (for tests). */
 int mlp_cuda_get_grads(struct mlp_cuda *c, float *grads, struct kerr *e);
+/* Copies the outputs of layer l (1..n_layers) of the last forward, B rows,
+ * to host (for tests: which ReLUs were active). */
+int mlp_cuda_get_acts(struct mlp_cuda *c, int l, float *out, int B, struct kerr *e);
 
 /* Single-kernel entry points for the CPU-vs-CUDA tests: host arrays in,
  * host arrays out, same contracts as the *_cpu functions above. */

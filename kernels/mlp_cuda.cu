@@ -231,6 +231,16 @@ int mlp_cuda_get_grads(struct mlp_cuda *c, float *grads, struct kerr *e)
 	return 0;
 }
 
+int mlp_cuda_get_acts(struct mlp_cuda *c, int l, float *out, int B, struct kerr *e)
+{
+	if (l < 1 || l > c->s.n_layers || B > c->max_batch)
+		return kerr_set(e, K_ECUDA, "mlp_cuda_get_acts: layer %d / batch %d out of range", l, B);
+	cudaCheck(cudaMemcpyAsync(out, c->acts[l], (size_t)B * c->s.dims[l] * sizeof(float),
+				  cudaMemcpyDeviceToHost, c->stream));
+	cudaCheck(cudaStreamSynchronize(c->stream));
+	return 0;
+}
+
 /* Logits of x[B] into acts[n_layers]. */
 static int cuda_forward(struct mlp_cuda *c, const float *x, int B, struct kerr *e)
 {

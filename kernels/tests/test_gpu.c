@@ -114,17 +114,24 @@ static void gpu_matmul_backward(void)
 
 static void gpu_bias_relu_forward(void)
 {
-	int B = 129, OC = 1027;  /* odd: exercises the non-vectorised tail */
+	/* 1024 columns take the float4 path, 1027 the scalar one. */
+	static const int shapes[][2] = { { 129, 1024 }, { 129, 1027 }, { 3, 10 } };
 	GPU_OR_SKIP();
-	for (int relu = 0; relu <= 1; relu++) {
-		float *x = tu_randn(B * OC, 6), *b = tu_randn(OC, 7);
-		float *g = malloc(sizeof(float) * B * OC);
-		struct kerr e = { "" };
-		memcpy(g, x, sizeof(float) * B * OC);
-		bias_relu_forward_cpu(x, b, B, OC, relu);
-		CHECK_EQ_INT(cuda_test_bias_relu_forward(g, b, B, OC, relu, &e), 0);
-		CHECK(compare(relu ? "bias+relu" : "bias", g, x, (size_t)B * OC, 0, 0));
-		free(x); free(b); free(g);
+	for (int s = 0; s < 3; s++) {
+		int B = shapes[s][0], OC = shapes[s][1];
+		for (int relu = 0; relu <= 1; relu++) {
+			float *x = tu_randn(B * OC, 6), *b = tu_randn(OC, 7);
+			float *g = malloc(sizeof(float) * B * OC);
+			struct kerr e = { "" };
+			char what[64];
+			memcpy(g, x, sizeof(float) * B * OC);
+			bias_relu_forward_cpu(x, b, B, OC, relu);
+			CHECK_EQ_INT(cuda_test_bias_relu_forward(g, b, B, OC, relu, &e), 0);
+			/* One IEEE addition and a comparison: exact on both sides. */
+			snprintf(what, sizeof(what), "%s %dx%d", relu ? "bias+relu" : "bias", B, OC);
+			CHECK(compare(what, g, x, (size_t)B * OC, 0, 0));
+			free(x); free(b); free(g);
+		}
 	}
 }
 
@@ -148,7 +155,9 @@ static void gpu_bias_relu_backward(void)
 			snprintf(what, sizeof(what), "dpre %dx%d relu %d", B, OC, relu);
 			CHECK(compare(what, gd, cd, (size_t)B * OC, 0, 0));
 			snprintf(what, sizeof(what), "db %dx%d relu %d", B, OC, relu);
-			CHECK(compare(what, gb, cb, (size_t)OC, 1e-6 * sqrt(B), 1e-5));
+			/* Summation orders differ (sequential on the CPU, a tree
+			 * of partial sums on the GPU): rounding grows as sqrt(B). */
+			CHECK(compare(what, gb, cb, (size_t)OC, 1e-5 * sqrt(B), 1e-4));
 			free(dact); free(act); free(cd); free(gd); free(cb); free(gb);
 		}
 	}
@@ -174,7 +183,9 @@ static void gpu_softmax_ce(void)
 			"correct gpu %ld cpu %ld\n", B, K, gloss, closs, fabs(gloss - closs), gc, cc);
 		CHECK(fabs(gloss - closs) <= 1e-5 * (1 + fabs(closs)));
 		CHECK_EQ_INT(gc, cc);
-		CHECK(compare("dlogits", gd, cd, (size_t)B * K, 1e-8, 1e-5));
+		/* p - 1 cancels for a confident label: an absolute floor of
+		 * 1e-6 of the 1/B scale. */
+		CHECK(compare("dlogits", gd, cd, (size_t)B * K, 1e-6 / B, 1e-5));
 		free(logits); free(cd); free(gd); free(y);
 	}
 }
@@ -200,15 +211,56 @@ static void gpu_adamw(void)
 	memcpy(gv, v, sizeof(float) * n);
 	adamw_cpu(p, g, m, v, (size_t)n, (size_t)nd, &hp, 7);
 	CHECK_EQ_INT(cuda_test_adamw(gp, g, gm, gv, (size_t)n, (size_t)nd, &hp, 7, &e), 0);
+	/* The kernel rounds every operation as the C code does: expected
+	 * bit-identical; the tolerance only absorbs a compiler surprise. */
 	CHECK(compare("params", gp, p, (size_t)n, 1e-7, 1e-6));
 	CHECK(compare("m", gm, m, (size_t)n, 1e-9, 1e-6));
 	CHECK(compare("v", gv, v, (size_t)n, 1e-12, 1e-6));
 	free(p); free(g); free(m); free(v); free(gp); free(gm); free(gv);
 }
 
+/* ||gpu - cpu|| / ||cpu||, printed with the worst entry; robust to a few
+ * entries that differ for a discrete reason (see below). */
+static int compare_norm(const char *what, const float *gpu, const float *cpu, size_t n,
+			double tol)
+{
+	double d2 = 0, c2 = 0, worst = 0, r;
+	for (size_t i = 0; i < n; i++) {
+		double d = (double)gpu[i] - cpu[i];
+		d2 += d * d;
+		c2 += (double)cpu[i] * cpu[i];
+		if (fabs(d) > worst || d != d)
+			worst = fabs(d);
+	}
+	r = sqrt(d2 / (c2 > 0 ? c2 : 1));
+	fprintf(stderr, "  %-22s normwise relative difference %.3g (tolerance %.1g), worst "
+		"|gpu-cpu| %.3g -> %s\n", what, r, tol, worst, r <= tol ? "ok" : "FAIL");
+	return r <= tol;
+}
+
+/* Hidden units active on the GPU but not on the CPU or the other way: a
+ * pre-activation within rounding of 0 flips its ReLU, and then that
+ * example's gradient through the unit differs by a whole term, honestly. */
+static long relu_flips(struct mlp_cuda *gpu, const struct mlp *cpu, int B, struct kerr *e)
+{
+	long flips = 0;
+	for (int l = 1; l < cpu->shape.n_layers; l++) {
+		size_t n = (size_t)B * cpu->shape.dims[l];
+		float *a = malloc(n * sizeof(float));
+		if (mlp_cuda_get_acts(gpu, l, a, B, e) < 0) {
+			free(a);
+			return -1;
+		}
+		for (size_t i = 0; i < n; i++)
+			flips += (a[i] > 0.0f) != (cpu->acts[l][i] > 0.0f);
+		free(a);
+	}
+	return flips;
+}
+
 /* One whole training step from the same state on both backends: loss,
- * gradients, then parameters and AdamW state; then 20 more steps and the
- * held-out evaluation. */
+ * ReLU masks, gradients, then parameters and AdamW state; then 20 more
+ * steps and the held-out evaluation. */
 static void gpu_train_step_end_to_end(void)
 {
 	static const int hidden[] = { 256, 128 };
@@ -249,31 +301,41 @@ static void gpu_train_step_end_to_end(void)
 		cc += c;
 		CHECK_EQ_INT(mlp_cuda_step(gpu, idx, B, &hp, t, &e), 0);
 		if (t == 1) {
+			long flips = relu_flips(gpu, cpu, B, &e);
+			size_t n = cpu->n_params;
 			CHECK_EQ_INT(mlp_cuda_get_grads(gpu, host->grads, &e), 0);
 			CHECK_EQ_INT(mlp_cuda_get_state(gpu, host->params, host->m, host->v, &e), 0);
 			CHECK_EQ_INT(mlp_cuda_take_stats(gpu, &gloss, &gc, &e), 0);
-			fprintf(stderr, "  step 1: loss gpu %.9g cpu %.9g; correct gpu %ld cpu %ld\n",
-				gloss / B, closs / B, gc, cc);
+			fprintf(stderr, "  step 1: loss gpu %.9g cpu %.9g (tol 1e-5); correct gpu %ld "
+				"cpu %ld; ReLU masks differing by rounding: %ld\n", gloss / B, closs / B,
+				gc, cc, flips);
+			CHECK(flips >= 0);
 			CHECK(fabs(gloss - closs) / B <= 1e-5);
-			CHECK(compare("step 1 grads", host->grads, cpu->grads, cpu->n_params, 1e-7, 1e-3));
-			CHECK(compare("step 1 params", host->params, cpu->params, cpu->n_params, 1e-6, 1e-5));
-			CHECK(compare("step 1 adam m", host->m, cpu->m, cpu->n_params, 1e-9, 1e-3));
-			CHECK(compare("step 1 adam v", host->v, cpu->v, cpu->n_params, 1e-12, 2e-3));
+			CHECK(compare_norm("step 1 grads", host->grads, cpu->grads, n, flips ? 3e-2 : 1e-4));
+			if (flips == 0) {
+				CHECK(compare("step 1 grads", host->grads, cpu->grads, n, 1e-7, 1e-3));
+				CHECK(compare("step 1 params", host->params, cpu->params, n, 1e-6, 1e-5));
+				CHECK(compare("step 1 adam m", host->m, cpu->m, n, 1e-9, 1e-3));
+				CHECK(compare("step 1 adam v", host->v, cpu->v, n, 1e-12, 2e-3));
+			} else {
+				/* A flipped term can turn an update's sign: 2 lr at most. */
+				CHECK(compare("step 1 params", host->params, cpu->params, n,
+					      2.5 * hp.lr, 0));
+			}
 			closs = 0;
 			cc = 0;
 		}
 	}
 	CHECK_EQ_INT(mlp_cuda_take_stats(gpu, &gloss, &gc, &e), 0);
-	fprintf(stderr, "  steps 2-21: mean loss gpu %.6f cpu %.6f\n", gloss / (20.0 * B),
+	fprintf(stderr, "  steps 2-21: mean loss gpu %.6f cpu %.6f (tol 1e-3)\n", gloss / (20.0 * B),
 		closs / (20.0 * B));
 	CHECK(fabs(gloss - closs) / (20.0 * B) <= 1e-3);
 	CHECK_EQ_INT(mlp_cuda_get_state(gpu, host->params, NULL, NULL, &e), 0);
-	/* Adam's sign-like first steps amplify rounding: looser after 21. */
-	CHECK(compare("step 21 params", host->params, cpu->params, cpu->n_params, 1e-4, 1e-2));
+	CHECK(compare_norm("step 21 params", host->params, cpu->params, cpu->n_params, 1e-3));
 	mlp_eval(cpu, te.x, te.y, te.n, &cev, &cec);
 	CHECK_EQ_INT(mlp_cuda_eval(gpu, &gev, &gec, &e), 0);
-	fprintf(stderr, "  held-out: loss gpu %.6f cpu %.6f, correct gpu %ld cpu %ld of %d\n",
-		gev / te.n, cev / te.n, gec, cec, te.n);
+	fprintf(stderr, "  held-out: loss gpu %.6f cpu %.6f (tol 1e-3), correct gpu %ld cpu %ld "
+		"of %d (tol 1%%)\n", gev / te.n, cev / te.n, gec, cec, te.n);
 	CHECK(fabs(gev - cev) / te.n <= 1e-3);
 	CHECK(labs(gec - cec) <= te.n / 100);
 	sampler_free(&smp);
