@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 #include "mlp.h"
 #include "banned.h"
@@ -269,6 +272,18 @@ void adamw_cpu(float *p, const float *g, float *m, float *v, size_t n,
 		v[i] = vi;
 		p[i] -= hp->lr * (mhat / (sqrtf(vhat) + hp->eps) + wd * p[i]);
 	}
+}
+
+void mlp_cpu_flush_denormals(void)
+{
+#if defined(__SSE2__)
+	_mm_setcsr(_mm_getcsr() | 0x8040); /* FTZ (bit 15) | DAZ (bit 6) */
+#elif defined(__aarch64__)
+	uint64_t fpcr;
+	__asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+	fpcr |= (uint64_t)1 << 24; /* FZ */
+	__asm__ volatile("msr fpcr, %0" : : "r"(fpcr));
+#endif
 }
 
 /* ---- the model ---- */

@@ -272,8 +272,8 @@ int run_train(const struct run_config *cfg, const struct dataset *train,
 	int32_t *idx = NULL;
 	FILE *metrics = NULL;
 	char devname[256] = "cpu";
-	long step0 = 0, window_steps = 0;
-	double t0;
+	long step0 = 0, window_steps = 0, final_correct = -1;
+	double t0, final_loss = 0;
 	int B, ret;
 
 	memset(res, 0, sizeof(*res));
@@ -375,6 +375,10 @@ int run_train(const struct run_config *cfg, const struct dataset *train,
 			if (eval_now) {
 				if ((ret = backend_eval(&b, &ev.test_loss, &ev.test_correct, e)) < 0)
 					goto out;
+				if (step == cfg->steps) {  /* reused by the end event */
+					final_loss = ev.test_loss;
+					final_correct = ev.test_correct;
+				}
 				ev.has_test = 1;
 				ev.test_n = test->n;
 				ev.test_loss /= test->n;
@@ -407,8 +411,12 @@ int run_train(const struct run_config *cfg, const struct dataset *train,
 	ev.kind = RUN_EV_END;
 	ev.step = (long)meta.step;
 	ev.total = cfg->steps;
-	if ((ret = backend_eval(&b, &ev.test_loss, &ev.test_correct, e)) < 0)
+	if (final_correct >= 0) {
+		ev.test_loss = final_loss;
+		ev.test_correct = final_correct;
+	} else if ((ret = backend_eval(&b, &ev.test_loss, &ev.test_correct, e)) < 0) {
 		goto out;
+	}
 	if (!isfinite(ev.test_loss)) {
 		ret = kerr_set(e, K_ENONFINITE, "held-out loss is %s", isnan(ev.test_loss) ? "nan" : "inf");
 		goto out;

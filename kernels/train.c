@@ -407,6 +407,7 @@ int main(int argc, char **argv)
 	struct kerr e = { "" };
 	int ret;
 
+	mlp_cpu_flush_denormals();
 	opts_defaults(&o);
 	ret = parse_args(&o, argc, argv, &e);
 	if (ret == 1)

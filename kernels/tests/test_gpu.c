@@ -373,8 +373,62 @@ static void gpu_training_converges(void)
 	dataset_free(&te);
 }
 
-void gpu_tests(void)
+/* Our kernels use no atomics and cuBLAS promises run-to-run identical
+ * results on one GPU model, so the CUDA path should be deterministic too:
+ * two runs, and a run resumed halfway, end in the same checkpoint bytes. */
+static const char *gpu_scratch;
+
+static int gpu_run_into(struct run_config c, const struct dataset *tr,
+			const struct dataset *te, const char *name, char *ckpt, size_t cap)
 {
+	char dir[4200];
+	struct run_result res;
+	struct kerr e = { "" };
+	int ret;
+	snprintf(dir, sizeof(dir), "%s/%s", gpu_scratch, name);
+	snprintf(ckpt, cap, "%s/ckpt.bin", dir);
+	c.out_dir = dir;
+	ret = run_train(&c, tr, te, NULL, NULL, &res, &e);
+	if (ret)
+		fprintf(stderr, "  %s: %s\n", name, e.msg);
+	return ret;
+}
+
+static void gpu_run_is_deterministic(void)
+{
+	struct dataset tr, te;
+	struct run_config c;
+	char a[4300], b[4300], h[4300];
+	GPU_OR_SKIP();
+	memset(&c, 0, sizeof(c));
+	c.n_hidden = 2;
+	c.hidden[0] = c.hidden[1] = 256;
+	c.steps = 200;
+	c.batch = 96;
+	c.hp = (struct mlp_hparams){ 1e-3f, 0.01f, 0.9f, 0.999f, 1e-8f };
+	c.seed = 4;
+	c.device = DEV_CUDA;
+	c.log_every = 50;
+	CHECK_EQ_INT(synthetic_make(&tr, &te, 3000, 1, 0.2, NULL), 0);
+	CHECK_EQ_INT(gpu_run_into(c, &tr, &te, "gpu-a", a, sizeof(a)), 0);
+	CHECK_EQ_INT(gpu_run_into(c, &tr, &te, "gpu-b", b, sizeof(b)), 0);
+	c.steps = 100;
+	CHECK_EQ_INT(gpu_run_into(c, &tr, &te, "gpu-h", h, sizeof(h)), 0);
+	c.steps = 200;
+	c.resume = h;
+	CHECK_EQ_INT(gpu_run_into(c, &tr, &te, "gpu-h", h, sizeof(h)), 0);
+	fprintf(stderr, "  two cuda runs: %s; 100 + resume 100 vs 200: %s\n",
+		tu_files_equal(a, b) ? "identical" : "DIFFER",
+		tu_files_equal(a, h) ? "identical" : "DIFFER");
+	CHECK(tu_files_equal(a, b));
+	CHECK(tu_files_equal(a, h));
+	dataset_free(&tr);
+	dataset_free(&te);
+}
+
+void gpu_tests(const char *scratch)
+{
+	gpu_scratch = scratch;
 	RUN(gpu_matmul_forward);
 	RUN(gpu_matmul_backward);
 	RUN(gpu_bias_relu_forward);
@@ -383,4 +437,5 @@ void gpu_tests(void)
 	RUN(gpu_adamw);
 	RUN(gpu_train_step_end_to_end);
 	RUN(gpu_training_converges);
+	RUN(gpu_run_is_deterministic);
 }

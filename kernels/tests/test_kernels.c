@@ -575,10 +575,11 @@ static void nan_loss_stops_the_run(void)
 }
 
 void data_cases(const char *scratch);
-void gpu_tests(void);
+void gpu_tests(const char *scratch);
 
 int main(void)
 {
+	mlp_cpu_flush_denormals(); /* as train does */
 	if (tu_mkscratch(scratch, sizeof(scratch)) < 0) {
 		printf("not ok - scratch_folder\n");
 		return 1;
@@ -597,7 +598,7 @@ int main(void)
 	RUN(ckpt_round_trip);
 	RUN(resume_is_bit_identical);
 	RUN(nan_loss_stops_the_run);
-	gpu_tests();
+	gpu_tests(scratch);
 	if (t_failed_cases == 0)
 		tu_rmscratch(scratch);
 	else
