@@ -112,7 +112,14 @@ t_idx_with_test_set() {
 	"$TRAIN" --train-images "$T/ti" --train-labels "$T/tl" --test-images "$T/vi" \
 		--test-labels "$T/vl" --classes 4 --hidden 8 --batch 8 --steps 20 --device cpu \
 		--out "$T/idx" >"$T/idx.out" 2>&1 || { cat "$T/idx.out"; return 1; }
-	grep -q 'model 9-8-4 .* train 64 | test 16' "$T/idx.out" && grep -q '(.*/16)' "$T/idx.out"
+	grep -q 'model 9-8-4 .* train 64 | test 16' "$T/idx.out" && grep -q '(.*/16)' "$T/idx.out" || return 1
+	# The same files laid out as an MNIST folder for --data.
+	mkdir -p "$T/dd" && cp "$T/ti" "$T/dd/train-images-idx3-ubyte" && \
+		cp "$T/tl" "$T/dd/train-labels-idx1-ubyte" && cp "$T/vi" "$T/dd/t10k-images-idx3-ubyte" && \
+		cp "$T/vl" "$T/dd/t10k-labels-idx1-ubyte" || return 1
+	"$TRAIN" --data "$T/dd" --classes 4 --hidden 8 --batch 8 --steps 20 --device cpu \
+		--out "$T/dd/out" >"$T/dd.out" 2>&1 || { cat "$T/dd.out"; return 1; }
+	grep -q 'train 64 | test 16' "$T/dd.out" && cmp "$T/idx/ckpt.bin" "$T/dd/out/ckpt.bin"
 }
 
 t_nan_exits_3() {
@@ -184,7 +191,7 @@ check cli_help t_help
 check cli_usage_errors_exit_2 t_usage_errors
 check cli_progress_lines_and_metrics t_progress_and_metrics
 check cli_bad_data_exits_1 t_bad_data
-check cli_idx_with_test_set t_idx_with_test_set
+check cli_idx_files_and_data_dir t_idx_with_test_set
 check cli_nan_loss_exits_3 t_nan_exits_3
 check cli_resume_bit_identical t_resume_bit_identical
 check cli_resume_metrics_keep_earlier_rows t_resume_metrics_keep_earlier_rows
