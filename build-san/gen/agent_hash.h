@@ -1,1 +1,1 @@
-#define GR_AGENT_HASH "98a7e49a16e5b781"
+#define GR_AGENT_HASH "09d1b835049cc2bf"
