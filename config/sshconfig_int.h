@@ -51,4 +51,44 @@ void sshc_sha1_hex(const void *data, size_t n, char out[41]);
 
 void sshc_lowercase(char *s);
 
+/* ---- shared by the resolver (sshconfig.c) and the reader (sshconfig_read.c) */
+
+#include "sshconfig.h"
+
+enum { CF_USER = 1, CF_CHECKPERM = 2, CF_NEVERMATCH = 4, CF_FINAL = 8 };
+#define MAX_DEPTH 16          /* READCONF_MAX_DEPTH */
+#define MAX_IDENTITY_FILES 100
+#define MAX_HOSTS_FILES 32
+
+/* Options as read so far; -1 / NULL mean "not obtained yet". */
+struct sopts {
+	char *hostname, *user, *proxy_command, *jump_host, *jump_user, *jump_extra;
+	char *host_key_alias, *ignore_unknown;
+	int port, identities_only, shk, connect_timeout, sai, sacm, batch_mode;
+	int canonicalize, canon_domains, jump_port;
+	struct strvec ids, ids_where;   /* raw IdentityFile values, and file:line */
+	unsigned char ids_user[MAX_IDENTITY_FILES];
+	struct strvec ukh;              /* raw UserKnownHostsFile words */
+	char *ukh_where, *pc_where, *hn_where;
+};
+
+struct sctx {
+	struct sopts o;
+	const char *host;    /* what Host patterns see: the alias, then the final name */
+	const char *orig;    /* the alias as given */
+	int want_final;
+	const char *local_user, *home;
+	char thishost[256], shorthost[256], uid[24];
+	struct strvec *warnings;
+	struct gr_err *err;
+};
+
+/* Read the user then the system configuration into c->o (NULL means the
+ * default file, "" none). extra is CF_FINAL for the final pass. Returns 0
+ * or GR_ECONFIG with c->err set ("file:line: ..."). */
+int sshc_read_configs(struct sctx *c, const char *user_config, const char *system_config,
+		      unsigned extra);
+/* Add a warning to c->warnings, once. */
+void sshc_warn(struct sctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #endif
