@@ -244,9 +244,10 @@ static int handler(void *user, const char *section, const char *name, const char
 	char *key = NULL, *val = NULL, *origin = NULL;
 	int i;
 
-	(void)name;   /* ours comes from the whole line: inih truncates */
-	(void)value;  /* and cuts values at " ;" */
-	if (pc->err_line)
+	(void)value;  /* ours comes from the whole line: inih truncates names */
+	/* and cuts values at " ;". A build with INI_CALL_HANDLER_ON_NEW_SECTION
+	 * calls us for headers too (name NULL): check_header has seen those. */
+	if (!name || pc->err_line)
 		return 1;
 	if (!eq || (colon && colon < eq)) {
 		perr(pc, "malformed line '%.*s': expected 'key = value'", (int)pc->rawlen, pc->raw);

@@ -700,8 +700,7 @@ static void test_oracle_coverage(void)
 	if (!have_ssh)
 		SKIP("no ssh client to use as the oracle");
 	/* the brief: at least 25 aliases compared with ssh -G */
-	if (compared < 25)
-		fprintf(stderr, "  only %d aliases compared\n", compared);
+	fprintf(stderr, "  %d aliases compared with ssh -G\n", compared);
 	CHECK(compared >= 25);
 }
 
