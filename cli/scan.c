@@ -246,7 +246,8 @@ int scan_tree(const char *root, const struct scan_opts *o, struct scan_entry **o
 	ret = scan_dir(&c, fd, SCAN_RULES);
 	if (ret < 0)
 		goto out;
-	qsort(c.v, c.n, sizeof(*c.v), scan_cmp);
+	if (c.n)
+		qsort(c.v, c.n, sizeof(*c.v), scan_cmp);
 	*out = c.v;
 	*n = c.n;
 	c.v = NULL;
