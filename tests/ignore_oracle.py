@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Generated trees against git: for each seed, make a random tree with
-random .gitignore files (plus sometimes .git/info/exclude and a global
-core.excludesFile) from a grammar of tricky pattern pieces, then compare
-what gpurun's scan would sync (tests/helpers/scan_dump) with git's answer:
-files from `git ls-files --others --exclude-standard`, folders from
-`git check-ignore`. Prints the seed and the differences on a mismatch.
+random .gitignore files (plus sometimes .git/info/exclude, a global
+core.excludesFile, core.ignoreCase and files tracked with `git add -f`)
+from a grammar of tricky pattern pieces, then compare what gpurun's scan
+would sync (tests/helpers/scan_dump) with git's answer: files from
+`git ls-files --cached --others --exclude-standard`, folders from
+`git check-ignore` plus the folders holding a kept file. Prints the seed
+and the differences on a mismatch.
 
   ignore_oracle.py SCAN_DUMP WORKDIR FIRST_SEED COUNT
 """
@@ -23,7 +25,8 @@ SEGMENTS = ["a", "b", "ab", "foo", "Foo", "bar", "build", "keep", "doc", "sub",
             "*", "?", "*.o", "a*", "*a", "*b*", "[ab]", "[!a]*", "[a-c]", "[^b]?",
             "[[:alpha:]]*", "[[:digit:]]", "[[:space:]]*", "[]a]", "**", "a**",
             "**b", "\\#a", "\\!a", "x\\ y", "?.txt", "*.[ot]*", "[a-]*", "\\[a]",
-            "keep.o", ".hidden", "x y", "caf?", "\\*", "\\?", "*\\ "]
+            "keep.o", ".hidden", "x y", "caf?", "\\*", "\\?", "*\\ ", "A*", "[A-Z]*",
+            "FOO", "a**/b", "s**", "*.O", "[[:upper:]]*"]
 
 
 def gen_pattern(rng):
@@ -123,6 +126,9 @@ def one(scan_dump, work, seed, env):
     os.makedirs(top)
     gen_tree(rng, top, 0)
     git(["init", "-q", "."], top, env)
+    icase = rng.random() < 0.15
+    if icase:
+        git(["config", "core.ignorecase", "true"], top, env)
     if rng.random() < 0.3:
         with open(os.path.join(top, b".git/info/exclude"), "wb") as f:
             f.write(gen_ignore_file(rng))
@@ -136,22 +142,34 @@ def one(scan_dump, work, seed, env):
         with open(gitconfig, "wb") as f:
             f.write(b'[core]\n\texcludesFile = "~/global-ignore-%d"\n' % seed)
 
+    dirs, others = walk(top)
+    # (not with ignoreCase: git refuses names that differ only in case)
+    if rng.random() < 0.25 and not icase:
+        files = [p for p in others if not os.path.islink(os.path.join(top, p))]
+        tracked = [p for p in files if rng.random() < 0.15]
+        if tracked:
+            git(["--literal-pathspecs", "add", "-f", "--"] + [os.fsdecode(p) for p in tracked],
+                top, env)
+
     r = subprocess.run([scan_dump, "-z", top], env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE)
     if r.returncode != 0:
         return ["scan_dump failed: " + r.stderr.decode(errors="replace")], 0, 0
     got = set(p for p in r.stdout.split(b"\0") if p)
 
-    files = set(p for p in git(["ls-files", "-z", "--others", "--exclude-standard"],
+    files = set(p for p in git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                                top, env).split(b"\0") if p)
-    dirs, others = walk(top)
     ignored_dirs = set()
     if dirs:
         out = git(["check-ignore", "-z", "--no-index", "--stdin"], top, env,
                   stdin=b"\0".join(dirs) + b"\0")
         ignored_dirs = set(p for p in out.split(b"\0") if p)
     want = files | set(d + b"/" for d in dirs if d not in ignored_dirs)
-    # A folder git keeps must not sit below one it ignores.
+    # The folders that hold a kept file (a tracked file in an ignored one).
+    for f in files:
+        parts = f.split(b"/")[:-1]
+        for i in range(1, len(parts) + 1):
+            want.add(b"/".join(parts[:i]) + b"/")
     problems = []
     for p in sorted(want - got):
         problems.append("git syncs, gpurun does not: %r" % p)

@@ -237,10 +237,10 @@ test_expect_success 'an unreadable folder is an error naming it; an ignored one 
 	chmod 755 skipped
 '
 
-test_expect_success 'generated trees: gpurun and git agree (60 seeds)' '
-	python3 "$TOP/tests/ignore_oracle.py" "$SCAN" "$TRASH/gen" 1 60 >"$TRASH/out" 2>&1 ||
+test_expect_success 'generated trees: gpurun and git agree (100 seeds)' '
+	python3 "$TOP/tests/ignore_oracle.py" "$SCAN" "$TRASH/gen" 1 100 >"$TRASH/out" 2>&1 ||
 		{ cat "$TRASH/out"; exit 1; }
-	cat "$TRASH/out" && test_grep "60 trees, .* 0 trees differ" "$TRASH/out"
+	cat "$TRASH/out" && test_grep "100 trees, .* 0 trees differ" "$TRASH/out"
 '
 
 test_done
