@@ -179,9 +179,10 @@ int ig_load(struct ignore *ig, int dirfd, const char *dir, size_t len, struct gr
 	if (fd < 0) {
 		char *p = xasprintf("%s/%.*s", ig->root, (int)len, dir);
 
-		fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		/* A symlink in the last place is not a folder to git: no rules. */
+		fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		free(p);
-		if (fd < 0 && errno != ENOENT && errno != ENOTDIR)
+		if (fd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
 			return gr_errf(err, GR_EIO, "cannot open '%.*s': %s",
 				       len ? (int)len : 1, len ? dir : ".", strerror(errno));
 	}
@@ -195,6 +196,7 @@ int ig_load(struct ignore *ig, int dirfd, const char *dir, size_t len, struct gr
 		close(fd);
 	if (ret < 0) {
 		ig_list_free(d->git);
+		ig_list_free(d->gpurun);
 		free(d->dir);
 		free(d);
 		return ret;
