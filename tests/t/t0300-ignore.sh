@@ -159,6 +159,22 @@ test_expect_success 'core.ignoreCase: patterns match any case, as git does' '
 	! grep -qx a.txt "$TRASH/got"
 '
 
+test_expect_success 'global excludes: $XDG_CONFIG_HOME/git/ignore, else ~/.config/git/ignore' '
+	mkdir -p xdg && cd xdg && git init -q . && touch a.x b.y c.z &&
+	rm -f "$HOME/.gitconfig" &&
+	mkdir -p "$HOME/.config/git" "$TRASH/xdgconf/git" &&
+	printf "*.x\n" >"$HOME/.config/git/ignore" &&
+	printf "*.y\n" >"$TRASH/xdgconf/git/ignore" &&
+	git_view . >"$TRASH/want" && scan_view . >"$TRASH/got" && test_cmp "$TRASH/want" "$TRASH/got" &&
+	! grep -qx a.x "$TRASH/got" && grep -qx b.y "$TRASH/got" &&
+	XDG_CONFIG_HOME=$TRASH/xdgconf git_view . >"$TRASH/want" &&
+	XDG_CONFIG_HOME=$TRASH/xdgconf scan_view . >"$TRASH/got" && test_cmp "$TRASH/want" "$TRASH/got" &&
+	grep -qx a.x "$TRASH/got" && ! grep -qx b.y "$TRASH/got" &&
+	printf "[core]\n\texcludesfile = ~/nothere\n" >"$HOME/.gitconfig" &&
+	git_view . >"$TRASH/want" && scan_view . >"$TRASH/got" && test_cmp "$TRASH/want" "$TRASH/got" &&
+	grep -qx a.x "$TRASH/got" && rm "$HOME/.gitconfig"
+'
+
 test_expect_success 'names with newlines, tabs, backslashes and non-UTF-8 bytes' '
 	mkdir -p odd && cd odd && git init -q . &&
 	printf "*.o\n" >.gitignore &&
