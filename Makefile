@@ -107,6 +107,11 @@ $(O)/tests/%: tests/helpers/%.c
 
 $(HELPER_BIN): $(COMMON_OBJ)
 
+# scan_dump prints what scan_tree would sync: it needs the client library.
+$(O)/tests/scan_dump: tests/helpers/scan_dump.c $(O)/libgr.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(O)/libgr.a $(CLIENT_LIBS)
+
 # Fuzz targets: libFuzzer with clang, run for a short budget by make test.
 $(O)/fuzz/%: tests/fuzz/%.c $(COMMON_SRC)
 	@mkdir -p $(@D)
