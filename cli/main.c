@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agent_hash.h"
+#include "completion.h"
 #include "gpurun.h"
 
 #ifndef GR_VERSION
@@ -17,17 +18,43 @@
 void gr_report(const struct gr_ctx *ctx)
 {
 	const char *msg = ctx->err.msg[0] ? ctx->err.msg : gr_strcode(ctx->err.code);
+	const char *red = ctx->color ? "\033[1;31m" : "", *yellow = ctx->color ? "\033[33m" : "";
+	const char *reset = ctx->color ? "\033[m" : "";
 
-	fprintf(stderr, "gpurun: %s\n", msg);
+	fprintf(stderr, "%sgpurun:%s %s\n", red, reset, msg);
 	if (ctx->err.hint[0])
-		fprintf(stderr, "hint: %s\n", ctx->err.hint);
+		fprintf(stderr, "%shint:%s %s\n", yellow, reset, ctx->err.hint);
+}
+
+/* "unknown option '-v'" for an option that is global: say where it goes. */
+static int global_option_hint(struct gr_ctx *ctx)
+{
+	static const char pre[] = "unknown option '";
+	char word[64];
+	const char *p = ctx->err.msg, *end;
+
+	if (strncmp(p, pre, sizeof(pre) - 1))
+		return 0;
+	p += sizeof(pre) - 1;
+	if (!(end = strchr(p, '\'')) || (size_t)(end - p) >= sizeof(word))
+		return 0;
+	memcpy(word, p, (size_t)(end - p));
+	word[end - p] = 0;
+	if (!gr_opt_lookup(gr_global_opts, word))
+		return 0;
+	gr_hintf(&ctx->err, "'%s' is a global option: put it before the command (gpurun %s %s ...)",
+		 word, word, ctx->cmd->name);
+	return 1;
 }
 
 int gr_usage_error(struct gr_ctx *ctx)
 {
-	if (ctx->cmd && !ctx->err.hint[0])
-		gr_hintf(&ctx->err, "usage: gpurun %s [OPTIONS] %s (see 'gpurun %s --help')",
-			 ctx->cmd->name, ctx->cmd->args ? ctx->cmd->args : "", ctx->cmd->name);
+	if (ctx->cmd && !ctx->err.hint[0] && !global_option_hint(ctx)) {
+		struct strbuf sb = STRBUF_INIT;
+		help_usage_line(ctx->cmd, &sb);
+		gr_hintf(&ctx->err, "%s (see 'gpurun %s --help')", sb.buf, ctx->cmd->name);
+		sb_release(&sb);
+	}
 	ctx->err.code = GR_EUSAGE;
 	return GR_EUSAGE;
 }
@@ -44,6 +71,30 @@ int ctx_connect(struct gr_ctx *ctx)
 static int is_tty(int fd)
 {
 	return isatty(fd) == 1;
+}
+
+/* NO_COLOR counts when set and not empty (no-color.org). */
+static int env_set(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v;
+}
+
+/* Is -h/--help among the command's options? Answered before the config
+ * loads, so 'gpurun sync --help' works outside a project. Parsed with the
+ * command's table, so "exec -- ls --help" and option values are not help. */
+static int wants_help(const struct gr_cmd *c, int argc, char **argv)
+{
+	struct gr_getopt st;
+	struct gr_err err = { 0 };
+	int id, found = 0;
+
+	gr_getopt_init(&st, argc, argv);
+	st.stop_at_positional = !!(c->needs & CMD_PASSTHROUGH);
+	while (!found && (id = gr_getopt(&st, c->opts, &err)) > 0)
+		found = id == OPT_HELP;
+	gr_getopt_release(&st);
+	return found;
 }
 
 static int apply_overrides(struct gr_ctx *ctx)
@@ -68,9 +119,12 @@ int main(int argc, char **argv)
 {
 	struct gr_ctx ctx = { 0 };
 	struct gr_getopt st;
-	const char *host = NULL;
+	const char *host = NULL, *color = "auto", *near;
 	int rc, id;
 
+	/* The shells' completion scripts ask here; nothing else runs. */
+	if (argc > 1 && !strcmp(argv[1], "__complete"))
+		return complete_main(argc - 1, argv + 1);
 	gr_getopt_init(&st, argc, argv);
 	st.stop_at_positional = 1; /* options after the command are the command's */
 	while ((id = gr_getopt(&st, gr_global_opts, &ctx.err)) > 0) {
@@ -88,6 +142,7 @@ int main(int argc, char **argv)
 		case G_ACCEPT_NEW: ctx.accept_new = 1; break;
 		case G_VERBOSE: ctx.verbose++; break;
 		case G_QUIET: ctx.quiet = 1; break;
+		case G_COLOR: color = st.arg; break;
 		case G_VERSION:
 			printf("gpurun %s (agent %s, protocol %d)\n", GR_VERSION, GR_AGENT_HASH,
 			       GR_PROTO_VERSION);
@@ -99,8 +154,17 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* Colour and progress only on a terminal, never under NO_COLOR or a
+	 * dumb terminal; --color=always|never overrides. */
+	if (!strcmp(color, "always"))
+		ctx.color = 1;
+	else if (!strcmp(color, "auto"))
+		ctx.color = is_tty(2) && !env_set("NO_COLOR") &&
+			    !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"));
+	ctx.interactive = is_tty(0) && is_tty(2);
+	ctx.progress = is_tty(2) && !getenv("CI") && !env_set("NO_COLOR") && !ctx.quiet;
 	if (id < 0) {
-		gr_hintf(&ctx.err, "see 'gpurun help'");
+		gr_hintf(&ctx.err, "usage: gpurun [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGS] (see 'gpurun help')");
 		goto fail;
 	}
 	if (!st.args.n) {
@@ -111,12 +175,17 @@ int main(int argc, char **argv)
 	ctx.cmd = gr_find_command(st.args.v[0]);
 	if (!ctx.cmd) {
 		gr_errf(&ctx.err, GR_EUSAGE, "'%s' is not a gpurun command", st.args.v[0]);
-		gr_hintf(&ctx.err, "see 'gpurun help' for the list");
+		if ((near = help_suggest(st.args.v[0])) && gr_find_command(near))
+			gr_hintf(&ctx.err, "did you mean 'gpurun %s'?", near);
+		else
+			gr_hintf(&ctx.err, "see 'gpurun help' for the list");
 		goto fail;
 	}
-	ctx.interactive = is_tty(0) && is_tty(2);
-	ctx.color = is_tty(2) && !getenv("NO_COLOR") && !ctx.quiet;
-	ctx.progress = is_tty(2) && !getenv("CI") && !getenv("NO_COLOR") && !ctx.quiet;
+	if (wants_help(ctx.cmd, (int)st.args.n, st.args.v)) {
+		help_command(ctx.cmd, stdout);
+		rc = 0;
+		goto out;
+	}
 
 	if (ctx.cmd->needs & (CMD_CONFIG | CMD_CONFIG_OPT)) {
 		rc = config_load(&ctx.cfg, ctx.config_file,
