@@ -14,6 +14,7 @@
 static const struct {
 	const char *cmd, *keys;
 } cmd_keys[] = {
+	{ "config", "*" }, /* every key */
 	{ "sync", "sync" },
 	{ "train", "build train sync artifacts" },
 	{ "stop", "train.stop_grace" },
@@ -108,6 +109,11 @@ static void command_keys(const struct gr_cmd *c, FILE *out)
 	for (size_t i = 0; cmd_keys[i].cmd; i++)
 		if (!strcmp(cmd_keys[i].cmd, c->name))
 			spec = cmd_keys[i].keys;
+	if (spec && !strcmp(spec, "*")) {
+		fprintf(out, "\n");
+		help_config(out);
+		return;
+	}
 	for (const char *tok = spec; tok && *tok;) {
 		size_t len = strcspn(tok, " ");
 		for (size_t i = 0; i < n; i++) {
@@ -125,7 +131,7 @@ static void command_keys(const struct gr_cmd *c, FILE *out)
 		for (size_t i = 0; i < n; i++)
 			if (!strcmp(keys[i].section, "remote"))
 				sb_addf(&names, "%s%s", names.len ? ", " : "", keys[i].name);
-		fprintf(out, "\nThe host comes from the [remote] keys%s%s%s; see 'gpurun help config'.\n",
+		fprintf(out, "\nThe host comes from the [remote] keys%s%s%s: see 'gpurun help config'.\n",
 			names.len ? " (" : "", names.len ? names.buf : "", names.len ? ")" : "");
 		sb_release(&names);
 	}
@@ -195,11 +201,10 @@ void help_config(FILE *out)
 	const struct gr_config_key *keys = config_keys(&n);
 
 	fprintf(out,
-		"gpurun.ini keys (`gpurun init` writes them all, commented). A value comes\n"
+		"config keys ('gpurun init' writes them all, commented). A value comes\n"
 		"from, the later winning: the default, gpurun.ini (found in this folder or\n"
 		"a parent, or -c FILE), the environment (GPURUN_<SECTION>_<KEY>), and the\n"
-		"command line (-o section.key=VALUE, --host). 'gpurun config' shows the\n"
-		"effective values and where each came from.\n");
+		"command line (-o section.key=VALUE, --host).\n");
 	for (size_t i = 0; i < n; i++) {
 		if (!i || strcmp(keys[i].section, keys[i - 1].section))
 			fprintf(out, "\n[%s]\n", keys[i].section);
@@ -224,7 +229,6 @@ void help_environment(FILE *out)
 
 const struct help_topic help_topics[] = {
 	{ "exit-codes", "what gpurun's exit codes mean", help_exit_codes },
-	{ "config", "every gpurun.ini key with its type, default and meaning", help_config },
 	{ "environment", "the environment variables gpurun reads", help_environment },
 	{ NULL, NULL, NULL },
 };
