@@ -162,7 +162,7 @@ static const char fish_script[] =
 	"\tend\n"
 	"end\n"
 	"\n"
-	"complete -c gpurun -f -a '(__gpurun_complete)'\n";
+	"complete -c gpurun -f -k -a '(__gpurun_complete)'\n";
 
 const char *completion_script(const char *shell)
 {
