@@ -139,6 +139,8 @@ static const char fish_script[] =
 	"\tset -l tokens (commandline -opc)\n"
 	"\tset -l cur (commandline -ct)\n"
 	"\tset -l prog (string replace -r '^~/' \"$HOME/\" -- $tokens[1])\n"
+	"\tcommand -q $prog\n"
+	"\tor return\n"
 	"\tset -l out ($prog __complete $tokens[2..-1] $cur 2>/dev/null)\n"
 	"\tor return\n"
 	"\tset -q out[1]\n"

@@ -100,6 +100,28 @@ static int key_matches(const struct gr_config_key *k, const char *tok, size_t le
 	       tok[sl] == '.' && !strncmp(tok + sl + 1, k->name, len - sl - 1);
 }
 
+/* Print text filled to 76 columns (for lines built from the tables). */
+static void fill(const char *text, FILE *out)
+{
+	size_t col = 0;
+
+	for (const char *p = text; *p;) {
+		size_t len = strcspn(p, " ");
+		if (col && col + 1 + len > 76) {
+			fputc('\n', out);
+			col = 0;
+		} else if (col) {
+			fputc(' ', out);
+			col++;
+		}
+		fwrite(p, 1, len, out);
+		col += len;
+		p += len;
+		p += strspn(p, " ");
+	}
+	fputc('\n', out);
+}
+
 static void command_keys(const struct gr_cmd *c, FILE *out)
 {
 	size_t n = 0, shown = 0;
@@ -127,13 +149,16 @@ static void command_keys(const struct gr_cmd *c, FILE *out)
 		tok += strspn(tok, " ");
 	}
 	if (c->needs & CMD_CONFIG) {
-		struct strbuf names = STRBUF_INIT;
-		for (size_t i = 0; i < n; i++)
+		struct strbuf line = STRBUF_INIT;
+		sb_adds(&line, "The host comes from the [remote] keys");
+		for (size_t i = 0, k = 0; i < n; i++)
 			if (!strcmp(keys[i].section, "remote"))
-				sb_addf(&names, "%s%s", names.len ? ", " : "", keys[i].name);
-		fprintf(out, "\nThe host comes from the [remote] keys%s%s%s: see 'gpurun help config'.\n",
-			names.len ? " (" : "", names.len ? names.buf : "", names.len ? ")" : "");
-		sb_release(&names);
+				sb_addf(&line, "%s%s", k++ ? ", " : " (", keys[i].name);
+		sb_adds(&line, strstr(line.buf, " (") ? "): see 'gpurun help config'." :
+			": see 'gpurun help config'.");
+		fputc('\n', out);
+		fill(line.buf, out);
+		sb_release(&line);
 	}
 }
 

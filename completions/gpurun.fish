@@ -7,6 +7,8 @@ function __gpurun_complete
 	set -l tokens (commandline -opc)
 	set -l cur (commandline -ct)
 	set -l prog (string replace -r '^~/' "$HOME/" -- $tokens[1])
+	command -q $prog
+	or return
 	set -l out ($prog __complete $tokens[2..-1] $cur 2>/dev/null)
 	or return
 	set -q out[1]

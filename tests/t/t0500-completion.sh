@@ -221,6 +221,15 @@ for sh in bash bash-plain zsh zsh-sourced fish; do
 	'
 done
 
+test_expect_success 'without gpurun on PATH, TAB offers nothing and prints no error' '
+	nopath=$(echo "$PATH" | sed "s,$BIN:,,") &&
+	PATH=$nopath fish --no-config -c "source \$argv[1]; complete -C \$argv[2]" "$LIBD/gpurun.fish" \
+		"gpurun lo" > out 2>err &&
+	test ! -s out && test ! -s err &&
+	PATH=$nopath CAPTURE_FPATH=$LIBD/zfunc timeout 30 zsh -f "$LIBD/capture.zsh" "gpurun lo" > out &&
+	test ! -s out
+'
+
 # Config keys come from config_keys(); the branch may carry an empty schema.
 "$GPURUN" help config | awk '/^\[/ { on = 1; next } on && /^  [a-z_]+\.[a-z_]+ / { print $1 }' > keys.want
 if [ -s keys.want ]; then
