@@ -13,7 +13,7 @@ const struct gr_opt gr_global_opts[] = {
 	{ G_ACCEPT_NEW, "accept-new-host-key", 0, OPT_FLAG, NULL, "trust and record the key of a host seen for the first time", NULL, 0, 0, 0 },
 	{ G_VERBOSE, "verbose", 'v', OPT_FLAG, NULL, "say more (repeat for more)", NULL, 0, 0, 0 },
 	{ G_QUIET, "quiet", 'q', OPT_FLAG, NULL, "say nothing but errors", NULL, 0, 0, 0 },
-	{ G_COLOR, "color", 0, OPT_ENUM, "WHEN", "colour on stderr: auto (a terminal, no NO_COLOR), always, never", color_values, 0, 0, 0 },
+	{ G_COLOR, "color", 0, OPT_ENUM, "WHEN", "colour on stderr; auto: only on a terminal, not under NO_COLOR", color_values, 0, 0, 0 },
 	{ G_VERSION, "version", 0, OPT_FLAG, NULL, "print gpurun's version", NULL, 0, 0, 0 },
 	{ 0 },
 };

@@ -27,21 +27,28 @@ static int env_set(const char *name)
 	return v && *v;
 }
 
-/* Is -h/--help among the command's options? Answered before the config
- * loads, so 'gpurun sync --help' works outside a project. Parsed with the
- * command's table, so "exec -- ls --help" and option values are not help. */
-static int wants_help(const struct gr_cmd *c, int argc, char **argv)
+/* Look at the command's options before the config loads, with the
+ * command's own table: -h/--help prints help even outside a project, and a
+ * bad option is a usage error rather than "no gpurun.ini". Only the words
+ * before the first positional count: after it a command may pass words on
+ * ("exec ls --help" runs ls --help on the host). Returns 1 for help, 0, or
+ * GR_EUSAGE with ctx->err set. */
+static int precheck(struct gr_ctx *ctx, int argc, char **argv)
 {
 	struct gr_getopt st;
-	struct gr_err err = { 0 };
-	int id, found = 0;
+	int id, rc = 0;
 
 	gr_getopt_init(&st, argc, argv);
-	st.stop_at_positional = !!(c->needs & CMD_PASSTHROUGH);
-	while (!found && (id = gr_getopt(&st, c->opts, &err)) > 0)
-		found = id == OPT_HELP;
+	st.stop_at_positional = 1;
+	while ((id = gr_getopt(&st, ctx->cmd->opts, &ctx->err)) > 0)
+		if (id == OPT_HELP) {
+			rc = 1;
+			break;
+		}
+	if (id < 0)
+		rc = gr_usage_error(ctx);
 	gr_getopt_release(&st);
-	return found;
+	return rc;
 }
 
 static int apply_overrides(struct gr_ctx *ctx)
@@ -128,9 +135,11 @@ int main(int argc, char **argv)
 			gr_hintf(&ctx.err, "see 'gpurun help' for the list");
 		goto fail;
 	}
-	if (wants_help(ctx.cmd, (int)st.args.n, st.args.v)) {
-		help_command(ctx.cmd, stdout);
-		rc = 0;
+	if ((rc = precheck(&ctx, (int)st.args.n, st.args.v)) != 0) {
+		if (rc == 1) {
+			help_command(ctx.cmd, stdout);
+			rc = 0;
+		}
 		goto out;
 	}
 

@@ -82,6 +82,15 @@ test_expect_success 'a global option after the command says where it goes' '
 	test_grep "^hint: .--quiet. is a global option" err
 '
 
+test_expect_success 'a bad option is a usage error even outside a project' '
+	mkdir -p nowhere && cd nowhere &&
+	test_expect_code 252 "$GPURUN" logs --bogus 2>err &&
+	test_grep "^gpurun: unknown option .--bogus." err &&
+	test_grep "^hint: usage: gpurun logs \[OPTIONS\] \[JOB\]" err &&
+	test_expect_code 252 "$GPURUN" sync -v 2>err &&
+	test_grep "^hint: .-v. is a global option: put it before the command (gpurun -v sync" err
+'
+
 test_expect_success 'exec passes --help after its command on to the host' '
 	cd proj &&
 	"$GPURUN" exec --help > out && test_grep "^usage: gpurun exec" out &&
