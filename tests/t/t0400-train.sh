@@ -8,8 +8,10 @@
 P=$TRASH/proj R=$TRASH/rproj
 mkdir -p "$P" "$R"
 # ini [KEY=VALUE...]: gpurun.ini for the local host, sections as given.
+# No build unless a case asks for one (the default builds kernels/).
 ini() {
 	write_ini "$P" local local "$R"
+	case " $* " in *" [build] "*) ;; *) printf '[build]\ncommand =\n' >> "$P/gpurun.ini" ;; esac
 	for kv in "$@"; do printf '%s\n' "$kv"; done >> "$P/gpurun.ini"
 }
 # job_script NAME BODY: a script in the remote project (the job's cwd).

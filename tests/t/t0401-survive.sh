@@ -18,7 +18,7 @@ ssh_of() { pgrep -P "$1" -x ssh; }
 # ini COMMAND: the project on the sshd, [remote] path relative to its home.
 ini() {
 	write_ini "$P" gpuhost openssh proj
-	printf '[train]\ncommand = %s\nstop_grace = 1\n' "$1" >> "$P/gpurun.ini"
+	printf '[build]\ncommand =\n[train]\ncommand = %s\nstop_grace = 1\n' "$1" >> "$P/gpurun.ini"
 }
 # Until sync lands, the project reaches the host by copy.
 put() { mkdir -p "$RH/proj" && cp "$P"/*.sh "$RH/proj/"; }
