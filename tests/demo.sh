@@ -5,7 +5,7 @@
 # project; `gpurun train` builds it there, trains on a small synthetic
 # dataset with the log streamed live, and pulls the artifacts into
 # runs/<job>/. Everything lives in one temp folder, removed at the end
-# (DEMO_KEEP=1 keeps it).
+# (DEMO_KEEP=1 keeps it; DEMO_TRANSPORT=local skips sshd).
 #   tests/demo.sh [BUILD_DIR]
 set -u
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -72,7 +72,10 @@ CFG
 	printf '[127.0.0.1]:%s %s\n' "$port" "$(cut -d' ' -f1,2 "$d/hostkey.pub")" >"$HOME/.ssh/known_hosts"
 	echo "sshd listening on 127.0.0.1:$port (pid $SSHD_PID); its users' home is $GPUHOME"
 }
-if ! start_sshd; then
+if [ "${DEMO_TRANSPORT:-}" = local ]; then
+	echo "demo: DEMO_TRANSPORT=local: the host is this machine, no sshd"
+	transport=local
+elif ! start_sshd; then
 	echo "demo: sshd could not start here; using the local transport instead"
 	transport=local
 fi
