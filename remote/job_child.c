@@ -12,19 +12,22 @@
 
 #include "job_child.h"
 
+/* The helper's exit is not watched: its result pipe says all (an empty
+ * result means it died), and the agent's loop reaps it like any child. So
+ * nothing of ours outlives the request, even when the agent exits first. */
 struct child {
 	uint32_t id;
 	pid_t pid;
 	int data_fd, res_fd;
 	struct strbuf res;
-	int exited, status, closed, kill_on_cancel;
+	int kill_on_cancel;
 };
 
 static void maybe_finish(struct agent *a, struct child *c)
 {
 	struct gr_rd rd;
 
-	if (!c->exited || c->data_fd >= 0 || c->res_fd >= 0 || c->closed)
+	if (c->data_fd >= 0 || c->res_fd >= 0)
 		return;
 	rd_init(&rd, c->res.buf, c->res.len);
 	uint8_t kind = c->res.len ? get_u8(&rd) : 2;
@@ -36,7 +39,7 @@ static void maybe_finish(struct agent *a, struct child *c)
 		agent_fail(a, c->id, code < 0 ? code : GR_EAGENT, "%s", msg ? msg : "failed");
 		free(msg);
 	} else {
-		agent_fail(a, c->id, GR_EAGENT, "the agent's helper died (status %d)", c->status);
+		agent_fail(a, c->id, GR_EAGENT, "the agent's helper process died");
 	}
 	agent_stream_close(a, c->id); /* frees c */
 }
@@ -71,36 +74,19 @@ static void on_readable(struct agent *a, int fd, short revents, void *arg)
 		sb_add(&c->res, buf, (size_t)r);
 }
 
-static void on_exit_cb(struct agent *a, pid_t pid, int status, void *arg)
-{
-	struct child *c = arg;
-
-	(void)pid;
-	c->exited = 1;
-	c->status = status;
-	if (c->closed) {
-		sb_release(&c->res);
-		free(c);
-		return;
-	}
-	maybe_finish(a, c);
-}
-
 static void on_close(struct agent *a, uint32_t id, void *st)
 {
 	struct child *c = st;
 
 	(void)id;
-	c->closed = 1;
+	if (c->kill_on_cancel && (c->data_fd >= 0 || c->res_fd >= 0))
+		kill(c->pid, SIGKILL);
+	/* else a stop runs to its end on its own (it is in a session of
+	 * its own and writes its answer to nobody) */
 	close_fd(a, &c->data_fd);
 	close_fd(a, &c->res_fd);
-	if (c->exited) {
-		sb_release(&c->res);
-		free(c);
-	} else if (c->kill_on_cancel) {
-		kill(c->pid, SIGKILL);
-	}
-	/* else freed by on_exit_cb when the helper ends */
+	sb_release(&c->res);
+	free(c);
 }
 
 static const struct agent_stream_ops child_ops = { .on_close = on_close };
@@ -165,7 +151,6 @@ int job_child_start(struct agent *a, uint32_t id, int stream, int kill_on_cancel
 		set_nonblock(c->data_fd, 1);
 		agent_watch_fd(a, c->data_fd, POLLIN, on_readable, c);
 	}
-	agent_watch_child(a, pid, on_exit_cb, c);
 	agent_stream_open(a, id, &child_ops, c);
 	return 0;
 }
