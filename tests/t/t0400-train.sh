@@ -122,6 +122,7 @@ test_expect_success 'stop reports a process still holding a GPU (recorded nvidia
 	export FAKE_SMI_APPS=$TRASH/apps.csv &&
 	ini "[train]" "command = echo \$\$, GPU-6f0e5b2a-1c1d-4a1e-9a0e-2b7f0c6a0002, 1000, python > $TRASH/apps.csv; exec sleep 1000" "gpus = all" &&
 	id=$("$GPURUN" -q train --detach) && wait_grep GPU "$TRASH/apps.csv" &&
+	"$GPURUN" status >st && test_grep "pid [0-9]* python, 1000 MiB, job $id" st &&
 	test_expect_code 1 "$GPURUN" stop "$id" 2>err &&
 	test_grep "still holds a GPU" err
 '
@@ -135,6 +136,8 @@ test_expect_success 'two jobs asking for one GPU each get different GPUs; a thir
 	"$GPURUN" logs "$a" >la && "$GPURUN" logs "$b" >lb &&
 	test_grep -x "gpu=[01]" la && test_grep -x "gpu=[01]" lb && ! test_cmp la lb &&
 	"$GPURUN" status "$c" >sc && test_grep queued sc && "$GPURUN" logs "$c" >lc && test_grep "waiting for 1 free GPU" lc &&
+	d=$("$GPURUN" -q train --detach) && sleep 0.5 && "$GPURUN" stop "$d" 2>/dev/null &&
+	"$GPURUN" status "$d" >sd && test_grep stopped sd && "$GPURUN" logs "$d" >ld && test_grep "stopped before it started" ld &&
 	"$GPURUN" status --json >js && python3 -m json.tool js >/dev/null &&
 	test_grep "\"job\": \"$a\"" js &&
 	touch "$TRASH/go" &&
