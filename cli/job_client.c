@@ -28,8 +28,11 @@ int job_start(struct gr_conn *c, const char *project, const char *command,
 	if (rc == 0) {
 		rd_init(&rd, rep.buf, rep.len);
 		*id = get_str(&rd);
-		char *dir = get_str(&rd);
+		char *dir = get_str(&rd), *warn = get_str(&rd);
+		if (!rd.bad && *warn)
+			fprintf(stderr, "gpurun: warning: %s\n", warn);
 		free(dir);
+		free(warn);
 		if (rd.bad) {
 			free(*id);
 			*id = NULL;

@@ -3,6 +3,7 @@
  * a byte offset (following it as it grows), stop a job's whole process
  * tree, report GPUs, and pack artifacts. Also the agent binary's other
  * mode, `supervise` (job_super.c). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -60,6 +61,51 @@ static int find_job(struct gr_rd *rd, char **dir, struct gr_err *err)
 
 /* START_JOB */
 
+/* Where systemd-logind kills a login's processes when it ends
+ * (KillUserProcesses=yes), a job started from an ssh session dies with
+ * the connection, supervisor and all. Say so when it is the case: we are
+ * in a session scope and logind.conf (or a drop-in) turns it on. */
+static char *logout_kill_warning(void)
+{
+	struct strbuf cg = STRBUF_INIT, conf = STRBUF_INIT;
+	int kill = 0;
+	char *w = NULL;
+
+	if (read_file("/proc/self/cgroup", &cg, NULL) < 0 || !cg.buf || !strstr(cg.buf, "/session-"))
+		goto out;
+	read_file("/etc/systemd/logind.conf", &conf, NULL);
+	DIR *d = opendir("/etc/systemd/logind.conf.d");
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (n > 5 && !strcmp(e->d_name + n - 5, ".conf")) {
+			char *p = xasprintf("/etc/systemd/logind.conf.d/%s", e->d_name);
+			sb_adds(&conf, "\n");
+			read_file(p, &conf, NULL);
+			free(p);
+		}
+	}
+	if (d)
+		closedir(d);
+	for (char *l = conf.buf; l && *l;) {
+		char *nl = strchr(l, '\n');
+		while (*l == ' ' || *l == '\t')
+			l++;
+		if (!strncmp(l, "KillUserProcesses=", 18))
+			kill = !strncmp(l + 18, "yes", 3) || !strncmp(l + 18, "true", 4) ||
+			       !strncmp(l + 18, "1", 1) || !strncmp(l + 18, "on", 2);
+		l = nl ? nl + 1 : NULL;
+	}
+	if (kill)
+		w = xstrdup("this host's systemd-logind kills a login's processes when it ends "
+			    "(KillUserProcesses=yes): the job may die when the connection closes; "
+			    "ask for KillExcludeUsers= or run gpurun from a lingering user service");
+out:
+	sb_release(&cg);
+	sb_release(&conf);
+	return w;
+}
+
 struct start {
 	uint32_t rid;
 	int fd;
@@ -85,8 +131,11 @@ static void on_ready(struct agent *a, int fd, short revents, void *arg)
 	close(fd);
 	if (s->msg.len && !strcmp(s->msg.buf, "ok\n")) {
 		struct strbuf pl = STRBUF_INIT;
+		char *warn = logout_kill_warning();
 		put_str(&pl, s->id);
 		put_str(&pl, s->dir);
+		put_str(&pl, warn ? warn : "");
+		free(warn);
 		agent_ok(a, s->rid, pl.buf, pl.len);
 		sb_release(&pl);
 	} else {

@@ -13,7 +13,7 @@
 
 enum gr_job_msg {
 	/* c->a: str project, str command, u32 envc, str env..., str gpus,
-	 *       u32 fresh_ms. a->c OK: str id, str job_dir */
+	 *       u32 fresh_ms. a->c OK: str id, str job_dir, str warning ("" = none) */
 	GR_MSG_JOB_START = 0x40,
 	/* c->a: str project, str id ("" = all), u32 limit (0 = no limit).
 	 * a->c OK: u32 n, n x job record (newest first) */
