@@ -157,6 +157,16 @@ test_expect_success 'the job runs the code it was started with, whatever syncs d
 	printf "v1\nv1\naaa\n" >want && test_cmp want out
 '
 
+test_expect_success 'a big build output rewritten in place later does not change a running job' '
+	cd "$P" && rm -f "$TRASH/go5" &&
+	ini "[build]" "command = head -c 2000000 /dev/zero | tr \"\\\\0\" x > built.bin" \
+		"[train]" "command = while ! test -e $TRASH/go5; do sleep 0.1; done; head -c 3 built.bin; echo" &&
+	id=$("$GPURUN" -q train --detach) && test "$(head -c 3 "$R/built.bin")" = xxx &&
+	head -c 2000000 /dev/zero | tr "\0" y >>"$R/built.bin.y" && cat "$R/built.bin.y" >"$R/built.bin" &&
+	test "$(head -c 3 "$R/built.bin")" = yyy &&
+	touch "$TRASH/go5" && "$GPURUN" logs -f "$id" >out && test "$(cat out)" = xxx
+'
+
 test_expect_success 'a supervisor killed with -9 leaves the job lost (exit 248), not hanging' '
 	cd "$P" && ini "[train]" "command = sleep 1000" &&
 	id=$("$GPURUN" -q train --detach) && sleep 0.5 &&
