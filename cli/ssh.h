@@ -100,6 +100,9 @@ int ssh_observed(void);
 int ssh_hop_wait(struct ssh_hop *h, uint64_t deadline, struct gr_err *err);
 /* libssh2's last error text for s ("" if none). */
 const char *ssh_lasterr(LIBSSH2_SESSION *s);
+/* libssh2_session_method_pref with the names of `wanted` (comma list, in
+ * our order) that this libssh2 supports; GR_ESSH if none. */
+int ssh_method_pref(struct ssh_hop *h, int method, const char *wanted, struct gr_err *err);
 /* A new LIBSSH2_SESSION for h (non-blocking, counts received bytes). */
 LIBSSH2_SESSION *ssh_session_new(struct ssh_hop *h);
 /* Keepalive for a connected hop: send one when due, and fail when the peer

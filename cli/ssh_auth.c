@@ -253,7 +253,7 @@ static int timed_out(struct ssh_hop *h, struct gr_err *err)
 
 /* Offer the agent's keys. 1 = authenticated, 0 = not, < 0 = error. */
 static int try_agent(struct ssh_hop *h, struct idkey *keys, size_t nkeys, struct strbuf *tried,
-		     struct strvec *offered, struct gr_err *err)
+		     struct strvec *offered, int *noffered, struct gr_err *err)
 {
 	LIBSSH2_AGENT *agent = NULL;
 	struct libssh2_agent_publickey *id = NULL;
@@ -311,9 +311,15 @@ static int try_agent(struct ssh_hop *h, struct idkey *keys, size_t nkeys, struct
 		}
 		rc = 0;
 	}
-	sb_addf(tried, "%sssh-agent: %d key%s refused", tried->len ? "; " : "", n, n == 1 ? "" : "s");
+	if (n)
+		sb_addf(tried, "%sssh-agent: %d key%s refused", tried->len ? "; " : "", n,
+			n == 1 ? "" : "s");
 	if (skipped)
-		sb_addf(tried, " (%d skipped: IdentitiesOnly)", skipped);
+		sb_addf(tried, "%sssh-agent: %d key%s not offered (IdentitiesOnly)",
+			tried->len ? "; " : "", skipped, skipped == 1 ? "" : "s");
+	if (!n && !skipped)
+		sb_addf(tried, "%sssh-agent: no keys", tried->len ? "; " : "");
+	*noffered += n;
 out:
 	if (agent) {
 		libssh2_agent_disconnect(agent);
@@ -420,7 +426,7 @@ int ssh_authenticate(struct ssh_hop *h, const struct ssh_opts *o, struct gr_err 
 	struct idkey *pk = NULL;
 	const char *list;
 	size_t nkeys = 0;
-	int rc = 0;
+	int rc = 0, noffered = 0;
 
 	/* What the host accepts; a "none" that succeeds needs no key at all. */
 	while (!(list = libssh2_userauth_list(h->s, h->t.user, (unsigned)strlen(h->t.user)))) {
@@ -459,7 +465,7 @@ int ssh_authenticate(struct ssh_hop *h, const struct ssh_opts *o, struct gr_err 
 		idkey_load(&keys[i]);
 	}
 
-	if ((rc = try_agent(h, keys, nkeys, &tried, &offered, err)) != 0)
+	if ((rc = try_agent(h, keys, nkeys, &tried, &offered, &noffered, err)) != 0)
 		goto out;
 	if (!getenv("SSH_AUTH_SOCK"))
 		sb_addf(&tried, "no ssh-agent (SSH_AUTH_SOCK is not set)");
@@ -481,6 +487,7 @@ int ssh_authenticate(struct ssh_hop *h, const struct ssh_opts *o, struct gr_err 
 		}
 		if (dup)
 			continue;
+		noffered++;
 		if ((rc = try_key(h, k, &tried, err)) != 0)
 			goto out;
 	}
@@ -499,10 +506,10 @@ int ssh_authenticate(struct ssh_hop *h, const struct ssh_opts *o, struct gr_err 
 			gr_hintf(err, "check [remote] identity in gpurun.ini");
 		else
 			gr_hintf(err, "check IdentityFile for '%s' in ~/.ssh/config", h->t.alias);
-	} else if (!tried.len) {
-		rc = gr_errf(err, GR_EAUTH, "no key to offer %s: no ssh-agent and no identity file found",
-			     h->desc);
-		gr_hintf(err, "make one with 'ssh-keygen -t ed25519' and install it there with ssh-copy-id");
+	} else if (!noffered) {
+		rc = gr_errf(err, GR_EAUTH, "no key to offer %s (%s)", h->desc, tried.buf);
+		gr_hintf(err, "make one with 'ssh-keygen -t ed25519' and install it there with "
+			 "ssh-copy-id; [remote] identity or IdentityFile names it");
 	} else {
 		rc = gr_errf(err, GR_EAUTH, "%s accepted none of the keys offered (%s)", h->desc, tried.buf);
 		gr_hintf(err, "is your public key in ~/.ssh/authorized_keys for '%s' there? "

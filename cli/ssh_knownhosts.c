@@ -461,9 +461,7 @@ int ssh_hostkey_prepare(struct ssh_hop *h, const struct ssh_opts *o, struct kh_l
 	if (rc < 0)
 		return rc;
 	prefs = kh_hostkey_prefs(known);
-	if (libssh2_session_method_pref(h->s, LIBSSH2_METHOD_HOSTKEY, prefs) < 0)
-		rc = gr_errf(err, GR_ESSH, "libssh2 supports none of the host key types %s: %s",
-			     prefs, ssh_lasterr(h->s));
+	rc = ssh_method_pref(h, LIBSSH2_METHOD_HOSTKEY, prefs, err);
 	free(prefs);
 	return rc;
 }
