@@ -35,8 +35,10 @@ char *b64_encode(const unsigned char *p, size_t n, int pad)
 			for (size_t k = keep; k < 4; k++)
 				sb_add(&sb, "=", 1);
 	}
-	if (!sb.buf)
-		return xstrdup("");
+	if (!sb.len) {
+		sb_release(&sb);
+		return xstrdup(""); /* sb_grow alone leaves no terminator */
+	}
 	return sb_detach(&sb, NULL);
 }
 
@@ -296,9 +298,10 @@ int kh_scan_file(LIBSSH2_SESSION *s, const char *path, const char *name,
 		out->v = xrealloc(out->v, (out->n + 1) * sizeof(*out->v));
 		out->v[out->n++] = e;
 	}
+	int rc = ferror(f) ? gr_errf(err, GR_EIO, "cannot read '%s': %s", path, strerror(errno)) : 0;
 	free(line);
 	fclose(f);
-	return 0;
+	return rc;
 }
 
 enum kh_verdict kh_judge(const struct kh_list *l, const char *type,
