@@ -370,6 +370,10 @@ out:
 	return rc;
 }
 
+/* Say bye without waiting for answers: each wait would cost a round trip
+ * (libssh2 waits for the peer's CHANNEL_CLOSE when freeing a channel). The
+ * socket is shut down first, so libssh2 sees a dead peer and frees at once;
+ * what was sent is still delivered. */
 static void hop_disconnect(struct ssh_hop *h)
 {
 	if (h->s) {
@@ -377,7 +381,10 @@ static void hop_disconnect(struct ssh_hop *h)
 		while (libssh2_session_disconnect(h->s, "bye") == LIBSSH2_ERROR_EAGAIN)
 			if (ssh_hop_wait(h, deadline, NULL) < 0)
 				break;
-		libssh2_session_free(h->s);
+		if (h->fd >= 0)
+			shutdown(h->fd, SHUT_RDWR);
+		for (int i = 0; i < 100 && libssh2_session_free(h->s) == LIBSSH2_ERROR_EAGAIN; i++)
+			;
 		h->s = NULL;
 	}
 	if (h->fd >= 0)
@@ -439,8 +446,29 @@ struct ssh_transport {
 	struct ssh_chain *c;
 	struct ssh_hop *h;       /* the target */
 	LIBSSH2_CHANNEL *ch;
+	char *cmd;               /* the exec request */
+	int exec_pending;        /* sent; its reply not seen yet */
 	int eof_sent;
 };
+
+/* The exec request's answer arrives while we already read the channel:
+ * waiting for it would cost a round trip, as OpenSSH knows. */
+static int exec_check(struct ssh_transport *t, struct gr_err *err)
+{
+	int rc;
+
+	if (!t->exec_pending)
+		return 0;
+	rc = libssh2_channel_exec(t->ch, t->cmd);
+	if (rc == LIBSSH2_ERROR_EAGAIN)
+		return 0;
+	t->exec_pending = 0;
+	if (rc == 0)
+		return 0;
+	gr_errf(err, GR_ESSH, "%s refused to run a command: %s", t->h->desc, ssh_lasterr(t->h->s));
+	gr_hintf(err, "a ForceCommand or a restricted shell on the host would do this");
+	return GR_ESSH;
+}
 
 /* Bytes the remote shell wrote to stderr go to ours, as ssh does. */
 static int drain_stderr(struct ssh_transport *t)
@@ -473,6 +501,8 @@ static ssize_t tr_read(struct gr_transport *gt, void *buf, size_t n, struct gr_e
 	struct ssh_transport *t = (struct ssh_transport *)gt;
 	ssize_t r;
 
+	if (exec_check(t, err) < 0)
+		return GR_ESSH;
 	drain_stderr(t);
 	r = libssh2_channel_read(t->ch, buf, n);
 	if (r > 0)
@@ -523,6 +553,8 @@ static int tr_tick(struct gr_transport *gt, int *timeout_ms, struct gr_err *err)
 {
 	struct ssh_transport *t = (struct ssh_transport *)gt;
 
+	if (exec_check(t, err) < 0)
+		return GR_ESSH;
 	drain_stderr(t);
 	return ssh_hop_keepalive(t->h, timeout_ms, err);
 }
@@ -548,13 +580,11 @@ static void tr_free(struct gr_transport *gt)
 
 	if (!gt)
 		return;
-	if (t->ch) {
-		uint64_t deadline = now_ms() + 1000;
-		while (libssh2_channel_free(t->ch) == LIBSSH2_ERROR_EAGAIN)
-			if (ssh_hop_wait(t->h, deadline, NULL) < 0)
-				break; /* the session's free releases it */
-	}
+	/* Send EOF and CLOSE; the session's free releases the channel. */
+	if (t->ch)
+		libssh2_channel_close(t->ch);
 	ssh_chain_free(t->c);
+	free(t->cmd);
 	free(gt->desc);
 	free(t);
 }
@@ -576,7 +606,7 @@ int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
 	struct ssh_opts o = { 0 };
 	struct ssh_transport *t = NULL;
 	struct ssh_chain *c = NULL;
-	char *q = NULL, *cmd = NULL;
+	char *q = NULL;
 	uint64_t deadline;
 	int rc;
 
@@ -610,10 +640,16 @@ int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
 	/* The login shell gets one string: run the script under sh whatever
 	 * the user's shell is (as transport_proc_openssh does). */
 	q = sh_quote(script);
-	cmd = xasprintf("exec /bin/sh -c %s", q);
-	while ((rc = libssh2_channel_exec(t->ch, cmd)) == LIBSSH2_ERROR_EAGAIN) {
+	t->cmd = xasprintf("exec /bin/sh -c %s", q);
+	/* Wait until the request is sent, not for its answer (exec_check). */
+	while ((rc = libssh2_channel_exec(t->ch, t->cmd)) == LIBSSH2_ERROR_EAGAIN) {
+		if (!(libssh2_session_block_directions(t->h->s) & LIBSSH2_SESSION_BLOCK_OUTBOUND)) {
+			t->exec_pending = 1;
+			rc = 0;
+			break;
+		}
 		if (ssh_hop_wait(t->h, deadline, NULL) < 0) {
-			rc = gr_errf(err, GR_ETIMEOUT, "%s did not start a command within %d s",
+			rc = gr_errf(err, GR_ETIMEOUT, "%s did not take a command within %d s",
 				     t->h->desc, t->h->timeout_ms / 1000);
 			goto fail;
 		}
@@ -626,13 +662,11 @@ int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
 	}
 	ssh_report(t->h, SSH_STEP_CHANNEL, 0, "exec channel open", NULL, NULL);
 	free(q);
-	free(cmd);
 	*out = &t->base;
 	return 0;
 fail:
 	ssh_report(t->h, SSH_STEP_CHANNEL, rc, NULL, NULL, err);
 	free(q);
-	free(cmd);
 	tr_free(&t->base);
 	return rc;
 }

@@ -360,6 +360,12 @@ static int try_key(struct ssh_hop *h, struct idkey *k, struct strbuf *tried, str
 			     (rc == LIBSSH2_ERROR_FILE ||
 			      (rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED &&
 			       strstr(ssh_lasterr(h->s), "Callback returned error")));
+		if (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV ||
+		    rc == LIBSSH2_ERROR_SOCKET_SEND) {
+			rc = gr_errf(err, GR_ESSH, "%s closed the connection during authentication: %s",
+				     h->desc, ssh_lasterr(h->s));
+			break;
+		}
 		if (!locked && rc == LIBSSH2_ERROR_FILE) {
 			k->problem = xasprintf("cannot use key '%s': %s", k->path, ssh_lasterr(h->s));
 			rc = 0;
@@ -396,6 +402,19 @@ static int try_key(struct ssh_hop *h, struct idkey *k, struct strbuf *tried, str
 	return rc;
 }
 
+/* The methods the host allows (a "none" request), or NULL. */
+static const char *methods(struct ssh_hop *h)
+{
+	uint64_t deadline = now_ms() + (uint64_t)h->timeout_ms;
+	const char *list;
+
+	while (!(list = libssh2_userauth_list(h->s, h->t.user, (unsigned)strlen(h->t.user))))
+		if (libssh2_session_last_errno(h->s) != LIBSSH2_ERROR_EAGAIN ||
+		    ssh_hop_wait(h, deadline, NULL) < 0)
+			return NULL;
+	return list;
+}
+
 static void add_key(struct idkey **keys, size_t *n, const char *path, int explicit_)
 {
 	char *p = expand_home(path);
@@ -422,33 +441,13 @@ int ssh_authenticate(struct ssh_hop *h, const struct ssh_opts *o, struct gr_err 
 	struct idkey *keys = NULL;
 	struct strbuf tried = STRBUF_INIT;
 	struct strvec offered = STRVEC_INIT;
-	uint64_t deadline = now_ms() + (uint64_t)h->timeout_ms;
 	struct idkey *pk = NULL;
 	const char *list;
 	size_t nkeys = 0;
 	int rc = 0, noffered = 0;
 
-	/* What the host accepts; a "none" that succeeds needs no key at all. */
-	while (!(list = libssh2_userauth_list(h->s, h->t.user, (unsigned)strlen(h->t.user)))) {
-		if (libssh2_userauth_authenticated(h->s)) {
-			ssh_report(h, SSH_STEP_AUTH, 0, "no authentication required", NULL, NULL);
-			return 0;
-		}
-		if (libssh2_session_last_errno(h->s) != LIBSSH2_ERROR_EAGAIN) {
-			rc = gr_errf(err, GR_ESSH, "%s: %s", h->desc, ssh_lasterr(h->s));
-			goto out;
-		}
-		if (ssh_hop_wait(h, deadline, NULL) < 0) {
-			rc = timed_out(h, err);
-			goto out;
-		}
-	}
-	if (!strstr(list, "publickey")) {
-		rc = gr_errf(err, GR_EAUTH, "%s accepts no public keys (it offers: %s)", h->desc, list);
-		gr_hintf(err, "gpurun signs in with keys only: install your public key there (ssh-copy-id)");
-		goto out;
-	}
-
+	/* No "none" request for the method list first (as ssh does): it costs
+	 * a round trip, and it is only needed to explain a failure. */
 	if (o->identity && *o->identity)
 		add_key(&keys, &nkeys, o->identity, 1);
 	for (size_t i = 0; i < h->t.identity_files.n; i++)
@@ -495,7 +494,11 @@ int ssh_authenticate(struct ssh_hop *h, const struct ssh_opts *o, struct gr_err 
 	for (size_t i = 0; i < nkeys && !pk; i++)
 		if (keys[i].problem && *keys[i].problem)
 			pk = &keys[i];
-	if (pk) {
+	list = methods(h);
+	if (list && !strstr(list, "publickey")) {
+		rc = gr_errf(err, GR_EAUTH, "%s accepts no public keys (it offers: %s)", h->desc, list);
+		gr_hintf(err, "gpurun signs in with keys only: install your public key there (ssh-copy-id)");
+	} else if (pk) {
 		rc = gr_errf(err, GR_EAUTH, "%s", pk->problem);
 		if (strstr(pk->problem, "no terminal"))
 			gr_hintf(err, "add it to your ssh-agent once (ssh-add '%s'): gpurun uses the agent's keys",

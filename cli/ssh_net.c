@@ -391,7 +391,6 @@ fail:
 void ssh_pump_stop(struct ssh_hop *via)
 {
 	struct ssh_pump *p = via ? via->pump : NULL;
-	uint64_t deadline;
 
 	if (!p)
 		return;
@@ -402,11 +401,9 @@ void ssh_pump_stop(struct ssh_hop *via)
 	close(p->wake[0]);
 	close(p->wake[1]);
 	close(p->local);
-	/* The session is ours again: close the channel politely, briefly. */
-	deadline = now_ms() + 1000;
-	while (libssh2_channel_free(p->ch) == LIBSSH2_ERROR_EAGAIN)
-		if (ssh_hop_wait(via, deadline, NULL) < 0)
-			break;
+	/* The session is ours again: send CLOSE, but do not wait for the
+	 * answer (a round trip); freeing the session frees the channel. */
+	libssh2_channel_close(p->ch);
 	free(p);
 	via->pump = NULL;
 }

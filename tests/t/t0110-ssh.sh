@@ -314,6 +314,31 @@ test_expect_success 'a server that never speaks SSH fails within ConnectTimeout'
 '
 test_atexit "sh '$TRASH/silent.kill' 2>/dev/null"
 
+# The sshd processes serving gpuhost's connections (not its listener).
+session_pids() {
+	for _m in $(pgrep -P "$(cat "$TRASH/sshd-gpuhost/sshd.pid")"); do
+		echo "$_m" $(pgrep -P "$_m" -f "sshd")
+	done
+}
+
+test_expect_success 'the host going away mid-command is an error, not a hang' '
+	cd "$P" && { "$GPURUN" exec sleep 30 >out 2>err & g=$!; } &&
+	for i in $(seq 1 50); do test -n "$(session_pids)" && break; sleep 0.1; done &&
+	sleep 0.5 && kill -9 $(session_pids) &&
+	t0=$(ms) && { wait $g; rc=$?; } && test $rc = 255 &&
+	test $(( $(ms) - t0 )) -lt 3000 && test_grep "connection to .* lost\|closed" err
+'
+
+test_expect_success 'keepalive: a host that stops answering is detected' '
+	add_host alive $PORT "ServerAliveInterval 1" "ServerAliveCountMax 2" &&
+	cd "$P" && { "$GPURUN" --host alive exec sleep 30 >out 2>err & g=$!; } &&
+	for i in $(seq 1 50); do test -n "$(session_pids)" && break; sleep 0.1; done &&
+	sleep 1 && pids=$(session_pids) && kill -STOP $pids &&
+	t0=$(ms) && { wait $g; rc=$?; } && el=$(( $(ms) - t0 )) && kill -9 $pids &&
+	say "detected after $el ms" && test $rc = 255 && test $el -lt 6000 &&
+	test_grep "stopped answering" err && test_grep "^hint: .*ServerAliveInterval" err
+'
+
 test_expect_success 'an unknown host name is a clear error' '
 	printf "Host nosuch\n\tHostName no-such-host.invalid\n\n" >> "$HOME/.ssh/config" &&
 	cd "$P" && test_expect_code 255 "$GPURUN" --host nosuch exec true 2>err &&
