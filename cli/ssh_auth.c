@@ -328,13 +328,37 @@ out:
 	return rc;
 }
 
-/* Offer one identity file. 1 = authenticated, 0 = refused, < 0 = error. */
+/* Offer one identity file. 1 = authenticated, 0 = refused, < 0 = error.
+ * With its public half known, the host is asked first (libssh2 queries
+ * before signing), so an encrypted key's passphrase is asked for only when
+ * the host would take the key; without it, we must ask up front. */
 static int try_key(struct ssh_hop *h, struct idkey *k, struct strbuf *tried, struct gr_err *err)
 {
 	char pass[1024] = "";
-	int rc = 0, asked = 0;
+	int rc = 0, asked = 0, locked = k->encrypted && !k->pubtext;
 
-	for (int attempt = 0; attempt < 4; attempt++) {
+	for (;;) {
+		if (locked) {
+			if (asked >= 3) {
+				k->problem = xasprintf("wrong passphrase for key '%s'", k->path);
+				rc = 0;
+				break;
+			}
+			explicit_bzero(pass, sizeof(pass));
+			rc = ask_passphrase(k->path, asked > 0, pass, sizeof(pass));
+			if (rc == GR_ECANCEL) {
+				rc = gr_errf(err, GR_ECANCEL, "interrupted while asking for the passphrase of '%s'",
+					     k->path);
+				break;
+			}
+			if (rc == GR_ENOTFOUND) {
+				k->problem = xasprintf("key '%s' is encrypted and no terminal is available to ask "
+						       "for its passphrase", k->path);
+				rc = 0;
+				break;
+			}
+			asked++;
+		}
 		uint64_t deadline = now_ms() + (uint64_t)h->timeout_ms;
 		AUTH_RETRY(h, deadline, rc,
 			   libssh2_userauth_publickey_frommemory(
@@ -353,50 +377,31 @@ static int try_key(struct ssh_hop *h, struct idkey *k, struct strbuf *tried, str
 			rc = 1;
 			break;
 		}
-		/* The host accepted the public half but the private half did not
-		 * open: it is encrypted (or the passphrase was wrong). Without a
-		 * public half we could not ask the host first: ask anyway. */
-		int locked = k->encrypted &&
-			     (rc == LIBSSH2_ERROR_FILE ||
-			      (rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED &&
-			       strstr(ssh_lasterr(h->s), "Callback returned error")));
 		if (rc == LIBSSH2_ERROR_SOCKET_DISCONNECT || rc == LIBSSH2_ERROR_SOCKET_RECV ||
 		    rc == LIBSSH2_ERROR_SOCKET_SEND) {
 			rc = gr_errf(err, GR_ESSH, "%s closed the connection during authentication: %s",
 				     h->desc, ssh_lasterr(h->s));
 			break;
 		}
-		if (!locked && rc == LIBSSH2_ERROR_FILE) {
-			k->problem = xasprintf("cannot use key '%s': %s", k->path, ssh_lasterr(h->s));
-			rc = 0;
-			break;
-		}
-		if (!locked) {
+		/* The host refused the public half ("Username/PublicKey
+		 * combination invalid"), or rejected the signature. */
+		int refused = rc == LIBSSH2_ERROR_AUTHENTICATION_FAILED ||
+			      (rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED &&
+			       !strstr(ssh_lasterr(h->s), "Callback returned error"));
+		if (refused) {
 			sb_addf(tried, "%s%s: refused", tried->len ? "; " : "", k->path);
 			if (k->type && !strcmp(k->type, "ssh-rsa"))
 				sb_adds(tried, " (libssh2 1.10 signs RSA with SHA-1, which OpenSSH 8.8+ refuses)");
 			rc = 0;
 			break;
 		}
-		if (attempt == 3) {
-			k->problem = xasprintf("wrong passphrase for key '%s'", k->path);
+		/* The private half did not open: encrypted, or a wrong passphrase. */
+		if (!k->encrypted) {
+			k->problem = xasprintf("cannot use key '%s': %s", k->path, ssh_lasterr(h->s));
 			rc = 0;
 			break;
 		}
-		explicit_bzero(pass, sizeof(pass));
-		rc = ask_passphrase(k->path, asked, pass, sizeof(pass));
-		if (rc == GR_ECANCEL) {
-			rc = gr_errf(err, GR_ECANCEL, "interrupted while asking for the passphrase of '%s'",
-				     k->path);
-			break;
-		}
-		if (rc == GR_ENOTFOUND) {
-			k->problem = xasprintf("key '%s' is encrypted and no terminal is available to ask "
-					       "for its passphrase", k->path);
-			rc = 0;
-			break;
-		}
-		asked = 1;
+		locked = 1;
 	}
 	explicit_bzero(pass, sizeof(pass));
 	return rc;
@@ -467,7 +472,7 @@ int ssh_authenticate(struct ssh_hop *h, const struct ssh_opts *o, struct gr_err 
 	if ((rc = try_agent(h, keys, nkeys, &tried, &offered, &noffered, err)) != 0)
 		goto out;
 	if (!getenv("SSH_AUTH_SOCK"))
-		sb_addf(&tried, "no ssh-agent (SSH_AUTH_SOCK is not set)");
+		sb_addf(&tried, "no ssh-agent: SSH_AUTH_SOCK is not set");
 
 	for (size_t i = 0; i < nkeys; i++) {
 		struct idkey *k = &keys[i];

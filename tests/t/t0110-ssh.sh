@@ -191,7 +191,7 @@ if command -v tmux >/dev/null; then
 	# Run gpurun in a tmux pane (a real terminal) and type at its prompt.
 	tmux_run() {
 		tmux -L "gr$$" -f /dev/null new-session -d -x 200 -y 20 \
-			"cd '$P' && '$GPURUN' --host enc exec echo unlocked >'$TRASH/tm.out' 2>'$TRASH/tm.err'; echo \$? >'$TRASH/tm.rc'"
+			"cd '$P' && '$GPURUN' --host ${1:-enc} exec echo unlocked >'$TRASH/tm.out' 2>'$TRASH/tm.err'; echo \$? >'$TRASH/tm.rc'"
 	}
 	# tmux_type N TEXT: wait for the Nth prompt, then type TEXT and Enter.
 	tmux_type() {
@@ -199,6 +199,8 @@ if command -v tmux >/dev/null; then
 			test "$(tmux -L "gr$$" capture-pane -p 2>/dev/null | grep -c "passphrase for key")" -ge "$1" && break
 			sleep 0.1
 		done
+		test "$(tmux -L "gr$$" capture-pane -p 2>/dev/null | grep -c "passphrase for key")" -ge "$1" ||
+			{ say "prompt $1 never came"; return 1; }
 		tmux -L "gr$$" send-keys "$2" Enter
 	}
 	tmux_wait() {
@@ -214,9 +216,24 @@ if command -v tmux >/dev/null; then
 		rm -f tm.* && tmux_run && tmux_type 1 nope1 && tmux_type 2 nope2 && tmux_type 3 nope3 && tmux_wait &&
 		test "$(cat tm.rc)" = 254 && test_grep "wrong passphrase for key .$TRASH/enckey." tm.err
 	'
+	test_expect_success 'encrypted PEM key without its .pub: asked for up front, then used' '
+		ssh-keygen -q -t ecdsa -m PEM -N "sesame" -f pemkey &&
+		cat pemkey.pub >> "$TRASH/sshd-gpuhost/authorized_keys" && rm pemkey.pub &&
+		add_host pem $PORT "IdentityFile $TRASH/pemkey" &&
+		rm -f tm.* && tmux_run pem && tmux_type 1 sesame && tmux_wait &&
+		test "$(cat tm.rc)" = 0 && test_grep -x unlocked tm.out
+	'
 else
 	test_skip 'encrypted key on a terminal' 'tmux is not installed'
 fi
+
+test_expect_success 'an RSA key is refused, and the message says why' '
+	ssh-keygen -q -t rsa -b 2048 -N "" -f rsakey &&
+	cat rsakey.pub >> "$TRASH/sshd-gpuhost/authorized_keys" &&
+	add_host rsa $PORT "IdentityFile $TRASH/rsakey" &&
+	cd "$P" && test_expect_code 254 "$GPURUN" --host rsa exec true 2>err &&
+	test_grep "rsakey: refused (libssh2 1.10 signs RSA with SHA-1" err
+'
 
 test_expect_success 'unreadable and broken keys name the file and the cause' '
 	mkdir -p adir && add_host dirkey $PORT "IdentityFile $TRASH/adir" &&
@@ -378,6 +395,19 @@ test_expect_success 'doctor: through a jump host, each hop is checked' '
 	cd "$P" && "$GPURUN" --host viajump doctor >out && cat out &&
 	test_grep "^ok   tcp         jump host jump: connected" out &&
 	test_grep "^ok   tcp         tunnel through jump" out
+'
+
+test_expect_success 'doctor: transport = local skips the ssh checks' '
+	write_ini "$TRASH/loc" local local "$TRASH/locproj" && mkdir -p "$TRASH/locproj" &&
+	cd "$TRASH/loc" && "$GPURUN" doctor >out && cat out &&
+	test_grep "^skip ssh .*transport = local" out && test_grep "^ok   agent " out &&
+	test_grep "^ok   path .*locproj exists" out && ! grep "^ok   tcp" out
+'
+
+test_expect_success 'doctor: without gpurun.ini it says how to make one' '
+	mkdir -p "$TRASH/empty" && cd "$TRASH/empty" &&
+	test_expect_code 253 "$GPURUN" doctor >out && test_grep "^FAIL config " out &&
+	test_grep "gpurun init" out
 '
 
 test_expect_success 'doctor: a closed port fails at tcp' '
