@@ -1,1 +1,0 @@
-#define GR_AGENT_HASH "9f92be2c6513e4a4"
