@@ -198,7 +198,12 @@ static int add_hop(struct ssh_chain *c, const char *spec, const struct ssh_opts 
 	h->alive_ms = (h->t.server_alive_interval > 0 ? h->t.server_alive_interval
 						       : SSH_DEFAULT_ALIVE_S) * 1000;
 	h->alive_max = h->t.server_alive_count_max > 0 ? h->t.server_alive_count_max : 3;
-	h->khname = kh_name(h->t.hostname, h->t.port);
+	/* HostKeyAlias names the key as written, without a port (as ssh). */
+	h->khname = h->t.host_key_alias ? xstrdup(h->t.host_key_alias)
+					: kh_name(h->t.hostname, h->t.port);
+	if (o->verbose)
+		for (size_t i = 0; i < h->t.warnings.n; i++)
+			fprintf(stderr, "gpurun: ssh_config: %s\n", h->t.warnings.v[i]);
 	h->desc = h->t.port == 22 ? xasprintf("%s@%s", h->t.user, h->t.hostname)
 				  : xasprintf("%s@%s port %d", h->t.user, h->t.hostname, h->t.port);
 	h->is_target = depth == 0;

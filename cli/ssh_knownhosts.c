@@ -423,31 +423,27 @@ out:
 }
 
 /* The known_hosts files for h: [remote] known_hosts alone when set, else
- * ssh_config's UserKnownHostsFile (or OpenSSH's defaults), plus the
- * system-wide ones (read, never written). The first is where accept-new
- * writes. */
-static void kh_files(const struct ssh_hop *h, const struct ssh_opts *o, struct strvec *files)
+ * ssh_config's UserKnownHostsFile (resolved with OpenSSH's defaults; none
+ * at all for "UserKnownHostsFile none"), then the system-wide ones, which
+ * are read, never written. Returns how many are the user's: accept-new
+ * writes to the first of those. */
+static size_t kh_files(const struct ssh_hop *h, const struct ssh_opts *o, struct strvec *files)
 {
+	size_t user;
+
 	if (o->known_hosts && *o->known_hosts) {
 		sv_push(files, o->known_hosts);
-		return;
+		return 1;
 	}
-	if (h->t.known_hosts_files.n) {
-		for (size_t i = 0; i < h->t.known_hosts_files.n; i++) {
-			char *p = expand_home(h->t.known_hosts_files.v[i]);
-			if (strcmp(p, "none"))
-				sv_push(files, p);
-			free(p);
-		}
-	} else {
-		char *a = expand_home("~/.ssh/known_hosts"), *b = expand_home("~/.ssh/known_hosts2");
-		sv_push(files, a);
-		sv_push(files, b);
-		free(a);
-		free(b);
+	for (size_t i = 0; i < h->t.known_hosts_files.n; i++) {
+		char *p = expand_home(h->t.known_hosts_files.v[i]);
+		sv_push(files, p);
+		free(p);
 	}
+	user = files->n;
 	sv_push(files, "/etc/ssh/ssh_known_hosts");
 	sv_push(files, "/etc/ssh/ssh_known_hosts2");
+	return user;
 }
 
 int ssh_hostkey_prepare(struct ssh_hop *h, const struct ssh_opts *o, struct kh_list *known,
@@ -475,6 +471,7 @@ int ssh_hostkey_check(struct ssh_hop *h, const struct ssh_opts *o, const struct 
 	const struct kh_entry *e;
 	size_t len;
 	int ktype, rc = 0, shk = h->t.strict_host_key_checking;
+	size_t nuser;
 	const unsigned char *blob = (const unsigned char *)libssh2_session_hostkey(h->s, &len, &ktype);
 	const unsigned char *sha = (const unsigned char *)libssh2_hostkey_hash(h->s, LIBSSH2_HOSTKEY_HASH_SHA256);
 	char *type = blob ? ssh_blob_type(blob, len) : NULL;
@@ -507,8 +504,13 @@ int ssh_hostkey_check(struct ssh_hop *h, const struct ssh_opts *o, const struct 
 	case KH_UNKNOWN:
 		if (o->accept_new)
 			shk = GR_SHK_ACCEPT_NEW;
-		kh_files(h, o, &files);
-		if (shk == GR_SHK_ACCEPT_NEW) {
+		nuser = kh_files(h, o, &files);
+		if (shk == GR_SHK_ACCEPT_NEW && !nuser) {
+			rc = gr_errf(err, GR_EHOSTKEY, "host key for '%s' is not known (%s key %s), and "
+				     "there is no known_hosts file to record it in", h->khname,
+				     ssh_type_label(type), fp);
+			gr_hintf(err, "UserKnownHostsFile is none for this host; set [remote] known_hosts");
+		} else if (shk == GR_SHK_ACCEPT_NEW) {
 			if ((rc = kh_append(files.v[0], h->khname, type, blob, len, err)) < 0)
 				break;
 			detail = xasprintf("%s key %s was not known: added to %s", ssh_type_label(type),
@@ -528,7 +530,8 @@ int ssh_hostkey_check(struct ssh_hop *h, const struct ssh_opts *o, const struct 
 				     h->khname, ssh_type_label(type), fp);
 			gr_hintf(err, "if that is the host's fingerprint, rerun once as 'gpurun "
 				 "--accept-new-host-key ...' (or set 'StrictHostKeyChecking accept-new' "
-				 "for it in ~/.ssh/config) to record it in %s", files.v[0]);
+				 "for it in ~/.ssh/config) to record it in %s",
+				 nuser ? files.v[0] : "[remote] known_hosts");
 		}
 		break;
 	}

@@ -9,7 +9,7 @@
 # like with like.
 set -u
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
-B=${1:-build}
+B=${1:-${GPURUN_BUILD:-build}}
 case $B in /*) ;; *) B=$TOP/$B ;; esac
 export GPURUN_BUILD=$B
 RUNS=${2:-15}
@@ -60,24 +60,12 @@ echo "connect + agent hello + exec true: median of $RUNS runs (ms)"
 printf "%-24s %9s %9s %11s %9s %11s\n" "path" "gpurun" "ssh" "ssh-c25519" "g/ssh" "g/c25519"
 bench "loopback" gpuhost
 
-# Through the delay proxy, when the lead's helper is there.
-DELAY=$B/tests/delayproxy
-if [ -x "$DELAY" ] && type start_proxy >/dev/null 2>&1; then
-	start_proxy slow "$SSHD_PORT_gpuhost" 25 >/dev/null || exit 1
-	eval "_pport=\$PROXY_PORT_slow"
-	cat >> "$HOME/.ssh/config" <<CFG
-Host slowhost
-	HostName 127.0.0.1
-	Port $_pport
-	User $(id -un)
-	IdentityFile $HOME/.ssh/id_ed25519
-	UserKnownHostsFile $HOME/.ssh/known_hosts
-
-CFG
-	printf '[127.0.0.1]:%s %s\n' "$_pport" "$(cut -d' ' -f1,2 "$TRASH/sshd-gpuhost/hostkey.pub")" \
-		>> "$HOME/.ssh/known_hosts"
+# Through the delay proxy: 25 ms each way.
+if [ -x "$B/tests/delayproxy" ]; then
+	start_proxy wan "$SSHD_PORT_gpuhost" 25 || exit 1
+	ssh_host_via slowhost gpuhost "$PROXY_PORT_wan"
 	bench "50 ms RTT (delay proxy)" slowhost
 else
-	echo "50 ms RTT (delay proxy)  skipped: no $DELAY / start_proxy in tests/lib.sh yet"
+	echo "50 ms RTT (delay proxy)  skipped: no $B/tests/delayproxy (make unit-bins)"
 fi
 test_done
