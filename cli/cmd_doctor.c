@@ -65,6 +65,8 @@ static void on_step(const struct ssh_step_report *r, void *arg)
 	}
 	line("ok", name, "%s%s%s%s", r->is_target ? "" : "jump host ", r->is_target ? "" : r->hop,
 	     r->is_target ? "" : ": ", r->detail ? r->detail : "");
+	for (size_t i = 0; r->warnings && i < r->warnings->n; i++)
+		line("warn", name, "%s", r->warnings->v[i]);
 }
 
 static int check_config(struct gr_ctx *ctx, struct doctor *d)

@@ -42,7 +42,8 @@ static const char *const step_names[] = {
 void ssh_report(const struct ssh_hop *h, enum ssh_step step, int rc, const char *detail,
 		const char *methods, const struct gr_err *err)
 {
-	struct ssh_step_report r = { step, h->spec, h->is_target, rc, detail, err, methods };
+	struct ssh_step_report r = { step, h->spec, h->is_target, rc, detail, err, methods,
+				     step == SSH_STEP_SSHCONFIG ? &h->t.warnings : NULL };
 
 	if (observer)
 		observer(&r, observer_arg);

@@ -39,6 +39,7 @@ struct ssh_step_report {
 	const char *detail;    /* one line */
 	const struct gr_err *err;
 	const char *methods;   /* SSH_STEP_HANDSHAKE: "kex K, host key H, cipher C, mac M" */
+	const struct strvec *warnings; /* SSH_STEP_SSHCONFIG: what the resolver ignored */
 };
 typedef void (*ssh_observer_fn)(const struct ssh_step_report *r, void *arg);
 

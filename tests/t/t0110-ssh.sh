@@ -399,6 +399,12 @@ test_expect_success 'doctor: through a jump host, each hop is checked' '
 	test_grep "^ok   tcp         tunnel through jump" out
 '
 
+test_expect_success 'doctor: ssh_config lines gpurun ignores are shown as warnings' '
+	add_host odd $PORT "NoSuchOption yes" &&
+	cd "$P" && "$GPURUN" --host odd doctor >out && cat out &&
+	test_grep -i "^warn ssh_config .*unknown.*NoSuchOption" out && test_grep "^ok   auth " out
+'
+
 test_expect_success 'doctor: transport = local skips the ssh checks' '
 	write_ini "$TRASH/loc" local local "$TRASH/locproj" && mkdir -p "$TRASH/locproj" &&
 	cd "$TRASH/loc" && "$GPURUN" doctor >out && cat out &&
