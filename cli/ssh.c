@@ -164,6 +164,7 @@ static int add_hop(struct ssh_chain *c, const char *spec, const struct ssh_opts 
 		sp += 6;
 	h->fd = -1;
 	h->spec = xstrdup(sp);
+	h->is_target = depth == 0;
 	if ((rc = sshcfg_resolve(sp, NULL, NULL, &h->t, err)) < 0) {
 		ssh_report(h, SSH_STEP_SSHCONFIG, rc, NULL, NULL, err);
 		hop_free(h);
@@ -207,7 +208,6 @@ static int add_hop(struct ssh_chain *c, const char *spec, const struct ssh_opts 
 			fprintf(stderr, "gpurun: ssh_config: %s\n", h->t.warnings.v[i]);
 	h->desc = h->t.port == 22 ? xasprintf("%s@%s", h->t.user, h->t.hostname)
 				  : xasprintf("%s@%s port %d", h->t.user, h->t.hostname, h->t.port);
-	h->is_target = depth == 0;
 	c->hops = xrealloc(c->hops, (c->n + 1) * sizeof(*c->hops));
 	c->hops[c->n++] = h;
 	{
@@ -261,7 +261,7 @@ int ssh_method_pref(struct ssh_hop *h, int method, const char *wanted, struct gr
 
 /* Terrapin (CVE-2023-48795) needs ChaCha20-Poly1305 or an EtM MAC, and
  * libssh2 1.10 has no strict kex: allow only CTR/GCM ciphers and plain
- * (non-EtM) SHA-2 MACs. Names this libssh2 lacks are dropped by it. */
+ * (non-EtM) SHA-2 MACs (GCM arrives with libssh2 1.11), and no SHA-1 kex. */
 static int set_prefs(struct ssh_hop *h, struct gr_err *err)
 {
 	static const struct { int m; const char *v; } prefs[] = {
@@ -357,6 +357,7 @@ static int connect_hop(struct ssh_chain *c, size_t i, const struct ssh_opts *o,
 		ssh_report(h, SSH_STEP_HANDSHAKE, rc, NULL, NULL, err);
 		goto out;
 	}
+	h->up = 1;
 	methods_string(h->s, &methods);
 	{
 		const char *banner = libssh2_session_banner_get(h->s);
@@ -384,7 +385,7 @@ static void hop_disconnect(struct ssh_hop *h)
 {
 	if (h->s) {
 		uint64_t deadline = now_ms() + 500;
-		while (libssh2_session_disconnect(h->s, "bye") == LIBSSH2_ERROR_EAGAIN)
+		while (h->up && libssh2_session_disconnect(h->s, "bye") == LIBSSH2_ERROR_EAGAIN)
 			if (ssh_hop_wait(h, deadline, NULL) < 0)
 				break;
 		if (h->fd >= 0)

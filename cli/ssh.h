@@ -69,6 +69,7 @@ struct ssh_hop {
 	pid_t proxy_pid;         /* ProxyCommand child, or 0 */
 	char *proxy_cmd;         /* ProxyCommand, for messages */
 	LIBSSH2_SESSION *s;
+	int up;                  /* handshake done: worth a polite DISCONNECT */
 	struct ssh_pump *pump;   /* carries the next hop over a channel of this one */
 	struct ssh_hop *via;     /* the hop this one is tunnelled through */
 	int timeout_ms;          /* connect / handshake / auth */

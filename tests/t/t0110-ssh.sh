@@ -261,6 +261,7 @@ test_expect_success 'ProxyJump through a second sshd (and a chain of two jumps)'
 	test_grep "target 127.0.0.1 port $PORT" "$TRASH/sshd-jump/sshd.log" &&
 	add_host viajump2 $PORT "ProxyJump jump,jump" &&
 	"$GPURUN" --host viajump2 exec -- sh -c "seq 1 50000" >out && test $(wc -l <out) = 50000 &&
+	seq 1 400000 > big2 && "$GPURUN" --host viajump2 exec -- cat < big2 > back2 && cmp big2 back2 &&
 	test_grep "target 127.0.0.1 port $SSHD_PORT_jump" "$TRASH/sshd-jump/sshd.log"
 '
 
