@@ -61,29 +61,53 @@ const char *ssh_lasterr(LIBSSH2_SESSION *s)
 	return msg ? msg : "";
 }
 
+size_t ssh_hop_queued(const struct ssh_hop *h)
+{
+	return h->out.len - h->out_off;
+}
+
+int ssh_hop_flush(struct ssh_hop *h)
+{
+	while (ssh_hop_queued(h) && !h->out_err) {
+		ssize_t w = send(h->fd, h->out.buf + h->out_off, ssh_hop_queued(h), MSG_NOSIGNAL);
+		if (w > 0)
+			h->out_off += (size_t)w;
+		else if (w < 0 && errno == EINTR)
+			continue;
+		else if (w < 0 && errno == EAGAIN)
+			break;
+		else
+			h->out_err = w < 0 ? errno : EPIPE;
+	}
+	if (h->out_off == h->out.len) {
+		h->out.len = h->out_off = 0;
+	} else if (h->out_off > (1u << 20)) {
+		memmove(h->out.buf, h->out.buf + h->out_off, ssh_hop_queued(h));
+		h->out.len -= h->out_off;
+		h->out_off = 0;
+	}
+	return h->out_err ? -1 : 0;
+}
+
 int ssh_hop_wait(struct ssh_hop *h, uint64_t deadline, struct gr_err *err)
 {
 	int dir = libssh2_session_block_directions(h->s);
-	struct pollfd p = { h->fd, 0, 0 };
+	struct pollfd p = { h->fd, POLLIN, 0 };
 	int ms = -1;
 
-	if (dir & LIBSSH2_SESSION_BLOCK_INBOUND)
-		p.events |= POLLIN;
-	if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
+	/* Sends never block (send_cb): libssh2 only ever waits to read. */
+	(void)dir;
+	if (ssh_hop_queued(h))
 		p.events |= POLLOUT;
-	if (!p.events)
-		p.events = POLLIN; /* libssh2 did not say: data is the likely wait */
 	if (deadline) {
 		uint64_t now = now_ms();
 		if (now >= deadline)
 			return gr_errf(err, GR_ETIMEOUT, "timed out");
 		ms = (int)(deadline - now);
 	}
-	if (!(dir & (LIBSSH2_SESSION_BLOCK_INBOUND | LIBSSH2_SESSION_BLOCK_OUTBOUND)) &&
-	    (ms < 0 || ms > 50))
-		ms = 50;
 	if (poll(&p, 1, ms) < 0 && errno != EINTR)
 		return gr_errf(err, GR_EIO, "poll: %s", strerror(errno));
+	ssh_hop_flush(h); /* a failure shows up in libssh2's next send */
 	return 0;
 }
 
@@ -100,6 +124,31 @@ static ssize_t recv_cb(libssh2_socket_t fd, void *buf, size_t len, int flags, vo
 	return r;
 }
 
+/* libssh2's send: whatever the socket does not take now is queued, so a
+ * packet is never left half sent inside libssh2 (see struct ssh_hop). The
+ * queue is bounded by the peer's channel windows. */
+static ssize_t send_cb(libssh2_socket_t fd, const void *buf, size_t len, int flags,
+		       void **abstract)
+{
+	struct ssh_hop *h = *abstract;
+	size_t done = 0;
+
+	if (ssh_hop_flush(h) < 0)
+		return -h->out_err;
+	if (!ssh_hop_queued(h)) {
+		ssize_t w = send(fd, buf, len, flags | MSG_NOSIGNAL);
+		if (w < 0 && errno != EAGAIN && errno != EINTR) {
+			h->out_err = errno;
+			return -h->out_err;
+		}
+		if (w > 0)
+			done = (size_t)w;
+	}
+	if (done < len)
+		sb_add(&h->out, (const char *)buf + done, len - done);
+	return (ssize_t)len;
+}
+
 LIBSSH2_SESSION *ssh_session_new(struct ssh_hop *h)
 {
 	LIBSSH2_SESSION *s = libssh2_session_init_ex(NULL, NULL, NULL, h);
@@ -107,6 +156,7 @@ LIBSSH2_SESSION *ssh_session_new(struct ssh_hop *h)
 	if (!s)
 		return NULL;
 	libssh2_session_callback_set(s, LIBSSH2_CALLBACK_RECV, (void *)recv_cb);
+	libssh2_session_callback_set(s, LIBSSH2_CALLBACK_SEND, (void *)send_cb);
 	libssh2_session_set_blocking(s, 0);
 	return s;
 }
@@ -117,6 +167,8 @@ int ssh_hop_keepalive(struct ssh_hop *h, int *next_ms, struct gr_err *err)
 	int next_s = 0;
 
 	*next_ms = -1;
+	if (ssh_hop_flush(h) < 0)
+		return gr_errf(err, GR_ESSH, "connection to %s lost: %s", h->desc, strerror(h->out_err));
 	if (!h->alive_ms)
 		return 0;
 	if (libssh2_keepalive_send(h->s, &next_s) < 0)
@@ -150,6 +202,7 @@ static void hop_free(struct ssh_hop *h)
 	free(h->khname);
 	free(h->desc);
 	free(h->proxy_cmd);
+	sb_release(&h->out);
 	free(h);
 }
 
@@ -269,10 +322,10 @@ static int set_prefs(struct ssh_hop *h, struct gr_err *err)
 		  "ecdh-sha2-nistp256,ecdh-sha2-nistp384,ecdh-sha2-nistp521,"
 		  "diffie-hellman-group-exchange-sha256,diffie-hellman-group16-sha512,"
 		  "diffie-hellman-group18-sha512,diffie-hellman-group14-sha256" },
-		{ LIBSSH2_METHOD_CRYPT_CS, "aes256-gcm@openssh.com,aes128-gcm@openssh.com,"
-		  "aes256-ctr,aes192-ctr,aes128-ctr" },
-		{ LIBSSH2_METHOD_CRYPT_SC, "aes256-gcm@openssh.com,aes128-gcm@openssh.com,"
-		  "aes256-ctr,aes192-ctr,aes128-ctr" },
+		{ LIBSSH2_METHOD_CRYPT_CS, "aes128-gcm@openssh.com,aes256-gcm@openssh.com,"
+		  "aes128-ctr,aes192-ctr,aes256-ctr" },
+		{ LIBSSH2_METHOD_CRYPT_SC, "aes128-gcm@openssh.com,aes256-gcm@openssh.com,"
+		  "aes128-ctr,aes192-ctr,aes256-ctr" },
 		{ LIBSSH2_METHOD_MAC_CS, "hmac-sha2-256,hmac-sha2-512" },
 		{ LIBSSH2_METHOD_MAC_SC, "hmac-sha2-256,hmac-sha2-512" },
 	};
@@ -385,9 +438,15 @@ static void hop_disconnect(struct ssh_hop *h)
 {
 	if (h->s) {
 		uint64_t deadline = now_ms() + 500;
-		while (h->up && libssh2_session_disconnect(h->s, "bye") == LIBSSH2_ERROR_EAGAIN)
-			if (ssh_hop_wait(h, deadline, NULL) < 0)
+		if (h->up)
+			libssh2_session_disconnect(h->s, "bye");
+		while (h->fd >= 0 && ssh_hop_queued(h) && !h->out_err) {
+			struct pollfd p = { h->fd, POLLOUT, 0 };
+			uint64_t now = now_ms();
+			if (now >= deadline || poll(&p, 1, (int)(deadline - now)) == 0)
 				break;
+			ssh_hop_flush(h);
+		}
 		if (h->fd >= 0)
 			shutdown(h->fd, SHUT_RDWR);
 		for (int i = 0; i < 100 && libssh2_session_free(h->s) == LIBSSH2_ERROR_EAGAIN; i++)
@@ -512,6 +571,7 @@ static ssize_t tr_read(struct gr_transport *gt, void *buf, size_t n, struct gr_e
 		return GR_ESSH;
 	drain_stderr(t);
 	r = libssh2_channel_read(t->ch, buf, n);
+	ssh_hop_flush(t->h);
 	if (r > 0)
 		return r;
 	if (r == 0 || r == LIBSSH2_ERROR_EAGAIN) {
@@ -545,14 +605,21 @@ static int tr_pollfds(struct gr_transport *gt, struct pollfd *pfd, int want_read
 	int dir = libssh2_session_block_directions(t->h->s);
 
 	(void)want_read;
-	(void)want_write;
 	/* Always read: window adjusts, keepalive answers and stderr arrive
 	 * whatever the caller wants; write only when libssh2 is stuck on it. */
 	pfd[0].fd = t->h->fd;
 	pfd[0].events = POLLIN;
-	if (dir & LIBSSH2_SESSION_BLOCK_OUTBOUND)
-		pfd[0].events |= POLLOUT;
 	pfd[0].revents = 0;
+	(void)dir;
+	if (ssh_hop_queued(t->h))
+		pfd[0].events |= POLLOUT;
+	/* libssh2 may already hold what the caller waits for: data it read
+	 * while writing, or a window adjust it took in while reading. Then the
+	 * socket has nothing to wake us: ask for writability, which is there,
+	 * so the caller comes straight back. */
+	else if (libssh2_poll_channel_read(t->ch, 1) == 1 ||
+		 (want_write && libssh2_channel_window_write(t->ch) > 0))
+		pfd[0].events |= POLLOUT;
 	return 1;
 }
 
@@ -651,6 +718,7 @@ int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
 	/* Wait until the request is sent, not for its answer (exec_check). */
 	while ((rc = libssh2_channel_exec(t->ch, t->cmd)) == LIBSSH2_ERROR_EAGAIN) {
 		if (!(libssh2_session_block_directions(t->h->s) & LIBSSH2_SESSION_BLOCK_OUTBOUND)) {
+			/* Sent (queued for the socket): its answer comes later. */
 			t->exec_pending = 1;
 			rc = 0;
 			break;

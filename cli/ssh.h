@@ -72,6 +72,13 @@ struct ssh_hop {
 	int up;                  /* handshake done: worth a polite DISCONNECT */
 	struct ssh_pump *pump;   /* carries the next hop over a channel of this one */
 	struct ssh_hop *via;     /* the hop this one is tunnelled through */
+	/* What libssh2 sent that the socket has not taken yet. libssh2 1.10
+	 * cannot interleave calls when one of them left a packet half sent
+	 * (a window adjust or keepalive then fails with "bad use"), so its
+	 * sends never block: they land here and go out as poll() allows. */
+	struct strbuf out;
+	size_t out_off;
+	int out_err;             /* errno of a failed send, 0 if none */
 	int timeout_ms;          /* connect / handshake / auth */
 	int alive_ms, alive_max; /* keepalive interval and count */
 	uint64_t last_recv;      /* now_ms() of the last byte from the peer */
@@ -96,10 +103,15 @@ int ssh_verbose(void);
 /* An observer is set: doctor prints the steps, so notices stay quiet. */
 int ssh_observed(void);
 
-/* Wait in poll() for h's socket in the directions libssh2 last asked for.
+/* Wait in poll() for h's socket in the direction libssh2 last asked for
+ * (and for writability while bytes are queued), then flush the queue.
  * deadline: now_ms() value, 0 = none. 0 when ready (or interrupted), or
  * GR_ETIMEOUT (err set to a generic message the caller should replace). */
 int ssh_hop_wait(struct ssh_hop *h, uint64_t deadline, struct gr_err *err);
+/* Send what is queued for h's socket without blocking: 0, or -1 with
+ * h->out_err set. ssh_hop_queued: bytes still waiting. */
+int ssh_hop_flush(struct ssh_hop *h);
+size_t ssh_hop_queued(const struct ssh_hop *h);
 /* libssh2's last error text for s ("" if none). */
 const char *ssh_lasterr(LIBSSH2_SESSION *s);
 /* libssh2_session_method_pref with the names of `wanted` (comma list, in

@@ -227,7 +227,7 @@ static void *pump_main(void *arg)
 	char msg[600];
 
 	for (;;) {
-		int progress = 0, sock_out = 0, next_ms = -1;
+		int progress = 0, next_ms = -1;
 		ssize_t r;
 
 		/* channel -> next hop */
@@ -276,8 +276,7 @@ static void *pump_main(void *arg)
 				up_off += (size_t)r;
 				progress = 1;
 			} else if (r == LIBSSH2_ERROR_EAGAIN) {
-				sock_out = libssh2_session_block_directions(h->s) &
-					   LIBSSH2_SESSION_BLOCK_OUTBOUND;
+				/* no window: an adjust will come in */
 			} else if (r < 0) {
 				snprintf(msg, sizeof(msg), "connection to jump host %s lost: %s",
 					 h->desc, ssh_lasterr(h->s));
@@ -292,11 +291,22 @@ static void *pump_main(void *arg)
 		}
 		if (local_eof && (eof_sent || chan_eof))
 			break;
+		if (ssh_hop_flush(h) < 0) {
+			snprintf(msg, sizeof(msg), "connection to jump host %s lost: %s", h->desc,
+				 strerror(h->out_err));
+			pump_fail(p, msg);
+			break;
+		}
 		if (ssh_hop_keepalive(h, &next_ms, &err) < 0) {
 			pump_fail(p, err.msg);
 			break;
 		}
 		if (progress)
+			continue;
+		/* What libssh2 already holds wakes no poll: data read while we
+		 * wrote, or a window that opened while we read. */
+		if ((down_off == down_len && !chan_eof && libssh2_poll_channel_read(p->ch, 0) == 1) ||
+		    (up_off < up_len && libssh2_channel_window_write(p->ch) > 0))
 			continue;
 
 		struct pollfd pfd[3] = {
@@ -304,7 +314,7 @@ static void *pump_main(void *arg)
 			{ p->local, 0, 0 },
 			{ p->wake[0], POLLIN, 0 },
 		};
-		if (sock_out || (libssh2_session_block_directions(h->s) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
+		if (ssh_hop_queued(h))
 			pfd[0].events |= POLLOUT;
 		if (up_off == up_len && !local_eof)
 			pfd[1].events |= POLLIN;
