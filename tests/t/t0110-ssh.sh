@@ -361,6 +361,14 @@ test_expect_success 'the host going away mid-command is an error, not a hang' '
 	test $(( $(ms) - t0 )) -lt 3000 && test_grep "connection to .* lost\|closed" err
 '
 
+test_expect_success 'a connection cut on the network ends gpurun with an error' '
+	start_proxy wan $PORT 10 && ssh_host_via wanhost gpuhost "$PROXY_PORT_wan" &&
+	cd "$P" && "$GPURUN" --host wanhost exec echo through >out && test_grep -x through out &&
+	{ "$GPURUN" --host wanhost exec sleep 30 >out 2>err & g=$!; } &&
+	sleep 1.5 && proxy_cut wan && t0=$(ms) && { wait $g; rc=$?; } &&
+	test $rc = 255 && test $(( $(ms) - t0 )) -lt 3000 && test -s err
+'
+
 test_expect_success 'keepalive: a host that stops answering is detected' '
 	add_host alive $PORT "ServerAliveInterval 1" "ServerAliveCountMax 2" &&
 	cd "$P" && { "$GPURUN" --host alive exec sleep 30 >out 2>err & g=$!; } &&
