@@ -4,7 +4,11 @@
  * the agent's frames. Non-blocking throughout; stderr of the remote shell is
  * drained to ours so it never stalls the channel window.
  * Besides -v output, two security notices are printed here as ssh prints
- * them (a host key recorded, an unknown key accepted by configuration). */
+ * them (a host key recorded, an unknown key accepted by configuration).
+ * What blocks, on purpose: getaddrinfo (as in ssh; ConnectTimeout starts
+ * after it), the local ssh-agent socket (libssh2_agent_*), the passphrase
+ * prompt, known_hosts file I/O, and copying the remote stderr to ours.
+ * ProxyJump hops run in pump threads (ssh_net.c), one session per thread. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
