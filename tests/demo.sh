@@ -89,7 +89,8 @@ else
 	cp -r "$TOP/kernels" "$PROJ/" && rm -rf "$PROJ/kernels/build" "$PROJ/kernels/train"
 fi
 if [ $transport = openssh ]; then
-	printf '[remote]\nhost = demo-gpu\ntransport = openssh\npath = demo-project\n' >"$PROJ/gpurun.ini"
+	# The default transport (libssh2); the host is an ssh_config alias.
+	printf '[remote]\nhost = demo-gpu\npath = demo-project\n' >"$PROJ/gpurun.ini"
 	RPROJ=$GPUHOME/demo-project
 else
 	RPROJ=$GPUHOME/demo-project
@@ -106,7 +107,12 @@ echo "(everything else is gpurun's default; the effective [build] and [train]:)"
 
 step "check the connection (the agent is uploaded on first use)"
 mkdir -p "$RPROJ" # the host is this machine: make its project folder
-run "$GPURUN" -v exec -- uname -sm || exit 1
+if ! run "$GPURUN" -v exec -- uname -sm; then
+	[ $transport = openssh ] || exit 1
+	echo "(the libssh2 transport failed; trying an ssh subprocess: transport = openssh)"
+	printf 'transport = openssh\n' >>gpurun.ini
+	run "$GPURUN" -v exec -- uname -sm || exit 1
+fi
 
 step "sync the project"
 run "$GPURUN" sync || true
