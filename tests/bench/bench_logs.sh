@@ -8,12 +8,13 @@
 # detached nohup job followed with tail -f, and a plain foreground ssh),
 # warm (agent uploaded, tree synced), median of RUNS runs.
 #   tests/bench/bench_logs.sh            (make bench calls it)
-#   RUNS=9 LINES=500 PROFILES=wan tests/bench/bench_logs.sh
+#   RUNS=9 LINES=500 PROFILES=wan TRANSPORT=openssh tests/bench/bench_logs.sh
 . "$(dirname "$0")/../lib.sh"
 
 RUNS=${RUNS:-5}
 LINES=${LINES:-300}
 PROFILES=${PROFILES:-"loopback wan"}
+TRANSPORT=${TRANSPORT:-libssh2} # gpurun's; the peer script always uses ssh
 P=$TRASH/proj
 RH=$TRASH/gpuhost-home
 PY=$TRASH/bench.py
@@ -87,12 +88,12 @@ EOF2
 cp -r "$P"/. "$RH/proj/"   # until sync lands, the tree is there already
 SSHCFG=$HOME/.ssh/config
 
-printf '\nlog latency: %s lines, 20 ms apart, printed by gpurun train\n' "$LINES"
+printf '\nlog latency: %s lines, 20 ms apart, printed by gpurun train (transport %s)\n' "$LINES" "$TRANSPORT"
 printf '%-10s %8s %8s %8s %8s %8s\n' profile one-way lines p50_ms p99_ms max_ms
 for prof in $PROFILES; do
 	case $prof in loopback) d=0 ;; wan) d=25 ;; *) d=$prof ;; esac
 	start_proxy "$prof" "$SSHD_PORT_gpuhost" "$d" && ssh_host_via "via$prof" gpuhost "$(eval echo \$PROXY_PORT_$prof)"
-	write_ini "$P" "via$prof" openssh proj
+	write_ini "$P" "via$prof" "$TRANSPORT" proj
 	printf '[build]\ncommand =\n[artifacts]\npull =\n[train]\ncommand = python3 stamp.py %s 0.02 %s\n' \
 		"$LINES" "$TRASH/go-$prof" >>"$P/gpurun.ini"
 	rm -f "$TRASH/go-$prof"
@@ -104,7 +105,7 @@ done
 printf '\ntime to the first log line (warm, median of %s)\n' "$RUNS"
 printf '%-10s %14s %18s %16s %10s\n' profile "gpurun_train" "rsync+ssh_nohup" "rsync+ssh_fg" "ratio"
 for prof in $PROFILES; do
-	write_ini "$P" "via$prof" openssh proj
+	write_ini "$P" "via$prof" "$TRANSPORT" proj
 	printf '[build]\ncommand =\n[artifacts]\npull =\n[train]\ncommand = echo first\n' >>"$P/gpurun.ini"
 	(cd "$P" && "$GPURUN" -q train >/dev/null 2>&1) # warm: agent uploaded
 	g=$(for i in $(seq 1 "$RUNS"); do (cd "$P" && python3 "$PY" first "$GPURUN" -q train); done | median)
