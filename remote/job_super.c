@@ -205,7 +205,9 @@ int job_supervise(int argc, char **argv)
 	if (write_full((int)readyfd, "ok\n", 3) < 0)
 		return 1;
 	close((int)readyfd);
-	(void)lockfd; /* held (inherited, flock'ed) until we exit */
+	/* The job lock (inherited, flock'ed) is held until we exit, and only
+	 * by us: a job that outlives its supervisor must read as "lost". */
+	fcntl((int)lockfd, F_SETFD, FD_CLOEXEC);
 
 	/* Wait for GPUs: the job is "queued" meanwhile. */
 	for (;;) {
