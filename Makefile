@@ -113,9 +113,9 @@ $(O)/tests/scan_dump: tests/helpers/scan_dump.c $(O)/libgr.a
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(O)/libgr.a $(CLIENT_LIBS)
 
 # Fuzz targets: libFuzzer with clang, run for a short budget by make test.
-$(O)/fuzz/%: tests/fuzz/%.c $(COMMON_SRC)
+$(O)/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(wildcard cli/*.c cli/*.h)
 	@mkdir -p $(@D)
-	$(CLANG) $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -o $@ $< $(COMMON_SRC)
+	$(CLANG) $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -MMD -MP -o $@ $< $(COMMON_SRC)
 
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(O)/fuzz/%)
 

@@ -4,11 +4,28 @@
  * independent, an unterminated '[' makes the whole pattern fail, '**' is
  * special only as a whole path component, and under WM_CASEFOLD only the
  * text and the plain pattern characters are folded (not class members). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "wildmatch.h"
 
 typedef unsigned char uchar;
+
+/* Backtracking over several stars is exponential in the worst case (a
+ * hostile .gitignore such as "*a*a*a*...b" could hang a sync). A call's
+ * result depends only on where it starts in the pattern and the text, so
+ * once a match has made many calls, results are remembered in a table:
+ * every (pattern, text) position pair is then solved at most once. */
+struct wm {
+	const uchar *p0, *t0;
+	size_t plen, tlen;
+	unsigned long calls;
+	uchar *memo; /* (plen+1) x (tlen+1) results + 3; 0 = not known */
+	int no_memo; /* table would be too large */
+};
+
+#define WM_MEMO_AFTER 512
+#define WM_MEMO_MAX (8u << 20)
 
 static int wm_upper(uchar c) { return c >= 'A' && c <= 'Z'; }
 static int wm_lower(uchar c) { return c >= 'a' && c <= 'z'; }
@@ -128,7 +145,29 @@ static int wm_bracket(const uchar **pp, uchar t, unsigned flags)
 	return in != negated;
 }
 
-static int wm_run(const uchar *p, const uchar *text, unsigned flags)
+static int wm_run(struct wm *w, const uchar *p, const uchar *text, unsigned flags);
+
+static int wm_call(struct wm *w, const uchar *p, const uchar *text, unsigned flags)
+{
+	size_t at;
+	int r;
+
+	if (!w->memo && !w->no_memo && ++w->calls > WM_MEMO_AFTER) {
+		if (w->plen + 1 > WM_MEMO_MAX / (w->tlen + 1) ||
+		    !(w->memo = calloc((w->plen + 1) * (w->tlen + 1), 1)))
+			w->no_memo = 1;
+	}
+	if (!w->memo)
+		return wm_run(w, p, text, flags);
+	at = (size_t)(p - w->p0) * (w->tlen + 1) + (size_t)(text - w->t0);
+	if (w->memo[at])
+		return w->memo[at] - 3;
+	r = wm_run(w, p, text, flags);
+	w->memo[at] = (uchar)(r + 3);
+	return r;
+}
+
+static int wm_run(struct wm *w, const uchar *p, const uchar *text, unsigned flags)
 {
 	const uchar *start = p;
 
@@ -181,7 +220,7 @@ static int wm_run(const uchar *p, const uchar *text, unsigned flags)
 			} else if (at_component &&
 				   (!*p || *p == '/' || (p[0] == '\\' && p[1] == '/'))) {
 				/* "**" + "/" may match no folder at all. */
-				if (*p == '/' && wm_run(p + 1, text, flags) == WM_MATCH)
+				if (*p == '/' && wm_call(w, p + 1, text, flags) == WM_MATCH)
 					return WM_MATCH;
 				match_slash = 1;
 			} else {
@@ -225,7 +264,7 @@ static int wm_run(const uchar *p, const uchar *text, unsigned flags)
 				if (tc != want)
 					return WM_NOMATCH;
 			}
-			r = wm_run(p, text, flags);
+			r = wm_call(w, p, text, flags);
 			if (r != WM_NOMATCH) {
 				if (!match_slash || r != WM_ABORT_TO_STARSTAR)
 					return r;
@@ -240,5 +279,10 @@ static int wm_run(const uchar *p, const uchar *text, unsigned flags)
 
 int wildmatch(const char *pattern, const char *text, unsigned flags)
 {
-	return wm_run((const uchar *)pattern, (const uchar *)text, flags);
+	struct wm w = { (const uchar *)pattern, (const uchar *)text,
+			strlen(pattern), strlen(text), 0, NULL, 0 };
+	int r = wm_run(&w, w.p0, w.t0, flags);
+
+	free(w.memo);
+	return r;
 }

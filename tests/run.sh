@@ -19,8 +19,10 @@ pass=0 fail=0 skip=0
 run_tier() {
 	local name=$1 out=$LOG/$(echo "$1" | tr '/ ' '__').log rc
 	shift
-	"$@" >"$out" 2>&1
+	# No tier may hang the run: a stuck one fails after TIER_TIMEOUT seconds.
+	timeout -k 10 "${TIER_TIMEOUT:-900}" "$@" >"$out" 2>&1
 	rc=$?
+	[ "$rc" -eq 124 ] && echo "not ok - $name: timed out after ${TIER_TIMEOUT:-900}s" >>"$out"
 	cat "$out"
 	local p f s
 	p=$(grep -c '^ok - ' "$out")
@@ -49,7 +51,7 @@ for f in "$BUILD"/fuzz/fuzz_*; do
 	corpus=$TOP/tests/fuzz/corpus/${name#fuzz_}
 	mkdir -p "$LOG/$name"
 	[ -d "$corpus" ] && cp -r "$corpus"/. "$LOG/$name"/ 2>/dev/null
-	if "$f" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=1024 -print_final_stats=1 "$LOG/$name" >"$LOG/$name.log" 2>&1; then
+	if timeout -k 10 $((FUZZ_SECONDS * 3 + 60)) "$f" -timeout=20 -max_len=2048 -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=1024 -print_final_stats=1 "$LOG/$name" >"$LOG/$name.log" 2>&1; then
 		echo "ok - fuzz/$name: ${FUZZ_SECONDS}s without a crash ($(grep -o 'stat::number_of_executed_units: [0-9]*' "$LOG/$name.log" | grep -o '[0-9]*$' || echo '?') runs)"
 		pass=$((pass + 1))
 	else

@@ -442,6 +442,32 @@ static void file_format(void)
 	free(gi);
 }
 
+/* Found by fuzz_ignore: many stars made the matcher backtrack for minutes.
+ * Each must answer at once (results checked against git's semantics). */
+static void hostile_stars_stay_fast(void)
+{
+	char pat[256] = "", text[512];
+	size_t n = 0;
+
+	for (int i = 0; i < 40; i++)
+		n += (size_t)snprintf(pat + n, sizeof(pat) - n, "*a");
+	snprintf(pat + n, sizeof(pat) - n, "*b");
+	memset(text, 'a', 300);
+	text[300] = '\0';
+	CHECK(wildmatch(pat, text, 0) != WM_MATCH);
+	CHECK(wildmatch(pat, text, WM_PATHNAME) != WM_MATCH);
+	text[299] = 'b';
+	CHECK_EQ_INT(wildmatch(pat, text, 0), WM_MATCH);
+	n = 0;
+	for (int i = 0; i < 30; i++)
+		n += (size_t)snprintf(pat + n, sizeof(pat) - n, "**/");
+	snprintf(pat + n, sizeof(pat) - n, "x");
+	for (int i = 0; i < 100; i++)
+		memcpy(text + 2 * i, "d/", 2);
+	memcpy(text + 200, "y", 2);
+	CHECK(wildmatch(pat, text, WM_PATHNAME) != WM_MATCH);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/gpurun-test-ignore.XXXXXX";
@@ -459,6 +485,7 @@ int main(void)
 	unsetenv("GIT_WORK_TREE");
 	have_git = system("git --version >/dev/null 2>&1") == 0;
 
+	RUN(hostile_stars_stay_fast);
 	RUN(wildmatch_table);
 	RUN(cases_in_memory);
 	RUN(cases_on_disk);
