@@ -258,9 +258,18 @@ static int h_exec(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err 
 	pexec[1] = -1;
 	int child_errno = 0;
 	if (read_full(pexec[0], &child_errno, sizeof(child_errno)) == sizeof(child_errno)) {
+		/* Answer as a shell would: the reason on stderr, 127 for a
+		 * missing program, 126 for one that cannot be run. */
+		struct strbuf msg = STRBUF_INIT, pl = STRBUF_INIT;
 		waitpid(pid, NULL, 0);
-		rc = gr_errf(err, GR_ENOTFOUND, "cannot run '%s': %s", argv.v[0],
-			     strerror(child_errno));
+		sb_addf(&msg, "gpurun-agent: cannot run '%s': %s\n", argv.v[0],
+			strerror(child_errno));
+		agent_send(a, GR_MSG_STDERR, 0, id, msg.buf, msg.len);
+		put_u8(&pl, 0);
+		put_u32(&pl, child_errno == ENOENT ? 127 : 126);
+		agent_send(a, GR_MSG_EXIT, GR_F_END, id, pl.buf, pl.len);
+		sb_release(&msg);
+		sb_release(&pl);
 		goto out;
 	}
 	s = xcalloc(1, sizeof(*s));

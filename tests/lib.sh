@@ -38,7 +38,13 @@ test_expect_success() {
 	test_count=$((test_count + 1))
 	_desc=$1
 	_out=$TRASH/case-$test_count.log
-	if (cd "$TRASH" && eval "$2") >"$_out" 2>&1; then
+	# In this shell, as git does, so a case can set variables for the next.
+	_here=$PWD
+	cd "$TRASH" || exit 1
+	{ eval "$2"; } >"$_out" 2>&1
+	_rc=$?
+	cd "$_here" || exit 1
+	if [ "$_rc" -eq 0 ]; then
 		echo "ok - $TEST_NAME: $_desc"
 	else
 		echo "not ok - $TEST_NAME: $_desc"
@@ -157,4 +163,47 @@ host = $2
 transport = $3
 path = ${4:-project}
 INI
+}
+
+# start_proxy NAME TARGET_PORT [ONE_WAY_DELAY_MS] [RATE_BYTES_PER_S]: the
+# delay proxy (tests/helpers/delayproxy.c) in front of 127.0.0.1:TARGET_PORT.
+# Sets PROXY_PORT_<NAME>; byte counts in $TRASH/proxy-NAME.stats
+# ("up N", "down N", "conns N"). proxy_cut NAME drops every connection;
+# proxy_down NAME / proxy_up NAME refuse, then accept, new ones.
+start_proxy() {
+	_pn=$1
+	rm -f "$TRASH/proxy-$_pn.port"
+	"$BUILD/tests/delayproxy" --to "127.0.0.1:$2" --delay "${3:-0}" --rate "${4:-0}" \
+		--port-file "$TRASH/proxy-$_pn.port" --stats "$TRASH/proxy-$_pn.stats" \
+		2>"$TRASH/proxy-$_pn.log" &
+	eval "PROXY_PID_$_pn=$!"
+	test_atexit "kill $! 2>/dev/null"
+	for _i in $(seq 1 100); do
+		[ -s "$TRASH/proxy-$_pn.port" ] && break
+		sleep 0.02
+	done
+	[ -s "$TRASH/proxy-$_pn.port" ] || { say "delay proxy did not start"; return 1; }
+	eval "PROXY_PORT_$_pn=$(cat "$TRASH/proxy-$_pn.port")"
+}
+_proxy_pid() { eval "echo \$PROXY_PID_$1"; }
+proxy_cut() { kill -USR1 "$(_proxy_pid "$1")"; sleep 0.05; }
+proxy_down() { _s=$TRASH/proxy-$1.down; [ -f "$_s" ] || { touch "$_s"; kill -USR2 "$(_proxy_pid "$1")"; sleep 0.05; }; }
+proxy_up() { _s=$TRASH/proxy-$1.down; [ -f "$_s" ] && { rm -f "$_s"; kill -USR2 "$(_proxy_pid "$1")"; sleep 0.05; }; return 0; }
+# proxy_bytes NAME: total bytes both ways so far.
+proxy_bytes() { awk '$1=="up"||$1=="down"{s+=$2} END{print s+0}' "$TRASH/proxy-$1.stats"; }
+
+# ssh_host_via NAME SSHD_NAME PORT: a Host entry NAME reaching SSHD_NAME's
+# server through PORT (e.g. a proxy's), with its host key trusted there too.
+ssh_host_via() {
+	cat >> "$HOME/.ssh/config" <<CFG
+Host $1
+	HostName 127.0.0.1
+	Port $3
+	User $(id -un)
+	IdentityFile $HOME/.ssh/id_ed25519
+	UserKnownHostsFile $HOME/.ssh/known_hosts
+
+CFG
+	printf '[127.0.0.1]:%s %s\n' "$3" "$(cut -d' ' -f1,2 "$TRASH/sshd-$2/hostkey.pub")" \
+		>> "$HOME/.ssh/known_hosts"
 }

@@ -1,1 +1,1 @@
-#define GR_AGENT_HASH "9f92be2c6513e4a4"
+#define GR_AGENT_HASH "09d1b835049cc2bf"

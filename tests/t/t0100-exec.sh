@@ -25,6 +25,11 @@ test_expect_success 'local: runs in the remote project folder, stdin forwarded' 
 	printf "a\nb\n" | "$GPURUN" exec -- wc -l >out && test_grep -x 2 out
 '
 
+test_expect_success 'local: a missing program exits 127 like a shell, with the reason' '
+	cd local && test_expect_code 127 "$GPURUN" exec -- no-such-program 2>err &&
+	test_grep "cannot run .no-such-program.: No such file or directory" err
+'
+
 test_expect_success 'local: a missing remote folder is a clear error' '
 	write_ini "$TRASH/nofolder" local local "$TRASH/does-not-exist" &&
 	cd nofolder && test_expect_code 251 "$GPURUN" exec true 2>err &&
