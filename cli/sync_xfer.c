@@ -420,6 +420,8 @@ static int do_tar(struct sync_xfer *x)
 	a = archive_write_new();
 	if (archive_write_add_filter_zstd(a) != ARCHIVE_OK ||
 	    archive_write_set_format_pax(a) != ARCHIVE_OK ||
+	    /* names are bytes: no charset conversion, whatever the locale */
+	    archive_write_set_options(a, "hdrcharset=BINARY") != ARCHIVE_OK ||
 	    archive_write_set_bytes_in_last_block(a, 1) != ARCHIVE_OK ||
 	    archive_write_open2(a, &fb, NULL, tar_write, NULL, NULL) != ARCHIVE_OK) {
 		rc = gr_errf(x->err, GR_EIO, "cannot start the tar stream: %s",
