@@ -28,40 +28,6 @@ struct host_state {
 	struct strvec warnings;
 };
 
-int sync_check_remote_path(const char *path, struct gr_err *err)
-{
-	const char *why = NULL;
-	char *clean = NULL;
-
-	if (!path || !*path || !strcmp(path, ".") || !strcmp(path, "./"))
-		why = "it is the home folder";
-	else if (path[0] == '~' && (path[1] == '\0' || path[1] == '/')) {
-		char *abs = xasprintf("/home/HOME%s", path + 1);
-		clean = sm_clean_path(abs);
-		free(abs);
-		if (strncmp(clean, "/home/HOME/", 11))
-			why = "it is the home folder or above it";
-	} else if (!strcmp(path, "$HOME") || !strcmp(path, "${HOME}") ||
-		   !strncmp(path, "$HOME/", 6)) {
-		why = "'$HOME' is not expanded; write '~' instead";
-	} else if (path[0] == '/') {
-		clean = sm_clean_path(path);
-		why = sm_root_refused(clean, NULL);
-	} else {
-		char *abs = xasprintf("/home/HOME/%s", path);
-		clean = sm_clean_path(abs);
-		free(abs);
-		if (strncmp(clean, "/home/HOME/", 11))
-			why = "it is the home folder or above it";
-	}
-	free(clean);
-	if (!why)
-		return 0;
-	gr_errf(err, GR_ECONFIG, "refusing to sync into '%s': %s", path ? path : "", why);
-	gr_hintf(err, "set [remote] path to a project folder, e.g. 'path = ~/projects/NAME'");
-	return GR_ECONFIG;
-}
-
 static void host_state_release(struct host_state *h)
 {
 	free(h->root);
