@@ -52,7 +52,7 @@ HASH_H := $(O)/gen/agent_hash.h
 $(shell mkdir -p $(O)/gen; echo '#define GR_AGENT_HASH "$(AGENT_HASH)"' > $(HASH_H).new; \
 	cmp -s $(HASH_H).new $(HASH_H) || mv $(HASH_H).new $(HASH_H); rm -f $(HASH_H).new)
 
-.PHONY: all test unit check-static demo bench deps clean install kernels fuzz
+.PHONY: all test unit check-static demo bench deps clean install kernels fuzz completions
 all: deps-check $(O)/gpurun $(O)/gpurun-agent
 
 deps:
@@ -107,6 +107,11 @@ $(O)/tests/%: tests/helpers/%.c
 
 $(HELPER_BIN): $(COMMON_OBJ)
 
+# scan_dump prints what scan_tree would sync: it needs the client library.
+$(O)/tests/scan_dump: tests/helpers/scan_dump.c $(O)/libgr.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(O)/libgr.a $(CLIENT_LIBS)
+
 # Fuzz targets: libFuzzer with clang, run for a short budget by make test.
 $(O)/fuzz/%: tests/fuzz/%.c $(COMMON_SRC)
 	@mkdir -p $(@D)
@@ -135,6 +140,16 @@ bench: all $(HELPER_BIN)
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(O)/gpurun $(DESTDIR)$(PREFIX)/bin/gpurun
+	install -D -m 644 completions/gpurun.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/gpurun
+	install -D -m 644 completions/_gpurun $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_gpurun
+	install -D -m 644 completions/gpurun.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/gpurun.fish
+
+# completions/ holds what `gpurun completion SHELL` prints (the scripts live
+# in cli/completion_scripts.c); tests/t/t0500-completion.sh fails if they differ.
+completions: $(O)/gpurun
+	$(O)/gpurun completion bash > completions/gpurun.bash
+	$(O)/gpurun completion zsh > completions/_gpurun
+	$(O)/gpurun completion fish > completions/gpurun.fish
 PREFIX ?= /usr/local
 
 clean:

@@ -1,4 +1,5 @@
-/* gpurun config: the effective configuration and where each value came from. */
+/* gpurun config: the effective configuration and where each value came
+ * from (default, gpurun.ini:LINE, environment, flag), or one key's value. */
 #include <stdio.h>
 
 #include "gpurun.h"
@@ -6,7 +7,7 @@
 enum { O_JSON = 1 };
 
 const struct gr_opt cmd_config_opts[] = {
-	{ O_JSON, "json", 0, OPT_FLAG, NULL, "print JSON", NULL, 0, 0, 0 },
+	{ O_JSON, "json", 0, OPT_FLAG, NULL, "print every key as JSON (value and origin)", NULL, 0, 0, 0 },
 	{ 0 },
 };
 
@@ -29,16 +30,19 @@ int cmd_config(int argc, char **argv, struct gr_ctx *ctx)
 		rc = gr_usage_error(ctx);
 		goto out;
 	}
-	if (st.args.n > 2) {
-		gr_errf(&ctx->err, GR_EUSAGE, "config takes at most one KEY");
+	if (st.args.n > 1 || (st.args.n == 1 && json)) {
+		gr_errf(&ctx->err, GR_EUSAGE, st.args.n > 1 ? "config takes at most one KEY"
+					: "--json lists every key; leave out KEY");
 		rc = gr_usage_error(ctx);
 		goto out;
 	}
-	if (st.args.n == 2) {
+	if (st.args.n == 1) {
 		const char *origin;
-		if ((rc = config_get(ctx->cfg, st.args.v[1], &out, &origin, &ctx->err)) < 0)
+		if ((rc = config_get(ctx->cfg, st.args.v[0], &out, &origin, &ctx->err)) < 0)
 			goto out;
 		printf("%s\n", out.buf ? out.buf : "");
+		if (ctx->verbose)
+			fprintf(stderr, "(from %s)\n", origin);
 		goto out;
 	}
 	config_dump(ctx->cfg, &out, json);

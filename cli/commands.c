@@ -3,6 +3,8 @@
 
 #include "gpurun.h"
 
+static const char *const color_values[] = { "auto", "always", "never", NULL };
+
 const struct gr_opt gr_global_opts[] = {
 	{ G_CONFIG, "config-file", 'c', OPT_STRING, "FILE", "use FILE instead of searching for gpurun.ini", NULL, 0, 0, COMPLETE_FILE },
 	{ G_CHDIR, NULL, 'C', OPT_STRING, "DIR", "run as if started in DIR", NULL, 0, 0, COMPLETE_DIR },
@@ -11,6 +13,7 @@ const struct gr_opt gr_global_opts[] = {
 	{ G_ACCEPT_NEW, "accept-new-host-key", 0, OPT_FLAG, NULL, "trust and record the key of a host seen for the first time", NULL, 0, 0, 0 },
 	{ G_VERBOSE, "verbose", 'v', OPT_FLAG, NULL, "say more (repeat for more)", NULL, 0, 0, 0 },
 	{ G_QUIET, "quiet", 'q', OPT_FLAG, NULL, "say nothing but errors", NULL, 0, 0, 0 },
+	{ G_COLOR, "color", 0, OPT_ENUM, "WHEN", "colour on stderr; auto: only on a terminal, not under NO_COLOR", color_values, 0, 0, 0 },
 	{ G_VERSION, "version", 0, OPT_FLAG, NULL, "print gpurun's version", NULL, 0, 0, 0 },
 	{ 0 },
 };
@@ -24,7 +27,7 @@ const struct gr_cmd gr_commands[] = {
 	  "show the effective configuration and where each value came from",
 	  "Without KEY, prints every key with its value and origin (default,\n"
 	  "file:line, environment, flag). With KEY (section.key), prints its value.", COMPLETE_KEY },
-	{ "exec", cmd_exec, CMD_CONFIG, cmd_exec_opts, "[--] CMD [ARGS...]",
+	{ "exec", cmd_exec, CMD_CONFIG | CMD_PASSTHROUGH, cmd_exec_opts, "[--] CMD [ARGS...]",
 	  "run a command on the host in the project folder",
 	  "Runs CMD on the host inside [remote] path, streams its stdout and\n"
 	  "stderr separately as they are written, and exits with its status.", COMPLETE_NONE },
@@ -46,11 +49,27 @@ const struct gr_cmd gr_commands[] = {
 	{ "pull", cmd_pull, CMD_CONFIG, cmd_pull_opts, "[JOB]",
 	  "fetch a job's artifacts into runs/JOB/", NULL, COMPLETE_JOB },
 	{ "hook", cmd_hook, 0, cmd_hook_opts, "install|uninstall",
-	  "install or remove the git pre-push hook", NULL, COMPLETE_NONE },
+	  "install or remove the git pre-push hook",
+	  "install writes the repository's pre-push hook (core.hooksPath is\n"
+	  "honoured). Before each push it runs 'gpurun sync', then [hooks] pre_push\n"
+	  "on the host if set (a smoke test, e.g. a few training steps), and blocks\n"
+	  "the push when either fails, showing the remote output. A pre-push hook\n"
+	  "already there is kept as pre-push.gpurun-orig and runs first, with the\n"
+	  "same arguments and input; uninstall puts it back as it was.\n"
+	  "\n"
+	  "Skip it for one push with GPURUN_SKIP_HOOK=1 git push (the hook that was\n"
+	  "there before still runs), or git push --no-verify (skips every hook).", COMPLETE_CHOICE },
 	{ "completion", cmd_completion, 0, cmd_completion_opts, "bash|zsh|fish",
-	  "print the shell completion script", NULL, COMPLETE_NONE },
-	{ "help", cmd_help, 0, cmd_help_opts, "[COMMAND|exit-codes]",
-	  "show help for gpurun or a command", NULL, COMPLETE_CMD },
+	  "print the shell completion script",
+	  "The script asks gpurun itself for candidates, so it always offers this\n"
+	  "gpurun's commands, flags, flag values, config keys, and the job ids of\n"
+	  "recent jobs (from .gpurun/jobs, never over the network). Install:\n"
+	  "  bash: echo 'source <(gpurun completion bash)' >> ~/.bashrc\n"
+	  "  zsh:  echo 'source <(gpurun completion zsh)' >> ~/.zshrc  (after compinit)\n"
+	  "  fish: gpurun completion fish > ~/.config/fish/completions/gpurun.fish", COMPLETE_CHOICE },
+	{ "help", cmd_help, 0, cmd_help_opts, "[COMMAND|TOPIC]",
+	  "show help for gpurun, a command, or a topic",
+	  NULL, COMPLETE_CMD },
 	{ NULL, NULL, 0, NULL, NULL, NULL, NULL, 0 },
 };
 

@@ -33,6 +33,8 @@ struct gr_ctx {
 enum gr_cmd_needs {
 	CMD_CONFIG = 1,      /* gpurun.ini must exist and load */
 	CMD_CONFIG_OPT = 2,  /* load gpurun.ini if there is one, else defaults */
+	CMD_PASSTHROUGH = 4, /* from the first positional on, every word is an
+				argument (exec's remote command), not an option */
 };
 
 /* A command returns an exit code (>= 0) it has reported itself, or a
@@ -52,7 +54,7 @@ struct gr_cmd {
 };
 
 /* Ids of gr_global_opts (options before the command name). */
-enum { G_CONFIG = 1, G_CHDIR, G_SET, G_VERBOSE, G_QUIET, G_HOST, G_ACCEPT_NEW, G_VERSION };
+enum { G_CONFIG = 1, G_CHDIR, G_SET, G_VERBOSE, G_QUIET, G_HOST, G_ACCEPT_NEW, G_VERSION, G_COLOR };
 
 extern const struct gr_cmd gr_commands[];   /* ends with name == NULL */
 extern const struct gr_opt gr_global_opts[];
@@ -67,9 +69,22 @@ void gr_report(const struct gr_ctx *ctx);
 int gr_usage_error(struct gr_ctx *ctx);
 
 /* help.c */
+struct help_topic {
+	const char *name;     /* `gpurun help NAME` */
+	const char *summary;
+	void (*show)(FILE *out);
+};
+extern const struct help_topic help_topics[]; /* ends with name == NULL */
 void help_command(const struct gr_cmd *c, FILE *out);
 void help_overview(FILE *out);
 void help_exit_codes(FILE *out);
+void help_config(FILE *out);
+void help_environment(FILE *out);
+/* "usage: gpurun NAME [OPTIONS] ARGS" without a newline, into sb. */
+void help_usage_line(const struct gr_cmd *c, struct strbuf *sb);
+/* The command or topic closest to a mistyped name, or NULL when none is
+ * close enough to suggest. */
+const char *help_suggest(const char *typo);
 
 /* The commands. */
 int cmd_init(int argc, char **argv, struct gr_ctx *ctx);

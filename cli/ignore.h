@@ -34,4 +34,44 @@ int ignore_path(struct ignore *ig, const char *relpath, int is_dir,
 		struct ignore_match *why, struct gr_err *err);
 void ignore_free(struct ignore *ig);
 
+/* Added for the scan and `sync --why`; the functions above are unchanged.
+ * Strings in a struct ignore_match point into ig and live until ignore_free.
+ * Built-in rules (.git/, .gpurun/) report source "(built-in)"; a path
+ * that git tracks reports source ".git/index", negated 1, line 0. */
+
+/* Like ignore_load_dir, with dirfd an open descriptor of that folder (the
+ * scan's fast path; works for paths longer than PATH_MAX). Ignore files
+ * are opened with O_NOFOLLOW: a symlinked .gitignore is skipped, as git
+ * skips it. An unreadable one is an error (GR_EIO) naming it. */
+int ignore_load_dir_at(struct ignore *ig, int dirfd, const char *dir,
+		       struct gr_err *err);
+/* Keep .git/ in ignore_path's answers ([sync] include_git). Off by default. */
+void ignore_set_include_git(struct ignore *ig, int on);
+/* 1 if relpath is or lies inside what gpurun never syncs by name: an entry
+ * called ".git" at any depth (unless include_git) or the top-level
+ * ".gpurun" (gpurun's local state). No rules are consulted. */
+int ignore_builtin(const char *relpath, int include_git);
+/* git never ignores a tracked path: 1 if .git/index lists relpath, 0 if
+ * not (or there is no index). ignore_tracked_under: 1 if the index lists
+ * something inside folder reldir, so the scan must look inside it even
+ * when it is ignored. */
+int ignore_tracked(struct ignore *ig, const char *relpath);
+int ignore_tracked_under(struct ignore *ig, const char *reldir);
+
+struct scan_opts;
+struct strbuf;
+/* `gpurun sync --why PATH`, like `git check-ignore -v`: appends to out one
+ * line saying whether path would be synced and which rule in which file
+ * decided, e.g.
+ *   synced: 'data/x.csv' (no rule matches)
+ *   ignored: 'build/a.o' by .gitignore:3 '*.o'
+ *   synced: 'keep.o' re-included by sub/.gitignore:2 '!keep.o'
+ *   ignored: 'build/x/y.c' because folder 'build/' is ignored by .gitignore:1 'build/'
+ * plus "note:" lines where they help (a negation that cannot re-include a
+ * path inside an ignored folder; a path that does not exist). path is
+ * relative to root (or absolute inside it); a trailing '/' means a folder.
+ * Returns 1 ignored, 0 synced, or a negative GR_E* code with err set. */
+int ignore_explain(const char *root, const struct scan_opts *o, const char *path,
+		   struct strbuf *out, struct gr_err *err);
+
 #endif

@@ -8,42 +8,47 @@
 #include <unistd.h>
 
 #include "agent_hash.h"
+#include "completion.h"
 #include "gpurun.h"
 
 #ifndef GR_VERSION
 #define GR_VERSION "0.1.0"
 #endif
 
-void gr_report(const struct gr_ctx *ctx)
-{
-	const char *msg = ctx->err.msg[0] ? ctx->err.msg : gr_strcode(ctx->err.code);
-
-	fprintf(stderr, "gpurun: %s\n", msg);
-	if (ctx->err.hint[0])
-		fprintf(stderr, "hint: %s\n", ctx->err.hint);
-}
-
-int gr_usage_error(struct gr_ctx *ctx)
-{
-	if (ctx->cmd && !ctx->err.hint[0])
-		gr_hintf(&ctx->err, "usage: gpurun %s [OPTIONS] %s (see 'gpurun %s --help')",
-			 ctx->cmd->name, ctx->cmd->args ? ctx->cmd->args : "", ctx->cmd->name);
-	ctx->err.code = GR_EUSAGE;
-	return GR_EUSAGE;
-}
-
-int ctx_connect(struct gr_ctx *ctx)
-{
-	struct conn_opts o = { ctx->accept_new, ctx->verbose };
-
-	if (ctx->conn)
-		return 0;
-	return conn_open(&ctx->conn, ctx->cfg, &o, &ctx->err);
-}
-
 static int is_tty(int fd)
 {
 	return isatty(fd) == 1;
+}
+
+/* NO_COLOR counts when set and not empty (no-color.org). */
+static int env_set(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v;
+}
+
+/* Look at the command's options before the config loads, with the
+ * command's own table: -h/--help prints help even outside a project, and a
+ * bad option is a usage error rather than "no gpurun.ini". Only the words
+ * before the first positional count: after it a command may pass words on
+ * ("exec ls --help" runs ls --help on the host). Returns 1 for help, 0, or
+ * GR_EUSAGE with ctx->err set. */
+static int precheck(struct gr_ctx *ctx, int argc, char **argv)
+{
+	struct gr_getopt st;
+	int id, rc = 0;
+
+	gr_getopt_init(&st, argc, argv);
+	st.stop_at_positional = 1;
+	while ((id = gr_getopt(&st, ctx->cmd->opts, &ctx->err)) > 0)
+		if (id == OPT_HELP) {
+			rc = 1;
+			break;
+		}
+	if (id < 0)
+		rc = gr_usage_error(ctx);
+	gr_getopt_release(&st);
+	return rc;
 }
 
 static int apply_overrides(struct gr_ctx *ctx)
@@ -68,9 +73,12 @@ int main(int argc, char **argv)
 {
 	struct gr_ctx ctx = { 0 };
 	struct gr_getopt st;
-	const char *host = NULL;
+	const char *host = NULL, *color = "auto", *near;
 	int rc, id;
 
+	/* The shells' completion scripts ask here; nothing else runs. */
+	if (argc > 1 && !strcmp(argv[1], "__complete"))
+		return complete_main(argc - 1, argv + 1);
 	gr_getopt_init(&st, argc, argv);
 	st.stop_at_positional = 1; /* options after the command are the command's */
 	while ((id = gr_getopt(&st, gr_global_opts, &ctx.err)) > 0) {
@@ -88,6 +96,7 @@ int main(int argc, char **argv)
 		case G_ACCEPT_NEW: ctx.accept_new = 1; break;
 		case G_VERBOSE: ctx.verbose++; break;
 		case G_QUIET: ctx.quiet = 1; break;
+		case G_COLOR: color = st.arg; break;
 		case G_VERSION:
 			printf("gpurun %s (agent %s, protocol %d)\n", GR_VERSION, GR_AGENT_HASH,
 			       GR_PROTO_VERSION);
@@ -99,8 +108,17 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* Colour and progress only on a terminal, never under NO_COLOR or a
+	 * dumb terminal; --color=always|never overrides. */
+	if (!strcmp(color, "always"))
+		ctx.color = 1;
+	else if (!strcmp(color, "auto"))
+		ctx.color = is_tty(2) && !env_set("NO_COLOR") &&
+			    !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"));
+	ctx.interactive = is_tty(0) && is_tty(2);
+	ctx.progress = is_tty(2) && !getenv("CI") && !env_set("NO_COLOR") && !ctx.quiet;
 	if (id < 0) {
-		gr_hintf(&ctx.err, "see 'gpurun help'");
+		gr_hintf(&ctx.err, "usage: gpurun [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGS] (see 'gpurun help')");
 		goto fail;
 	}
 	if (!st.args.n) {
@@ -111,12 +129,19 @@ int main(int argc, char **argv)
 	ctx.cmd = gr_find_command(st.args.v[0]);
 	if (!ctx.cmd) {
 		gr_errf(&ctx.err, GR_EUSAGE, "'%s' is not a gpurun command", st.args.v[0]);
-		gr_hintf(&ctx.err, "see 'gpurun help' for the list");
+		if ((near = help_suggest(st.args.v[0])) && gr_find_command(near))
+			gr_hintf(&ctx.err, "did you mean 'gpurun %s'?", near);
+		else
+			gr_hintf(&ctx.err, "see 'gpurun help' for the list");
 		goto fail;
 	}
-	ctx.interactive = is_tty(0) && is_tty(2);
-	ctx.color = is_tty(2) && !getenv("NO_COLOR") && !ctx.quiet;
-	ctx.progress = is_tty(2) && !getenv("CI") && !getenv("NO_COLOR") && !ctx.quiet;
+	if ((rc = precheck(&ctx, (int)st.args.n, st.args.v)) != 0) {
+		if (rc == 1) {
+			help_command(ctx.cmd, stdout);
+			rc = 0;
+		}
+		goto out;
+	}
 
 	if (ctx.cmd->needs & (CMD_CONFIG | CMD_CONFIG_OPT)) {
 		rc = config_load(&ctx.cfg, ctx.config_file,

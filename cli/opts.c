@@ -118,3 +118,21 @@ int gr_getopt(struct gr_getopt *st, const struct gr_opt *opts, struct gr_err *er
 	}
 	return 0;
 }
+
+const struct gr_opt *gr_opt_lookup(const struct gr_opt *opts, const char *word)
+{
+	if (!word || word[0] != '-' || !word[1])
+		return NULL;
+	if (word[1] == '-') {
+		const char *name = word + 2, *eq = strchr(name, '=');
+		size_t len = eq ? (size_t)(eq - name) : strlen(name);
+		for (const struct gr_opt *p = opts; p && p->id; p++)
+			if (p->lng && strlen(p->lng) == len && !strncmp(p->lng, name, len))
+				return p;
+		return NULL;
+	}
+	for (const struct gr_opt *p = opts; p && p->id; p++)
+		if (p->shrt && p->shrt == word[1])
+			return p;
+	return NULL;
+}

@@ -21,7 +21,8 @@ enum gr_complete {
 	COMPLETE_HOST,
 	COMPLETE_JOB,
 	COMPLETE_KEY,  /* a config key "section.key" */
-	COMPLETE_CMD,  /* a gpurun command name */
+	COMPLETE_CMD,  /* a gpurun command name or help topic */
+	COMPLETE_CHOICE, /* one of the words in the command's args: "bash|zsh|fish" */
 };
 
 struct gr_opt {
@@ -59,5 +60,10 @@ void gr_getopt_init(struct gr_getopt *st, int argc, char **argv);
  * -h/--help is always accepted and returns OPT_HELP. */
 int gr_getopt(struct gr_getopt *st, const struct gr_opt *opts, struct gr_err *err);
 void gr_getopt_release(struct gr_getopt *st);
+
+/* The entry of opts that a command-line word names: "--tail", "--tail=5",
+ * "-t", "-t5" (for a cluster "-ab", the option 'a'), or NULL. -h/--help is
+ * not in any table and is not found here. */
+const struct gr_opt *gr_opt_lookup(const struct gr_opt *opts, const char *word);
 
 #endif

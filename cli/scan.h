@@ -31,7 +31,23 @@ struct scan_opts {
 /* Scan root. Directories that hold no entries are listed too (so empty
  * folders are carried); ignored directories are not descended. Always
  * skipped: .git/ (unless include_git) and .gpurun/ (gpurun's local state).
- * *out is an array of *n entries, the caller's to scan_free(). */
+ * *out is an array of *n entries, the caller's to scan_free().
+ *
+ * Details (scan.c, ignore.c):
+ * - Every kept folder is an entry, not only empty ones; the root is not.
+ * - Order is strcmp() of path (plain bytes: "a" < "a-b" < "a/x" < "a0"),
+ *   so a folder always comes before what it holds.
+ * - An entry named ".git" is skipped at any depth (a nested repository's
+ *   files are scanned with the outer rules plus its own .gitignore files;
+ *   git itself would show such a folder as one untracked entry). With
+ *   include_git, every .git is listed whole, with no rules applied inside.
+ * - Files git tracks (.git/index) are kept even when a rule matches, and
+ *   an ignored folder is entered only to reach tracked files in it.
+ * - FIFOs, sockets and devices are skipped (git skips them too); an entry
+ *   that vanishes during the scan is skipped.
+ * - Errors (GR_EIO, err names the path, relative to root): a folder that
+ *   cannot be opened or read, an ignore file that cannot be read (a
+ *   symlinked .gitignore is not an error: git does not follow it either). */
 int scan_tree(const char *root, const struct scan_opts *o,
 	      struct scan_entry **out, size_t *n, struct gr_err *err);
 void scan_free(struct scan_entry *e, size_t n);

@@ -139,6 +139,7 @@ char *sb_detach(struct strbuf *sb, size_t *len)
 	char *p;
 
 	sb_grow(sb, 0);
+	sb->buf[sb->len] = '\0';   /* also when nothing was ever added */
 	p = sb->buf;
 	if (len)
 		*len = sb->len;

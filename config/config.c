@@ -1,142 +1,686 @@
-/* Placeholder loader: a few keys, no origins. Replaced by the table-driven
- * implementation (config helper). */
+/* Loading gpurun.ini: found like git finds .git, parsed with inih (fed by
+ * our own line reader, so every key knows its line and inih's multi-line
+ * and inline-comment rules never apply), then GPURUN_* environment, then
+ * command-line flags. Every value remembers where it came from. */
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config_int.h"
 
-const struct gr_config_key *config_keys(size_t *n)
+struct val {
+	char *text;    /* canonical text (see cfgk_normalize) */
+	char *origin;  /* "default", "gpurun.ini:12", "env GPURUN_X", "-o" */
+	int layer;     /* LAYER_* */
+	int line;      /* first file line that set it */
+};
+
+struct priv {
+	size_t n;
+	struct val *v;
+	char *disp;    /* the file as messages name it: "gpurun.ini", "../gpurun.ini" */
+};
+
+static const struct gr_config_key *key_at(int i)
 {
-	*n = 0;
-	return NULL;
+	size_t n;
+	return &config_keys(&n)[i];
 }
 
-static int set(struct gr_config *c, const char *key, const char *v, struct gr_err *err)
+static const char *text_of(const struct priv *p, const char *dotted)
 {
-	char **s = NULL;
+	int i = cfgk_find_dotted(dotted);
+	return i >= 0 ? p->v[i].text : "";
+}
 
-	long long ll;
-	uint64_t sz;
+/* Store a normalised value. Lists set again at the same level add up;
+ * everything else is replaced. */
+static void store(struct priv *p, int i, const char *text, int layer, const char *origin,
+		  int line)
+{
+	struct val *v = &p->v[i];
 
-	if (!strcmp(key, "remote.host")) s = &c->remote.host;
-	else if (!strcmp(key, "remote.path")) s = &c->remote.path;
-	else if (!strcmp(key, "remote.identity")) { free(c->remote.identity); c->remote.identity = expand_home(v); return 0; }
-	else if (!strcmp(key, "remote.known_hosts")) { free(c->remote.known_hosts); c->remote.known_hosts = expand_home(v); return 0; }
-	else if (!strcmp(key, "remote.connect_timeout")) { if (parse_ll(v, 0, 3600, &ll) < 0) return gr_errf(err, GR_ECONFIG, "bad %s", key); c->remote.connect_timeout = (int)ll; return 0; }
-	else if (!strcmp(key, "build.command")) s = &c->build.command;
-	else if (!strcmp(key, "train.command")) s = &c->train.command;
-	else if (!strcmp(key, "train.gpus")) s = &c->train.gpus;
-	else if (!strcmp(key, "train.stop_grace")) { if (parse_ll(v, 0, 3600, &ll) < 0) return gr_errf(err, GR_ECONFIG, "bad %s", key); c->train.stop_grace = (int)ll; return 0; }
-	else if (!strcmp(key, "artifacts.interval")) { if (parse_ll(v, 0, 86400, &ll) < 0) return gr_errf(err, GR_ECONFIG, "bad %s", key); c->artifacts.interval = (int)ll; return 0; }
-	else if (!strcmp(key, "sync.warn_size")) { if (parse_size(v, &sz) < 0) return gr_errf(err, GR_ECONFIG, "bad %s", key); c->sync.warn_size = sz; return 0; }
-	else if (!strcmp(key, "sync.delta_min")) { if (parse_size(v, &sz) < 0) return gr_errf(err, GR_ECONFIG, "bad %s", key); c->sync.delta_min = sz; return 0; }
-	else if (!strcmp(key, "sync.include_git")) { c->sync.include_git = !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1"); return 0; }
-	else if (!strcmp(key, "hooks.pre_push")) s = &c->hooks.pre_push;
-	else if (!strcmp(key, "sync.exclude") || !strcmp(key, "artifacts.pull")) {
-		struct strvec *sv = key[0] == 's' ? &c->sync.exclude : &c->artifacts.pull;
-		char *copy = xstrdup(v);
-		for (char *w = copy, *save = NULL, *t; (t = strtok_r(w, " \t,", &save)); w = NULL)
-			sv_push(sv, t);
-		free(copy);
-		return 0;
+	if (key_at(i)->type == GR_KEY_LIST && v->layer == layer && layer != LAYER_DEFAULT) {
+		char *t = *v->text && *text ? xasprintf("%s %s", v->text, text)
+					    : xstrdup(*text ? text : v->text);
+		free(v->text);
+		v->text = t;
+		if (layer == LAYER_FILE) {
+			char *o = xasprintf("%s,%d", v->origin, line);
+			free(v->origin);
+			v->origin = o;
+		}
+		return;
 	}
-	else if (!strcmp(key, "remote.transport")) {
-		if (!strcmp(v, "local")) c->remote.transport = GR_TRANSPORT_LOCAL;
-		else if (!strcmp(v, "openssh")) c->remote.transport = GR_TRANSPORT_OPENSSH;
-		else c->remote.transport = GR_TRANSPORT_LIBSSH2;
-		return 0;
+	free(v->text);
+	free(v->origin);
+	v->text = xstrdup(text);
+	v->origin = xstrdup(origin);
+	v->layer = layer;
+	v->line = line;
+}
+
+static void split_list(struct strvec *sv, const char *text)
+{
+	char *dup = xstrdup(text), *save = NULL, *w;
+
+	sv_clear(sv);
+	for (char *s = dup; (w = strtok_r(s, " ", &save)); s = NULL)
+		sv_push(sv, w);
+	free(dup);
+}
+
+static int int_of(const struct priv *p, const char *dotted)
+{
+	long long n = 0;
+	parse_ll(text_of(p, dotted), -(1LL << 62), 1LL << 62, &n);
+	return (int)n;
+}
+
+static uint64_t size_of(const struct priv *p, const char *dotted)
+{
+	uint64_t n = 0;
+	parse_size(text_of(p, dotted), &n);
+	return n;
+}
+
+static void set_str(char **field, const char *v)
+{
+	free(*field);
+	*field = xstrdup(v);
+}
+
+/* Copy the values into the struct fields everyone else reads. */
+static void fill(struct gr_config *c)
+{
+	const struct priv *p = c->origins;
+	const char *host = text_of(p, "remote.host"), *t = text_of(p, "remote.transport");
+
+	free(c->remote.host);
+	c->remote.host = *host ? xstrdup(host) : NULL;
+	set_str(&c->remote.path, text_of(p, "remote.path"));
+	c->remote.transport = !strcmp(t, "local") ? GR_TRANSPORT_LOCAL :
+			      !strcmp(t, "openssh") ? GR_TRANSPORT_OPENSSH : GR_TRANSPORT_LIBSSH2;
+	set_str(&c->remote.identity, text_of(p, "remote.identity"));
+	set_str(&c->remote.known_hosts, text_of(p, "remote.known_hosts"));
+	c->remote.connect_timeout = int_of(p, "remote.connect_timeout");
+	split_list(&c->sync.exclude, text_of(p, "sync.exclude"));
+	c->sync.warn_size = size_of(p, "sync.warn_size");
+	c->sync.delta_min = size_of(p, "sync.delta_min");
+	c->sync.include_git = !strcmp(text_of(p, "sync.include_git"), "true");
+	set_str(&c->build.command, text_of(p, "build.command"));
+	set_str(&c->train.command, text_of(p, "train.command"));
+	set_str(&c->train.gpus, text_of(p, "train.gpus"));
+	c->train.stop_grace = int_of(p, "train.stop_grace");
+	split_list(&c->artifacts.pull, text_of(p, "artifacts.pull"));
+	c->artifacts.interval = int_of(p, "artifacts.interval");
+	set_str(&c->hooks.pre_push, text_of(p, "hooks.pre_push"));
+}
+
+/* ---- the file ----------------------------------------------------------- */
+
+struct pctx {
+	struct gr_config *cfg;
+	const char *buf;
+	size_t len, pos;
+	int lineno;          /* the line last handed to inih */
+	const char *raw;     /* that line, leading whitespace and '\r' dropped */
+	size_t rawlen;
+	int err_line;        /* first error found by us, 0 if none */
+	struct gr_err err;
+};
+
+static int perr(struct pctx *pc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int perr(struct pctx *pc, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	if (pc->err_line)
+		return 1;
+	va_start(ap, fmt);
+	sb_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	gr_errf(&pc->err, GR_ECONFIG, "%s:%d: %s", ((struct priv *)pc->cfg->origins)->disp,
+		pc->lineno, sb.buf);
+	sb_release(&sb);
+	pc->err_line = pc->lineno;
+	return 1;
+}
+
+static char *trimmed(const char *s, size_t n)
+{
+	while (n && (*s == ' ' || *s == '\t')) {
+		s++;
+		n--;
 	}
-	if (!s)
-		return gr_errf(err, GR_ECONFIG, "unknown key '%s'", key);
-	free(*s);
-	*s = xstrdup(v);
-	return 0;
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+		n--;
+	return xstrndup(s, n);
+}
+
+/* Section headers are checked here: inih does not tell the handler about
+ * them, and ignores text after the ']'. */
+static void check_header(struct pctx *pc)
+{
+	const char *close = memchr(pc->raw, ']', pc->rawlen);
+	struct strbuf hint = STRBUF_INIT;
+	char *name, *rest;
+
+	if (!close)
+		return;   /* inih reports it as malformed */
+	name = trimmed(pc->raw + 1, (size_t)(close - pc->raw - 1));
+	rest = trimmed(close + 1, pc->rawlen - (size_t)(close + 1 - pc->raw));
+	if (!cfgk_section_known(name)) {
+		perr(pc, "unknown section [%s]", name);
+		cfgk_hint_section(name, &hint);
+	} else if (*rest && *rest != '#' && *rest != ';') {
+		perr(pc, "unexpected text after [%s]", name);
+		sb_adds(&hint, "put each key on its own line below the section header");
+	}
+	if (hint.len && pc->err_line == pc->lineno)
+		gr_hintf(&pc->err, "%s", hint.buf);
+	sb_release(&hint);
+	free(name);
+	free(rest);
+}
+
+/* inih's reader: one physical line per call, so inih's line numbers are
+ * ours. Leading whitespace is dropped (no continuation lines); a line too
+ * long for inih's buffer is cut: the handler reads the value from the
+ * full line anyway. */
+static char *reader(char *str, int num, void *stream)
+{
+	struct pctx *pc = stream;
+	const char *line, *nl;
+	size_t n, give;
+
+	if (pc->pos >= pc->len || num < 4)
+		return NULL;
+	line = pc->buf + pc->pos;
+	nl = memchr(line, '\n', pc->len - pc->pos);
+	n = nl ? (size_t)(nl - line) : pc->len - pc->pos;
+	pc->pos += n + (nl ? 1 : 0);
+	pc->lineno++;
+	if (pc->lineno == 1 && n >= 3 && !memcmp(line, "\xEF\xBB\xBF", 3)) {
+		line += 3;
+		n -= 3;
+	}
+	while (n && (*line == ' ' || *line == '\t')) {
+		line++;
+		n--;
+	}
+	while (n && (line[n - 1] == '\r' || line[n - 1] == ' ' || line[n - 1] == '\t'))
+		n--;
+	pc->raw = line;
+	pc->rawlen = n;
+	if (memchr(line, '\0', n)) {
+		perr(pc, "malformed line: contains a NUL byte");
+		n = 0;
+	} else if (n && line[0] == '[') {
+		check_header(pc);
+	}
+	give = n < (size_t)num - 2 ? n : (size_t)num - 2;
+	memcpy(str, line, give);
+	str[give] = '\n';
+	str[give + 1] = '\0';
+	return str;
 }
 
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
-	char key[256];
-	snprintf(key, sizeof(key), "%s.%s", section, name);
-	return set(user, key, value, NULL) == 0;
+	struct pctx *pc = user;
+	struct priv *p = pc->cfg->origins;
+	struct strbuf norm = STRBUF_INIT, why = STRBUF_INIT, hint = STRBUF_INIT;
+	const char *eq = memchr(pc->raw, '=', pc->rawlen);
+	const char *colon = memchr(pc->raw, ':', pc->rawlen);
+	char *key = NULL, *val = NULL, *origin = NULL;
+	int i;
+
+	(void)value;  /* ours comes from the whole line: inih truncates names */
+	/* and cuts values at " ;". A build with INI_CALL_HANDLER_ON_NEW_SECTION
+	 * calls us for headers too (name NULL): check_header has seen those. */
+	if (!name || pc->err_line)
+		return 1;
+	if (!eq || (colon && colon < eq)) {
+		perr(pc, "malformed line '%.*s': expected 'key = value'", (int)pc->rawlen, pc->raw);
+		gr_hintf(&pc->err, "use '=' between a key and its value");
+		return 1;
+	}
+	key = trimmed(pc->raw, (size_t)(eq - pc->raw));
+	val = trimmed(eq + 1, pc->rawlen - (size_t)(eq + 1 - pc->raw));
+	if (!*key) {
+		perr(pc, "malformed line '%.*s': no key before '='", (int)pc->rawlen, pc->raw);
+		goto out;
+	}
+	if (!*section) {
+		size_t n;
+		const struct gr_config_key *k = config_keys(&n);
+
+		perr(pc, "key '%s' is outside any section", key);
+		for (size_t j = 0; j < n && !hint.len; j++)
+			if (!strcmp(k[j].name, key))
+				sb_addf(&hint, "put it under [%s]", k[j].section);
+		gr_hintf(&pc->err, "%s",
+			 hint.len ? hint.buf : "put it under a section header such as [remote]");
+		goto out;
+	}
+	if (!cfgk_section_known(section))
+		goto out;   /* reported at the section header */
+	if ((i = cfgk_find(section, key)) < 0) {
+		perr(pc, "unknown key '%s' in [%s]", key, section);
+		cfgk_hint_key(section, key, &hint);
+		if (hint.len)
+			gr_hintf(&pc->err, "%s", hint.buf);
+		goto out;
+	}
+	if (p->v[i].layer == LAYER_FILE && key_at(i)->type != GR_KEY_LIST) {
+		perr(pc, "duplicate key '%s' in [%s] (already set on line %d)", key, section,
+		     p->v[i].line);
+		gr_hintf(&pc->err, "a key may be set once; only list keys add up");
+		goto out;
+	}
+	if (cfgk_normalize(key_at(i), val, &norm, &why) < 0) {
+		perr(pc, "invalid value '%s' for '%s' in [%s]: %s", val, key, section, why.buf);
+		goto out;
+	}
+	origin = xasprintf("%s:%d", p->disp, pc->lineno);
+	store(p, i, norm.buf, LAYER_FILE, origin, pc->lineno);
+out:
+	free(key);
+	free(val);
+	free(origin);
+	sb_release(&norm);
+	sb_release(&why);
+	sb_release(&hint);
+	return 1;
+}
+
+static int load_file(struct gr_config *c, struct gr_err *err)
+{
+	struct priv *p = c->origins;
+	struct strbuf buf = STRBUF_INIT;
+	struct pctx pc;
+	int r, rc = 0;
+
+	/* by the name messages use: as given to -c, or relative to the cwd */
+	if (read_file(p->disp, &buf, err) < 0) {
+		err->code = GR_ECONFIG;
+		return GR_ECONFIG;
+	}
+	memset(&pc, 0, sizeof(pc));
+	pc.cfg = c;
+	pc.buf = buf.buf ? buf.buf : "";
+	pc.len = buf.len;
+	r = ini_parse_stream(reader, &pc, handler, &pc);
+	if (r < 0) {
+		rc = gr_errf(err, GR_ECONFIG, "cannot parse '%s': out of memory", p->disp);
+	} else if (r > 0 && (!pc.err_line || r < pc.err_line)) {
+		/* a line inih could not read: find it again for the message */
+		const char *s = pc.buf, *end = pc.buf + pc.len, *nl;
+		for (int l = 1; l < r && s < end; l++)
+			s = (nl = memchr(s, '\n', (size_t)(end - s))) ? nl + 1 : end;
+		s += strspn(s, " \t");
+		nl = memchr(s, '\n', (size_t)(end - s));
+		size_t n = (size_t)((nl ? nl : end) - s);
+		if (n && s[n - 1] == '\r')
+			n--;
+		rc = gr_errf(err, GR_ECONFIG,
+			     "%s:%d: malformed line '%.*s': expected '[section]' or 'key = value'",
+			     p->disp, r, (int)(n > 80 ? 80 : n), s);
+		gr_hintf(err, "%s", *s == '[' ? "a section header looks like [remote]"
+				: "comments start with '#' or ';' at the beginning of a line");
+	} else if (pc.err_line) {
+		*err = pc.err;
+		rc = GR_ECONFIG;
+	}
+	sb_release(&buf);
+	return rc;
+}
+
+/* ---- finding it --------------------------------------------------------- */
+
+static int find_ini(const char *cwd, char **abs, char **disp)
+{
+	char *dir = xstrdup(cwd);
+	struct strbuf up = STRBUF_INIT;
+	int found = 0;
+
+	for (;;) {
+		char *path = xasprintf("%s/gpurun.ini", strcmp(dir, "/") ? dir : "");
+		if (access(path, F_OK) == 0) {
+			*abs = path;
+			*disp = xasprintf("%sgpurun.ini", up.len ? up.buf : "");
+			found = 1;
+			break;
+		}
+		free(path);
+		char *slash = strrchr(dir, '/');
+		if (!slash || !strcmp(dir, "/"))
+			break;
+		if (slash == dir)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+		sb_adds(&up, "../");
+	}
+	free(dir);
+	sb_release(&up);
+	return found;
+}
+
+static char *dir_of(const char *abs)
+{
+	const char *slash = strrchr(abs, '/');
+	return slash == abs ? xstrdup("/") : xstrndup(abs, (size_t)(slash - abs));
 }
 
 int config_load(struct gr_config **out, const char *file, int allow_missing,
 		struct gr_err *err)
 {
 	struct gr_config *c = xcalloc(1, sizeof(*c));
-	char cwd[PATH_MAX];
+	struct priv *p = xcalloc(1, sizeof(*p));
+	const struct gr_config_key *keys = config_keys(&p->n);
+	char cwd[PATH_MAX], *abs = NULL, *disp = NULL;
+	const char *project;
+	int rc = 0;
 
-	if (!getcwd(cwd, sizeof(cwd)))
-		snprintf(cwd, sizeof(cwd), ".");
-	c->root = xstrdup(cwd);
-	c->remote.path = xstrdup("gpurun-project");
-	c->remote.identity = xstrdup("");
-	c->remote.known_hosts = xstrdup("");
-	c->build.command = xstrdup("");
-	c->train.command = xstrdup("");
-	c->train.gpus = xstrdup("all");
-	c->train.stop_grace = 10;
-	c->artifacts.interval = 60;
-	c->sync.warn_size = 1ULL << 30;
-	c->sync.delta_min = 1ULL << 20;
-	c->hooks.pre_push = xstrdup("");
-	const char *f = file ? file : "gpurun.ini";
-	if (access(f, F_OK) == 0) {
-		c->file = xstrdup(f);
-		if (ini_parse(f, handler, c) != 0) {
-			config_free(c);
-			return gr_errf(err, GR_ECONFIG, "%s: bad config", f);
-		}
-	} else if (!allow_missing) {
-		config_free(c);
-		gr_errf(err, GR_ENOTFOUND, "no gpurun.ini here or in any parent folder");
-		gr_hintf(err, "run 'gpurun init' to create gpurun.ini");
-		return GR_ECONFIG;
+	*out = NULL;
+	c->origins = p;
+	p->v = xcalloc(p->n, sizeof(*p->v));
+	if (!getcwd(cwd, sizeof(cwd))) {
+		rc = gr_errf(err, GR_EIO, "cannot find the current folder: %s", strerror(errno));
+		goto out;
 	}
-	const char *h = getenv("GPURUN_REMOTE_HOST");
-	if (h)
-		set(c, "remote.host", h, NULL);
-	if (!c->artifacts.pull.n)
-		for (const char *d = "*.ckpt *.bin metrics.csv"; d; d = NULL)
-			set(c, "artifacts.pull", d, NULL);
+	if (file) {
+		/* the folder holding it, as getcwd would name it: no "..", no links */
+		char *given = file[0] == '/' ? xstrdup(file) : xasprintf("%s/%s", cwd, file);
+		char *dir = dir_of(given), *real = realpath(dir, NULL);
+		abs = real ? xasprintf("%s/%s", strcmp(real, "/") ? real : "", strrchr(given, '/') + 1)
+			   : xstrdup(given);
+		free(real);
+		free(dir);
+		free(given);
+		disp = xstrdup(file);
+	} else if (!find_ini(cwd, &abs, &disp) && !allow_missing) {
+		rc = gr_errf(err, GR_ECONFIG, "no gpurun.ini in '%s' or any parent folder", cwd);
+		gr_hintf(err, "run 'gpurun init' to create one");
+		goto out;
+	}
+	c->file = abs;
+	abs = NULL;
+	c->root = c->file ? dir_of(c->file) : xstrdup(cwd);
+	p->disp = disp ? disp : xstrdup("gpurun.ini");
+	disp = NULL;
+
+	project = strrchr(c->root, '/') ? strrchr(c->root, '/') + 1 : c->root;
+	if (!*project)
+		project = "project";
+	for (size_t i = 0; i < p->n; i++) {
+		char *def = cfgk_default(&keys[i], project);
+		store(p, (int)i, def, LAYER_DEFAULT, "default", 0);
+		free(def);
+	}
+	if (c->file && (rc = load_file(c, err)) < 0)
+		goto out;
+
+	for (size_t i = 0; i < p->n; i++) {
+		struct strbuf name = STRBUF_INIT, norm = STRBUF_INIT, why = STRBUF_INIT;
+		const char *v;
+
+		cfgk_env_name(&keys[i], &name);
+		v = getenv(name.buf);
+		if (v && *v) {
+			if (cfgk_normalize(&keys[i], v, &norm, &why) < 0) {
+				rc = gr_errf(err, GR_ECONFIG, "%s: invalid value '%s' for %s.%s: %s",
+					     name.buf, v, keys[i].section, keys[i].name, why.buf);
+			} else {
+				char *origin = xasprintf("env %s", name.buf);
+				store(p, (int)i, norm.buf, LAYER_ENV, origin, 0);
+				free(origin);
+			}
+		}
+		sb_release(&name);
+		sb_release(&norm);
+		sb_release(&why);
+		if (rc < 0)
+			goto out;
+	}
+	fill(c);
 	*out = c;
-	return 0;
+	c = NULL;
+out:
+	free(abs);
+	free(disp);
+	config_free(c);
+	return rc;
 }
 
 int config_set(struct gr_config *cfg, const char *key, const char *value,
 	       const char *origin, struct gr_err *err)
 {
-	(void)origin;
-	return set(cfg, key, value, err);
+	struct priv *p = cfg->origins;
+	struct strbuf norm = STRBUF_INIT, why = STRBUF_INIT, hint = STRBUF_INIT;
+	int i = cfgk_find_dotted(key), rc = 0;
+
+	if (!origin)
+		origin = "-o";
+	if (i < 0) {
+		rc = gr_errf(err, GR_EUSAGE, "%s: unknown key '%s'", origin, key);
+		cfgk_hint_dotted(key, &hint);
+		gr_hintf(err, "%s", hint.buf);
+	} else if (cfgk_normalize(key_at(i), value, &norm, &why) < 0) {
+		rc = gr_errf(err, GR_EUSAGE, "%s: invalid value '%s' for %s: %s", origin, value, key,
+			     why.buf);
+	} else {
+		store(p, i, norm.buf, LAYER_FLAG, origin, 0);
+		fill(cfg);
+	}
+	sb_release(&norm);
+	sb_release(&why);
+	sb_release(&hint);
+	return rc;
 }
 
 int config_get(const struct gr_config *cfg, const char *key, struct strbuf *value,
 	       const char **origin, struct gr_err *err)
 {
-	(void)cfg; (void)key; (void)value; (void)origin;
-	return gr_errf(err, GR_ENOTFOUND, "unknown key '%s'", key);
+	const struct priv *p = cfg->origins;
+	struct strbuf hint = STRBUF_INIT;
+	int i = cfgk_find_dotted(key);
+
+	if (i < 0 && !strchr(key, '.')) {
+		/* a bare name, when only one section has it */
+		size_t n, found = 0;
+		const struct gr_config_key *k = config_keys(&n);
+		for (size_t j = 0; j < n; j++)
+			if (!strcmp(k[j].name, key)) {
+				if (found++)
+					sb_adds(&hint, " or ");
+				sb_addf(&hint, "%s%s.%s", found == 1 ? "say " : "", k[j].section, k[j].name);
+				i = (int)j;
+			}
+		if (found > 1)
+			i = -1;
+	}
+	if (i < 0) {
+		gr_errf(err, GR_ENOTFOUND, "unknown key '%s'", key);
+		if (!hint.len)
+			cfgk_hint_dotted(key, &hint);
+		gr_hintf(err, "%s", hint.buf);
+		sb_release(&hint);
+		return GR_ENOTFOUND;
+	}
+	sb_release(&hint);
+	sb_adds(value, p->v[i].text);
+	if (origin)
+		*origin = p->v[i].origin;
+	return 0;
+}
+
+static void json_str(struct strbuf *out, const char *s)
+{
+	sb_adds(out, "\"");
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+		if (*c == '"' || *c == '\\')
+			sb_addf(out, "\\%c", *c);
+		else if (*c == '\n')
+			sb_adds(out, "\\n");
+		else if (*c == '\t')
+			sb_adds(out, "\\t");
+		else if (*c < 0x20 || *c == 0x7f)
+			sb_addf(out, "\\u%04x", *c);
+		else
+			sb_add(out, c, 1);
+	}
+	sb_adds(out, "\"");
+}
+
+static void json_value(struct strbuf *out, const struct gr_config_key *k, const char *text)
+{
+	if (k->type == GR_KEY_INT || k->type == GR_KEY_BOOL) {
+		sb_adds(out, text);
+	} else if (k->type == GR_KEY_LIST) {
+		struct strvec sv = STRVEC_INIT;
+		split_list(&sv, text);
+		sb_adds(out, "[");
+		for (size_t i = 0; i < sv.n; i++) {
+			if (i)
+				sb_adds(out, ", ");
+			json_str(out, sv.v[i]);
+		}
+		sb_adds(out, "]");
+		sv_clear(&sv);
+	} else {
+		json_str(out, text);
+	}
 }
 
 void config_dump(const struct gr_config *cfg, struct strbuf *out, int json)
 {
-	(void)json;
-	sb_addf(out, "remote.host = %s\n", cfg->remote.host ? cfg->remote.host : "");
+	const struct priv *p = cfg->origins;
+	const struct gr_config_key *k = config_keys(&(size_t){ 0 });
+	size_t kw = 0, vw = 0;
+
+	if (json) {
+		sb_adds(out, "{\n  \"file\": ");
+		if (cfg->file)
+			json_str(out, cfg->file);
+		else
+			sb_adds(out, "null");
+		sb_adds(out, ",\n  \"root\": ");
+		json_str(out, cfg->root);
+		sb_adds(out, ",\n  \"keys\": {\n");
+		for (size_t i = 0; i < p->n; i++) {
+			char *name = xasprintf("%s.%s", k[i].section, k[i].name);
+			sb_adds(out, "    ");
+			json_str(out, name);
+			sb_adds(out, ": {\"value\": ");
+			json_value(out, &k[i], p->v[i].text);
+			sb_adds(out, ", \"origin\": ");
+			json_str(out, p->v[i].origin);
+			sb_addf(out, "}%s\n", i + 1 < p->n ? "," : "");
+			free(name);
+		}
+		sb_adds(out, "  }\n}\n");
+		return;
+	}
+	for (size_t i = 0; i < p->n; i++) {
+		size_t n = strlen(k[i].section) + 1 + strlen(k[i].name), t = strlen(p->v[i].text);
+		kw = n > kw ? n : kw;
+		t = t ? t : 2;
+		vw = t > vw ? t : vw;
+	}
+	vw = vw > 40 ? 40 : vw;
+	sb_addf(out, "# %s\n", cfg->file ? cfg->file : "no gpurun.ini: defaults and environment");
+	for (size_t i = 0; i < p->n; i++) {
+		char *name = xasprintf("%s.%s", k[i].section, k[i].name);
+		const char *t = *p->v[i].text ? p->v[i].text : "\"\"";
+		sb_addf(out, "%-*s  %-*s  %s\n", (int)kw, name, (int)vw, t, p->v[i].origin);
+		free(name);
+	}
 }
 
 int config_write_template(const char *path, struct gr_err *err)
 {
-	return gr_errf(err, GR_EUNSUPP, "cannot write '%s' yet", path);
+	struct strbuf text = STRBUF_INIT;
+	struct stat st;
+	char *dir, *real = NULL, *tmp = NULL;
+	const char *slash = strrchr(path, '/'), *project;
+	int fd = -1, rc = 0;
+
+	if (lstat(path, &st) == 0) {
+		gr_errf(err, GR_EEXIST, "'%s' already exists", path);
+		gr_hintf(err, "edit it, or remove it to start over");
+		return GR_EEXIST;
+	}
+	dir = slash ? (slash == path ? xstrdup("/") : xstrndup(path, (size_t)(slash - path)))
+		    : xstrdup(".");
+	real = realpath(dir, NULL);
+	if (!real) {
+		rc = gr_errf(err, GR_EIO, "cannot write '%s': %s", path, strerror(errno));
+		goto out;
+	}
+	project = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
+	cfgk_template(&text, *project ? project : "project");
+
+	/* Write beside it, then link: link() refuses to replace a file that
+	 * appeared meanwhile, where rename() would overwrite it. */
+	tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot create '%s': %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (write_full(fd, text.buf, text.len) < 0 || fsync(fd) < 0 || close(fd) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot write '%s': %s", tmp, strerror(errno));
+		fd = -1;
+		unlink(tmp);
+		goto out;
+	}
+	fd = -1;
+	if (link(tmp, path) < 0) {
+		if (errno == EEXIST) {
+			rc = gr_errf(err, GR_EEXIST, "'%s' already exists", path);
+			gr_hintf(err, "edit it, or remove it to start over");
+		} else {
+			rc = gr_errf(err, GR_EIO, "cannot write '%s': %s", path, strerror(errno));
+		}
+	}
+	unlink(tmp);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(tmp);
+	free(real);
+	free(dir);
+	sb_release(&text);
+	return rc;
 }
 
 void config_free(struct gr_config *cfg)
 {
+	struct priv *p;
+
 	if (!cfg)
 		return;
+	p = cfg->origins;
+	if (p) {
+		for (size_t i = 0; i < p->n && p->v; i++) {
+			free(p->v[i].text);
+			free(p->v[i].origin);
+		}
+		free(p->v);
+		free(p->disp);
+		free(p);
+	}
 	free(cfg->file); free(cfg->root);
 	free(cfg->remote.host); free(cfg->remote.path); free(cfg->remote.identity);
 	free(cfg->remote.known_hosts); free(cfg->build.command); free(cfg->train.command);

@@ -34,6 +34,11 @@ struct gr_config_key {
 	const char *const *values; /* GR_KEY_ENUM: NULL-terminated */
 	long long min, max;     /* GR_KEY_INT */
 	const char *help;       /* one line, for the template and `gpurun config` */
+	const char *example;    /* written (commented out) by `gpurun init` when def is "" */
+	/* Extra validation after the type's own: NULL when value is fine, else
+	 * why not ("must not start with '-'"). May leave a normalised value in
+	 * norm (e.g. "0, 2" -> "0,2"); norm is empty otherwise. */
+	const char *(*check)(const char *value, struct strbuf *norm);
 };
 
 /* The whole schema, in template order; *n gets the count. */
@@ -75,30 +80,50 @@ struct gr_config {
 };
 
 /* Find and load the configuration. file: -c FILE (may be NULL: search
- * cwd and its parents for gpurun.ini, as git finds .git). A missing file is
- * GR_ENOTFOUND with a hint to run `gpurun init`, unless allow_missing, in
- * which case defaults (and environment) are loaded and cfg->file is NULL.
- * Errors name file:line and the key. On success *out is the caller's to
- * config_free(). */
+ * cwd and its parents for gpurun.ini, as git finds .git). No gpurun.ini
+ * found is GR_ECONFIG ("no gpurun.ini in '<cwd>' or any parent folder",
+ * hint: run 'gpurun init'), unless allow_missing, in which case defaults
+ * (and environment) are loaded and cfg->file is NULL. A -c FILE that does
+ * not exist is always an error.
+ *
+ * The file: "[section]" headers and "key = value" lines; comments are
+ * lines starting with '#' or ';' (a '#' or ';' after a value is part of
+ * the value: commands may contain them); values run to the end of the
+ * line, no quoting, no continuation lines (leading whitespace is
+ * ignored). A key may appear once, except list keys, whose lines add up
+ * ("exclude =" empties a list). Unknown sections and keys, bad values and
+ * malformed lines are GR_ECONFIG errors "FILE:LINE: ...".
+ *
+ * Then GPURUN_<SECTION>_<KEY> environment variables (empty ones are
+ * ignored; a list given there replaces the file's). On success *out is
+ * the caller's to config_free(). */
 int config_load(struct gr_config **out, const char *file, int allow_missing,
 		struct gr_err *err);
 
 /* Set "section.key" from the command line (origin e.g. "--host" or "-o");
- * validated like the file. */
+ * validated like the file. Replaces a file or environment value; a list
+ * set twice on the command line adds up, anything else: the last wins.
+ * Errors are GR_EUSAGE (a bad command line) and name the flag. */
 int config_set(struct gr_config *cfg, const char *key, const char *value,
 	       const char *origin, struct gr_err *err);
 
 /* The effective value of "section.key" as text, and where it came from
- * ("default", "gpurun.ini:12", "env GPURUN_REMOTE_HOST", "flag --host").
- * Returns GR_ENOTFOUND for an unknown key. */
+ * ("default", "gpurun.ini:12", "env GPURUN_REMOTE_HOST", "-o", "--host").
+ * A bare key name that is unique ("host") is accepted too. Lists come
+ * back space-separated, booleans as true/false, paths with ~ expanded.
+ * Returns GR_ENOTFOUND for an unknown key (with a hint when one is close). */
 int config_get(const struct gr_config *cfg, const char *key, struct strbuf *value,
 	       const char **origin, struct gr_err *err);
 
-/* Every key with value and origin: a table, or JSON when json is set. */
+/* Every key with value and origin: an aligned table, or JSON when json is
+ * set ({"file":..., "root":..., "keys": {"remote.host": {"value": ...,
+ * "origin": ...}, ...}}; lists as arrays, numbers and booleans typed). */
 void config_dump(const struct gr_config *cfg, struct strbuf *out, int json);
 
 /* Write the commented template (every key, its default, one line of help)
- * to path; refuses (GR_EEXIST) to overwrite an existing file. */
+ * to path, generated from config_keys(); remote.path's default names the
+ * folder path is in. Written to a temporary file and linked into place,
+ * so it never overwrites: an existing path is GR_EEXIST. */
 int config_write_template(const char *path, struct gr_err *err);
 
 void config_free(struct gr_config *cfg);

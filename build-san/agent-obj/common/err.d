@@ -1,2 +1,0 @@
-build-san/agent-obj/common/err.o: common/err.c common/err.h
-common/err.h:

@@ -1,1 +1,0 @@
-#define GR_AGENT_HASH "09d1b835049cc2bf"

@@ -1,5 +1,0 @@
-build/agent-obj/common/util.o: common/util.c common/util.h common/err.h \
- common/banned.h
-common/util.h:
-common/err.h:
-common/banned.h:

@@ -1,1 +1,0 @@
-#define GR_AGENT_HASH "ebb5c25825e4f3ef"

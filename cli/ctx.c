@@ -1,0 +1,60 @@
+/* What every command shares besides the tables: reporting an error the
+ * way git does, a usage error with the synopsis, opening the connection.
+ * In libgr (not main.c) so unit tests can link the command table. */
+#include <stdio.h>
+#include <string.h>
+
+#include "gpurun.h"
+
+void gr_report(const struct gr_ctx *ctx)
+{
+	const char *msg = ctx->err.msg[0] ? ctx->err.msg : gr_strcode(ctx->err.code);
+	const char *red = ctx->color ? "\033[1;31m" : "", *yellow = ctx->color ? "\033[33m" : "";
+	const char *reset = ctx->color ? "\033[m" : "";
+
+	fprintf(stderr, "%sgpurun:%s %s\n", red, reset, msg);
+	if (ctx->err.hint[0])
+		fprintf(stderr, "%shint:%s %s\n", yellow, reset, ctx->err.hint);
+}
+
+/* "unknown option '-v'" for an option that is global: say where it goes. */
+static int global_option_hint(struct gr_ctx *ctx)
+{
+	static const char pre[] = "unknown option '";
+	char word[64];
+	const char *p = ctx->err.msg, *end;
+
+	if (strncmp(p, pre, sizeof(pre) - 1))
+		return 0;
+	p += sizeof(pre) - 1;
+	if (!(end = strchr(p, '\'')) || (size_t)(end - p) >= sizeof(word))
+		return 0;
+	memcpy(word, p, (size_t)(end - p));
+	word[end - p] = 0;
+	if (!gr_opt_lookup(gr_global_opts, word))
+		return 0;
+	gr_hintf(&ctx->err, "'%s' is a global option: put it before the command (gpurun %s %s ...)",
+		 word, word, ctx->cmd->name);
+	return 1;
+}
+
+int gr_usage_error(struct gr_ctx *ctx)
+{
+	if (ctx->cmd && !ctx->err.hint[0] && !global_option_hint(ctx)) {
+		struct strbuf sb = STRBUF_INIT;
+		help_usage_line(ctx->cmd, &sb);
+		gr_hintf(&ctx->err, "%s (see 'gpurun %s --help')", sb.buf, ctx->cmd->name);
+		sb_release(&sb);
+	}
+	ctx->err.code = GR_EUSAGE;
+	return GR_EUSAGE;
+}
+
+int ctx_connect(struct gr_ctx *ctx)
+{
+	struct conn_opts o = { ctx->accept_new, ctx->verbose };
+
+	if (ctx->conn)
+		return 0;
+	return conn_open(&ctx->conn, ctx->cfg, &o, &ctx->err);
+}

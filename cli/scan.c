@@ -1,0 +1,271 @@
+/* The project walk: one openat/fdopendir per folder, fstatat with
+ * AT_SYMLINK_NOFOLLOW per kept entry (d_type decides the rest), each
+ * folder's ignore files loaded on the way down, ignored folders never
+ * entered (git cannot re-include a file below an excluded folder) except
+ * to reach files git tracks. Output is sorted by plain path bytes. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ignore_int.h"
+#include "scan.h"
+
+enum scan_mode {
+	SCAN_RULES,        /* the ignore rules decide */
+	SCAN_TRACKED_ONLY, /* inside an ignored folder: only what git tracks */
+	SCAN_RAW,          /* inside .git with include_git: everything */
+};
+
+struct scan_ctx {
+	struct ignore *ig;
+	const struct scan_opts *o;
+	struct scan_entry *v;
+	size_t n, alloc;
+	struct strbuf path;   /* the current path, relative to the root */
+	struct gr_err *err;
+};
+
+static int scan_is_git(const char *name)
+{
+	return !strcmp(name, ".git");
+}
+
+static int scan_add(struct scan_ctx *c, int dfd, const char *name, const struct stat *st)
+{
+	struct scan_entry *e;
+
+	if (c->n == c->alloc) {
+		c->alloc = c->alloc ? c->alloc * 2 : 1024;
+		c->v = xrealloc(c->v, c->alloc * sizeof(*c->v));
+	}
+	e = &c->v[c->n];
+	memset(e, 0, sizeof(*e));
+	e->type = S_ISDIR(st->st_mode) ? SCAN_DIR : S_ISLNK(st->st_mode) ? SCAN_SYMLINK : SCAN_FILE;
+	e->mode = st->st_mode & 0777;
+	e->size = e->type == SCAN_DIR ? 0 : (uint64_t)st->st_size;
+	e->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	e->ino = st->st_ino;
+	e->dev = st->st_dev;
+	if (e->type == SCAN_SYMLINK) {
+		size_t cap = st->st_size > 0 ? (size_t)st->st_size + 1 : 256;
+
+		for (;;) {
+			char *buf = xmalloc(cap);
+			ssize_t r = readlinkat(dfd, name, buf, cap);
+
+			if (r < 0) {
+				int e2 = errno;
+
+				free(buf);
+				return gr_errf(c->err, GR_EIO, "cannot read link '%s': %s",
+					       c->path.buf, strerror(e2));
+			}
+			if ((size_t)r < cap) {
+				buf[r] = '\0';
+				e->link = buf;
+				break;
+			}
+			free(buf);
+			cap *= 2;
+		}
+		e->size = strlen(e->link);
+	}
+	e->path = xstrndup(c->path.buf, c->path.len);
+	c->n++;
+	return 0;
+}
+
+static int scan_dir(struct scan_ctx *c, int dfd, enum scan_mode mode);
+
+/* Enter folder name (c->path already names it) and scan it. */
+static int scan_enter(struct scan_ctx *c, int dfd, const char *name, enum scan_mode mode)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0) {
+		int ret;
+
+		/* Gone or replaced since readdir: nothing to enter. */
+		if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
+			return 0;
+		ret = gr_errf(c->err, GR_EIO, "cannot open folder '%s': %s", c->path.buf,
+			      strerror(errno));
+		gr_hintf(c->err, "make it readable, or add '/%s/' to .gpurunignore", c->path.buf);
+		return ret;
+	}
+	return scan_dir(c, fd, mode);
+}
+
+/* One entry of the folder open as dfd; c->path names it. */
+static int scan_entry_one(struct scan_ctx *c, int dfd, const char *name, unsigned char dtype,
+			  enum scan_mode mode, int at_root)
+{
+	struct stat st;
+	int is_dir, have_st = 0, ret;
+	enum scan_mode child = mode;
+
+	if (dtype == DT_UNKNOWN) {
+		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			goto stat_failed;
+		have_st = 1;
+		is_dir = S_ISDIR(st.st_mode);
+	} else {
+		if (dtype != DT_DIR && dtype != DT_REG && dtype != DT_LNK)
+			return 0; /* FIFOs, sockets, devices: git skips them too */
+		is_dir = dtype == DT_DIR;
+	}
+again:
+	switch (mode) {
+	case SCAN_RAW:
+		break;
+	case SCAN_RULES:
+		if (scan_is_git(name) || (at_root && !strcmp(name, ".gpurun"))) {
+			if (!c->o->include_git || !scan_is_git(name))
+				return 0;
+			child = SCAN_RAW;
+			break;
+		}
+		if (ig_check_len(c->ig, c->path.buf, c->path.len, is_dir, NULL)) {
+			if (!is_dir || !ignore_tracked_under(c->ig, c->path.buf))
+				return 0;
+			child = SCAN_TRACKED_ONLY;
+		}
+		break;
+	case SCAN_TRACKED_ONLY:
+		if (is_dir ? !ignore_tracked_under(c->ig, c->path.buf)
+			   : !ignore_tracked(c->ig, c->path.buf))
+			return 0;
+		break;
+	}
+	if (!have_st) {
+		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			goto stat_failed;
+		have_st = 1;
+		if ((S_ISDIR(st.st_mode) ? 1 : 0) != is_dir) {
+			/* Replaced between readdir and now: decide again. */
+			is_dir = S_ISDIR(st.st_mode);
+			child = mode;
+			goto again;
+		}
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
+		return 0;
+	ret = scan_add(c, dfd, name, &st);
+	if (ret < 0 || !is_dir)
+		return ret;
+	return scan_enter(c, dfd, name, child);
+
+stat_failed:
+	if (errno == ENOENT)
+		return 0; /* deleted since readdir */
+	return gr_errf(c->err, GR_EIO, "cannot stat '%s': %s", c->path.buf, strerror(errno));
+}
+
+/* Takes ownership of dfd. c->path names the folder ("" for the root). */
+static int scan_dir(struct scan_ctx *c, int dfd, enum scan_mode mode)
+{
+	size_t plen = c->path.len;
+	struct dirent *de;
+	DIR *d;
+	int ret = 0;
+
+	if (mode == SCAN_RULES) {
+		ret = ig_load(c->ig, dfd, c->path.buf, c->path.len, c->err);
+		if (ret < 0) {
+			close(dfd);
+			return ret;
+		}
+	}
+	d = fdopendir(dfd);
+	if (!d) {
+		ret = gr_errf(c->err, GR_EIO, "cannot read folder '%s': %s",
+			      plen ? c->path.buf : ".", strerror(errno));
+		close(dfd);
+		return ret;
+	}
+	for (;;) {
+		const char *name;
+
+		errno = 0;
+		de = readdir(d);
+		if (!de) {
+			if (errno)
+				ret = gr_errf(c->err, GR_EIO, "cannot read folder '%s': %s",
+					      plen ? c->path.buf : ".", strerror(errno));
+			break;
+		}
+		name = de->d_name;
+		if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
+			continue;
+		c->path.len = plen;
+		if (plen)
+			sb_add(&c->path, "/", 1);
+		sb_adds(&c->path, name);
+		ret = scan_entry_one(c, dirfd(d), name, de->d_type, mode, plen == 0);
+		if (ret < 0)
+			break;
+	}
+	c->path.len = plen;
+	if (c->path.buf)
+		c->path.buf[plen] = '\0';
+	closedir(d);
+	return ret;
+}
+
+static int scan_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct scan_entry *)a)->path, ((const struct scan_entry *)b)->path);
+}
+
+int scan_tree(const char *root, const struct scan_opts *o, struct scan_entry **out,
+	      size_t *n, struct gr_err *err)
+{
+	static const struct scan_opts defaults;
+	struct scan_ctx c = { 0 };
+	int fd, ret;
+
+	*out = NULL;
+	*n = 0;
+	c.o = o ? o : &defaults;
+	c.err = err;
+	fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return gr_errf(err, errno == ENOENT ? GR_ENOTFOUND : GR_EIO,
+			       "cannot open folder '%s': %s", root, strerror(errno));
+	ret = ignore_new(&c.ig, root, c.o->extra, c.o->nextra, err);
+	if (ret < 0) {
+		close(fd);
+		goto out;
+	}
+	ignore_set_include_git(c.ig, c.o->include_git);
+	sb_add(&c.path, "", 0);
+	ret = scan_dir(&c, fd, SCAN_RULES);
+	if (ret < 0)
+		goto out;
+	if (c.n)
+		qsort(c.v, c.n, sizeof(*c.v), scan_cmp);
+	*out = c.v;
+	*n = c.n;
+	c.v = NULL;
+	c.n = 0;
+out:
+	scan_free(c.v, c.n);
+	ignore_free(c.ig);
+	sb_release(&c.path);
+	return ret;
+}
+
+void scan_free(struct scan_entry *e, size_t n)
+{
+	if (!e)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		free(e[i].path);
+		free(e[i].link);
+	}
+	free(e);
+}

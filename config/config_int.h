@@ -1,0 +1,37 @@
+/* Internal to config/: the schema helpers config_keys.c gives config.c
+ * (lookup, validation, typo hints, the template). Not a public API. */
+#ifndef GR_CONFIG_INT_H
+#define GR_CONFIG_INT_H
+
+#include "config.h"
+
+/* Where a value came from, lowest precedence first. */
+enum { LAYER_DEFAULT, LAYER_FILE, LAYER_ENV, LAYER_FLAG };
+
+/* Index of section/name or "section.key" in config_keys(), or -1. */
+int cfgk_find(const char *section, const char *name);
+int cfgk_find_dotted(const char *key);
+int cfgk_section_known(const char *section);
+
+/* A hint for an unknown key / section / dotted key ("did you mean
+ * 'host'?", "'gpus' belongs in [train]"); empty when nothing is close. */
+void cfgk_hint_key(const char *section, const char *name, struct strbuf *hint);
+void cfgk_hint_section(const char *section, struct strbuf *hint);
+void cfgk_hint_dotted(const char *key, struct strbuf *hint);
+
+/* Validate raw for key k and put its canonical text in out (lists joined
+ * by one space, booleans true/false, enums lowercase, ~ expanded in local
+ * paths). Returns 0, or -1 with the reason in why. */
+int cfgk_normalize(const struct gr_config_key *k, const char *raw, struct strbuf *out,
+		   struct strbuf *why);
+
+/* The default of k as text, with "<project>" replaced by project. */
+char *cfgk_default(const struct gr_config_key *k, const char *project);
+
+/* The whole commented template for a project folder named project. */
+void cfgk_template(struct strbuf *out, const char *project);
+
+/* The environment variable for key k: GPURUN_REMOTE_HOST. */
+void cfgk_env_name(const struct gr_config_key *k, struct strbuf *out);
+
+#endif

@@ -1,0 +1,539 @@
+/* The gpurun.ini schema: one table of every key (type, default, allowed
+ * values, range, help) that drives validation, `gpurun config`, the
+ * template `gpurun init` writes, help and completions, so they cannot
+ * disagree. Loading and precedence live in config.c. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config_int.h"
+
+static const char *check_host(const char *v, struct strbuf *norm);
+static const char *check_gpus(const char *v, struct strbuf *norm);
+static const char *check_pull(const char *v, struct strbuf *norm);
+static const char *check_text(const char *v, struct strbuf *norm);
+
+static const char *const transport_values[] = { "libssh2", "openssh", "local", NULL };
+
+#define TRAIN_DEFAULT "kernels/train --synthetic 20000 --steps 400 --out \"$GPURUN_JOB_DIR\""
+
+static const struct gr_config_key keys[] = {
+	{ .section = "remote", .name = "host", .type = GR_KEY_STRING, .def = "",
+	  .help = "ssh alias or [user@]host[:port] of the GPU machine ('local': this machine)",
+	  .example = "gpu-box", .check = check_host },
+	{ .section = "remote", .name = "path", .type = GR_KEY_RPATH, .def = "~/gpurun/<project>",
+	  .help = "project folder on the host; ~ is the remote home" },
+	{ .section = "remote", .name = "transport", .type = GR_KEY_ENUM, .def = "libssh2",
+	  .values = transport_values,
+	  .help = "how to reach the host: libssh2 (built in), openssh (the ssh command) or local" },
+	{ .section = "remote", .name = "identity", .type = GR_KEY_PATH, .def = "",
+	  .help = "private key to try besides ssh-agent and ssh_config's IdentityFile",
+	  .example = "~/.ssh/id_ed25519" },
+	{ .section = "remote", .name = "known_hosts", .type = GR_KEY_PATH, .def = "",
+	  .help = "known_hosts file for host keys; empty: ssh_config's UserKnownHostsFile",
+	  .example = "~/.ssh/known_hosts" },
+	{ .section = "remote", .name = "connect_timeout", .type = GR_KEY_INT, .def = "0",
+	  .min = 0, .max = 3600,
+	  .help = "seconds to wait for the connection; 0: ssh_config's ConnectTimeout" },
+
+	{ .section = "sync", .name = "exclude", .type = GR_KEY_LIST, .def = "runs/",
+	  .help = "patterns not to send (gitignore syntax), on top of .gitignore and .gpurunignore" },
+	{ .section = "sync", .name = "warn_size", .type = GR_KEY_SIZE, .def = "1G",
+	  .help = "ask before one sync sends more than this" },
+	{ .section = "sync", .name = "delta_min", .type = GR_KEY_SIZE, .def = "1M",
+	  .help = "changed files at least this big travel as deltas" },
+	{ .section = "sync", .name = "include_git", .type = GR_KEY_BOOL, .def = "false",
+	  .help = "send the .git folder too" },
+
+	{ .section = "build", .name = "command", .type = GR_KEY_STRING, .def = "make -C kernels",
+	  .help = "run with sh -c in the remote project folder before each job; empty: none",
+	  .check = check_text },
+
+	{ .section = "train", .name = "command", .type = GR_KEY_STRING, .def = TRAIN_DEFAULT,
+	  .help = "the job, run with sh -c; GPURUN_JOB_DIR and GPURUN_JOB_ID are set",
+	  .check = check_text },
+	{ .section = "train", .name = "gpus", .type = GR_KEY_STRING, .def = "all",
+	  .help = "GPUs for the job: all, a count (2), or device indices (0,2)",
+	  .check = check_gpus },
+	{ .section = "train", .name = "stop_grace", .type = GR_KEY_INT, .def = "10",
+	  .min = 0, .max = 3600,
+	  .help = "seconds between SIGTERM and SIGKILL when a job is stopped" },
+
+	{ .section = "artifacts", .name = "pull", .type = GR_KEY_LIST, .def = "*.bin metrics.csv",
+	  .help = "files to fetch back, as globs relative to the job folder",
+	  .check = check_pull },
+	{ .section = "artifacts", .name = "interval", .type = GR_KEY_INT, .def = "60",
+	  .min = 0, .max = 86400,
+	  .help = "seconds between pulls while a job runs; 0: only when it ends" },
+
+	{ .section = "hooks", .name = "pre_push", .type = GR_KEY_STRING, .def = "",
+	  .help = "smoke test the git pre-push hook runs on the host; empty: none",
+	  .example = "make -C kernels test", .check = check_text },
+};
+
+const struct gr_config_key *config_keys(size_t *n)
+{
+	*n = GR_ARRAY_SIZE(keys);
+	return keys;
+}
+
+int cfgk_find(const char *section, const char *name)
+{
+	for (size_t i = 0; i < GR_ARRAY_SIZE(keys); i++)
+		if (!strcmp(keys[i].section, section) && !strcmp(keys[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+int cfgk_find_dotted(const char *key)
+{
+	const char *dot = strchr(key, '.');
+	char *section;
+	int i;
+
+	if (!dot)
+		return -1;
+	section = xstrndup(key, (size_t)(dot - key));
+	i = cfgk_find(section, dot + 1);
+	free(section);
+	return i;
+}
+
+int cfgk_section_known(const char *section)
+{
+	for (size_t i = 0; i < GR_ARRAY_SIZE(keys); i++)
+		if (!strcmp(keys[i].section, section))
+			return 1;
+	return 0;
+}
+
+/* Optimal string alignment distance (edits, with swaps of neighbours),
+ * case-insensitive: how far a typo is from a real name. */
+static size_t distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), *d, r;
+
+	if (la > 64 || lb > 64)
+		return 99;
+	d = xcalloc((la + 1) * (lb + 1), sizeof(*d));
+#define D(i, j) d[(i) * (lb + 1) + (j)]
+	for (size_t i = 0; i <= la; i++)
+		D(i, 0) = i;
+	for (size_t j = 0; j <= lb; j++)
+		D(0, j) = j;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t j = 1; j <= lb; j++) {
+			size_t cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+			size_t v = D(i - 1, j) + 1;
+			if (D(i, j - 1) + 1 < v)
+				v = D(i, j - 1) + 1;
+			if (D(i - 1, j - 1) + cost < v)
+				v = D(i - 1, j - 1) + cost;
+			if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 2]) &&
+			    tolower((unsigned char)a[i - 2]) == tolower((unsigned char)b[j - 1]) &&
+			    D(i - 2, j - 2) + 1 < v)
+				v = D(i - 2, j - 2) + 1;
+			D(i, j) = v;
+		}
+	r = D(la, lb);
+#undef D
+	free(d);
+	return r;
+}
+
+/* Close enough to be a typo: at most 2 edits, and fewer than half the name. */
+static int is_typo(const char *typed, const char *real)
+{
+	size_t dist = distance(typed, real), n = strlen(real);
+
+	return dist <= 2 && dist * 2 < n + (n < 4);
+}
+
+void cfgk_hint_key(const char *section, const char *name, struct strbuf *hint)
+{
+	const char *best = NULL, *elsewhere = NULL;
+	size_t best_d = 99;
+
+	for (size_t i = 0; i < GR_ARRAY_SIZE(keys); i++) {
+		if (strcmp(keys[i].section, section)) {
+			if (!strcmp(keys[i].name, name) && !elsewhere)
+				elsewhere = keys[i].section;
+			continue;
+		}
+		size_t dd = distance(name, keys[i].name);
+		if (is_typo(name, keys[i].name) && dd < best_d) {
+			best = keys[i].name;
+			best_d = dd;
+		}
+	}
+	if (best) {
+		sb_addf(hint, "did you mean '%s'?", best);
+		return;
+	}
+	if (elsewhere) {
+		sb_addf(hint, "'%s' belongs in [%s]", name, elsewhere);
+		return;
+	}
+	if (cfgk_section_known(section)) {
+		sb_addf(hint, "keys in [%s]:", section);
+		for (size_t i = 0; i < GR_ARRAY_SIZE(keys); i++)
+			if (!strcmp(keys[i].section, section))
+				sb_addf(hint, " %s", keys[i].name);
+	}
+}
+
+void cfgk_hint_section(const char *section, struct strbuf *hint)
+{
+	const char *prev = "";
+
+	for (size_t i = 0; i < GR_ARRAY_SIZE(keys); i++)
+		if (is_typo(section, keys[i].section)) {
+			sb_addf(hint, "did you mean [%s]?", keys[i].section);
+			return;
+		}
+	sb_adds(hint, "sections:");
+	for (size_t i = 0; i < GR_ARRAY_SIZE(keys); i++)
+		if (strcmp(prev, keys[i].section)) {
+			sb_addf(hint, " [%s]", keys[i].section);
+			prev = keys[i].section;
+		}
+}
+
+void cfgk_hint_dotted(const char *key, struct strbuf *hint)
+{
+	const char *best = NULL, *best_s = NULL;
+	size_t best_d = 99;
+
+	for (size_t i = 0; i < GR_ARRAY_SIZE(keys); i++) {
+		char *full = xasprintf("%s.%s", keys[i].section, keys[i].name);
+		size_t dd = distance(key, full);
+		if (dd <= 2 && dd < best_d) {
+			best_s = keys[i].section;
+			best = keys[i].name;
+			best_d = dd;
+		}
+		free(full);
+	}
+	if (best)
+		sb_addf(hint, "did you mean '%s.%s'?", best_s, best);
+	else
+		sb_adds(hint, "keys are written section.key, e.g. remote.host; 'gpurun config' lists them");
+}
+
+void cfgk_env_name(const struct gr_config_key *k, struct strbuf *out)
+{
+	sb_adds(out, "GPURUN_");
+	for (const char *p = k->section; *p; p++)
+		sb_addf(out, "%c", toupper((unsigned char)*p));
+	sb_adds(out, "_");
+	for (const char *p = k->name; *p; p++)
+		sb_addf(out, "%c", toupper((unsigned char)*p));
+}
+
+char *cfgk_default(const struct gr_config_key *k, const char *project)
+{
+	const char *at = strstr(k->def, "<project>");
+
+	if (!at)
+		return xstrdup(k->def);
+	return xasprintf("%.*s%s%s", (int)(at - k->def), k->def, project, at + strlen("<project>"));
+}
+
+/* ---- validation -------------------------------------------------------- */
+
+static const char *control_chars(const char *v)
+{
+	for (const char *p = v; *p; p++)
+		if (iscntrl((unsigned char)*p) && *p != '\t')
+			return "contains a control character";
+	return NULL;
+}
+
+static const char *check_text(const char *v, struct strbuf *norm)
+{
+	(void)norm;
+	return control_chars(v);
+}
+
+static const char *check_port(const char *p)
+{
+	long long port;
+
+	if (parse_ll(p, 1, 65535, &port) < 0)
+		return "the port must be a number from 1 to 65535";
+	return NULL;
+}
+
+static const char *check_host(const char *v, struct strbuf *norm)
+{
+	const char *at, *h;
+
+	(void)norm;
+	if (!*v)
+		return NULL;
+	if (v[0] == '-')
+		return "must not start with '-'";
+	for (const char *p = v; *p; p++) {
+		if (isspace((unsigned char)*p) || iscntrl((unsigned char)*p))
+			return "must not contain whitespace (comments go on their own line)";
+		if (*p == '"' || *p == '\'')
+			return "must not contain quotes (values are taken literally)";
+	}
+	if (!strncmp(v, "ssh://", 6))
+		return NULL;
+	at = strrchr(v, '@');
+	if (at == v)
+		return "the user name before '@' is empty";
+	h = at ? at + 1 : v;
+	if (!*h)
+		return "the host name after '@' is missing";
+	if (h[0] == '[') {
+		const char *close = strchr(h, ']');
+		if (!close)
+			return "missing ']' after an IPv6 address";
+		if (close[1] == ':')
+			return check_port(close + 2);
+		return close[1] ? "unexpected text after ']'" : NULL;
+	}
+	const char *colon = strchr(h, ':');
+	if (colon && !strchr(colon + 1, ':')) {
+		if (colon == h)
+			return "the host name before ':' is missing";
+		return check_port(colon + 1);
+	}
+	return NULL;
+}
+
+static const char *check_gpus(const char *v, struct strbuf *norm)
+{
+	long long n;
+	unsigned char seen[1024] = { 0 };
+	int count = 0;
+	char *dup, *save = NULL, *tok;
+
+	if (!strcmp(v, "all"))
+		return NULL;
+	if (!strchr(v, ',')) {
+		if (parse_ll(v, 0, 1024, &n) < 0)
+			return "expected all, a count of GPUs (2) or device indices (0,2)";
+		return n < 1 ? "a count of GPUs must be at least 1" : NULL;
+	}
+	dup = xstrdup(v);
+	for (char *s = dup; (tok = strtok_r(s, ",", &save)); s = NULL) {
+		while (isspace((unsigned char)*tok))
+			tok++;
+		for (char *e = tok + strlen(tok); e > tok && isspace((unsigned char)e[-1]); )
+			*--e = '\0';
+		if (parse_ll(tok, 0, 1023, &n) < 0) {
+			free(dup);
+			return "device indices must be numbers from 0 to 1023, like 0,2";
+		}
+		if (seen[n]++) {
+			free(dup);
+			return "a device index is listed twice";
+		}
+		sb_addf(norm, "%s%lld", count++ ? "," : "", n);
+	}
+	free(dup);
+	if (v[strlen(v) - 1] == ',' || v[0] == ',' || strstr(v, ",,"))
+		return "empty device index in the list";
+	return NULL;
+}
+
+static const char *check_pull(const char *v, struct strbuf *norm)
+{
+	char *dup = xstrdup(v), *save = NULL, *w;
+	const char *why = NULL;
+
+	(void)norm;
+	for (char *s = dup; !why && (w = strtok_r(s, " ", &save)); s = NULL) {
+		if (w[0] == '/')
+			why = "globs must be relative to the job folder, not absolute";
+		for (const char *c = w; !why && c; c = strchr(c, '/') ? strchr(c, '/') + 1 : NULL)
+			if (!strncmp(c, "..", 2) && (c[2] == '/' || c[2] == '\0'))
+				why = "globs must stay inside the job folder (no '..')";
+	}
+	free(dup);
+	return why;
+}
+
+static int is_size(const char *v)
+{
+	const char *p = v;
+
+	if (!isdigit((unsigned char)*p))
+		return 0;
+	while (isdigit((unsigned char)*p))
+		p++;
+	if (*p == '.') {
+		p++;
+		if (!isdigit((unsigned char)*p))
+			return 0;
+		while (isdigit((unsigned char)*p))
+			p++;
+	}
+	if (*p == ' ')
+		p++;
+	if (*p && strchr("kKmMgGtT", *p)) {
+		p++;
+		if (!strcmp(p, "iB") || !strcmp(p, "B") || !strcmp(p, "b"))
+			return 1;
+	} else if (!strcmp(p, "B") || !strcmp(p, "b")) {
+		return 1;
+	}
+	return *p == '\0';
+}
+
+static const char *const bool_true[] = { "true", "yes", "on", "1", NULL };
+static const char *const bool_false[] = { "false", "no", "off", "0", NULL };
+
+static int in_list(const char *v, const char *const *list)
+{
+	for (; *list; list++)
+		if (!strcasecmp(v, *list))
+			return 1;
+	return 0;
+}
+
+int cfgk_normalize(const struct gr_config_key *k, const char *raw, struct strbuf *out,
+		   struct strbuf *why)
+{
+	struct strbuf norm = STRBUF_INIT;
+	const char *bad = control_chars(raw);
+	long long n;
+	uint64_t size;
+	int rc = -1;
+
+	sb_reset(out);
+	if (bad) {
+		sb_adds(why, bad);
+		return -1;
+	}
+	switch (k->type) {
+	case GR_KEY_STRING:
+		sb_adds(out, raw);
+		break;
+	case GR_KEY_PATH:
+		if (raw[0] == '~' && raw[1] && raw[1] != '/') {
+			sb_adds(why, "only '~' and '~/' are expanded; write the path out");
+			return -1;
+		}
+		if (*raw) {
+			char *e = expand_home(raw);
+			sb_adds(out, e);
+			free(e);
+		}
+		break;
+	case GR_KEY_RPATH:
+		if (!*raw) {
+			sb_adds(why, "must not be empty");
+			return -1;
+		}
+		sb_adds(out, raw);
+		break;
+	case GR_KEY_ENUM:
+		for (const char *const *v = k->values; *v; v++)
+			if (!strcasecmp(raw, *v)) {
+				sb_adds(out, *v);
+				goto checked;
+			}
+		sb_adds(why, "expected ");
+		for (const char *const *v = k->values; *v; v++)
+			sb_addf(why, "%s%s", *v, v[1] ? (v[2] ? ", " : " or ") : "");
+		return -1;
+	case GR_KEY_BOOL:
+		if (in_list(raw, bool_true))
+			sb_adds(out, "true");
+		else if (in_list(raw, bool_false))
+			sb_adds(out, "false");
+		else {
+			sb_adds(why, "expected true or false (also yes/no, on/off, 1/0)");
+			return -1;
+		}
+		break;
+	case GR_KEY_INT:
+		if (parse_ll(raw, -(1LL << 62), 1LL << 62, &n) < 0) {
+			sb_adds(why, "not a whole number");
+			return -1;
+		}
+		if (n < k->min || n > k->max) {
+			sb_addf(why, "out of range: must be between %lld and %lld", k->min, k->max);
+			return -1;
+		}
+		sb_addf(out, "%lld", n);
+		break;
+	case GR_KEY_SIZE:
+		if (!is_size(raw) || parse_size(raw, &size) < 0) {
+			sb_adds(why, "not a size (like 512, 10k, 1.5M or 2G)");
+			return -1;
+		}
+		sb_adds(out, raw);
+		break;
+	case GR_KEY_LIST:
+		for (const char *p = raw; *p; ) {
+			size_t len;
+			p += strspn(p, " \t,");
+			len = strcspn(p, " \t,");
+			if (len)
+				sb_addf(out, "%s%.*s", out->len ? " " : "", (int)len, p);
+			p += len;
+		}
+		break;
+	}
+checked:
+	if (k->check && (bad = k->check(out->buf ? out->buf : "", &norm))) {
+		sb_adds(why, bad);
+		goto done;
+	}
+	if (norm.len) {
+		sb_reset(out);
+		sb_adds(out, norm.buf);
+	}
+	rc = 0;
+done:
+	sb_release(&norm);
+	if (!out->buf)
+		sb_add(out, "", 0);
+	return rc;
+}
+
+/* ---- the template ---------------------------------------------------- */
+
+void cfgk_template(struct strbuf *out, const char *project)
+{
+	const char *section = "";
+
+	sb_adds(out,
+		"# gpurun.ini: how gpurun syncs, builds and runs this project on a GPU host.\n"
+		"# Written by 'gpurun init' with every key and its default; a key shown\n"
+		"# commented out has no default. 'gpurun config' shows the values in effect\n"
+		"# and where each came from.\n"
+		"#\n"
+		"# Comments are lines starting with '#' or ';'. A value runs to the end of its\n"
+		"# line as written (no quotes, no inline comments). '~' in a local path is your\n"
+		"# home folder. Precedence: defaults < this file < GPURUN_<SECTION>_<KEY>\n"
+		"# environment variables < the command line (-o section.key=value, --host).\n");
+	for (size_t i = 0; i < GR_ARRAY_SIZE(keys); i++) {
+		const struct gr_config_key *k = &keys[i];
+		char *def = cfgk_default(k, project);
+
+		if (strcmp(section, k->section)) {
+			section = k->section;
+			sb_addf(out, "\n[%s]\n", section);
+		}
+		sb_addf(out, "# %s", k->help);
+		if (k->type == GR_KEY_INT)
+			sb_addf(out, " (%lld-%lld)", k->min, k->max);
+		if (k->type == GR_KEY_LIST)
+			sb_adds(out, " (a list; repeat the key to add)");
+		sb_adds(out, "\n");
+		if (*def)
+			sb_addf(out, "%s = %s\n", k->name, def);
+		else if (k->example)
+			sb_addf(out, "#%s = %s\n", k->name, k->example);
+		else
+			sb_addf(out, "%s =\n", k->name);
+		free(def);
+	}
+}

@@ -1,0 +1,636 @@
+/* gpurun.ini: every key type, precedence (default < file < environment <
+ * flags) with origins, the parent-folder search, -c, every error path
+ * with file:line, inih's edges (long lines, inline ';', indentation,
+ * CRLF, BOM) and the template `gpurun init` writes loading back. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "t.h"
+
+static char T[256];
+static char start_cwd[4096];
+
+static void write_text(const char *path, const char *text, size_t n)
+{
+	struct gr_err err = { 0 };
+	if (write_file_atomic(path, text, n, 0644, &err) < 0)
+		fprintf(stderr, "  %s\n", err.msg);
+}
+
+static void ini(const char *dir, const char *text)
+{
+	char *path = xasprintf("%s/%s/gpurun.ini", T, dir);
+	char *d = xasprintf("%s/%s", T, dir);
+
+	mkdir_p(d, 0755, NULL);
+	write_text(path, text, strlen(text));
+	free(path);
+	free(d);
+}
+
+static void cd(const char *dir)
+{
+	char *d = xasprintf("%s/%s", T, dir);
+	mkdir_p(d, 0755, NULL);
+	if (chdir(d) < 0)
+		fprintf(stderr, "  cannot cd %s: %s\n", d, strerror(errno));
+	free(d);
+}
+
+static void clear_env(void)
+{
+	size_t n;
+	const struct gr_config_key *k = config_keys(&n);
+
+	for (size_t i = 0; i < n; i++) {
+		char name[128];
+		snprintf(name, sizeof(name), "GPURUN_%s_%s", k[i].section, k[i].name);
+		for (char *p = name; *p; p++)
+			if (*p >= 'a' && *p <= 'z')
+				*p = (char)(*p - 'a' + 'A');
+		unsetenv(name);
+	}
+}
+
+/* config_get as a string, with the origin in *origin (static buffers). */
+static const char *get(const struct gr_config *c, const char *key, const char **origin)
+{
+	static char buf[4][1024];
+	static int slot;
+	struct strbuf sb = STRBUF_INIT;
+	struct gr_err err = { 0 };
+	const char *o = NULL;
+	char *b = buf[slot++ % 4];
+
+	if (config_get(c, key, &sb, &o, &err) < 0) {
+		fprintf(stderr, "  config_get %s: %s\n", key, err.msg);
+		sb_release(&sb);
+		return NULL;
+	}
+	snprintf(b, sizeof(buf[0]), "%s", sb.buf);
+	sb_release(&sb);
+	if (origin)
+		*origin = o;
+	return b;
+}
+
+static void test_every_type(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+	char *home = xasprintf("%s/home", T);
+
+	setenv("HOME", home, 1);
+	ini("types",
+	    "# every key, none at its default\n"
+	    "[remote]\n"
+	    "host = alice@gpu-box:2222\n"
+	    "path = ~/work/proj\n"
+	    "transport = OpenSSH\n"
+	    "identity = ~/.ssh/id_gpu\n"
+	    "known_hosts = /etc/kh\n"
+	    "connect_timeout = 15\n"
+	    "[sync]\n"
+	    "exclude = data/, *.tmp\n"
+	    "exclude = big/\n"
+	    "warn_size = 1.5M\n"
+	    "delta_min = 10k\n"
+	    "include_git = yes\n"
+	    "[build]\n"
+	    "command = make -j4 ; echo done # not a comment\n"
+	    "[train]\n"
+	    "command = python train.py --out \"$GPURUN_JOB_DIR\"\n"
+	    "gpus = 0, 2\n"
+	    "stop_grace = 3\n"
+	    "[artifacts]\n"
+	    "pull = ckpt.bin logs/*.txt\n"
+	    "interval = 0\n"
+	    "[hooks]\n"
+	    "pre_push = make test\n");
+	cd("types");
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (!c) {
+		fprintf(stderr, "  %s\n", err.msg);
+		free(home);
+		return;
+	}
+	CHECK_STR(c->remote.host, "alice@gpu-box:2222");
+	CHECK_STR(c->remote.path, "~/work/proj");     /* remote ~ kept for the agent */
+	CHECK_EQ_INT(c->remote.transport, GR_TRANSPORT_OPENSSH);
+	char *id = xasprintf("%s/.ssh/id_gpu", home);
+	CHECK_STR(c->remote.identity, id);            /* local ~ is $HOME */
+	free(id);
+	CHECK_STR(c->remote.known_hosts, "/etc/kh");
+	CHECK_EQ_INT(c->remote.connect_timeout, 15);
+	CHECK_EQ_INT(c->sync.exclude.n, 3);
+	if (c->sync.exclude.n == 3) {
+		CHECK_STR(c->sync.exclude.v[0], "data/");
+		CHECK_STR(c->sync.exclude.v[1], "*.tmp");
+		CHECK_STR(c->sync.exclude.v[2], "big/");
+	}
+	CHECK_EQ_INT(c->sync.warn_size, 1572864);
+	CHECK_EQ_INT(c->sync.delta_min, 10240);
+	CHECK_EQ_INT(c->sync.include_git, 1);
+	CHECK_STR(c->build.command, "make -j4 ; echo done # not a comment");
+	CHECK_STR(c->train.command, "python train.py --out \"$GPURUN_JOB_DIR\"");
+	CHECK_STR(c->train.gpus, "0,2");
+	CHECK_EQ_INT(c->train.stop_grace, 3);
+	CHECK_EQ_INT(c->artifacts.pull.n, 2);
+	CHECK_EQ_INT(c->artifacts.interval, 0);
+	CHECK_STR(c->hooks.pre_push, "make test");
+	const char *o;
+	CHECK_STR(get(c, "remote.transport", &o), "openssh");
+	CHECK_STR(o, "gpurun.ini:5");
+	CHECK_STR(get(c, "sync.exclude", &o), "data/ *.tmp big/");
+	CHECK_STR(o, "gpurun.ini:10,11");
+	CHECK_STR(get(c, "sync.include_git", NULL), "true");
+	char *root = xasprintf("%s/types", T);
+	CHECK_STR(c->root, root);
+	free(root);
+	config_free(c);
+	free(home);
+}
+
+static void test_defaults(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+	const char *o;
+	size_t n;
+	const struct gr_config_key *k = config_keys(&n);
+
+	cd("nothing/myproj");
+	CHECK(config_load(&c, NULL, 1, &err) == 0);
+	if (!c)
+		return;
+	CHECK(c->file == NULL);
+	CHECK(c->remote.host == NULL);
+	CHECK_STR(c->remote.path, "~/gpurun/myproj");
+	CHECK_EQ_INT(c->remote.transport, GR_TRANSPORT_LIBSSH2);
+	CHECK_STR(c->remote.identity, "");
+	CHECK_STR(c->remote.known_hosts, "");
+	CHECK_EQ_INT(c->remote.connect_timeout, 0);
+	CHECK_EQ_INT(c->sync.exclude.n, 1);
+	CHECK_STR(c->sync.exclude.v[0], "runs/");
+	CHECK_EQ_INT(c->sync.warn_size, 1ULL << 30);
+	CHECK_EQ_INT(c->sync.delta_min, 1ULL << 20);
+	CHECK_EQ_INT(c->sync.include_git, 0);
+	CHECK_STR(c->build.command, "make -C kernels");
+	CHECK_STR(c->train.command,
+		  "kernels/train --synthetic 20000 --steps 400 --out \"$GPURUN_JOB_DIR\"");
+	CHECK_STR(c->train.gpus, "all");
+	CHECK_EQ_INT(c->train.stop_grace, 10);
+	CHECK_EQ_INT(c->artifacts.pull.n, 2);
+	CHECK_STR(c->artifacts.pull.v[0], "*.bin");
+	CHECK_STR(c->artifacts.pull.v[1], "metrics.csv");
+	CHECK_EQ_INT(c->artifacts.interval, 60);
+	CHECK_STR(c->hooks.pre_push, "");
+	for (size_t i = 0; i < n; i++) {
+		char key[128];
+		snprintf(key, sizeof(key), "%s.%s", k[i].section, k[i].name);
+		CHECK(get(c, key, &o) != NULL);
+		CHECK_STR(o, "default");
+		CHECK(k[i].help && *k[i].help);
+	}
+	config_free(c);
+}
+
+static void test_precedence(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+	const char *o;
+
+	ini("prec", "[remote]\nhost = from-file\n[sync]\nexclude = f1\n[train]\ngpus = 2\n");
+	cd("prec");
+	setenv("GPURUN_REMOTE_HOST", "from-env", 1);
+	setenv("GPURUN_SYNC_EXCLUDE", "e1 e2", 1);
+	setenv("GPURUN_TRAIN_GPUS", "", 1);   /* empty: ignored */
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	clear_env();
+	if (!c)
+		return;
+	CHECK_STR(get(c, "remote.host", &o), "from-env");
+	CHECK_STR(o, "env GPURUN_REMOTE_HOST");
+	CHECK_STR(get(c, "sync.exclude", &o), "e1 e2");   /* the environment replaces a list */
+	CHECK_STR(o, "env GPURUN_SYNC_EXCLUDE");
+	CHECK_STR(get(c, "train.gpus", &o), "2");
+	CHECK_STR(o, "gpurun.ini:6");
+	CHECK_STR(get(c, "remote.transport", &o), "libssh2");
+	CHECK_STR(o, "default");
+
+	CHECK(config_set(c, "remote.host", "from-host-flag", "--host", &err) == 0);
+	CHECK_STR(get(c, "remote.host", &o), "from-host-flag");
+	CHECK_STR(o, "--host");
+	CHECK_STR(c->remote.host, "from-host-flag");
+	CHECK(config_set(c, "remote.host", "from-o", "-o", &err) == 0);
+	CHECK_STR(get(c, "remote.host", &o), "from-o");
+	CHECK_STR(o, "-o");
+	CHECK(config_set(c, "sync.exclude", "o1", "-o", &err) == 0);
+	CHECK(config_set(c, "sync.exclude", "o2", "-o", &err) == 0);
+	CHECK_STR(get(c, "sync.exclude", NULL), "o1 o2");  /* -o lists add up */
+	CHECK_EQ_INT(c->sync.exclude.n, 2);
+	CHECK(config_set(c, "train.stop_grace", "7", "-o", &err) == 0);
+	CHECK_EQ_INT(c->train.stop_grace, 7);
+	CHECK(config_set(c, "remote.transport", "local", "-o", &err) == 0);
+	CHECK_EQ_INT(c->remote.transport, GR_TRANSPORT_LOCAL);
+	/* a bare key name works when it is unique; "command" is not */
+	CHECK_STR(get(c, "stop_grace", NULL), "7");
+	struct strbuf sb = STRBUF_INIT;
+	CHECK_EQ_INT(config_get(c, "command", &sb, &o, &err), GR_ENOTFOUND);
+	CHECK(strstr(err.hint, "build.command or train.command") != NULL);
+	CHECK_EQ_INT(config_get(c, "remote.hots", &sb, &o, &err), GR_ENOTFOUND);
+	CHECK_STR(err.msg, "unknown key 'remote.hots'");
+	CHECK_STR(err.hint, "did you mean 'remote.host'?");
+	sb_release(&sb);
+	config_free(c);
+}
+
+static void test_parent_search(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+	const char *o;
+	char *root = xasprintf("%s/search", T), *file = xasprintf("%s/search/gpurun.ini", T);
+
+	ini("search", "[remote]\nhost = up-there\n");
+	cd("search/a/b");
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (c) {
+		CHECK_STR(c->remote.host, "up-there");
+		CHECK_STR(c->root, root);
+		CHECK_STR(c->file, file);
+		CHECK_STR(c->remote.path, "~/gpurun/search");
+		get(c, "remote.host", &o);
+		CHECK_STR(o, "../../gpurun.ini:2");
+		config_free(c);
+	}
+	/* the nearest one wins */
+	ini("search/a", "[remote]\nhost = nearer\n");
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (c) {
+		CHECK_STR(c->remote.host, "nearer");
+		config_free(c);
+	}
+	free(root);
+	free(file);
+}
+
+static void test_dash_c(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+	const char *o;
+	char *root = xasprintf("%s/other", T);
+
+	ini("other", "[remote]\nhost = via-c\n");
+	cd("elsewhere");
+	CHECK(config_load(&c, "../other/gpurun.ini", 0, &err) == 0);
+	if (c) {
+		CHECK_STR(c->remote.host, "via-c");
+		CHECK_STR(c->root, root);
+		get(c, "remote.host", &o);
+		CHECK_STR(o, "../other/gpurun.ini:2");
+		config_free(c);
+	}
+	/* a named file must exist, even for commands that can do without */
+	CHECK_EQ_INT(config_load(&c, "nope.ini", 1, &err), GR_ECONFIG);
+	CHECK(strstr(err.msg, "cannot open 'nope.ini'") != NULL);
+	free(root);
+}
+
+static void test_missing(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+	char *want;
+
+	cd("empty/deeper");
+	for (char dir[4096], *slash; getcwd(dir, sizeof(dir)); ) {
+		/* a stray gpurun.ini above the scratch folder would be found */
+		for (;;) {
+			char *p = xasprintf("%s/gpurun.ini", dir);
+			int there = access(p, F_OK) == 0;
+			free(p);
+			if (there)
+				SKIP("a gpurun.ini exists above the scratch folder");
+			if (!(slash = strrchr(dir, '/')) || slash == dir)
+				break;
+			*slash = '\0';
+		}
+		break;
+	}
+	CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
+	CHECK(c == NULL);
+	CHECK(getcwd(start_cwd, sizeof(start_cwd)) != NULL);
+	want = xasprintf("no gpurun.ini in '%s' or any parent folder", start_cwd);
+	CHECK_STR(err.msg, want);
+	CHECK_STR(err.hint, "run 'gpurun init' to create one");
+	free(want);
+}
+
+/* Each bad file: the error names file:line, says what, and hints. */
+static void test_errors(void)
+{
+	static const struct { const char *text; const char *msg, *hint; } bad[] = {
+		{ "[remote]\nhots = x\n", "gpurun.ini:2: unknown key 'hots' in [remote]",
+		  "did you mean 'host'?" },
+		{ "[remote]\nHost = x\n", "gpurun.ini:2: unknown key 'Host' in [remote]",
+		  "did you mean 'host'?" },
+		{ "[remote]\ngpus = 2\n", "gpurun.ini:2: unknown key 'gpus' in [remote]",
+		  "'gpus' belongs in [train]" },
+		{ "[remote]\nflavour = x\n", "gpurun.ini:2: unknown key 'flavour' in [remote]",
+		  "keys in [remote]: host path transport identity known_hosts connect_timeout" },
+		{ "# c\n[remot]\nhost = x\n", "gpurun.ini:2: unknown section [remot]",
+		  "did you mean [remote]?" },
+		{ "[gpu]\n", "gpurun.ini:1: unknown section [gpu]",
+		  "sections: [remote] [sync] [build] [train] [artifacts] [hooks]" },
+		{ "host = x\n[remote]\n", "gpurun.ini:1: key 'host' is outside any section",
+		  "put it under [remote]" },
+		{ "[remote]\ntransport = ssh\n",
+		  "gpurun.ini:2: invalid value 'ssh' for 'transport' in [remote]: expected libssh2, "
+		  "openssh or local", NULL },
+		{ "[sync]\ninclude_git = maybe\n",
+		  "gpurun.ini:2: invalid value 'maybe' for 'include_git' in [sync]: expected true "
+		  "or false", NULL },
+		{ "[remote]\nconnect_timeout = 3601\n",
+		  "gpurun.ini:2: invalid value '3601' for 'connect_timeout' in [remote]: out of "
+		  "range: must be between 0 and 3600", NULL },
+		{ "[train]\nstop_grace = -1\n", "gpurun.ini:2: invalid value '-1' for 'stop_grace' "
+		  "in [train]: out of range", NULL },
+		{ "[artifacts]\ninterval = 1m\n", "gpurun.ini:2: invalid value '1m' for 'interval' "
+		  "in [artifacts]: not a whole number", NULL },
+		{ "[sync]\nwarn_size = lots\n", "gpurun.ini:2: invalid value 'lots' for 'warn_size' "
+		  "in [sync]: not a size", NULL },
+		{ "[sync]\ndelta_min = 1.5X\n", "gpurun.ini:2: invalid value '1.5X'", NULL },
+		{ "[sync]\ndelta_min = nan\n", "gpurun.ini:2: invalid value 'nan'", NULL },
+		{ "[remote]\njust words\n", "gpurun.ini:2: malformed line 'just words': expected "
+		  "'[section]' or 'key = value'", "comments start with '#' or ';'" },
+		{ "[remote]\nhost: x\n", "gpurun.ini:2: malformed line 'host: x': expected "
+		  "'key = value'", "use '=' between a key and its value" },
+		{ "[remote]\n= x\n", "gpurun.ini:2: malformed line '= x': no key before '='", NULL },
+		{ "[remote\nhost = x\n", "gpurun.ini:1: malformed line '[remote'",
+		  "a section header looks like [remote]" },
+		{ "[remote] host = x\n", "gpurun.ini:1: unexpected text after [remote]", NULL },
+		{ "[remote]\nhost = a\n\nhost = b\n",
+		  "gpurun.ini:4: duplicate key 'host' in [remote] (already set on line 2)", NULL },
+		{ "[remote]\nhost = gpu # my box\n", "gpurun.ini:2: invalid value 'gpu # my box' "
+		  "for 'host' in [remote]: must not contain whitespace", NULL },
+		{ "[remote]\nhost = -oProxyCommand=evil\n", "must not start with '-'", NULL },
+		{ "[remote]\nhost = box:99999\n", "the port must be a number from 1 to 65535", NULL },
+		{ "[remote]\npath =\n", "gpurun.ini:2: invalid value '' for 'path' in [remote]: "
+		  "must not be empty", NULL },
+		{ "[remote]\nidentity = ~bob/.ssh/k\n", "only '~' and '~/' are expanded", NULL },
+		{ "[train]\ngpus = 0,0\n", "a device index is listed twice", NULL },
+		{ "[train]\ngpus = 0\n", "a count of GPUs must be at least 1", NULL },
+		{ "[train]\ngpus = some\n", "expected all, a count of GPUs", NULL },
+		{ "[train]\ngpus = 1,,2\n", "empty device index", NULL },
+		{ "[artifacts]\npull = ../secrets\n", "globs must stay inside the job folder", NULL },
+		{ "[artifacts]\npull = /etc/passwd\n", "must be relative to the job folder", NULL },
+		{ "[build]\ncommand = make\x01\n", "contains a control character", NULL },
+		/* the first error by line wins, whoever found it */
+		{ "[remote]\nnot a pair\nhots = 1\n", "gpurun.ini:2: malformed line", NULL },
+		{ "[remote]\nhots = 1\nnot a pair\n", "gpurun.ini:2: unknown key 'hots'", NULL },
+	};
+
+	cd("bad");
+	for (size_t i = 0; i < GR_ARRAY_SIZE(bad); i++) {
+		struct gr_config *c = NULL;
+		struct gr_err err = { 0 };
+		int rc;
+
+		ini("bad", bad[i].text);
+		rc = config_load(&c, NULL, 0, &err);
+		CHECK_EQ_INT(rc, GR_ECONFIG);
+		CHECK(c == NULL);
+		if (!strstr(err.msg, bad[i].msg) || (bad[i].hint && !strstr(err.hint, bad[i].hint))) {
+			fprintf(stderr, "  case %zu: got '%s' / hint '%s'\n         want '%s' / '%s'\n",
+				i, err.msg, err.hint, bad[i].msg, bad[i].hint ? bad[i].hint : "");
+			CHECK(0);
+		}
+		config_free(c);
+	}
+	/* a NUL byte */
+	{
+		struct gr_config *c = NULL;
+		struct gr_err err = { 0 };
+		char *p = xasprintf("%s/bad/gpurun.ini", T);
+		write_text(p, "[remote]\nhost = a\0b\n", 20);
+		CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
+		CHECK(strstr(err.msg, "gpurun.ini:2: malformed line: contains a NUL byte") != NULL);
+		free(p);
+	}
+}
+
+static void test_env_and_flag_errors(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+
+	ini("envbad", "[remote]\nhost = x\n");
+	cd("envbad");
+	setenv("GPURUN_REMOTE_CONNECT_TIMEOUT", "soon", 1);
+	CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
+	CHECK_STR(err.msg, "GPURUN_REMOTE_CONNECT_TIMEOUT: invalid value 'soon' for "
+		  "remote.connect_timeout: not a whole number");
+	clear_env();
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (!c)
+		return;
+	CHECK_EQ_INT(config_set(c, "remote.hots", "x", "-o", &err), GR_EUSAGE);
+	CHECK_STR(err.msg, "-o: unknown key 'remote.hots'");
+	CHECK_STR(err.hint, "did you mean 'remote.host'?");
+	CHECK_EQ_INT(config_set(c, "hots", "x", "-o", &err), GR_EUSAGE);
+	CHECK_EQ_INT(config_set(c, "remote.transport", "telnet", "-o", &err), GR_EUSAGE);
+	CHECK_STR(err.msg, "-o: invalid value 'telnet' for remote.transport: expected libssh2, "
+		  "openssh or local");
+	CHECK_EQ_INT(config_set(c, "remote.host", "a b", "--host", &err), GR_EUSAGE);
+	CHECK(!strncmp(err.msg, "--host: invalid value 'a b' for remote.host", 43));
+	CHECK_STR(c->remote.host, "x");   /* a refused value changes nothing */
+	config_free(c);
+}
+
+/* What Debian's inih would get wrong on its own: lines over 200 bytes,
+ * " ;" inside values, indented lines taken as continuations, and CRLF
+ * and BOM files. */
+static void test_inih_edges(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+	struct strbuf text = STRBUF_INIT, longcmd = STRBUF_INIT;
+	const char *o;
+
+	for (int i = 0; i < 40; i++)
+		sb_addf(&longcmd, "step%02d && ", i);
+	sb_adds(&longcmd, "echo ok ; echo still-the-value");
+	sb_adds(&text, "\xEF\xBB\xBF; a comment\r\n"
+		       "   # an indented comment\r\n"
+		       "[remote]\r\n"
+		       "    host = indented\r\n"
+		       "\r\n"
+		       "\tpath = /srv/p\r\n"
+		       "[train]\r\n");
+	sb_addf(&text, "command = %s\r\n", longcmd.buf);
+	sb_adds(&text, "  [sync]  \r\n"
+		       "exclude = a   \r\n"
+		       "  exclude = b\r\n");
+	ini("edges", text.buf);
+	cd("edges");
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (!c) {
+		fprintf(stderr, "  %s\n", err.msg);
+		goto out;
+	}
+	CHECK_STR(c->remote.host, "indented");
+	CHECK_STR(c->remote.path, "/srv/p");
+	CHECK(strlen(longcmd.buf) > 400);
+	CHECK_STR(c->train.command, longcmd.buf);
+	get(c, "train.command", &o);
+	CHECK_STR(o, "gpurun.ini:8");
+	CHECK_STR(get(c, "sync.exclude", &o), "a b");
+	CHECK_STR(o, "gpurun.ini:10,11");
+	config_free(c);
+out:
+	sb_release(&text);
+	sb_release(&longcmd);
+}
+
+static void test_template_round_trip(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+	struct strbuf text = STRBUF_INIT;
+	size_t n;
+	const struct gr_config_key *k = config_keys(&n);
+	char *path = xasprintf("%s/tmpl/myproj/gpurun.ini", T);
+
+	cd("tmpl/myproj");
+	CHECK(config_write_template("gpurun.ini", &err) == 0);
+	/* never overwrites */
+	CHECK_EQ_INT(config_write_template("gpurun.ini", &err), GR_EEXIST);
+	CHECK_STR(err.msg, "'gpurun.ini' already exists");
+	CHECK(err.hint[0] != '\0');
+	CHECK(read_file(path, &text, &err) == 0);
+	/* every key, its help and its section, in table order */
+	const char *at = text.buf ? text.buf : "";
+	for (size_t i = 0; i < n; i++) {
+		char line[160];
+		snprintf(line, sizeof(line), "# %s", k[i].help);
+		const char *h = strstr(at, line);
+		CHECK(h != NULL);
+		if (h)
+			at = h;
+		snprintf(line, sizeof(line), "[%s]", k[i].section);
+		CHECK(strstr(text.buf, line) != NULL);
+		snprintf(line, sizeof(line), "\n%s%s = ", *k[i].def ? "" : "#", k[i].name);
+		CHECK(strstr(text.buf, line) != NULL);
+	}
+	CHECK(strstr(text.buf, "\npath = ~/gpurun/myproj\n") != NULL);
+	CHECK(strstr(text.buf, "\n#host = ") != NULL);
+	/* and it loads back, to the defaults */
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (c) {
+		for (size_t i = 0; i < n; i++) {
+			char key[128], *def = NULL;
+			const char *o;
+			snprintf(key, sizeof(key), "%s.%s", k[i].section, k[i].name);
+			def = !strcmp(key, "remote.path") ? xstrdup("~/gpurun/myproj") : xstrdup(k[i].def);
+			CHECK_STR(get(c, key, &o), def);
+			CHECK(!strncmp(o, *k[i].def ? "gpurun.ini:" : "default", 7));
+			free(def);
+		}
+		config_free(c);
+	} else {
+		fprintf(stderr, "  %s\n", err.msg);
+	}
+	sb_release(&text);
+	free(path);
+}
+
+static void test_dump(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+	struct strbuf out = STRBUF_INIT;
+
+	ini("dump", "[remote]\nhost = gpu\n[train]\ncommand = say \"hi\\there\"\t!\n");
+	cd("dump");
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (!c)
+		return;
+	config_dump(c, &out, 0);
+	CHECK(strstr(out.buf, "\nremote.host             gpu") != NULL);
+	CHECK(strstr(out.buf, "gpurun.ini:2\n") != NULL);
+	CHECK(strstr(out.buf, "remote.identity         \"\"") != NULL);
+	sb_reset(&out);
+	config_dump(c, &out, 1);
+	CHECK(strstr(out.buf, "\"remote.host\": {\"value\": \"gpu\", \"origin\": \"gpurun.ini:2\"}"));
+	CHECK(strstr(out.buf, "\"train.command\": {\"value\": \"say \\\"hi\\\\there\\\"\\t!\""));
+	CHECK(strstr(out.buf, "\"sync.exclude\": {\"value\": [\"runs/\"], \"origin\": \"default\"}"));
+	CHECK(strstr(out.buf, "\"sync.include_git\": {\"value\": false,"));
+	CHECK(strstr(out.buf, "\"train.stop_grace\": {\"value\": 10,"));
+	CHECK(out.buf[out.len - 2] == '}');
+	sb_release(&out);
+	config_free(c);
+}
+
+static void test_schema(void)
+{
+	size_t n;
+	const struct gr_config_key *k = config_keys(&n);
+	static const char *const want[] = {
+		"remote.host", "remote.path", "remote.transport", "remote.identity",
+		"remote.known_hosts", "remote.connect_timeout", "sync.exclude", "sync.warn_size",
+		"sync.delta_min", "sync.include_git", "build.command", "train.command", "train.gpus",
+		"train.stop_grace", "artifacts.pull", "artifacts.interval", "hooks.pre_push" };
+
+	CHECK_EQ_INT(n, GR_ARRAY_SIZE(want));
+	for (size_t i = 0; i < n && i < GR_ARRAY_SIZE(want); i++) {
+		char key[128];
+		snprintf(key, sizeof(key), "%s.%s", k[i].section, k[i].name);
+		CHECK_STR(key, want[i]);
+		CHECK(k[i].help && strlen(k[i].help) < 90);
+		if (k[i].type == GR_KEY_ENUM)
+			CHECK(k[i].values && k[i].values[0]);
+		if (k[i].type == GR_KEY_INT)
+			CHECK(k[i].min <= k[i].max);
+	}
+}
+
+int main(void)
+{
+	snprintf(T, sizeof(T), "%s/gr-config.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(T)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	clear_env();
+	RUN(test_schema);
+	RUN(test_every_type);
+	RUN(test_defaults);
+	RUN(test_precedence);
+	RUN(test_parent_search);
+	RUN(test_dash_c);
+	RUN(test_missing);
+	RUN(test_errors);
+	RUN(test_env_and_flag_errors);
+	RUN(test_inih_edges);
+	RUN(test_template_round_trip);
+	RUN(test_dump);
+	if (chdir("/") < 0)
+		perror("chdir");
+	if (!t_failed_cases) {
+		char *cmd = xasprintf("rm -rf '%s'", T);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", T);
+		free(cmd);
+	} else {
+		fprintf(stderr, "scratch folder kept: %s\n", T);
+	}
+	return T_DONE();
+}
