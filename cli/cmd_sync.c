@@ -18,11 +18,6 @@ const struct gr_opt cmd_sync_opts[] = {
 	{ 0 },
 };
 
-/* Provided by the ignore engine (cli/ignore.c). Weak until that lands, so
- * this builds alone; --why says so instead of guessing. */
-int ignore_explain(const char *root, const struct scan_opts *o, const char *path,
-		   struct strbuf *out, struct gr_err *err) __attribute__((weak));
-
 static int why(struct gr_ctx *ctx, const char *path)
 {
 	const struct gr_config *cfg = ctx->cfg;
@@ -31,8 +26,6 @@ static int why(struct gr_ctx *ctx, const char *path)
 	struct strbuf out = STRBUF_INIT;
 	int rc;
 
-	if (!ignore_explain)
-		return gr_errf(&ctx->err, GR_EUNSUPP, "--why is not available in this build");
 	rc = ignore_explain(cfg->root, &so, path, &out, &ctx->err);
 	if (rc >= 0) {
 		fwrite(out.buf ? out.buf : "", 1, out.len, stdout);

@@ -147,6 +147,28 @@ test_expect_success 'stray temp files of a killed agent are removed by the next 
 	same_trees
 '
 
+test_expect_success 'ignored files stay home; --why names the rule' '
+	mkdir -p "$P/build" "$P/sub" && echo o >"$P/build/x.o" && echo o >"$P/top.o" &&
+	echo keep >"$P/sub/keep.o" && echo secret >"$P/notes.tmp" && echo c >"$P/data.cache" &&
+	printf "build/\n*.o\n" >"$P/.gitignore" && printf "!keep.o\n" >"$P/sub/.gitignore" &&
+	printf "*.tmp\n" >"$P/.gpurunignore" &&
+	printf "[sync]\nexclude = *.cache\n" >>"$P/gpurun.ini" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") &&
+	! test -e "$R/build" && ! test -e "$R/top.o" && test -f "$R/sub/keep.o" &&
+	! test -e "$R/notes.tmp" && ! test -e "$R/data.cache" && test -f "$R/.gitignore" &&
+	(cd "$P" && "$GPURUN" sync --why build/x.o >"$TRASH/why") &&
+	test_grep "ignored: .build/x.o.*\.gitignore:1" "$TRASH/why" &&
+	(cd "$P" && "$GPURUN" sync --why sub/keep.o >"$TRASH/why") &&
+	test_grep "synced: .sub/keep.o" "$TRASH/why"
+'
+
+test_expect_success 'a file that becomes ignored is deleted on the host' '
+	echo will-be-ignored >"$P/later.log" && (cd "$P" && "$GPURUN" -q sync) &&
+	test -f "$R/later.log" && echo "*.log" >>"$P/.gitignore" &&
+	(cd "$P" && "$GPURUN" sync -n >"$TRASH/list") && test_grep -x "delete later.log" "$TRASH/list" &&
+	(cd "$P" && "$GPURUN" -q sync) && ! test -e "$R/later.log" && test -f "$P/later.log"
+'
+
 test_expect_success 'a folder holding files gpurun did not send is kept, and said so' '
 	mkdir -p "$P/gone/x" && echo 1 >"$P/gone/x/f" && (cd "$P" && "$GPURUN" -q sync) &&
 	echo host-output >"$R/gone/x/result.log" && rm -r "$P/gone" &&
