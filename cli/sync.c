@@ -4,6 +4,7 @@
  * sync_index (local state), sync_plan, sync_xfer (+ sync_delta), and on
  * the host remote/agent_sync.c. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,74 @@ static void warn_host_changes(const struct host_state *h, const struct sm_list *
 		fprintf(stderr, "gpurun: %s\n", h->warnings.v[i]);
 }
 
+/* The connection is opened on a thread while the tree is scanned and
+ * hashed here: an ssh handshake costs round trips, the scan costs disk. */
+struct connect_job {
+	struct gr_ctx *ctx;
+	struct gr_conn *conn;
+	struct gr_err err;
+	int rc, started;
+	pthread_t th;
+};
+
+static void *connect_main(void *arg)
+{
+	struct connect_job *j = arg;
+	struct conn_opts o = { j->ctx->accept_new, j->ctx->verbose };
+
+	j->rc = conn_open(&j->conn, j->ctx->cfg, &o, &j->err);
+	return NULL;
+}
+
+static void connect_start(struct connect_job *j, struct gr_ctx *ctx)
+{
+	j->ctx = ctx;
+	if (!ctx->conn && pthread_create(&j->th, NULL, connect_main, j) == 0)
+		j->started = 1;
+}
+
+static int connect_finish(struct connect_job *j)
+{
+	if (!j->started)
+		return ctx_connect(j->ctx);
+	pthread_join(j->th, NULL);
+	j->started = 0;
+	if (j->rc < 0) {
+		j->ctx->err = j->err;
+		return j->rc;
+	}
+	j->ctx->conn = j->conn;
+	return 0;
+}
+
+/* Hash the files whose content must be compared with the host's: the
+ * same path and size there, or large (a delta needs the block hashes).
+ * The rest is new or resized: it is hashed while it is sent. */
+static int resolve_hashes(const struct gr_config *cfg, struct sm_list *local,
+			  const struct sm_list *view, uint8_t **leaves,
+			  struct sync_hash_stats *hs, struct gr_err *err)
+{
+	for (size_t i = 0; i < local->n; i++) {
+		struct sm_entry *e = &local->e[i];
+		if (!(e->flags & SM_F_UNHASHED))
+			continue;
+		const struct sm_entry *r = sm_find(view, e->path);
+		int big = e->size >= cfg->sync.delta_min;
+		if (!r || r->type != SM_FILE || (r->size != e->size && !big))
+			continue;
+		int rc = sync_hash_entry(cfg->root, e, big ? &leaves[i] : NULL, hs, err);
+		if (rc == GR_ENOTFOUND) { /* gone: the send says so */
+			gr_err_clear(err);
+			continue;
+		}
+		if (rc < 0) {
+			gr_hintf(err, "make it readable, or add it to .gpurunignore");
+			return rc;
+		}
+	}
+	return 0;
+}
+
 static int have_sig(void *arg, const uint8_t *hash)
 {
 	return sync_sig_have(arg, hash);
@@ -270,6 +339,7 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	struct sync_xfer x = { 0 };
 	struct sync_wire wire = { 0 };
 	struct sync_progress prog = { 0 };
+	struct connect_job cj = { 0 };
 	char *key = NULL;
 	uint32_t sid = 0;
 	uint64_t t0 = now_ns();
@@ -277,18 +347,26 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 
 	if ((rc = sync_check_remote_path(cfg->remote.path, &ctx->err)) < 0)
 		goto out;
+	connect_start(&cj, ctx);
 	if ((rc = scan_tree(cfg->root, &so, &ents, &nents, &ctx->err)) < 0)
 		goto out;
 	idx = sync_index_load(cfg->root);
-	rc = sync_local_manifest(cfg->root, ents, nents, idx, cfg->sync.delta_min, &local,
-				 &leaves, &hs, &ctx->err);
-	if (rc < 0)
+	if ((rc = sync_local_manifest(ents, nents, idx, &local, &hs, &ctx->err)) < 0)
 		goto out;
-	sync_index_save(cfg->root, idx, NULL); /* a cache: failing to save costs time only */
-	sm_digest(&local, local_digest);
+	leaves = xcalloc(local.n ? local.n : 1, sizeof(*leaves));
 	key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
 	have_known = sync_rstate_load(cfg->root, key, &known, known_digest);
-	if ((rc = ctx_connect(ctx)) < 0)
+	/* While the connection comes up: hash what the host probably has too
+	 * (as far as the last sync knows), so a no-op is seen as one. */
+	if ((rc = resolve_hashes(cfg, &local, &known, leaves, &hs, &ctx->err)) < 0)
+		goto out;
+	memset(local_digest, 0, sizeof(local_digest));
+	int unhashed = 0;
+	for (size_t i = 0; i < local.n && !unhashed; i++)
+		unhashed = local.e[i].flags & SM_F_UNHASHED;
+	if (!unhashed) /* else: new or resized files, not a no-op */
+		sm_digest(&local, local_digest);
+	if ((rc = connect_finish(&cj)) < 0)
 		goto out;
 	rc = open_session(ctx, o, have_known, known_digest, local_digest, &wire, &sid, &h);
 	if (rc < 0)
@@ -304,6 +382,8 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 		gr_hintf(&ctx->err, "run 'gpurun sync' again");
 		goto out;
 	}
+	if ((rc = resolve_hashes(cfg, &local, &view, leaves, &hs, &ctx->err)) < 0)
+		goto out;
 	warn_host_changes(&h, &local);
 	sync_plan_build(&local, &view, cfg->sync.delta_min, have_sig, cfg->root, &plan);
 	st.files_sent = plan.nfiles + plan.nlinks + plan.mkdirs.n;
@@ -381,6 +461,15 @@ done:
 			print_stats(&st);
 	}
 out:
+	if (cj.started) { /* failed before needing it: just collect it */
+		pthread_join(cj.th, NULL);
+		if (cj.rc == 0)
+			ctx->conn = cj.conn;
+	}
+	if (idx) { /* a cache: failing to save it costs time only */
+		sync_index_learn(idx, &local);
+		sync_index_save(cfg->root, idx, NULL);
+	}
 	if (st_out)
 		*st_out = st;
 	sync_xfer_release(&x);

@@ -67,9 +67,10 @@ void sync_sig_build(struct strbuf *out, uint32_t block, uint64_t n,
 	}
 }
 
-void sigmaker_init(struct sigmaker *m, uint64_t size)
+void sigmaker_init(struct sigmaker *m, uint64_t size, const uint8_t *given)
 {
 	memset(m, 0, sizeof(*m));
+	m->given = given;
 	m->size = size;
 	m->block = sm_block_len(size);
 	m->nb = (size + m->block - 1) / m->block;
@@ -83,7 +84,10 @@ static void sig_block(struct sigmaker *m, const uint8_t *p, size_t n)
 	if (m->k >= m->nb)
 		return; /* longer than announced: the hash will say so */
 	m->weak[m->k] = sm_weak_sum(p, n);
-	blake2b(m->leaves + m->k * SM_HASH_LEN, p, NULL, SM_HASH_LEN, n, 0);
+	if (m->given)
+		memcpy(m->leaves + m->k * SM_HASH_LEN, m->given + m->k * SM_HASH_LEN, SM_HASH_LEN);
+	else
+		blake2b(m->leaves + m->k * SM_HASH_LEN, p, NULL, SM_HASH_LEN, n, 0);
 	m->k++;
 }
 
@@ -204,7 +208,7 @@ static int send_whole(int fd, const struct sync_send *in, struct zout *o,
 	uint64_t off = 0;
 	int rc = 0;
 
-	sigmaker_init(&m, in->size);
+	sigmaker_init(&m, in->size, in->leaves);
 	while (off < in->size) {
 		size_t n = in->size - off < CHUNK ? (size_t)(in->size - off) : CHUNK;
 		if (read_at(fd, buf, n, off) < 0) {

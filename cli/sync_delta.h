@@ -38,8 +38,10 @@ struct sigmaker {
 	uint32_t block, part_len;
 	uint32_t *weak;
 	uint8_t *leaves, *part;
+	const uint8_t *given;  /* block hashes known already: only weak sums made */
 };
-void sigmaker_init(struct sigmaker *m, uint64_t size);
+/* given: the file's block hashes if known (not copied, must outlive m). */
+void sigmaker_init(struct sigmaker *m, uint64_t size, const uint8_t *given);
 void sigmaker_update(struct sigmaker *m, const void *p, size_t n);
 /* The signature into sig (if not NULL), the content hash into hash. */
 void sigmaker_final(struct sigmaker *m, struct strbuf *sig, uint8_t hash[SM_HASH_LEN]);

@@ -25,6 +25,7 @@ struct idx_entry {
 	int64_t mtime_ns;
 	uint32_t mode;
 	uint8_t hash[SM_HASH_LEN];
+	int unhashed;
 };
 
 struct sync_index {
@@ -229,17 +230,14 @@ static void add_parents(struct sm_list *out, const char *path)
 	free(p);
 }
 
-int sync_local_manifest(const char *root, const struct scan_entry *e, size_t n,
-			struct sync_index *idx, uint64_t leaves_min, struct sm_list *out,
-			uint8_t ***leaves_out, struct sync_hash_stats *hs, struct gr_err *err)
+int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
+			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err)
 {
 	struct idx_entry *fresh = xcalloc(n ? n : 1, sizeof(*fresh));
 	size_t nfresh = 0;
 	int64_t scan_ns = wall_ns();
-	uint8_t **leaves = NULL;
-	size_t nleaves = 0;
-	int rc = 0;
 
+	(void)err;
 	for (size_t i = 0; i < n; i++) {
 		const struct scan_entry *s = &e[i];
 		if (!sm_path_ok(s->path))
@@ -252,56 +250,33 @@ int sync_local_manifest(const char *root, const struct scan_entry *e, size_t n,
 			sm_add(out, s->path, SM_LINK)->link = xstrdup(s->link);
 		} else if (s->type == SCAN_FILE) {
 			struct idx_entry *c = idx_find(idx, s->path);
-			uint8_t hash[SM_HASH_LEN], *lv = NULL;
-			if (c && c->size == s->size && c->mtime_ns == s->mtime_ns &&
-			    c->ino == s->ino && c->mode == s->mode &&
-			    c->mtime_ns < idx->scan_ns - RACY_NS) {
-				memcpy(hash, c->hash, SM_HASH_LEN);
-				if (hs)
-					hs->files_cached++;
-			} else {
-				char *abs = xasprintf("%s/%s", root, s->path);
-				rc = sync_hash_file(abs, s->size, hash,
-						    s->size >= leaves_min && leaves_out ? &lv : NULL, err);
-				free(abs);
-				if (rc == GR_ENOTFOUND) { /* deleted since the scan */
-					rc = 0;
-					gr_err_clear(err);
-					continue;
-				}
-				if (rc < 0) {
-					gr_hintf(err, "make it readable, or add it to .gpurunignore");
-					goto out;
-				}
-				if (hs) {
-					hs->files_hashed++;
-					hs->bytes_hashed += s->size;
-				}
-			}
 			struct sm_entry *m = sm_add(out, s->path, SM_FILE);
+			struct idx_entry *f = &fresh[nfresh++];
 			m->mode = s->mode & 0777;
 			m->size = s->size;
 			m->mtime_ns = s->mtime_ns;
-			memcpy(m->hash, hash, SM_HASH_LEN);
-			if (lv) {
-				leaves = xrealloc(leaves, (nleaves + 1) * sizeof(*leaves));
-				leaves[nleaves++] = lv;
-				/* remember which entry: stash the index in host.ino */
-				m->host.ino = nleaves;
+			if (c && !c->unhashed && c->size == s->size && c->mtime_ns == s->mtime_ns &&
+			    c->ino == s->ino && c->mode == s->mode &&
+			    c->mtime_ns < idx->scan_ns - RACY_NS) {
+				memcpy(m->hash, c->hash, SM_HASH_LEN);
+				if (hs)
+					hs->files_cached++;
+			} else {
+				m->flags |= SM_F_UNHASHED;
+				f->unhashed = 1;
 			}
-			struct idx_entry *f = &fresh[nfresh++];
 			f->path = xstrdup(s->path);
 			f->size = s->size;
 			f->mtime_ns = s->mtime_ns;
 			f->ino = s->ino;
 			f->mode = s->mode;
-			memcpy(f->hash, hash, SM_HASH_LEN);
+			memcpy(f->hash, m->hash, SM_HASH_LEN);
 		} else {
 			continue;
 		}
 		add_parents(out, s->path);
 	}
-	/* Sort, drop duplicate folders, and move the block hashes to match. */
+	/* Sort and drop duplicate folders. */
 	sm_sort(out);
 	size_t keep = 0;
 	for (size_t i = 0; i < out->n; i++) {
@@ -312,15 +287,6 @@ int sync_local_manifest(const char *root, const struct scan_entry *e, size_t n,
 		out->e[keep++] = out->e[i];
 	}
 	out->n = keep;
-	if (leaves_out) {
-		*leaves_out = xcalloc(out->n ? out->n : 1, sizeof(**leaves_out));
-		for (size_t i = 0; i < out->n; i++)
-			if (out->e[i].host.ino) {
-				(*leaves_out)[i] = leaves[out->e[i].host.ino - 1];
-				leaves[out->e[i].host.ino - 1] = NULL;
-				out->e[i].host.ino = 0;
-			}
-	}
 	/* The new index: what was seen now (scan order is path order). */
 	for (size_t i = 0; i < idx->n; i++)
 		free(idx->e[i].path);
@@ -328,16 +294,46 @@ int sync_local_manifest(const char *root, const struct scan_entry *e, size_t n,
 	idx->e = fresh;
 	idx->n = idx->alloc = nfresh;
 	idx->scan_ns = scan_ns;
-	fresh = NULL;
-	nfresh = 0;
-out:
-	for (size_t i = 0; i < nfresh; i++)
-		free(fresh[i].path);
-	free(fresh);
-	for (size_t i = 0; i < nleaves; i++)
-		free(leaves[i]);
-	free(leaves);
-	return rc;
+	return 0;
+}
+
+int sync_hash_entry(const char *root, struct sm_entry *m, uint8_t **leaves,
+		    struct sync_hash_stats *hs, struct gr_err *err)
+{
+	char *abs = xasprintf("%s/%s", root, m->path);
+	int rc = sync_hash_file(abs, m->size, m->hash, leaves, err);
+
+	free(abs);
+	if (rc < 0)
+		return rc;
+	m->flags &= (uint8_t)~SM_F_UNHASHED;
+	if (hs) {
+		hs->files_hashed++;
+		hs->bytes_hashed += m->size;
+	}
+	return 0;
+}
+
+void sync_index_learn(struct sync_index *idx, const struct sm_list *local)
+{
+	size_t keep = 0;
+
+	for (size_t i = 0; i < idx->n; i++) {
+		struct idx_entry *e = &idx->e[i];
+		if (e->unhashed) {
+			const struct sm_entry *m = sm_find(local, e->path);
+			if (m && m->type == SM_FILE && !(m->flags & SM_F_UNHASHED) &&
+			    m->size == e->size) {
+				memcpy(e->hash, m->hash, SM_HASH_LEN);
+				e->unhashed = 0;
+			} else {
+				free(e->path);
+				continue;
+			}
+		}
+		idx->e[keep++] = *e;
+	}
+	idx->n = keep;
 }
 
 int sync_index_save(const char *root, struct sync_index *idx, struct gr_err *err)
@@ -349,8 +345,13 @@ int sync_index_save(const char *root, struct sync_index *idx, struct gr_err *err
 	sb_add(&b, IDX_MAGIC, 4);
 	put_u32(&b, IDX_VERSION);
 	put_u64(&b, (uint64_t)idx->scan_ns);
-	put_u32(&b, (uint32_t)idx->n);
+	size_t count = 0;
+	for (size_t i = 0; i < idx->n; i++)
+		count += !idx->e[i].unhashed;
+	put_u32(&b, (uint32_t)count);
 	for (size_t i = 0; i < idx->n; i++) {
+		if (idx->e[i].unhashed)
+			continue;
 		put_str(&b, idx->e[i].path);
 		put_u64(&b, idx->e[i].size);
 		put_u64(&b, (uint64_t)idx->e[i].mtime_ns);

@@ -24,16 +24,20 @@ struct sync_hash_stats {
 	uint64_t files_hashed, bytes_hashed, files_cached;
 };
 
-/* The local manifest: the scanned entries with content hashes (from the
- * cache when size, mtime, inode and mode match and the entry is not
- * racily new; else read and hashed, and the cache updated), plus every
- * parent folder. Files that vanish meanwhile are left out. For files of
- * at least leaves_min bytes that were read, (*leaves)[i] holds their block
- * hashes (entry i of out; caller frees each and the array).
- * Errors: GR_EIO (unreadable file, with a hint). */
-int sync_local_manifest(const char *root, const struct scan_entry *e, size_t n,
-			struct sync_index *idx, uint64_t leaves_min, struct sm_list *out,
-			uint8_t ***leaves, struct sync_hash_stats *hs, struct gr_err *err);
+/* The local manifest: the scanned entries, plus every parent folder, with
+ * content hashes from the cache when size, mtime, inode and mode match and
+ * the entry is not racily new. Other files are marked SM_F_UNHASHED: the
+ * caller hashes those it must compare (sync_hash_entry) and the rest are
+ * hashed as they are sent. Errors: GR_EIO. */
+int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
+			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err);
+/* Hash an SM_F_UNHASHED entry now (its block hashes too if leaves is set:
+ * a new array the caller frees). GR_ENOTFOUND if it is gone meanwhile. */
+int sync_hash_entry(const char *root, struct sm_entry *m, uint8_t **leaves,
+		    struct sync_hash_stats *hs, struct gr_err *err);
+/* Before saving: take the hashes of entries hashed since; entries still
+ * unhashed are left out of the index. */
+void sync_index_learn(struct sync_index *idx, const struct sm_list *local);
 
 /* Hash one local file (content hash, and block hashes if leaves != NULL:
  * a new array of sm_block_len(size)-sized blocks' hashes). */

@@ -317,14 +317,17 @@ static la_ssize_t tar_write(struct archive *a, void *arg, const void *p, size_t 
 	return (la_ssize_t)n;
 }
 
-/* One file into the tar: exactly the planned size, hashed as read. */
+/* One file into the tar: exactly the planned size, hashed as read (unless
+ * its block hashes are known: then only the weak sums for the signature). */
 static int tar_one(struct sync_xfer *x, struct archive *a, size_t item, uint8_t *buf)
 {
 	const struct sync_item *it = &x->plan->files[item];
 	struct sm_entry *l = &x->local->e[it->local];
+	const uint8_t *leaves = x->leaves ? x->leaves[it->local] : NULL;
 	char *abs = xasprintf("%s/%s", x->root, l->path);
 	int fd = open(abs, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	int big = l->size >= x->delta_min, rc = 0, changed = 0;
+	int unhashed = l->flags & SM_F_UNHASHED;
 	struct sigmaker m;
 	struct thash t;
 	uint8_t hash[SM_HASH_LEN];
@@ -351,7 +354,7 @@ static int tar_one(struct sync_xfer *x, struct archive *a, size_t item, uint8_t 
 		goto out;
 	}
 	if (big)
-		sigmaker_init(&m, l->size);
+		sigmaker_init(&m, l->size, leaves);
 	else
 		thash_init(&t, l->size);
 	for (uint64_t done = 0; done < l->size;) {
@@ -385,12 +388,12 @@ static int tar_one(struct sync_xfer *x, struct archive *a, size_t item, uint8_t 
 		thash_final(&t, hash);
 	}
 	if (!rc) {
-		if (changed || memcmp(hash, l->hash, SM_HASH_LEN)) {
+		if (!unhashed && (changed || memcmp(hash, l->hash, SM_HASH_LEN)))
 			/* The host gets what was read; the next sync sees the rest. */
-			memcpy(l->hash, hash, SM_HASH_LEN);
 			sv_pushf(&x->warnings, "'%s' changed while being sent; run 'gpurun sync' again",
 				 l->path);
-		}
+		memcpy(l->hash, hash, SM_HASH_LEN);
+		l->flags &= (uint8_t)~SM_F_UNHASHED;
 		if (sig.len)
 			keep_sig(x, hash, &sig);
 		x->files_tar++;

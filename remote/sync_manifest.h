@@ -39,7 +39,10 @@ struct sm_entry {
 	uint8_t hash[SM_HASH_LEN]; /* SM_FILE: content hash */
 	char *link;        /* SM_LINK: target as stored; else NULL */
 	struct sm_host host;
+	uint8_t flags;     /* client-side state, never sent: SM_F_* */
 };
+
+#define SM_F_UNHASHED 1 /* hash not computed yet (the client hashes what it must) */
 
 struct sm_list {
 	struct sm_entry *e;

@@ -83,7 +83,7 @@ static void full_sig(const uint8_t *p, size_t n, struct strbuf *sig, uint8_t has
 {
 	struct sigmaker m;
 
-	sigmaker_init(&m, n);
+	sigmaker_init(&m, n, NULL);
 	sigmaker_update(&m, p, n);
 	sigmaker_final(&m, sig, hash);
 	sigmaker_release(&m);
@@ -241,10 +241,29 @@ static void age(const char *name, int secs)
 	free(p);
 }
 
+/* The index step as sync does it: the local manifest, hashing what is
+ * unhashed, learning the hashes, saving. */
+static int index_pass(struct sync_index *idx, struct scan_entry *e, size_t n,
+		      struct sm_list *m, struct sync_hash_stats *hs)
+{
+	struct gr_err err = { 0 };
+
+	memset(hs, 0, sizeof(*hs));
+	if (sync_local_manifest(e, n, idx, m, hs, &err) < 0)
+		return -1;
+	for (size_t i = 0; i < m->n; i++)
+		if ((m->e[i].flags & SM_F_UNHASHED) &&
+		    sync_hash_entry(tmpdir, &m->e[i], NULL, hs, &err) < 0 &&
+		    err.code != GR_ENOTFOUND)
+			return -1;
+	sync_index_learn(idx, m);
+	return sync_index_save(tmpdir, idx, &err);
+}
+
 static void test_index_caches_hashes(void)
 {
 	struct sync_index *idx = sync_index_load(tmpdir);
-	struct sync_hash_stats hs = { 0 };
+	struct sync_hash_stats hs;
 	struct sm_list m = { 0 };
 	struct gr_err err = { 0 };
 
@@ -256,44 +275,55 @@ static void test_index_caches_hashes(void)
 	age("sub/one", 3600);
 	age("two", 3600);
 	struct scan_entry e[2] = { entry("sub/one"), entry("two") };
-	CHECK_EQ_INT(sync_local_manifest(tmpdir, e, 2, idx, 1 << 20, &m, NULL, &hs, &err), 0);
+	CHECK_EQ_INT(index_pass(idx, e, 2, &m, &hs), 0);
 	CHECK_EQ_INT(m.n, 3); /* the parent folder is added */
 	CHECK_STR(m.e[0].path, "sub");
 	CHECK_EQ_INT(m.e[0].type, SM_DIR);
 	CHECK_EQ_INT(hs.files_hashed, 2);
-	CHECK_EQ_INT(sync_index_save(tmpdir, idx, &err), 0);
 	sync_index_free(idx);
 	sm_list_free(&m);
 
-	/* unchanged: from the cache */
+	/* unchanged: from the cache, hashed already */
 	idx = sync_index_load(tmpdir);
-	memset(&hs, 0, sizeof(hs));
-	CHECK_EQ_INT(sync_local_manifest(tmpdir, e, 2, idx, 1 << 20, &m, NULL, &hs, &err), 0);
+	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
 	CHECK_EQ_INT(hs.files_cached, 2);
-	CHECK_EQ_INT(hs.files_hashed, 0);
+	CHECK(!(m.e[1].flags & SM_F_UNHASHED) && !(m.e[2].flags & SM_F_UNHASHED));
 	uint8_t h[SM_HASH_LEN];
 	char *two = xasprintf("%s/two", tmpdir);
 	sync_hash_file(two, 4, h, NULL, &err);
 	CHECK(!memcmp(m.e[2].hash, h, SM_HASH_LEN));
 	sm_list_free(&m);
 
-	/* changed (same size, new mtime): hashed again, and the new hash */
+	/* changed (same size, new mtime): unhashed until hashed, then new */
 	free(write_tmp("two", "TWO!", 4));
 	age("two", 1800);
 	e[1] = entry("two");
-	memset(&hs, 0, sizeof(hs));
-	CHECK_EQ_INT(sync_local_manifest(tmpdir, e, 2, idx, 1 << 20, &m, NULL, &hs, &err), 0);
-	CHECK_EQ_INT(hs.files_hashed, 1);
-	CHECK_EQ_INT(hs.files_cached, 1);
+	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	CHECK(m.e[2].flags & SM_F_UNHASHED);
+	CHECK(!(m.e[1].flags & SM_F_UNHASHED));
+	CHECK_EQ_INT(sync_hash_entry(tmpdir, &m.e[2], NULL, &hs, &err), 0);
 	CHECK(memcmp(m.e[2].hash, h, SM_HASH_LEN));
+	/* an entry left unhashed is not saved: it is hashed next time */
+	sync_index_learn(idx, &m);
+	sm_list_free(&m);
+	free(write_tmp("two", "2wo!", 4));
+	age("two", 900);
+	e[1] = entry("two");
+	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	sync_index_learn(idx, &m); /* "two" never hashed this time */
+	CHECK_EQ_INT(sync_index_save(tmpdir, idx, &err), 0);
+	sync_index_free(idx);
+	sm_list_free(&m);
+	idx = sync_index_load(tmpdir);
+	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	CHECK(m.e[2].flags & SM_F_UNHASHED);
 	sm_list_free(&m);
 
-	/* a file that vanished since the scan is left out */
+	/* a file that vanished since the scan */
 	unlink(two);
 	free(two);
-	e[1].mtime_ns++;
-	CHECK_EQ_INT(sync_local_manifest(tmpdir, e, 2, idx, 1 << 20, &m, NULL, &hs, &err), 0);
-	CHECK_EQ_INT(m.n, 2);
+	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	CHECK_EQ_INT(sync_hash_entry(tmpdir, &m.e[2], NULL, &hs, &err), GR_ENOTFOUND);
 	sm_list_free(&m);
 	sync_index_free(idx);
 }
@@ -301,16 +331,14 @@ static void test_index_caches_hashes(void)
 static void test_racy_files_are_rehashed(void)
 {
 	struct sync_index *idx = sync_index_load(tmpdir);
-	struct sync_hash_stats hs = { 0 };
+	struct sync_hash_stats hs;
 	struct sm_list m = { 0 };
-	struct gr_err err = { 0 };
 
 	free(write_tmp("fresh", "x", 1)); /* modified just now */
 	struct scan_entry e[1] = { entry("fresh") };
-	CHECK_EQ_INT(sync_local_manifest(tmpdir, e, 1, idx, 1 << 20, &m, NULL, &hs, &err), 0);
+	CHECK_EQ_INT(index_pass(idx, e, 1, &m, &hs), 0);
 	sm_list_free(&m);
-	memset(&hs, 0, sizeof(hs));
-	CHECK_EQ_INT(sync_local_manifest(tmpdir, e, 1, idx, 1 << 20, &m, NULL, &hs, &err), 0);
+	CHECK_EQ_INT(index_pass(idx, e, 1, &m, &hs), 0);
 	CHECK_EQ_INT(hs.files_hashed, 1); /* too close to the last scan to trust */
 	sm_list_free(&m);
 	sync_index_free(idx);

@@ -150,7 +150,7 @@ static void test_thash_streaming(void)
 		thash_update(&t, d + i, n - i < 1000 ? n - i : 1000);
 	thash_final(&t, h2);
 	CHECK(!memcmp(h1, h2, SM_HASH_LEN));
-	sigmaker_init(&m, n);
+	sigmaker_init(&m, n, NULL);
 	for (size_t i = 0; i < n; i += 333)
 		sigmaker_update(&m, d + i, n - i < 333 ? n - i : 333);
 	sigmaker_final(&m, NULL, h3);
@@ -182,7 +182,7 @@ static void test_sig_is_librsync(void)
 		struct sigmaker m;
 		struct strbuf ours = STRBUF_INIT;
 		fill(d, n, (unsigned)n + 3);
-		sigmaker_init(&m, n);
+		sigmaker_init(&m, n, NULL);
 		sigmaker_update(&m, d, n);
 		sigmaker_final(&m, &ours, h);
 		sigmaker_release(&m);
