@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "sync_agent.h"
+#include "sync_apply.h"
 
 static void op_delete(struct sync_session *s, const char *path)
 {
@@ -254,6 +255,7 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 	syncfs(s->rootfd); /* the renames, before the manifest says they happened */
 	if ((rc = sync_write_manifest(s, &next, err)) < 0)
 		goto out;
+	sync_leaves_gc(s->statefd, &next);
 	sm_digest(&next, digest);
 	put_bytes(&pl, digest, SM_HASH_LEN);
 	put_u32(&pl, (uint32_t)s->err_paths.n);

@@ -162,7 +162,7 @@ int sfs_tmp_create(int dirfd, char *tmpname, size_t size)
 		unsigned long n = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
 		snprintf(tmpname, size, SYNC_TMP_PREFIX "%ld-%lu", (long)getpid(), n);
 		int fd = openat(dirfd, tmpname,
-				O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+				O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0 || errno != EEXIST)
 			return fd;
 	}

@@ -36,7 +36,7 @@ void sfs_dir_release(struct sfs_dir *d);
 int sfs_parent(struct sfs_dir *d, const char *relpath, const char **base);
 
 /* A fresh temp file in dirfd named SYNC_TMP_PREFIX<pid>-<n>; returns the
- * fd (O_WRONLY, mode 0600) and the name in tmpname (size >= 64). */
+ * fd (O_RDWR, mode 0600) and the name in tmpname (size >= 64). */
 int sfs_tmp_create(int dirfd, char *tmpname, size_t size);
 int sfs_is_tmp_name(const char *name);
 

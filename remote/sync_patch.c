@@ -1,7 +1,7 @@
 /* Large files on the agent: FILE streams carry a file whole or as a
  * librsync delta against the version the host holds, zstd-compressed
- * either way; the result goes to a temp file, is hashed as it is written
- * and must match the hash the client announced. SIG makes a librsync
+ * either way (the delta is applied by sync_apply.c); the result goes to a
+ * temp file, is hashed and must match the hash the client announced. SIG makes a librsync
  * signature of a host file (minimal strong sums, rs_sig_args) when the
  * client has none cached for the version there. */
 #include <errno.h>
@@ -15,6 +15,8 @@
 #include <zstd.h>
 
 #include "sync_agent.h"
+#include "sync_apply.h"
+
 #include "sync_proto.h"
 
 #define OUTBUF (1u << 18)
@@ -22,37 +24,25 @@
 struct fstream {
 	uint32_t sid, id;
 	int dirfd;         /* the folder holding tmp (outlives the session) */
+	int statefd;       /* .gpurun, for the block hashes (dup, may be -1) */
 	uint8_t kind;
 	char *path;
 	char tmp[64];
 	int fd, basefd;
-	uint8_t hash[SM_HASH_LEN];
+	uint8_t hash[SM_HASH_LEN], base[SM_HASH_LEN];
+	uint64_t base_size;
 	struct sm_entry desc;
-	struct thash th;
+	struct thash th;   /* WHOLE: hashed as written */
+	struct strbuf leaves;
+	struct dapply dp;  /* DELTA */
 	ZSTD_DStream *z;
-	rs_job_t *job;
-	char *zout, *pout;
-	size_t zout_len;   /* decompressed bytes waiting for the patch job */
-	int zdone;
-	int failed;
+	char *zout;
 };
 
-static rs_result copy_cb(void *arg, rs_long_t pos, size_t *len, void **buf)
+static void keep_leaf(void *arg, uint64_t index, const uint8_t h[SM_HASH_LEN])
 {
-	struct fstream *f = arg;
-	ssize_t r;
-
-	if (pos < 0)
-		return RS_CORRUPT;
-	do
-		r = pread(f->basefd, *buf, *len, (off_t)pos);
-	while (r < 0 && errno == EINTR);
-	if (r < 0)
-		return RS_IO_ERROR;
-	if (r == 0)
-		return RS_INPUT_ENDED; /* never RS_BLOCKED with nothing */
-	*len = (size_t)r;
-	return RS_DONE;
+	(void)index;
+	sb_add(arg, h, SM_HASH_LEN);
 }
 
 static int out_write(struct fstream *f, const void *p, size_t n, struct gr_err *err)
@@ -66,36 +56,29 @@ static int out_write(struct fstream *f, const void *p, size_t n, struct gr_err *
 	return 0;
 }
 
-/* Run the patch job over what is decompressed so far. */
-static int patch_run(struct fstream *f, int eof, struct gr_err *err)
+/* The delta is applied: hash the result, reusing the old version's block
+ * hashes for blocks copied in place. */
+static int delta_leaves(struct fstream *f, struct gr_err *err)
 {
-	rs_buffers_t b = { f->zout, f->zout_len, eof, f->pout, OUTBUF };
-	int rc;
+	uint64_t size = f->dp.out;
+	uint32_t b = sm_block_len(size);
+	uint64_t n = (size + b - 1) / b;
+	uint8_t *known = sync_leaves_load(f->statefd, f->base, f->base_size);
+	uint8_t *reuse = xcalloc(n ? n : 1, 1);
+	int rc = 0;
 
-	while (!f->zdone) {
-		b.next_out = f->pout;
-		b.avail_out = OUTBUF;
-		rs_result r = rs_job_iter(f->job, &b);
-		size_t produced = OUTBUF - b.avail_out;
-		if (produced && (rc = out_write(f, f->pout, produced, err)) < 0)
-			return rc;
-		if (r == RS_DONE)
-			f->zdone = 1;
-		else if (r != RS_BLOCKED)
-			return gr_errf(err, GR_EREMOTE, "cannot apply the delta to '%s': %s",
-				       f->path, rs_strerror(r));
-		else if (b.avail_out)
-			break; /* it wants more input */
-	}
-	if (f->zdone) {
-		f->zout_len = 0; /* nothing may follow the delta's END */
-		return 0;
-	}
-	memmove(f->zout, b.next_in, b.avail_in);
-	f->zout_len = b.avail_in;
-	if (f->zout_len == 2 * OUTBUF)
-		return gr_errf(err, GR_EPROTO, "the delta for '%s' does not progress", f->path);
-	return 0;
+	if (known)
+		dapply_reusable(&f->dp, size, reuse);
+	sb_grow(&f->leaves, n * SM_HASH_LEN);
+	if (sync_hash_blocks(f->fd, size, known, known ? reuse : NULL,
+			     (uint8_t *)f->leaves.buf) < 0)
+		rc = gr_errf(err, GR_EIO, "cannot read back '%s' on the host: %s", f->path,
+			     strerror(errno));
+	f->leaves.len = n * SM_HASH_LEN;
+	thash_from_leaves((uint8_t *)f->leaves.buf, n, size, f->desc.hash);
+	free(known);
+	free(reuse);
+	return rc;
 }
 
 static int fs_data(struct agent *a, uint32_t id, void *st, const uint8_t *p, size_t n,
@@ -103,40 +86,43 @@ static int fs_data(struct agent *a, uint32_t id, void *st, const uint8_t *p, siz
 {
 	struct fstream *f = st;
 	ZSTD_inBuffer in = { p, n, 0 };
+	uint64_t size;
 	int rc;
 
-	while (in.pos < in.size || end) {
-		if (f->kind == SYNC_FILE_DELTA && f->zout_len > OUTBUF / 2) {
-			if ((rc = patch_run(f, 0, err)) < 0)
-				return rc;
-		}
-		ZSTD_outBuffer out = { f->zout + f->zout_len, 2 * OUTBUF - f->zout_len, 0 };
+	for (;;) {
+		ZSTD_outBuffer out = { f->zout, OUTBUF, 0 };
 		size_t r = ZSTD_decompressStream(f->z, &out, &in);
 		if (ZSTD_isError(r))
 			return gr_errf(err, GR_EPROTO, "corrupt data for '%s': %s", f->path,
 				       ZSTD_getErrorName(r));
-		if (f->kind == SYNC_FILE_WHOLE) {
-			if (out.pos && (rc = out_write(f, f->zout, out.pos, err)) < 0)
+		if (out.pos) {
+			if (f->kind == SYNC_FILE_WHOLE)
+				rc = out_write(f, f->zout, out.pos, err);
+			else if ((rc = dapply_feed(&f->dp, (uint8_t *)f->zout, out.pos)) < 0)
+				rc = gr_errf(err, GR_EREMOTE, "cannot apply the delta to '%s': %s",
+					     f->path, f->dp.err);
+			if (rc < 0)
 				return rc;
-		} else {
-			f->zout_len += out.pos;
 		}
 		if (in.pos == in.size && out.pos < out.size) {
-			if (!end)
-				break;
-			if (r != 0)
+			if (end && r != 0)
 				return gr_errf(err, GR_EPROTO, "the data for '%s' is truncated", f->path);
 			break;
 		}
 	}
-	if (f->kind == SYNC_FILE_DELTA && (rc = patch_run(f, end, err)) < 0)
-		return rc;
 	if (!end)
 		return 0;
-	if (f->kind == SYNC_FILE_DELTA && !f->zdone)
-		return gr_errf(err, GR_EPROTO, "the delta for '%s' is truncated", f->path);
-	thash_final(&f->th, f->desc.hash);
-	if (f->th.done != f->desc.size || memcmp(f->desc.hash, f->hash, SM_HASH_LEN))
+	if (f->kind == SYNC_FILE_DELTA) {
+		if (!f->dp.done)
+			return gr_errf(err, GR_EPROTO, "the delta for '%s' is truncated", f->path);
+		if ((rc = delta_leaves(f, err)) < 0)
+			return rc;
+		size = f->dp.out;
+	} else {
+		thash_final(&f->th, f->desc.hash);
+		size = f->th.done;
+	}
+	if (size != f->desc.size || memcmp(f->desc.hash, f->hash, SM_HASH_LEN))
 		return gr_errf(err, GR_EREMOTE,
 			       "'%s' did not come out as sent (size or hash differs)", f->path);
 	int fd = f->fd;
@@ -147,6 +133,9 @@ static int fs_data(struct agent *a, uint32_t id, void *st, const uint8_t *p, siz
 	struct sync_session *s = sync_session_get(f->sid);
 	if (!s)
 		return gr_errf(err, GR_EPROTO, "the sync session is gone");
+	if (size >= SYNC_LEAVES_MIN)
+		sync_leaves_save(f->statefd, f->desc.hash, (uint8_t *)f->leaves.buf,
+				 f->leaves.len / SM_HASH_LEN);
 	sync_add_pending(s, f->path, f->tmp, &f->desc);
 	f->tmp[0] = '\0';
 	agent_ok(a, id, NULL, 0);
@@ -166,13 +155,14 @@ static void fs_close(struct agent *a, uint32_t id, void *st)
 		unlinkat(f->dirfd, f->tmp, 0);
 	if (f->dirfd >= 0)
 		close(f->dirfd);
+	if (f->statefd >= 0)
+		close(f->statefd);
 	if (f->basefd >= 0)
 		close(f->basefd);
-	if (f->job)
-		rs_job_free(f->job);
+	dapply_release(&f->dp);
+	sb_release(&f->leaves);
 	ZSTD_freeDStream(f->z);
 	free(f->zout);
-	free(f->pout);
 	free(f->path);
 	free(f);
 }
@@ -221,6 +211,7 @@ int sync_h_file(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *e
 	f->sid = sid;
 	f->id = id;
 	f->dirfd = -1;
+	f->statefd = s->statefd >= 0 ? fcntl(s->statefd, F_DUPFD_CLOEXEC, 0) : -1;
 	f->kind = kind;
 	f->path = path;
 	path = NULL;
@@ -231,8 +222,13 @@ int sync_h_file(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *e
 	f->desc.size = size;
 	f->desc.mtime_ns = mtime;
 	thash_init(&f->th, size);
+	if (size >= SYNC_LEAVES_MIN) {
+		f->th.on_leaf = keep_leaf;
+		f->th.arg = &f->leaves;
+	}
+	memcpy(f->base, base, SM_HASH_LEN);
 	f->z = ZSTD_createDStream();
-	f->zout = xmalloc(2 * OUTBUF);
+	f->zout = xmalloc(OUTBUF);
 	if (kind == SYNC_FILE_DELTA) {
 		/* The delta is only good against the version it was made for. */
 		struct sm_entry *cur = sm_find(&s->man, f->path);
@@ -244,14 +240,14 @@ int sync_h_file(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *e
 			goto out;
 		}
 		int dfd = sfs_parent(&s->dir, f->path, &bn);
+		struct stat bst;
 		f->basefd = dfd < 0 ? -1 : openat(dfd, bn, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (f->basefd < 0) {
+		if (f->basefd < 0 || fstat(f->basefd, &bst) < 0) {
 			rc = gr_errf(err, GR_EIO, "cannot open '%s' on the host: %s", f->path,
 				     strerror(errno));
 			goto out;
 		}
-		f->pout = xmalloc(OUTBUF);
-		f->job = rs_patch_begin(copy_cb, f);
+		f->base_size = (uint64_t)bst.st_size;
 	}
 	f->fd = sync_tmp_create(s, &s->dir, f->path, f->tmp);
 	if (f->fd >= 0) {
@@ -264,6 +260,8 @@ int sync_h_file(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *e
 			     f->path, strerror(errno));
 		goto out;
 	}
+	if (kind == SYNC_FILE_DELTA)
+		dapply_init(&f->dp, f->basefd, f->base_size, f->fd, size);
 	agent_stream_open(a, id, &fstream_ops, f);
 	f = NULL;
 out:

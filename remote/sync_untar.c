@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "sync_agent.h"
+#include "sync_apply.h"
 #include "sync_proto.h"
 
 #define QUEUE_HIGH (16u << 20)
@@ -122,6 +123,12 @@ static int copy_data(struct untar *u, struct archive *ar, int fd, struct thash *
 	return 0;
 }
 
+static void keep_leaf(void *arg, uint64_t index, const uint8_t h[SM_HASH_LEN])
+{
+	(void)index;
+	sb_add(arg, h, SM_HASH_LEN);
+}
+
 static void unpack(struct untar *u, struct archive *ar)
 {
 	struct sync_session *s = u->s;
@@ -152,11 +159,17 @@ static void unpack(struct untar *u, struct archive *ar)
 		desc.size = size;
 		desc.mtime_ns = (int64_t)archive_entry_mtime(ae) * 1000000000LL +
 				archive_entry_mtime_nsec(ae);
+		struct strbuf leaves = STRBUF_INIT;
 		thash_init(&t, size);
+		if (size >= SYNC_LEAVES_MIN) { /* kept on the host for later deltas */
+			t.on_leaf = keep_leaf;
+			t.arg = &leaves;
+		}
 		int fd = sync_tmp_create(s, &dir, path, tmp);
 		if (fd < 0) {
 			sync_add_error(s, path, "cannot create a file beside it: %s", strerror(errno));
 			archive_read_data_skip(ar);
+			sb_release(&leaves);
 			continue;
 		}
 		int cr = copy_data(u, ar, fd, &t, size);
@@ -169,6 +182,7 @@ static void unpack(struct untar *u, struct archive *ar)
 			if (dfd >= 0)
 				unlinkat(dfd, tmp, 0);
 			sync_add_error(s, path, "cannot write: %s", strerror(e));
+			sb_release(&leaves);
 			continue;
 		}
 		if (cr == -1) {
@@ -177,9 +191,14 @@ static void unpack(struct untar *u, struct archive *ar)
 			int dfd = sfs_parent(&dir, path, &base);
 			if (dfd >= 0)
 				unlinkat(dfd, tmp, 0);
+			sb_release(&leaves);
 			break;
 		}
 		thash_final(&t, desc.hash);
+		if (leaves.len)
+			sync_leaves_save(s->statefd, desc.hash, (uint8_t *)leaves.buf,
+					 leaves.len / SM_HASH_LEN);
+		sb_release(&leaves);
 		sync_add_pending(s, path, tmp, &desc);
 		u->files++;
 	}
