@@ -18,7 +18,8 @@
 #include "sync_xfer.h"
 
 #define FRAME_DATA (256u << 10)
-#define HIGH_WATER (4u << 20)
+#define HIGH_WATER (1u << 20) /* queued output above this: wait for the pipe... */
+#define LOW_WATER (256u << 10) /* ...until below this, so it never runs dry */
 #define READ_CHUNK (256u << 10)
 
 enum { RQ_TAR = 1, RQ_FILE, RQ_SIG, RQ_COMMIT };
@@ -123,9 +124,20 @@ static int pace(struct sync_xfer *x)
 
 	if (x->fatal)
 		return x->fatal;
-	if (conn_pending(x->c) > HIGH_WATER && (rc = conn_flush(x->c, x->err)) < 0)
-		return x->fatal = rc;
-	return poll_frames(x);
+	if ((rc = poll_frames(x)) < 0) /* writes what the transport takes now */
+		return rc;
+	while (conn_pending(x->c) > HIGH_WATER) {
+		/* Wait for room, a millisecond at a time, reading answers. */
+		while (conn_pending(x->c) > LOW_WATER) {
+			struct gr_frame f;
+			rc = conn_recv(x->c, &f, 1, x->err);
+			if (rc < 0)
+				return x->fatal = rc;
+			if (rc == 1)
+				dispatch(x, &f);
+		}
+	}
+	return 0;
 }
 
 /* Wait for one more answer. */
