@@ -83,16 +83,28 @@ static void dispatch(struct sync_xfer *x, const struct gr_frame *f)
 	x->wire->in += GR_FRAME_HDR + f->len;
 	if (!r)
 		return; /* late frames of something finished */
+	if (r->kind == RQ_COMMIT && f->type == SYNC_MSG_STATE) {
+		/* The answer to an optimistic OPEN: the session goes on, or it
+		 * ended there because the host is not as planned for. */
+		if (f->flags & GR_F_END) {
+			x->rejected = r->done = r->failed = 1;
+			x->fatal = gr_errf(x->err, GR_ECONFLICT, "the host changed since the last sync");
+		}
+		return;
+	}
 	if (f->type == GR_MSG_ERROR) {
-		conn_error_from_frame(f, &e);
+		int code = conn_error_from_frame(f, &e);
 		r->failed = r->done = 1;
 		r->msg = xstrdup(e.msg);
-		if (r->kind == RQ_FILE)
+		if (r->kind == RQ_FILE) {
 			add_error(x, item_path(x, r->item), e.msg);
-		else if (r->kind == RQ_TAR)
+		} else if (r->kind == RQ_TAR) {
 			sv_pushf(&x->errors, "the tar stream failed: %s", e.msg);
-		else if (r->kind == RQ_COMMIT)
-			sv_pushf(&x->errors, "the host could not finish the sync: %s", e.msg);
+		} else if (r->kind == RQ_COMMIT && !x->fatal) {
+			/* The session is over: nothing more can land. */
+			*x->err = e;
+			x->fatal = code;
+		}
 		return;
 	}
 	if (f->type == GR_MSG_DATA && r->kind == RQ_SIG) {
@@ -149,7 +161,7 @@ static int wait_one(struct sync_xfer *x)
 	if (rc < 0)
 		return x->fatal = rc;
 	dispatch(x, &f);
-	return 0;
+	return x->fatal;
 }
 
 /* DATA frames for one stream, FRAME_DATA bytes at a time. */
@@ -522,7 +534,6 @@ static void send_commit(struct sync_xfer *x)
 	}
 	put_bytes(&b, digest, SM_HASH_LEN);
 	xsend(x, SYNC_MSG_COMMIT, 0, x->sid, b.buf, b.len);
-	add_req(x, x->sid, RQ_COMMIT, 0);
 	sb_release(&b);
 }
 
@@ -560,10 +571,17 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 
 	x->err = err;
 	x->revert = xcalloc(x->local->n ? x->local->n : 1, 1);
+	add_req(x, x->sid, RQ_COMMIT, 0); /* the session: STATE, errors, COMMIT's answer */
 	send_ops(x);
+	rc = poll_frames(x); /* OPEN (when optimistic) and the ops leave now */
 	for (size_t i = 0; i < p->nfiles; i++)
 		if (p->files[i].how == HOW_DELTA_SIG)
 			ask_sig(x, i);
+	if (!rc && x->files_sig)
+		rc = poll_frames(x); /* the requests that need an answer go first */
+	/* The tar first: its small files are unpacked while deltas stream. */
+	if (!rc)
+		rc = do_tar(x);
 	for (size_t i = 0; i < p->nfiles && !rc; i++) {
 		if (p->files[i].how != HOW_DELTA)
 			continue;
@@ -572,8 +590,6 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 		rc = delta_with(x, i, have ? &raw : NULL);
 		sb_release(&raw);
 	}
-	if (!rc)
-		rc = do_tar(x);
 	/* Deltas for which the host sends its signature, as they come. */
 	for (size_t k = 0; k < x->nreqs && !rc; k++) {
 		if (x->reqs[k].kind != RQ_SIG)
@@ -591,11 +607,10 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 			while (!x->reqs[k].done && !rc)
 				rc = wait_one(x);
 	}
-	if (!rc) {
-		struct xreq *c = &x->reqs[x->nreqs - 1];
-		if (!c->failed && (rc = parse_commit(x, c)) == 0)
-			x->committed = 1;
-	}
+	if (!rc && x->fatal)
+		rc = x->fatal;
+	if (!rc && !x->reqs[0].failed && (rc = parse_commit(x, &x->reqs[0])) == 0)
+		x->committed = 1;
 	return rc;
 }
 

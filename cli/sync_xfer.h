@@ -22,6 +22,7 @@ struct sync_xfer {
 	/* in */
 	struct gr_conn *c;
 	uint32_t sid;               /* the session (OPEN's request id) */
+	int optimistic;             /* OPEN's answer (SYNC_STATE) is still to come */
 	const char *root;           /* local project folder */
 	const struct sync_plan *plan;
 	struct sm_list *local;      /* entries whose content changed while being
@@ -37,6 +38,7 @@ struct sync_xfer {
 	struct sm_list expect;      /* what the host should hold now */
 	uint8_t digest[SM_HASH_LEN];/* what the host says it holds */
 	int committed;              /* COMMIT answered OK */
+	int rejected;               /* optimistic: the host was not as planned for */
 	/* private */
 	struct xreq *reqs;
 	size_t nreqs;

@@ -252,7 +252,9 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 		goto out;
 	(void)expect;
 	merge(s, &next);
-	syncfs(s->rootfd); /* the renames, before the manifest says they happened */
+	/* No second syncfs for the renames: if the host crashes before they
+	 * reach the disk, the manifest is ahead of the files, and the next
+	 * OPEN's check (inode, size, mtime, ctime) finds and rehashes them. */
 	if ((rc = sync_write_manifest(s, &next, err)) < 0)
 		goto out;
 	sync_leaves_gc(s->statefd, &next);

@@ -37,6 +37,9 @@ enum {
 enum {
 	SYNC_OPEN_DRY_RUN = 1,   /* read only: create nothing on the host */
 	SYNC_OPEN_WANT_MANIFEST = 2, /* send the whole manifest in STATE */
+	SYNC_OPEN_OPTIMISTIC = 4, /* the client streams its changes at once, planned
+				     against `expect`: refuse the session unless the
+				     folder holds exactly that */
 };
 
 /* STATE flags */
@@ -44,6 +47,8 @@ enum {
 	SYNC_STATE_IN_SYNC = 1,      /* manifest digest == local digest, nothing changed */
 	SYNC_STATE_HAS_MANIFEST = 2, /* the manifest is attached */
 	SYNC_STATE_NEW_ROOT = 4,     /* the remote folder did not exist */
+	SYNC_STATE_REJECTED = 8,     /* optimistic OPEN refused: the folder is not as
+					expected; STATE ends the request */
 };
 
 /* OPS */

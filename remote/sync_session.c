@@ -247,8 +247,15 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 		state |= SYNC_STATE_IN_SYNC;
 	int send_all = !expect || memcmp(expect, base, SM_HASH_LEN) ||
 		       (flags & SYNC_OPEN_WANT_MANIFEST);
-	if (send_all && !(state & SYNC_STATE_IN_SYNC))
+	int done = dry || (state & SYNC_STATE_IN_SYNC);
+	if ((flags & SYNC_OPEN_OPTIMISTIC) && !done && (send_all || nchanged)) {
+		/* What the client already sent was planned for another state:
+		 * refuse it all; it opens a session again and gets the details. */
+		state |= SYNC_STATE_REJECTED;
+		done = 1;
+	} else if (send_all && !(state & SYNC_STATE_IN_SYNC)) {
 		state |= SYNC_STATE_HAS_MANIFEST;
+	}
 	put_u32(&pl, state);
 	put_bytes(&pl, digest, SM_HASH_LEN);
 	put_str(&pl, s->root);
@@ -263,7 +270,6 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 	for (size_t i = 0; i < s->warnings.n; i++)
 		put_str(&pl, s->warnings.v[i]);
 	sv_clear(&s->warnings);
-	int done = dry || (state & SYNC_STATE_IN_SYNC);
 	agent_send(a, SYNC_MSG_STATE, done ? GR_F_END : 0, id, pl.buf, pl.len);
 	if (!done) {
 		*out = s;
