@@ -147,6 +147,17 @@ test_expect_success 'stray temp files of a killed agent are removed by the next 
 	same_trees
 '
 
+test_expect_success 'two clones syncing into one folder: each notices the other and converges' '
+	C2=$TRASH/clone2 && mkdir -p "$C2" &&
+	(cd "$P" && tar cf - --exclude=./.gpurun .) | (cd "$C2" && tar xf -) &&
+	echo from-clone2 >"$C2/only-in-clone2" && echo edited-in-2 >>"$C2/edit.txt" &&
+	(cd "$C2" && "$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err") &&
+	tree_sig "$C2" >"$TRASH/c2.sig" && tree_sig "$R" >"$TRASH/r.sig" &&
+	test_cmp "$TRASH/c2.sig" "$TRASH/r.sig" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && same_trees && ! test -e "$R/only-in-clone2" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err"
+'
+
 test_expect_success 'ignored files stay home; --why names the rule' '
 	mkdir -p "$P/build" "$P/sub" && echo o >"$P/build/x.o" && echo o >"$P/top.o" &&
 	echo keep >"$P/sub/keep.o" && echo secret >"$P/notes.tmp" && echo c >"$P/data.cache" &&
