@@ -1,11 +1,230 @@
-/* gpurun doctor: not written yet (see the open issues). */
+/* gpurun doctor: check, in order, config, ssh_config, name resolution, TCP,
+ * SSH handshake, host key, authentication, the agent and the remote tools,
+ * one line each, stopping where later checks would mean nothing. The ssh
+ * steps come from the libssh2 layer's observer as the connection is made. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "gpurun.h"
+#include "ssh.h"
 
 const struct gr_opt cmd_doctor_opts[] = { { 0 } };
 
+struct doctor {
+	int code;              /* the first failure's GR_E* code, 0 if none */
+	int ssh_failed;        /* a FAIL line came from the observer */
+	struct strbuf methods; /* negotiated with the target */
+};
+
+__attribute__((format(printf, 3, 4)))
+static void line(const char *status, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%-4s %-11s ", status, name);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+}
+
+static void fail(struct doctor *d, const char *name, const struct gr_err *err, int code)
+{
+	line("FAIL", name, "%s", err->msg[0] ? err->msg : gr_strcode(code));
+	if (err->hint[0])
+		printf("     hint: %s\n", err->hint);
+	fflush(stdout);
+	if (!d->code)
+		d->code = code ? code : GR_EREMOTE;
+}
+
+static void on_step(const struct ssh_step_report *r, void *arg)
+{
+	static const char *const names[] = {
+		"ssh_config", "resolve", "tcp", "handshake", "hostkey", "auth", "channel",
+	};
+	struct doctor *d = arg;
+	const char *name = names[r->step];
+
+	if (r->rc < 0) {
+		struct gr_err e = *r->err;
+		if (!r->is_target)
+			gr_err_prefix(&e, "jump host %s", r->hop);
+		fail(d, name, &e, r->rc);
+		d->ssh_failed = 1;
+		return;
+	}
+	if (r->step == SSH_STEP_CHANNEL)
+		return;
+	if (r->is_target && r->methods) {
+		sb_reset(&d->methods);
+		sb_adds(&d->methods, r->methods);
+	}
+	line("ok", name, "%s%s%s%s", r->is_target ? "" : "jump host ", r->is_target ? "" : r->hop,
+	     r->is_target ? "" : ": ", r->detail ? r->detail : "");
+	for (size_t i = 0; r->warnings && i < r->warnings->n; i++)
+		line("warn", name, "%s", r->warnings->v[i]);
+}
+
+static int check_config(struct gr_ctx *ctx, struct doctor *d)
+{
+	const struct gr_config *cfg = ctx->cfg;
+	static const char *const kinds[] = { "libssh2", "openssh", "local" };
+	struct gr_err e = { 0 };
+
+	if (!cfg->file) {
+		gr_errf(&e, GR_ECONFIG, "no gpurun.ini here or in any folder above");
+		gr_hintf(&e, "run 'gpurun init' in the project folder");
+		fail(d, "config", &e, GR_ECONFIG);
+		return -1;
+	}
+	if (!cfg->remote.host || !*cfg->remote.host) {
+		gr_errf(&e, GR_ECONFIG, "%s sets no host ([remote] host)", cfg->file);
+		gr_hintf(&e, "set it to an ssh alias or [user@]host[:port]");
+		fail(d, "config", &e, GR_ECONFIG);
+		return -1;
+	}
+	line("ok", "config", "%s (host %s, path %s, transport %s)", cfg->file, cfg->remote.host,
+	     cfg->remote.path ? cfg->remote.path : "", kinds[cfg->remote.transport % 3]);
+	return 0;
+}
+
+static void check_crypto(struct doctor *d)
+{
+	const char *m = d->methods.buf;
+
+	if (!m)
+		return;
+	if (strstr(m, "chacha20-poly1305") || strstr(m, "-etm@"))
+		line("warn", "crypto", "%s (open to the Terrapin attack: this libssh2 has no strict kex)", m);
+	else
+		line("ok", "crypto", "%s (not open to Terrapin)", m);
+}
+
+/* PROBE answers name=value pairs: cc, make, nvcc, nvidia-smi (paths or
+ * ""), path, path_exists, free_bytes. */
+static void check_tools(struct gr_ctx *ctx, struct doctor *d)
+{
+	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
+	struct gr_err e = { 0 };
+	struct gr_rd rd;
+	struct strvec kv = STRVEC_INIT;
+	const char *path = "", *exists = "0", *freeb = "";
+	uint32_t n;
+
+	put_str(&pl, ctx->cfg->remote.path ? ctx->cfg->remote.path : "");
+	if (conn_request(ctx->conn, GR_MSG_PROBE, pl.buf, pl.len, &rep, &e) < 0) {
+		fail(d, "tools", &e, e.code);
+		goto out;
+	}
+	rd_init(&rd, rep.buf, rep.len);
+	n = get_u32(&rd);
+	for (uint32_t i = 0; i < n && !rd.bad && i < 64; i++) {
+		char *k = get_str(&rd), *v = get_str(&rd);
+		sv_push(&kv, k ? k : "");
+		sv_push(&kv, v ? v : "");
+		free(k);
+		free(v);
+	}
+	if (rd.bad) {
+		gr_errf(&e, GR_EPROTO, "the agent's PROBE answer is malformed");
+		fail(d, "tools", &e, GR_EPROTO);
+		goto out;
+	}
+	for (size_t i = 0; i + 1 < kv.n; i += 2) {
+		const char *k = kv.v[i], *v = kv.v[i + 1];
+		if (!strcmp(k, "path"))
+			path = v;
+		else if (!strcmp(k, "path_exists"))
+			exists = v;
+		else if (!strcmp(k, "free_bytes"))
+			freeb = v;
+		else if (*v)
+			line("ok", k, "%s", v);
+		else if (!strcmp(k, "cc") || !strcmp(k, "make")) {
+			gr_errf(&e, GR_EREMOTE, "no '%s' on the host's PATH", k);
+			gr_hintf(&e, "install a C toolchain there (Debian/Ubuntu: apt install build-essential)");
+			fail(d, k, &e, GR_EREMOTE);
+		} else {
+			line("warn", k, "not found on the host's PATH or in /usr/local/cuda/bin");
+			printf("     hint: %s\n", !strcmp(k, "nvcc")
+				? "install the CUDA toolkit there to build GPU kernels (the CPU path builds without it)"
+				: "no NVIDIA driver there: jobs run on the CPU");
+		}
+	}
+	if (!strcmp(exists, "1"))
+		line("ok", "path", "%s exists", path);
+	else
+		line("warn", "path", "%s does not exist yet ('gpurun sync' creates it)", path);
+	if (*freeb) {
+		long long bytes = 0;
+		char buf[32];
+		if (parse_ll(freeb, 0, (long long)(~0ULL >> 1), &bytes) == 0) {
+			fmt_size((uint64_t)bytes, buf, sizeof(buf));
+			if (bytes < (1LL << 30)) {
+				line("warn", "disk", "%s free", buf);
+				printf("     hint: checkpoints need room; free some space on the host\n");
+			} else {
+				line("ok", "disk", "%s free", buf);
+			}
+		}
+	}
+out:
+	sv_clear(&kv);
+	sb_release(&pl);
+	sb_release(&rep);
+}
+
 int cmd_doctor(int argc, char **argv, struct gr_ctx *ctx)
 {
-	(void)argc;
-	(void)argv;
-	return gr_errf(&ctx->err, GR_EUNSUPP, "'gpurun doctor' is not implemented yet");
+	struct gr_getopt st;
+	struct doctor d = { 0 };
+	struct conn_opts o = { ctx->accept_new, ctx->verbose };
+	int id, rc;
+
+	gr_getopt_init(&st, argc, argv);
+	while ((id = gr_getopt(&st, cmd_doctor_opts, &ctx->err)) > 0) {
+		if (id == OPT_HELP) {
+			help_command(ctx->cmd, stdout);
+			gr_getopt_release(&st);
+			return 0;
+		}
+	}
+	if (id < 0 || st.args.n) {
+		if (st.args.n)
+			gr_errf(&ctx->err, GR_EUSAGE, "doctor takes no arguments");
+		gr_getopt_release(&st);
+		return gr_usage_error(ctx);
+	}
+	gr_getopt_release(&st);
+
+	if (check_config(ctx, &d) < 0)
+		goto done;
+	if (ctx->cfg->remote.transport != GR_TRANSPORT_LIBSSH2 ||
+	    !strcmp(ctx->cfg->remote.host, "local"))
+		line("skip", "ssh", "transport = %s: no libssh2 connection to check",
+		     ctx->cfg->remote.transport == GR_TRANSPORT_OPENSSH ? "openssh" : "local");
+
+	ssh_set_observer(on_step, &d);
+	rc = conn_open(&ctx->conn, ctx->cfg, &o, &ctx->err);
+	ssh_set_observer(NULL, NULL);
+	if (rc < 0) {
+		if (!d.ssh_failed)
+			fail(&d, "agent", &ctx->err, rc);
+		gr_err_clear(&ctx->err);
+		goto done;
+	}
+	{
+		const struct gr_hello *h = conn_hello(ctx->conn);
+		line("ok", "agent", "%s on %s, %s (protocol %u, home %s)", h->hash, h->arch,
+		     h->uploaded ? "uploaded now" : "already installed", h->version, h->home);
+	}
+	check_tools(ctx, &d);
+	check_crypto(&d);
+done:
+	sb_release(&d.methods);
+	return d.code ? gr_exit_code(d.code) : 0;
 }

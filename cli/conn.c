@@ -384,14 +384,12 @@ out:
 
 static int hello(struct gr_conn *c, struct gr_err *err)
 {
-	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
 	struct gr_frame f;
 	struct gr_rd rd;
-	uint32_t id = conn_next_id(c);
 	int rc;
 
-	put_u32(&pl, GR_PROTO_VERSION);
-	conn_send(c, GR_MSG_HELLO, 0, id, pl.buf, pl.len);
+	/* The agent sends HELLO (id 0) unasked right after its ready line:
+	 * no round trip is spent on it. */
 	rc = conn_recv(c, &f, 60000, err);
 	if (rc == 0)
 		rc = gr_errf(err, GR_ETIMEOUT, "the agent did not answer HELLO");
@@ -407,15 +405,17 @@ static int hello(struct gr_conn *c, struct gr_err *err)
 	c->hello.arch = get_str(&rd);
 	c->hello.home = get_str(&rd);
 	c->hello.pid = get_u32(&rd);
-	if (f.type != GR_MSG_HELLO || f.id != id) {
+	if (f.type != GR_MSG_HELLO || f.id != 0) {
 		rc = gr_errf(err, GR_EPROTO, "protocol error: expected HELLO, got %s",
 			     proto_msg_name(f.type));
 		goto out;
 	}
-	rc = rd_done(&rd, err, "HELLO");
+	if ((rc = rd_done(&rd, err, "HELLO")) < 0)
+		goto out;
+	if (c->hello.version != GR_PROTO_VERSION)
+		rc = gr_errf(err, GR_EPROTO, "the agent speaks protocol %u, this gpurun %u",
+			     c->hello.version, GR_PROTO_VERSION);
 out:
-	sb_release(&pl);
-	sb_release(&rep);
 	return rc;
 }
 

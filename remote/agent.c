@@ -359,6 +359,8 @@ static int run_timers(struct agent *a)
 	return wait;
 }
 
+static void send_hello(struct agent *a, uint32_t id);
+
 static int serve(void)
 {
 	struct agent a = { 0 };
@@ -376,6 +378,8 @@ static int serve(void)
 	signal(SIGPIPE, SIG_IGN);
 	set_nonblock(0, 1);
 	set_nonblock(1, 1);
+	/* Unasked, so the client learns who we are without a round trip. */
+	send_hello(&a, 0);
 
 	while (!(a.in_eof && (!agent_out_pending(&a) || a.out_broken))) {
 		int timeout = run_timers(&a);
@@ -446,18 +450,11 @@ static int serve(void)
 
 /* core handlers */
 
-static int h_hello(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
+static void send_hello(struct agent *a, uint32_t id)
 {
-	uint32_t v = get_u32(rd);
 	struct strbuf pl = STRBUF_INIT;
 	struct utsname u;
 
-	if (rd->bad)
-		return gr_errf(err, GR_EPROTO, "protocol error: malformed HELLO");
-	if (v != GR_PROTO_VERSION)
-		return gr_errf(err, GR_EPROTO,
-			       "protocol version %u is not supported (agent speaks %u)",
-			       v, GR_PROTO_VERSION);
 	if (uname(&u) < 0)
 		snprintf(u.machine, sizeof(u.machine), "unknown");
 	put_u32(&pl, GR_PROTO_VERSION);
@@ -467,6 +464,19 @@ static int h_hello(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err
 	put_u32(&pl, (uint32_t)getpid());
 	agent_send(a, GR_MSG_HELLO, GR_F_END, id, pl.buf, pl.len);
 	sb_release(&pl);
+}
+
+static int h_hello(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
+{
+	uint32_t v = get_u32(rd);
+
+	if (rd->bad)
+		return gr_errf(err, GR_EPROTO, "protocol error: malformed HELLO");
+	if (v != GR_PROTO_VERSION)
+		return gr_errf(err, GR_EPROTO,
+			       "protocol version %u is not supported (agent speaks %u)",
+			       v, GR_PROTO_VERSION);
+	send_hello(a, id);
 	return 0;
 }
 

@@ -94,8 +94,11 @@ make_client_key() {
 # (the "remote" home). Sets SSHD_PORT_<NAME>, and adds "Host NAME" to
 # $HOME/.ssh/config (not yet in known_hosts: see trust_sshd). Paths in it
 # are absolute: OpenSSH's client expands ~ from passwd, not $HOME.
+# EXTRA (optional, 2nd argument): sshd_config lines put first, so they win
+# (sshd keeps the first value; one SetEnv line must then set HOME too).
 start_sshd() {
 	_n=${1:-gpuhost}
+	_extra=${2:-}
 	_d=$TRASH/sshd-$_n
 	mkdir -p "$_d" "$TRASH/$_n-home" /run/sshd
 	make_client_key
@@ -104,6 +107,7 @@ start_sshd() {
 	for _try in 1 2 3 4 5; do
 		_port=$(free_port)
 		cat > "$_d/sshd_config" <<CFG
+$_extra
 Port $_port
 ListenAddress 127.0.0.1
 HostKey $_d/hostkey

@@ -1,0 +1,71 @@
+#!/bin/bash
+# Benchmark (not a test): connect + agent HELLO + `exec true` with gpurun's
+# libssh2 transport, against OpenSSH's `ssh HOST true`, in the same run, on
+# loopback and through the delay proxy (25 ms each way = 50 ms round trip).
+#   tests/bench/bench_connect.sh [BUILD_DIR] [RUNS]     (default build, 15)
+# Prints medians and the ratio gpurun/ssh (below 1.0 = gpurun is faster).
+# OpenSSH 9 negotiates sntrup761x25519 (post-quantum, slower to compute) and
+# libssh2 1.10 cannot: a second ssh column pins curve25519-sha256 to compare
+# like with like.
+set -u
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
+B=${1:-${GPURUN_BUILD:-build}}
+case $B in /*) ;; *) B=$TOP/$B ;; esac
+export GPURUN_BUILD=$B
+RUNS=${2:-15}
+. "$TOP/tests/lib.sh"
+
+[ -x "$GPURUN" ] || { say "no $GPURUN: run make first"; exit 1; }
+start_sshd gpuhost >/dev/null || exit 1
+trust_sshd gpuhost
+mkdir -p "$TRASH/gpuhost-home/rproj" "$TRASH/p"
+SSH="ssh -F $HOME/.ssh/config -o BatchMode=yes"
+
+now_us() { echo $(( $(date +%s%N) / 1000 )); }
+
+# time_cmd: microseconds one run of "$@" takes (output discarded).
+time_cmd() {
+	local t0
+	t0=$(now_us)
+	"$@" >/dev/null 2>&1 || { say "failed: $*"; echo -1; return; }
+	echo $(( $(now_us) - t0 ))
+}
+
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+
+# bench LABEL HOST: interleave gpurun and ssh runs, print one table row.
+bench() {
+	local label=$1 host=$2 g s c i
+	printf "[remote]\nhost = %s\npath = rproj\n" "$host" > "$TRASH/p/gpurun.ini"
+	# Warm up: the agent is uploaded once, then reused; caches are hot.
+	(cd "$TRASH/p" && "$GPURUN" exec true) || { say "gpurun exec failed for $host"; return 1; }
+	$SSH "$host" true || { say "ssh failed for $host"; return 1; }
+	: > "$TRASH/g.$label"
+	: > "$TRASH/s.$label"
+	: > "$TRASH/c.$label"
+	for i in $(seq 1 "$RUNS"); do
+		(cd "$TRASH/p" && time_cmd "$GPURUN" exec true) >> "$TRASH/g.$label"
+		time_cmd $SSH "$host" true >> "$TRASH/s.$label"
+		time_cmd $SSH -o KexAlgorithms=curve25519-sha256 "$host" true >> "$TRASH/c.$label"
+	done
+	g=$(median < "$TRASH/g.$label")
+	s=$(median < "$TRASH/s.$label")
+	c=$(median < "$TRASH/c.$label")
+	printf "%-24s %9.1f %9.1f %11.1f %9.2f %11.2f\n" "$label" "$(echo "$g / 1000" | bc -l)" \
+		"$(echo "$s / 1000" | bc -l)" "$(echo "$c / 1000" | bc -l)" \
+		"$(echo "$g / $s" | bc -l)" "$(echo "$g / $c" | bc -l)"
+}
+
+echo "connect + agent hello + exec true: median of $RUNS runs (ms)"
+printf "%-24s %9s %9s %11s %9s %11s\n" "path" "gpurun" "ssh" "ssh-c25519" "g/ssh" "g/c25519"
+bench "loopback" gpuhost
+
+# Through the delay proxy: 25 ms each way.
+if [ -x "$B/tests/delayproxy" ]; then
+	start_proxy wan "$SSHD_PORT_gpuhost" 25 || exit 1
+	ssh_host_via slowhost gpuhost "$PROXY_PORT_wan"
+	bench "50 ms RTT (delay proxy)" slowhost
+else
+	echo "50 ms RTT (delay proxy)  skipped: no $B/tests/delayproxy (make unit-bins)"
+fi
+test_done
