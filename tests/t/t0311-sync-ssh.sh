@@ -1,9 +1,10 @@
 #!/bin/bash
-# gpurun sync to a real sshd on loopback, through the delay proxy so the
-# bytes on the wire are counted where the network is: tree equality, the
-# no-op costing at most 2 KB beyond the connection, a large file sent as a
-# small delta (with the signature cached here, then asked of the host), a
-# large file changed on the host behind gpurun's back.
+# gpurun sync to a real sshd on loopback over the default (libssh2)
+# transport, through the delay proxy so the bytes on the wire are counted
+# where the network is: tree equality, the no-op costing at most 2 KB
+# beyond the connection, a large file sent as a small delta (with the
+# signature cached here, then asked of the host), a large file changed on
+# the host behind gpurun's back.
 . "$(dirname "$0")/../lib.sh"
 
 P=$TRASH/proj
@@ -48,7 +49,7 @@ test_expect_success 'setup: sshd, the proxy in front of it, a project' '
 	start_sshd gpuhost && trust_sshd gpuhost &&
 	start_proxy wan "$SSHD_PORT_gpuhost" &&
 	ssh_host_via viaproxy gpuhost "$PROXY_PORT_wan" &&
-	gen_tree "$P" 7 250 && mkdir -p "$P/empty" && write_ini "$P" viaproxy openssh proj
+	gen_tree "$P" 7 250 && mkdir -p "$P/empty" && write_ini "$P" viaproxy libssh2 proj
 '
 
 test_expect_success 'first sync over ssh: the trees are equal' '

@@ -3,7 +3,8 @@
 # new version, never a mix or a partial file, and the next sync finishes
 # the job: gpurun killed with SIGKILL, the agent killed with SIGKILL (its
 # temp files are cleaned by the next session), and the connection cut by
-# the delay proxy in the middle of a rate-limited transfer.
+# the delay proxy in the middle of a rate-limited transfer (over both ssh
+# transports).
 . "$(dirname "$0")/../lib.sh"
 
 P=$TRASH/proj
@@ -118,8 +119,12 @@ test_expect_success 'setup: sshd behind a 10 MB/s proxy' '
 	(cd "$P" && "$GPURUN" -q sync)
 '
 
-test_expect_success 'a connection cut mid-sync: every file old or new; the next sync converges' '
+test_expect_success 'a connection cut mid-sync (ssh subprocess): every file old or new; the next sync converges' '
 	cut_connection
+'
+
+test_expect_success 'a connection cut mid-sync (libssh2): every file old or new; the next sync converges' '
+	write_ini "$P" viaslow libssh2 proj && cut_connection
 '
 
 test_done
