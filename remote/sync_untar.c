@@ -77,9 +77,25 @@ static void set_fail(struct untar *u, const char *fmt, const char *a, const char
 
 /* Copy one entry's data into fd, hashing it. 0, or -1 (archive error,
  * message set) or -2 (write error, errno set). */
+/* All zero? (Runs of zeros are left as holes: a sparse file stays sparse.) */
+static int all_zero(const uint8_t *p, size_t n)
+{
+	static const uint8_t zeros[4096];
+
+	while (n) {
+		size_t k = n < sizeof(zeros) ? n : sizeof(zeros);
+		if (memcmp(p, zeros, k))
+			return 0;
+		p += k;
+		n -= k;
+	}
+	return 1;
+}
+
 static int copy_data(struct untar *u, struct archive *ar, int fd, struct thash *t,
 		     uint64_t size)
 {
+	static const uint8_t zeros[4096];
 	const void *p;
 	size_t n;
 	la_int64_t off;
@@ -98,24 +114,27 @@ static int copy_data(struct untar *u, struct archive *ar, int fd, struct thash *
 			set_fail(u, "malformed tar stream%s%s", "", "");
 			return -1;
 		}
-		while (pos < (uint64_t)off) { /* a hole: zeros, hashed like data */
-			static const uint8_t zeros[4096];
+		for (; pos < (uint64_t)off; ) { /* a hole in the archive: zeros */
 			size_t k = (uint64_t)off - pos > sizeof(zeros) ? sizeof(zeros)
 								       : (size_t)((uint64_t)off - pos);
 			thash_update(t, zeros, k);
-			if (!werr && write_full(fd, zeros, k) < 0)
-				werr = errno;
 			pos += k;
 		}
 		thash_update(t, p, n);
-		if (!werr && write_full(fd, p, n) < 0)
-			werr = errno;
+		if (!werr && n >= sizeof(zeros) && all_zero(p, n)) {
+			pos += n; /* left as a hole */
+			continue;
+		}
+		if (!werr && pwrite(fd, p, n, (off_t)pos) != (ssize_t)n)
+			werr = errno ? errno : EIO;
 		pos += n;
 	}
 	if (pos != size) {
 		set_fail(u, "malformed tar stream: short entry%s%s", "", "");
 		return -1;
 	}
+	if (!werr && ftruncate(fd, (off_t)size) < 0) /* a trailing hole */
+		werr = errno;
 	if (werr) {
 		errno = werr;
 		return -2;
