@@ -77,10 +77,12 @@ run_gpurun() {
 measure() {
 	_name=$1
 	shift
+	sleep 0.3
 	_b0=$(proxy_bytes "$PROXY")
 	_t0=$(now_ms)
 	"$@" >/dev/null 2>"$TRASH/cmd.err" || { say "$_name failed:"; cat "$TRASH/cmd.err" >&2; return 1; }
 	_t1=$(now_ms)
+	sleep 0.3 # the proxy writes its counters every 100 ms and at a close
 	_b1=$(proxy_bytes "$PROXY")
 	echo "$PROFILE $_name $((_t1 - _t0)) $((_b1 - _b0))" >>"$OUT"
 }
@@ -107,6 +109,9 @@ bench_profile() {
 		measure noop-gpurun run_gpurun || return 1
 	done
 	measure conn-gpurun "$GPURUN" -C "$P" exec true
+	# gpurun's own frames in a no-op (its --stats count, headers included)
+	(cd "$P" && "$GPURUN" sync --stats 2>/dev/null) |
+		sed -n "s/^wire: \([0-9]*\) bytes.*/$PROFILE frames-noop 0 \1/p" >>"$OUT"
 	for i in $(seq 1 "$RUNS"); do
 		small_edit "$((i + ${EDIT_BASE:-0}))"
 		measure edit-rsync run_rsync "$host" || return 1
@@ -135,8 +140,8 @@ report() {
 		done
 		cb=$(cell "$prof" conn-gpurun 4)
 		nb=$(cell "$prof" noop-gpurun 4)
-		printf '%-9s no-op bytes beyond the connection (gpurun exec true: %s B): %s B\n' \
-			"$prof" "$cb" "$((nb - cb))"
+		printf '%-9s no-op: %s B of sync frames; %s B through the proxy, %s B beyond a bare connection (gpurun exec true: %s B)\n' \
+			"$prof" "$(cell "$prof" frames-noop 4)" "$nb" "$((nb - cb))" "$cb"
 	done
 	printf '\ntargets (gpurun/rsync): no-op <= 0.40 time and <= 2 KB beyond the connection; small edit <= 0.60 time and <= 1.0 bytes; first <= 0.90 time\n'
 	printf 'transport: %s; %s runs per cell (median); %s source files + 100 MB dataset\n' \
