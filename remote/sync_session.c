@@ -241,8 +241,6 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 		sm_digest(&s->man, base);
 	}
 	sm_digest(&s->man, digest);
-	if (nchanged && !dry && (rc = sync_write_manifest(s, &s->man, err)) < 0)
-		goto out;
 	if (!memcmp(digest, local, SM_HASH_LEN))
 		state |= SYNC_STATE_IN_SYNC;
 	int send_all = !expect || memcmp(expect, base, SM_HASH_LEN) ||
@@ -256,6 +254,11 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 	} else if (send_all && !(state & SYNC_STATE_IN_SYNC)) {
 		state |= SYNC_STATE_HAS_MANIFEST;
 	}
+	/* What changed on the disk goes into the manifest now, unless the
+	 * client comes back (rejected): it must hear about those changes. */
+	if (nchanged && !dry && !(state & SYNC_STATE_REJECTED) &&
+	    (rc = sync_write_manifest(s, &s->man, err)) < 0)
+		goto out;
 	put_u32(&pl, state);
 	put_bytes(&pl, digest, SM_HASH_LEN);
 	put_str(&pl, s->root);

@@ -128,6 +128,14 @@ test_expect_success 'a file changed on the host is noticed and overwritten' '
 	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err" && ! grep changed "$TRASH/err"
 '
 
+test_expect_success 'a host change is reported also when files changed here (the optimistic send is refused)' '
+	echo v1 >"$P/both" && (cd "$P" && "$GPURUN" -q sync) &&
+	echo host-side >"$R/both" && echo local-change >>"$P/edit.txt" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") &&
+	test_grep "gpurun: both changed on the host since the last sync; overwriting" "$TRASH/err" &&
+	same_trees
+'
+
 test_expect_success 'the size check refuses in a pipe without --yes, shows the largest folders' '
 	mkdir -p "$P/bulk/inner" && head -c 300000 /dev/urandom >"$P/bulk/inner/blob" &&
 	head -c 100000 /dev/urandom >"$P/other.bin" &&
