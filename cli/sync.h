@@ -30,7 +30,9 @@ struct sync_stats {
 };
 
 /* Bring [remote] path on the host up to date with the project (opens
- * ctx->conn if needed). Returns 0 or a GR_E* code with ctx->err set:
+ * ctx->conn if needed, and leaves it open). No other request may be in
+ * flight on ctx->conn meanwhile: frames for other ids are dropped.
+ * Returns 0 or a GR_E* code with ctx->err set:
  * GR_ECONFIG (a refused remote path), GR_ECANCEL (the user said no, or
  * the size check refused without --yes), GR_EREMOTE (some files could not
  * be written; each was reported), or the connection's errors. */
