@@ -1,11 +1,72 @@
-/* gpurun logs: not written yet (see the open issues). */
-#include "gpurun.h"
+/* gpurun logs [-f] [--tail N] [JOB]: a job's log (default: the latest
+ * job), from the start or its last N lines; -f follows it until the job
+ * ends (surviving dropped connections) and exits with the job's status. */
+#include <stdio.h>
+#include <stdlib.h>
 
-const struct gr_opt cmd_logs_opts[] = { { 0 } };
+#include "gpurun.h"
+#include "job_attach.h"
+#include "job_client.h"
+
+enum { O_FOLLOW = 1, O_TAIL };
+
+const struct gr_opt cmd_logs_opts[] = {
+	{ O_FOLLOW, "follow", 'f', OPT_FLAG, NULL, "keep printing as the job writes, until it ends", NULL, 0, 0, 0 },
+	{ O_TAIL, "tail", 'n', OPT_INT, "N", "start with the last N lines", NULL, 0, 100000000, 0 },
+	{ 0 },
+};
 
 int cmd_logs(int argc, char **argv, struct gr_ctx *ctx)
 {
-	(void)argc;
-	(void)argv;
-	return gr_errf(&ctx->err, GR_EUNSUPP, "'gpurun logs' is not implemented yet");
+	struct gr_getopt st;
+	struct job_rec r = { 0 };
+	struct attach_result res = { 0 };
+	int follow = 0, opt, rc;
+	long long tail = 0;
+
+	gr_getopt_init(&st, argc, argv);
+	while ((opt = gr_getopt(&st, cmd_logs_opts, &ctx->err)) > 0) {
+		if (opt == OPT_HELP) {
+			help_command(ctx->cmd, stdout);
+			gr_getopt_release(&st);
+			return 0;
+		}
+		if (opt == O_FOLLOW)
+			follow = 1;
+		if (opt == O_TAIL)
+			tail = st.num;
+	}
+	if (opt == 0 && st.args.n > 1)
+		opt = gr_errf(&ctx->err, GR_EUSAGE, "logs takes at most one job");
+	if (opt < 0) {
+		gr_getopt_release(&st);
+		return gr_usage_error(ctx);
+	}
+	rc = job_ctx_status(ctx, st.args.n ? st.args.v[0] : "", &r);
+	gr_getopt_release(&st);
+	if (rc < 0)
+		return rc;
+	job_cache_update(ctx->cfg->root, &r, 1);
+	struct attach_opts ao = {
+		.id = r.id, .tail = (uint32_t)tail, .follow = follow, .out_fd = 1,
+		.on_interrupt = ATTACH_INT_LEAVE,
+	};
+	rc = job_attach(ctx, &ao, &res);
+	if (res.rec.id)
+		job_cache_update(ctx->cfg->root, &res.rec, 1);
+	if (rc == 0 && follow) {
+		if (res.ended) {
+			struct strbuf end = STRBUF_INIT;
+			job_describe_end(&res.rec, &end);
+			if (!ctx->quiet)
+				fprintf(stderr, "gpurun: job %s %s\n", r.id, end.buf);
+			sb_release(&end);
+			rc = job_rec_exit_code(&res.rec);
+		} else if (res.interrupted) {
+			rc = GR_EXIT_INTERRUPTED;
+		}
+	}
+	job_rec_clear(&r);
+	job_rec_clear(&res.rec);
+	return rc;
 }

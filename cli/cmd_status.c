@@ -1,11 +1,229 @@
-/* gpurun status: not written yet (see the open issues). */
-#include "gpurun.h"
+/* gpurun status [JOB] [--json]: the project's jobs (id, state, start,
+ * duration, exit status, GPUs) and, where the host has nvidia-smi, each
+ * GPU's utilisation, memory and processes. One round trip: the job list
+ * and the GPU report are asked for together. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-const struct gr_opt cmd_status_opts[] = { { 0 } };
+#include "gpurun.h"
+#include "job_client.h"
+
+enum { O_JSON = 1, O_ALL };
+
+const struct gr_opt cmd_status_opts[] = {
+	{ O_JSON, "json", 0, OPT_FLAG, NULL, "print JSON (for scripts)", NULL, 0, 0, 0 },
+	{ O_ALL, "all", 'a', OPT_FLAG, NULL, "every job, not only the 20 most recent", NULL, 0, 0, 0 },
+	{ 0 },
+};
+
+static uint64_t duration(const struct job_rec *r)
+{
+	uint64_t from = r->start_ms ? r->start_ms : r->created_ms;
+	uint64_t to = r->end_ms ? r->end_ms : r->now_ms;
+
+	return from && to > from ? to - from : 0;
+}
+
+static void print_table(const struct job_rec *recs, size_t n, const struct job_gpus *g,
+			struct strbuf *o)
+{
+	char t[32], d[32], code[16];
+
+	if (!n)
+		sb_adds(o, "no jobs for this project yet\n");
+	else
+		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %s\n", "JOB", "STATE", "STARTED",
+			"DURATION", "EXIT", "GPUS");
+	for (size_t i = 0; i < n; i++) {
+		const struct job_rec *r = &recs[i];
+		int ec = job_rec_exit_code(r);
+		if (ec >= 0 && r->has_status)
+			snprintf(code, sizeof(code), "%d", ec);
+		else
+			snprintf(code, sizeof(code), "-");
+		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %s\n", r->id, r->state,
+			job_fmt_time(r->start_ms ? r->start_ms : r->created_ms, t, sizeof(t)),
+			job_fmt_duration(duration(r), d, sizeof(d)), code,
+			r->gpus && *r->gpus ? r->gpus : "-");
+	}
+	if (!g)
+		return;
+	if (!g->have_smi) {
+		sb_addf(o, "\nGPUs: %s\n", g->error && *g->error ? g->error : "no nvidia-smi on the host");
+		return;
+	}
+	sb_addf(o, "\n%-3s  %-24s  %4s  %-19s  %s\n", "GPU", "NAME", "UTIL", "MEMORY (MiB)", "JOB");
+	for (size_t i = 0; i < g->ngpus; i++) {
+		const struct job_gpu *x = &g->gpus[i];
+		char mem[40];
+		snprintf(mem, sizeof(mem), "%llu / %llu", (unsigned long long)x->mem_used,
+			 (unsigned long long)x->mem_total);
+		sb_addf(o, "%-3u  %-24.24s  %3u%%  %-19s  %s\n", x->index, x->name, x->util, mem,
+			x->locked_by && *x->locked_by ? x->locked_by : "-");
+		for (size_t j = 0; j < g->napps; j++) {
+			const struct job_gpu_app *a = &g->apps[j];
+			if (strcmp(a->gpu_uuid, x->uuid))
+				continue;
+			sb_addf(o, "     pid %u %s, %llu MiB%s%s\n", a->pid, a->name,
+				(unsigned long long)a->mem, *a->job ? ", job " : "", a->job);
+		}
+	}
+}
+
+static void print_json(const struct job_rec *recs, size_t n, const struct job_gpus *g,
+		       struct strbuf *o)
+{
+	sb_adds(o, "{\n  \"jobs\": [");
+	for (size_t i = 0; i < n; i++) {
+		const struct job_rec *r = &recs[i];
+		sb_adds(o, i ? ",\n    {" : "\n    {");
+		sb_adds(o, "\"id\": ");
+		json_str(o, r->id);
+		sb_adds(o, ", \"state\": ");
+		json_str(o, r->state);
+		sb_adds(o, ", \"command\": ");
+		json_str(o, r->command);
+		sb_addf(o, ", \"created\": %.3f", (double)r->created_ms / 1000);
+		if (r->start_ms)
+			sb_addf(o, ", \"start\": %.3f", (double)r->start_ms / 1000);
+		else
+			sb_adds(o, ", \"start\": null");
+		if (r->end_ms)
+			sb_addf(o, ", \"end\": %.3f", (double)r->end_ms / 1000);
+		else
+			sb_adds(o, ", \"end\": null");
+		sb_addf(o, ", \"duration_s\": %.3f", (double)duration(r) / 1000);
+		if (r->has_status && r->signalled)
+			sb_addf(o, ", \"exit_code\": %d, \"signal\": %u", job_rec_exit_code(r), r->code);
+		else if (r->has_status)
+			sb_addf(o, ", \"exit_code\": %d, \"signal\": null", job_rec_exit_code(r));
+		else
+			sb_adds(o, ", \"exit_code\": null, \"signal\": null");
+		sb_adds(o, ", \"gpus\": ");
+		json_str(o, r->gpus);
+		sb_addf(o, ", \"pid\": %u}", r->pid);
+	}
+	sb_adds(o, n ? "\n  ],\n" : "],\n");
+	sb_addf(o, "  \"nvidia_smi\": %s,\n  \"gpus\": ", g && g->have_smi ? "true" : "false");
+	if (!g || !g->have_smi) {
+		sb_adds(o, "null\n}\n");
+		return;
+	}
+	sb_adds(o, "[");
+	for (size_t i = 0; i < g->ngpus; i++) {
+		const struct job_gpu *x = &g->gpus[i];
+		sb_addf(o, "%s\n    {\"index\": %u, \"uuid\": ", i ? "," : "", x->index);
+		json_str(o, x->uuid);
+		sb_adds(o, ", \"name\": ");
+		json_str(o, x->name);
+		sb_addf(o, ", \"utilization\": %u, \"memory_used_mib\": %llu, \"memory_total_mib\": %llu, \"job\": ",
+			x->util, (unsigned long long)x->mem_used, (unsigned long long)x->mem_total);
+		if (x->locked_by && *x->locked_by)
+			json_str(o, x->locked_by);
+		else
+			sb_adds(o, "null");
+		sb_adds(o, ", \"processes\": [");
+		int first = 1;
+		for (size_t j = 0; j < g->napps; j++) {
+			const struct job_gpu_app *a = &g->apps[j];
+			if (strcmp(a->gpu_uuid, x->uuid))
+				continue;
+			sb_addf(o, "%s{\"pid\": %u, \"memory_mib\": %llu, \"name\": ", first ? "" : ", ",
+				a->pid, (unsigned long long)a->mem);
+			json_str(o, a->name);
+			sb_adds(o, ", \"job\": ");
+			if (*a->job)
+				json_str(o, a->job);
+			else
+				sb_adds(o, "null");
+			sb_adds(o, "}");
+			first = 0;
+		}
+		sb_adds(o, "]}");
+	}
+	sb_adds(o, g->ngpus ? "\n  ]\n}\n" : "]\n}\n");
+}
 
 int cmd_status(int argc, char **argv, struct gr_ctx *ctx)
 {
-	(void)argc;
-	(void)argv;
-	return gr_errf(&ctx->err, GR_EUNSUPP, "'gpurun status' is not implemented yet");
+	struct gr_getopt st;
+	struct strbuf pl = STRBUF_INIT, o = STRBUF_INIT;
+	struct job_rec *recs = NULL;
+	struct job_gpus g = { 0 };
+	size_t n = 0;
+	int json = 0, all = 0, opt, rc, got_list = 0, got_gpus = 0;
+	const char *want = "";
+
+	gr_getopt_init(&st, argc, argv);
+	while ((opt = gr_getopt(&st, cmd_status_opts, &ctx->err)) > 0) {
+		if (opt == OPT_HELP) {
+			help_command(ctx->cmd, stdout);
+			gr_getopt_release(&st);
+			return 0;
+		}
+		if (opt == O_JSON)
+			json = 1;
+		if (opt == O_ALL)
+			all = 1;
+	}
+	if (opt == 0 && st.args.n > 1)
+		opt = gr_errf(&ctx->err, GR_EUSAGE, "status takes at most one job");
+	if (opt < 0) {
+		gr_getopt_release(&st);
+		return gr_usage_error(ctx);
+	}
+	if (st.args.n)
+		want = st.args.v[0];
+	if ((rc = ctx_connect(ctx)) < 0)
+		goto out;
+	uint32_t list_id = conn_next_id(ctx->conn), gpus_id = conn_next_id(ctx->conn);
+	put_str(&pl, ctx->cfg->remote.path);
+	put_str(&pl, want);
+	put_u32(&pl, all || *want ? 0 : 20);
+	conn_send(ctx->conn, GR_MSG_JOB_LIST, 0, list_id, pl.buf, pl.len);
+	sb_reset(&pl);
+	job_gpus_payload(&pl, ctx->cfg->remote.path);
+	conn_send(ctx->conn, GR_MSG_JOB_GPUS, 0, gpus_id, pl.buf, pl.len);
+	while (!got_list || !got_gpus) {
+		struct gr_frame f;
+		if ((rc = conn_recv(ctx->conn, &f, -1, &ctx->err)) < 0)
+			goto out;
+		if (f.id != list_id && f.id != gpus_id)
+			continue;
+		if (f.type == GR_MSG_ERROR) {
+			rc = conn_error_from_frame(&f, &ctx->err);
+			goto out;
+		}
+		if (f.id == gpus_id) {
+			if ((rc = job_gpus_parse(f.payload, f.len, &g, &ctx->err)) < 0)
+				goto out;
+			got_gpus = 1;
+			continue;
+		}
+		struct gr_rd rd;
+		rd_init(&rd, f.payload, f.len);
+		uint32_t cnt = get_u32(&rd);
+		for (uint32_t i = 0; i < cnt && !rd.bad; i++) {
+			recs = xrealloc(recs, (n + 1) * sizeof(*recs));
+			job_rec_get(&rd, &recs[n++]);
+		}
+		if ((rc = rd_done(&rd, &ctx->err, "JOB_LIST")) < 0)
+			goto out;
+		got_list = 1;
+	}
+	job_cache_update(ctx->cfg->root, recs, n);
+	if (json)
+		print_json(recs, n, &g, &o);
+	else
+		print_table(recs, n, &g, &o);
+	fwrite(o.buf, 1, o.len, stdout);
+	rc = 0;
+out:
+	gr_getopt_release(&st);
+	job_recs_free(recs, n);
+	job_gpus_free(&g);
+	sb_release(&pl);
+	sb_release(&o);
+	return rc;
 }

@@ -1,11 +1,50 @@
-/* gpurun stop: not written yet (see the open issues). */
+/* gpurun stop [JOB]: SIGTERM to the job's whole process tree (default: the
+ * latest job), SIGKILL after [train] stop_grace, then a check that none of
+ * its processes remain or hold a GPU; survivors are reported (exit 1). */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "gpurun.h"
+#include "job_client.h"
 
 const struct gr_opt cmd_stop_opts[] = { { 0 } };
 
 int cmd_stop(int argc, char **argv, struct gr_ctx *ctx)
 {
-	(void)argc;
-	(void)argv;
-	return gr_errf(&ctx->err, GR_EUNSUPP, "'gpurun stop' is not implemented yet");
+	struct gr_getopt st;
+	struct job_stop_report rep = { 0 };
+	struct job_rec r = { 0 };
+	int opt, rc;
+
+	gr_getopt_init(&st, argc, argv);
+	while ((opt = gr_getopt(&st, cmd_stop_opts, &ctx->err)) > 0) {
+		if (opt == OPT_HELP) {
+			help_command(ctx->cmd, stdout);
+			gr_getopt_release(&st);
+			return 0;
+		}
+	}
+	if (opt == 0 && st.args.n > 1)
+		opt = gr_errf(&ctx->err, GR_EUSAGE, "stop takes at most one job");
+	if (opt < 0) {
+		gr_getopt_release(&st);
+		return gr_usage_error(ctx);
+	}
+	/* Resolve first, so "the latest" cannot change under us. */
+	rc = job_ctx_status(ctx, st.args.n ? st.args.v[0] : "", &r);
+	gr_getopt_release(&st);
+	if (rc < 0)
+		return rc;
+	if (!ctx->quiet && !job_rec_ended(&r) && ctx->cfg->train.stop_grace > 0)
+		fprintf(stderr, "gpurun: stopping job %s (SIGKILL after %d s)\n", r.id,
+			ctx->cfg->train.stop_grace);
+	rc = job_stop(ctx->conn, ctx->cfg->remote.path, r.id, ctx->cfg->train.stop_grace, &rep,
+		      &ctx->err);
+	if (rc == 0) {
+		rc = job_stop_print(&rep, ctx->quiet) ? GR_EXIT_FAILURE : 0;
+		job_cache_update(ctx->cfg->root, &rep.rec, 1);
+	}
+	job_stop_report_free(&rep);
+	job_rec_clear(&r);
+	return rc;
 }

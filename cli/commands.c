@@ -47,15 +47,34 @@ const struct gr_cmd gr_commands[] = {
 	  "changed on the host since the last sync is reported, then overwritten;\n"
 	  "files gpurun never sent (job outputs) are left alone.", COMPLETE_NONE },
 	{ "train", cmd_train, CMD_CONFIG, cmd_train_opts, "",
-	  "sync, build, run the training job detached, stream its log, pull artifacts", NULL, COMPLETE_NONE },
+	  "sync, build, run the training job detached, stream its log, pull artifacts",
+	  "Syncs, runs [build] command on the host (a failed build stops here\n"
+	  "with its status and starts nothing), starts [train] command as a job\n"
+	  "that outlives the connection, streams its log (reconnecting after a\n"
+	  "drop), pulls [artifacts] into runs/JOB/ every [artifacts] interval and\n"
+	  "at the end, and exits with the job's status. Ctrl-C asks whether to\n"
+	  "stop the job or detach (detaches without a terminal); a second Ctrl-C\n"
+	  "leaves at once. Reattach with 'gpurun logs -f JOB'.", COMPLETE_NONE },
 	{ "logs", cmd_logs, CMD_CONFIG, cmd_logs_opts, "[JOB]",
-	  "show a job's log (default: the latest job)", NULL, COMPLETE_JOB },
+	  "show a job's log (default: the latest job)",
+	  "JOB is an id or a unique prefix of one. With -f, follows the log until\n"
+	  "the job ends and exits with its status; a dropped connection is\n"
+	  "retried with backoff and the log continues at the exact byte.", COMPLETE_JOB },
 	{ "status", cmd_status, CMD_CONFIG, cmd_status_opts, "[JOB]",
-	  "list jobs and the host's GPUs", NULL, COMPLETE_JOB },
+	  "list jobs and the host's GPUs",
+	  "Shows the 20 newest jobs (--all: every one): state (queued, running,\n"
+	  "done, failed, stopped, lost), start, duration, exit status, GPUs; and\n"
+	  "where the host has nvidia-smi, each GPU's use, memory and processes.", COMPLETE_JOB },
 	{ "stop", cmd_stop, CMD_CONFIG, cmd_stop_opts, "[JOB]",
-	  "stop a job and everything it started, freeing its GPUs", NULL, COMPLETE_JOB },
+	  "stop a job and everything it started, freeing its GPUs",
+	  "SIGTERM to every process of the job (children that left its session\n"
+	  "too), SIGKILL after [train] stop_grace seconds, then a check that none\n"
+	  "is left or holds a GPU. Exits 1 when something survived.", COMPLETE_JOB },
 	{ "pull", cmd_pull, CMD_CONFIG, cmd_pull_opts, "[JOB]",
-	  "fetch a job's artifacts into runs/JOB/", NULL, COMPLETE_JOB },
+	  "fetch a job's artifacts into runs/JOB/",
+	  "Fetches the files of the job's folder that match [artifacts] pull;\n"
+	  "only new or changed ones travel. Each file is renamed into place once\n"
+	  "complete; links, '..' and absolute names are refused.", COMPLETE_JOB },
 	{ "hook", cmd_hook, 0, cmd_hook_opts, "install|uninstall",
 	  "install or remove the git pre-push hook",
 	  "install writes the repository's pre-push hook (core.hooksPath is\n"

@@ -1,13 +1,716 @@
-/* Job and artifact requests (0x40-0x6f): not written yet. */
+/* The agent's job and artifact requests (0x40-0x6f, job_proto.h): start a
+ * job under its supervisor, list jobs and their state, stream a log from
+ * a byte offset (following it as it grows), stop a job's whole process
+ * tree, report GPUs, and pack artifacts. Also the agent binary's other
+ * mode, `supervise` (job_super.c). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "agent.h"
+#include "job_child.h"
+#include "job_gpu.h"
+#include "job_pack.h"
+#include "job_proc.h"
+#include "job_snap.h"
+#include "job_store.h"
+
+int job_supervise(int argc, char **argv);
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st; (void)flag; (void)f;
+	remove(p);
+	return 0;
+}
+
+static void rm_rf(const char *p)
+{
+	nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Read "str project, str id" and find the job's folder. */
+static int find_job(struct gr_rd *rd, char **dir, struct gr_err *err)
+{
+	char *project = get_str(rd), *want = get_str(rd), *root = NULL, *id = NULL;
+	int rc = rd->bad ? gr_errf(err, GR_EPROTO, "protocol error: malformed job request") : 0;
+
+	if (rc == 0) {
+		root = job_root(project);
+		rc = job_resolve(root, want, &id, err);
+	}
+	if (rc == 0)
+		*dir = xasprintf("%s/%s", root, id);
+	free(project);
+	free(want);
+	free(root);
+	free(id);
+	return rc;
+}
+
+/* START_JOB */
+
+/* Where systemd-logind kills a login's processes when it ends
+ * (KillUserProcesses=yes), a job started from an ssh session dies with
+ * the connection, supervisor and all. Say so when it is the case: we are
+ * in a session scope and logind.conf (or a drop-in) turns it on. */
+static char *logout_kill_warning(void)
+{
+	struct strbuf cg = STRBUF_INIT, conf = STRBUF_INIT;
+	int kill = 0;
+	char *w = NULL;
+
+	if (read_file("/proc/self/cgroup", &cg, NULL) < 0 || !cg.buf || !strstr(cg.buf, "/session-"))
+		goto out;
+	read_file("/etc/systemd/logind.conf", &conf, NULL);
+	DIR *d = opendir("/etc/systemd/logind.conf.d");
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (n > 5 && !strcmp(e->d_name + n - 5, ".conf")) {
+			char *p = xasprintf("/etc/systemd/logind.conf.d/%s", e->d_name);
+			sb_adds(&conf, "\n");
+			read_file(p, &conf, NULL);
+			free(p);
+		}
+	}
+	if (d)
+		closedir(d);
+	for (char *l = conf.buf; l && *l;) {
+		char *nl = strchr(l, '\n');
+		while (*l == ' ' || *l == '\t')
+			l++;
+		if (!strncmp(l, "KillUserProcesses=", 18))
+			kill = !strncmp(l + 18, "yes", 3) || !strncmp(l + 18, "true", 4) ||
+			       !strncmp(l + 18, "1", 1) || !strncmp(l + 18, "on", 2);
+		l = nl ? nl + 1 : NULL;
+	}
+	if (kill)
+		w = xstrdup("this host's systemd-logind kills a login's processes when it ends "
+			    "(KillUserProcesses=yes): the job may die when the connection closes; "
+			    "ask for KillExcludeUsers= or run gpurun from a lingering user service");
+out:
+	sb_release(&cg);
+	sb_release(&conf);
+	return w;
+}
+
+struct start {
+	uint32_t rid;
+	int fd;
+	char *id, *dir;
+	struct strbuf msg;
+};
+
+static void on_ready(struct agent *a, int fd, short revents, void *arg)
+{
+	struct start *s = arg;
+	char buf[1024];
+	ssize_t n = read(fd, buf, sizeof(buf));
+
+	(void)revents;
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n > 0) {
+		sb_add(&s->msg, buf, (size_t)n);
+		if (!strchr(s->msg.buf, '\n'))
+			return;
+	}
+	agent_unwatch_fd(a, fd);
+	close(fd);
+	if (s->msg.len && !strcmp(s->msg.buf, "ok\n")) {
+		struct strbuf pl = STRBUF_INIT;
+		char *warn = logout_kill_warning();
+		put_str(&pl, s->id);
+		put_str(&pl, s->dir);
+		put_str(&pl, warn ? warn : "");
+		free(warn);
+		agent_ok(a, s->rid, pl.buf, pl.len);
+		sb_release(&pl);
+	} else {
+		if (s->msg.len && s->msg.buf[s->msg.len - 1] == '\n')
+			s->msg.buf[--s->msg.len] = '\0';
+		agent_fail(a, s->rid, GR_EAGENT, "the job's supervisor did not start: %s",
+			   s->msg.len ? s->msg.buf : "it exited at once");
+		rm_rf(s->dir);
+	}
+	sb_release(&s->msg);
+	free(s->id);
+	free(s->dir);
+	free(s);
+}
+
+/* Put the supervisor in a session of its own, twice forked (so it is no
+ * child of ours and init reaps it), holding lock_fd's flock. */
+static int spawn_supervisor(const char *dir, int lock_fd, int ready_w, struct gr_err *err)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return gr_errf(err, GR_EIO, "fork: %s", strerror(errno));
+	if (pid > 0)
+		return 0; /* the first child exits at once; the loop reaps it */
+	setsid();
+	if (fork() != 0)
+		_exit(0);
+	int nul = open("/dev/null", O_RDWR);
+	char *elog = job_meta(dir, "supervisor.log");
+	int efd = open(elog, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	dup2(nul, 0);
+	dup2(nul, 1);
+	if (efd >= 0)
+		dup2(efd, 2);
+	for (int fd = 3; fd < 1024; fd++)
+		if (fd != lock_fd && fd != ready_w)
+			close(fd);
+	fcntl(lock_fd, F_SETFD, 0);
+	fcntl(ready_w, F_SETFD, 0);
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	char lfd[16], rfd[16];
+	snprintf(lfd, sizeof(lfd), "%d", lock_fd);
+	snprintf(rfd, sizeof(rfd), "%d", ready_w);
+	execl("/proc/self/exe", "gpurun-agent", "supervise", dir, lfd, rfd, (char *)NULL);
+	dprintf(ready_w, "cannot run the agent again (/proc/self/exe): %s\n", strerror(errno));
+	_exit(127);
+}
+
+static int write_meta(const char *dir, const char *name, const void *p, size_t n,
+		      struct gr_err *err)
+{
+	char *path = job_meta(dir, name);
+	int rc = write_file_atomic(path, p, n, 0644, err);
+
+	free(path);
+	return rc;
+}
+
+static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
+{
+	char *project = get_str(rd), *command = get_str(rd), *gpus = NULL;
+	char *full = NULL, *root = NULL, *id = NULL, *dir = NULL, *p = NULL;
+	struct strbuf env = STRBUF_INIT, kv = STRBUF_INIT;
+	struct snap_stats ss;
+	struct stat st;
+	int rc = 0, lock_fd = -1, ready[2] = { -1, -1 }, made = 0;
+
+	uint32_t envc = get_u32(rd);
+	for (uint32_t i = 0; i < envc && !rd->bad; i++) {
+		char *e = get_str(rd);
+		if (e)
+			sb_add(&env, e, strlen(e) + 1);
+		free(e);
+	}
+	gpus = get_str(rd);
+	uint32_t fresh_ms = get_u32(rd);
+	if ((rc = rd_done(rd, err, "JOB_START")) < 0)
+		goto out;
+	if (!*command) {
+		rc = gr_errf(err, GR_EINVAL, "no [train] command to run");
+		goto out;
+	}
+	full = agent_path(project);
+	if (stat(full, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		rc = gr_errf(err, GR_ENOTFOUND, "remote folder '%s' does not exist", full);
+		goto out;
+	}
+	root = job_root(project);
+	if ((rc = mkdir_p(root, 0700, err)) < 0)
+		goto out;
+	for (int tries = 0;; tries++) {
+		id = job_new_id();
+		dir = xasprintf("%s/%s", root, id);
+		if (mkdir(dir, 0755) == 0)
+			break;
+		if (errno != EEXIST || tries > 20) {
+			rc = gr_errf(err, GR_EIO, "cannot create '%s': %s", dir, strerror(errno));
+			goto out;
+		}
+		free(id);
+		free(dir);
+	}
+	made = 1;
+	p = job_meta(dir, "");
+	if (mkdir(p, 0700) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot create '%s': %s", p, strerror(errno));
+		goto out;
+	}
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	sb_addf(&kv, "id=%s\nproject=%s\ngpus=%s\ncreated_ms=%llu\n", id, full, gpus,
+		(unsigned long long)now.tv_sec * 1000 + (unsigned long long)now.tv_nsec / 1000000);
+	if ((rc = write_meta(dir, "command", command, strlen(command), err)) < 0 ||
+	    (rc = write_meta(dir, "env", env.buf, env.len, err)) < 0 ||
+	    (rc = write_meta(dir, "log", "", 0, err)) < 0)
+		goto out;
+	free(p);
+	p = job_meta(dir, "src");
+	if ((rc = job_snapshot(full, p, fresh_ms, &ss, err)) < 0) {
+		gr_err_prefix(err, "cannot snapshot the project");
+		goto out;
+	}
+	/* Written last: a folder without it is not a job (job_load). */
+	if ((rc = write_meta(dir, "job", kv.buf, kv.len, err)) < 0)
+		goto out;
+	free(p);
+	p = job_meta(dir, "lock");
+	lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot prepare the job's lock: %s", strerror(errno));
+		goto out;
+	}
+	/* The lock passes to the supervisor by inheritance, so there is no
+	 * moment when the job exists and nobody holds it ("lost"). */
+	if ((rc = spawn_supervisor(dir, lock_fd, ready[1], err)) < 0)
+		goto out;
+	struct start *s = xcalloc(1, sizeof(*s));
+	s->rid = rid;
+	s->id = id;
+	s->dir = dir;
+	id = dir = NULL;
+	s->fd = ready[0];
+	ready[0] = -1;
+	set_nonblock(s->fd, 1);
+	agent_watch_fd(a, s->fd, POLLIN, on_ready, s);
+	made = 0;
+out:
+	if (made && dir)
+		rm_rf(dir);
+	if (lock_fd >= 0)
+		close(lock_fd);
+	for (int i = 0; i < 2; i++)
+		if (ready[i] >= 0)
+			close(ready[i]);
+	free(project);
+	free(command);
+	free(gpus);
+	free(full);
+	free(root);
+	free(id);
+	free(dir);
+	free(p);
+	sb_release(&env);
+	sb_release(&kv);
+	return rc;
+}
+
+/* LIST / STATUS */
+
+static int h_list(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
+{
+	char *project = get_str(rd), *want = get_str(rd), *root = NULL;
+	uint32_t limit = get_u32(rd), n = 0;
+	struct strvec ids = STRVEC_INIT;
+	struct strbuf recs = STRBUF_INIT, pl = STRBUF_INIT;
+	int rc = rd_done(rd, err, "JOB_LIST");
+
+	if (rc < 0)
+		goto out;
+	root = job_root(project);
+	if (*want) {
+		char *id = NULL;
+		if ((rc = job_resolve(root, want, &id, err)) < 0)
+			goto out;
+		sv_push(&ids, id);
+		free(id);
+	} else {
+		job_list_ids(root, &ids);
+	}
+	for (size_t i = 0; i < ids.n && (!limit || n < limit); i++) {
+		char *dir = xasprintf("%s/%s", root, ids.v[i]);
+		struct job_rec r;
+		if (job_load(dir, &r, NULL) == 0) {
+			job_rec_put(&recs, &r);
+			n++;
+		}
+		job_rec_clear(&r);
+		free(dir);
+	}
+	put_u32(&pl, n);
+	sb_add(&pl, recs.buf, recs.len);
+	agent_ok(a, rid, pl.buf, pl.len);
+out:
+	free(project);
+	free(want);
+	free(root);
+	sv_clear(&ids);
+	sb_release(&recs);
+	sb_release(&pl);
+	return rc;
+}
+
+static int h_status(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
+{
+	char *dir = NULL;
+	struct strbuf pl = STRBUF_INIT;
+	struct job_rec r = { 0 };
+	int rc = find_job(rd, &dir, err);
+
+	if (rc == 0)
+		rc = rd_done(rd, err, "JOB_STATUS");
+	if (rc == 0)
+		rc = job_load(dir, &r, err);
+	if (rc == 0) {
+		job_rec_put(&pl, &r);
+		agent_ok(a, rid, pl.buf, pl.len);
+	}
+	job_rec_clear(&r);
+	sb_release(&pl);
+	free(dir);
+	return rc;
+}
+
+/* LOG: bytes from an offset, then (follow) as they are written, until the
+ * job has ended and every byte is sent. inotify on the job's .gpurun/
+ * wakes us when the log grows or the status appears; a 1 s timer notices
+ * a supervisor that died (the job is then "lost"). */
+
+#define LOG_CHUNK 65536
+#define LOG_BURST (4u << 20) /* at most this much per wakeup: stay fair */
+
+struct logf {
+	uint32_t rid;
+	char *dir;
+	int fd, ino, follow, fast;
+	uint64_t off;
+};
+
+static void log_timer(struct agent *a, void *arg);
+static void log_fast(struct agent *a, void *arg);
+
+static void log_end(struct agent *a, struct logf *l)
+{
+	struct strbuf pl = STRBUF_INIT;
+	struct job_rec r;
+
+	put_u64(&pl, l->off);
+	if (job_load(l->dir, &r, NULL) < 0)
+		r = (struct job_rec){ 0 };
+	job_rec_put(&pl, &r);
+	job_rec_clear(&r);
+	agent_send(a, GR_MSG_JOB_LOG_END, GR_F_END, l->rid, pl.buf, pl.len);
+	sb_release(&pl);
+	agent_stream_close(a, l->rid); /* frees l */
+}
+
+/* Send what the log holds past l->off. Returns 1 at its end, 0 if more
+ * is waiting (out queue full or burst used up). */
+static int log_pump(struct agent *a, struct logf *l)
+{
+	uint8_t buf[LOG_CHUNK + 8];
+	size_t sent = 0;
+
+	while (sent < LOG_BURST) {
+		if (agent_out_full(a))
+			return 0;
+		ssize_t n = pread(l->fd, buf + 8, LOG_CHUNK, (off_t)l->off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return 1;
+		for (int i = 0; i < 8; i++)
+			buf[i] = (uint8_t)(l->off >> (56 - 8 * i));
+		agent_send(a, GR_MSG_JOB_LOG_DATA, 0, l->rid, buf, (size_t)n + 8);
+		l->off += (uint64_t)n;
+		sent += (size_t)n;
+	}
+	return 0;
+}
+
+static int status_written(const char *dir)
+{
+	char *p = job_meta(dir, "status");
+	int r = access(p, F_OK) == 0;
+	free(p);
+	return r;
+}
+
+/* Pump, and end the stream when there is nothing more to come. Returns 1
+ * if the stream was closed (l is freed). */
+static int log_step(struct agent *a, struct logf *l, int check_lost)
+{
+	/* Look for the end before reading: the supervisor writes the status
+	 * after the log's last byte, so reading after seeing it gets all. */
+	int ended = status_written(l->dir);
+
+	/* A supervisor that died without a status: the job is lost, and
+	 * nothing more will come. */
+	if (!ended && check_lost && !job_supervisor_alive(l->dir))
+		ended = 1;
+	int at_end = log_pump(a, l);
+	if (at_end && (ended || !l->follow)) {
+		log_end(a, l);
+		return 1;
+	}
+	if (!at_end && !l->fast) {
+		l->fast = 1;
+		agent_add_timer(a, 10, log_fast, l);
+	} else if (at_end && l->fast) {
+		l->fast = 0;
+		agent_del_timer(a, log_fast, l);
+	}
+	return 0;
+}
+
+static void log_fast(struct agent *a, void *arg)
+{
+	log_step(a, arg, 0);
+}
+
+static void log_timer(struct agent *a, void *arg)
+{
+	log_step(a, arg, 1);
+}
+
+static void log_inotify(struct agent *a, int fd, short revents, void *arg)
+{
+	char buf[4096];
+
+	(void)revents;
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	log_step(a, arg, 0);
+}
+
+static void log_close(struct agent *a, uint32_t id, void *st)
+{
+	struct logf *l = st;
+
+	(void)id;
+	if (l->ino >= 0) {
+		agent_unwatch_fd(a, l->ino);
+		close(l->ino);
+	}
+	agent_del_timer(a, log_timer, l);
+	if (l->fast)
+		agent_del_timer(a, log_fast, l);
+	close(l->fd);
+	free(l->dir);
+	free(l);
+}
+
+static const struct agent_stream_ops log_ops = { .on_close = log_close };
+
+static int h_log(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
+{
+	char *dir = NULL, *p = NULL;
+	int rc = find_job(rd, &dir, err);
+	uint64_t off = get_u64(rd);
+	uint32_t tail = get_u32(rd);
+	uint8_t follow = get_u8(rd);
+	struct strbuf pl = STRBUF_INIT;
+	struct stat st;
+	struct logf *l;
+
+	if (rc < 0 || (rc = rd_done(rd, err, "JOB_LOG")) < 0)
+		goto out;
+	p = job_meta(dir, "log");
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot open the job's log '%s': %s", p, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		goto out;
+	}
+	if (tail)
+		off = job_tail_offset(p, tail);
+	if (off > (uint64_t)st.st_size) {
+		close(fd);
+		rc = gr_errf(err, GR_EINVAL, "offset %llu is past the log's end (%llu bytes)",
+			     (unsigned long long)off, (unsigned long long)st.st_size);
+		goto out;
+	}
+	l = xcalloc(1, sizeof(*l));
+	l->rid = rid;
+	l->dir = dir;
+	dir = NULL;
+	l->fd = fd;
+	l->off = off;
+	l->follow = follow;
+	l->ino = -1;
+	const char *slash = strrchr(l->dir, '/');
+	put_str(&pl, slash ? slash + 1 : l->dir);
+	put_u64(&pl, off);
+	agent_send(a, GR_MSG_JOB_LOG_INFO, 0, rid, pl.buf, pl.len);
+	agent_stream_open(a, rid, &log_ops, l);
+	if (follow) {
+		char *meta = job_meta(l->dir, "");
+		l->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		if (l->ino >= 0 &&
+		    inotify_add_watch(l->ino, meta, IN_MODIFY | IN_MOVED_TO | IN_CREATE) < 0) {
+			close(l->ino);
+			l->ino = -1;
+		}
+		free(meta);
+		if (l->ino >= 0)
+			agent_watch_fd(a, l->ino, POLLIN, log_inotify, l);
+		/* Without inotify, poll the log often instead. */
+		agent_add_timer(a, l->ino >= 0 ? 1000 : 50, log_timer, l);
+	}
+	log_step(a, l, 1);
+out:
+	free(dir);
+	free(p);
+	sb_release(&pl);
+	return rc;
+}
+
+/* STOP, GPUS, ARTIFACTS: in forked helpers (job_child.h). */
+
+struct stop_arg {
+	char *dir;
+	uint32_t grace;
+};
+
+static int stop_fn(void *arg, int data_fd, struct strbuf *reply, struct gr_err *err)
+{
+	struct stop_arg *s = arg;
+
+	(void)data_fd;
+	return job_stop_run(s->dir, (int)s->grace, reply, err);
+}
+
+static int h_stop(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
+{
+	struct stop_arg s = { NULL, 0 };
+	int rc = find_job(rd, &s.dir, err);
+
+	s.grace = get_u32(rd);
+	if (rc == 0 && (rc = rd_done(rd, err, "JOB_STOP")) == 0)
+		rc = job_child_start(a, rid, 0, 0, stop_fn, &s, err);
+	free(s.dir);
+	return rc;
+}
+
+static int gpus_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
+{
+	struct gpu_report g;
+
+	(void)arg;
+	(void)data_fd;
+	(void)err;
+	gpu_report_load(&g, 1);
+	put_u8(pl, (uint8_t)g.have_smi);
+	put_str(pl, g.error ? g.error : "");
+	put_u32(pl, (uint32_t)g.ngpus);
+	for (size_t i = 0; i < g.ngpus; i++) {
+		put_u32(pl, g.gpus[i].index);
+		put_str(pl, g.gpus[i].uuid);
+		put_str(pl, g.gpus[i].name);
+		put_u32(pl, g.gpus[i].util);
+		put_u64(pl, g.gpus[i].mem_used);
+		put_u64(pl, g.gpus[i].mem_total);
+		put_str(pl, g.gpus[i].locked_by ? g.gpus[i].locked_by : "");
+	}
+	put_u32(pl, (uint32_t)g.napps);
+	for (size_t i = 0; i < g.napps; i++) {
+		put_u32(pl, g.apps[i].pid);
+		put_str(pl, g.apps[i].gpu_uuid);
+		put_u64(pl, g.apps[i].mem);
+		put_str(pl, g.apps[i].name);
+		put_str(pl, g.apps[i].job ? g.apps[i].job : "");
+	}
+	gpu_report_free(&g);
+	return 0;
+}
+
+static int h_gpus(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
+{
+	char *project = get_str(rd);
+	int rc = rd_done(rd, err, "JOB_GPUS");
+
+	free(project);
+	if (rc < 0)
+		return rc;
+	return job_child_start(a, rid, 0, 1, gpus_fn, NULL, err);
+}
+
+struct art_arg {
+	char *dir;
+	struct strvec pat;
+	struct pack_have *have;
+	size_t nhave;
+};
+
+static int art_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
+{
+	struct art_arg *s = arg;
+	struct pack_stats st;
+	int rc = job_pack(s->dir, (const char *const *)s->pat.v, s->pat.n, s->have, s->nhave,
+			  data_fd, &st, err);
+
+	if (rc == 0) {
+		put_u32(pl, st.matched);
+		put_u32(pl, st.sent);
+		put_u64(pl, st.bytes);
+	}
+	return rc;
+}
+
+static int h_art(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
+{
+	struct art_arg s = { NULL, STRVEC_INIT, NULL, 0 };
+	int rc = find_job(rd, &s.dir, err);
+	uint32_t n = get_u32(rd);
+
+	for (uint32_t i = 0; i < n && !rd->bad; i++) {
+		char *v = get_str(rd);
+		if (v)
+			sv_push(&s.pat, v);
+		free(v);
+	}
+	n = get_u32(rd);
+	if (n <= rd->n / 24) /* each entry is at least 24 bytes: no huge alloc */
+		s.have = xcalloc(n ? n : 1, sizeof(*s.have));
+	else
+		rd->bad = 1;
+	for (uint32_t i = 0; i < n && !rd->bad; i++) {
+		struct pack_have *h = &s.have[s.nhave];
+		h->path = get_str(rd);
+		h->size = get_u64(rd);
+		h->mtime_s = (int64_t)get_u64(rd);
+		h->mtime_ns = get_u32(rd);
+		if (h->path)
+			s.nhave++;
+	}
+	if (rc == 0 && (rc = rd_done(rd, err, "ART_PULL")) == 0)
+		rc = job_child_start(a, rid, 1, 1, art_fn, &s, err);
+	for (size_t i = 0; i < s.nhave; i++)
+		free(s.have[i].path);
+	free(s.have);
+	sv_clear(&s.pat);
+	free(s.dir);
+	return rc;
+}
 
 const struct agent_handler agent_job_handlers[] = {
+	{ GR_MSG_JOB_START, "job-start", h_start },
+	{ GR_MSG_JOB_LIST, "job-list", h_list },
+	{ GR_MSG_JOB_STATUS, "job-status", h_status },
+	{ GR_MSG_JOB_LOG, "job-log", h_log },
+	{ GR_MSG_JOB_STOP, "job-stop", h_stop },
+	{ GR_MSG_JOB_GPUS, "job-gpus", h_gpus },
+	{ GR_MSG_ART_PULL, "artifacts", h_art },
 	{ 0, NULL, NULL },
 };
 
 int agent_job_main(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
+	if (argc >= 2 && !strcmp(argv[1], "supervise"))
+		return job_supervise(argc, argv);
 	return -1; /* not one of ours */
 }

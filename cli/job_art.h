@@ -1,0 +1,55 @@
+/* Artifacts on the client: ask the agent for a job's files (only those
+ * new or changed since the last pull travel), and extract its tar.zst
+ * into runs/<job>/ safely: libarchive's secure flags, no links, devices,
+ * absolute or `..` names, and each file renamed into place only once it
+ * is complete. */
+#ifndef GR_JOB_ART_H
+#define GR_JOB_ART_H
+
+#include <stdint.h>
+
+#include "conn.h"
+
+struct art_stats {
+	uint32_t matched;   /* files the patterns select on the host */
+	uint32_t sent;      /* of those, new or changed: sent */
+	uint32_t extracted; /* files written here */
+	uint64_t bytes;     /* their size */
+};
+
+/* Extract the tar.zst read from fd into dest (an existing folder). On a
+ * hostile entry it stops with GR_EINVAL and err naming the entry (files
+ * before it are in place). Changes the working directory while it runs
+ * and restores it: call it from one thread. *files: files extracted. */
+int art_extract_fd(int fd, const char *dest, uint32_t *files, struct gr_err *err);
+
+/* A pull in flight on a connection, so train can pull while it follows a
+ * log on the same connection. The extraction runs in a child process fed
+ * through a pipe. */
+struct art_pull;
+/* Send the request (patterns relative to the job folder; dest created if
+ * missing). */
+int art_pull_start(struct gr_conn *c, const char *project, const char *id,
+		   const struct strvec *patterns, const char *dest,
+		   struct art_pull **out, struct gr_err *err);
+uint32_t art_pull_id(const struct art_pull *p);
+/* Feed a frame addressed to art_pull_id: 1 when the request has ended
+ * (call art_pull_finish), 0 for more. */
+int art_pull_frame(struct art_pull *p, const struct gr_frame *f);
+/* Wait for the extraction, free p. 0 or a GR_E* code with err set. */
+int art_pull_finish(struct art_pull *p, struct art_stats *st, struct gr_err *err);
+/* The connection is gone: stop the extraction, free p. */
+void art_pull_abort(struct art_pull *p);
+
+/* The whole pull, blocking. */
+int art_pull(struct gr_conn *c, const char *project, const char *id,
+	     const struct strvec *patterns, const char *dest,
+	     struct art_stats *st, struct gr_err *err);
+
+/* For commands: pull job id's artifacts into <project>/runs/<id>/ and say
+ * on stderr what came (verbose_none: say so when nothing was new). One
+ * reconnect is tried. 0 or a GR_E* code with ctx->err set. */
+struct gr_ctx;
+int job_pull_artifacts(struct gr_ctx *ctx, const char *id, int verbose_none);
+
+#endif

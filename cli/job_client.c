@@ -1,0 +1,397 @@
+/* Job requests from the client, the .gpurun/jobs cache, and formatting
+ * helpers (see job_client.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "job_client.h"
+
+int job_start(struct gr_conn *c, const char *project, const char *command,
+	      const char *gpus, uint32_t fresh_ms, char **id, struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
+	struct gr_rd rd;
+	int rc;
+
+	put_str(&pl, project);
+	put_str(&pl, command);
+	put_u32(&pl, 0); /* no extra environment */
+	put_str(&pl, gpus ? gpus : "");
+	put_u32(&pl, fresh_ms);
+	rc = conn_request(c, GR_MSG_JOB_START, pl.buf, pl.len, &rep, err);
+	if (rc == 0) {
+		rd_init(&rd, rep.buf, rep.len);
+		*id = get_str(&rd);
+		char *dir = get_str(&rd), *warn = get_str(&rd);
+		if (!rd.bad && *warn)
+			fprintf(stderr, "gpurun: warning: %s\n", warn);
+		free(dir);
+		free(warn);
+		if (rd.bad) {
+			free(*id);
+			*id = NULL;
+			rc = gr_errf(err, GR_EPROTO, "protocol error: malformed JOB_START answer");
+		}
+	}
+	sb_release(&pl);
+	sb_release(&rep);
+	return rc;
+}
+
+void job_recs_free(struct job_rec *recs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		job_rec_clear(&recs[i]);
+	free(recs);
+}
+
+int job_list(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
+	     struct job_rec **recs, size_t *n, struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
+	struct gr_rd rd;
+	int rc;
+
+	*recs = NULL;
+	*n = 0;
+	put_str(&pl, project);
+	put_str(&pl, id ? id : "");
+	put_u32(&pl, limit);
+	rc = conn_request(c, GR_MSG_JOB_LIST, pl.buf, pl.len, &rep, err);
+	if (rc == 0) {
+		rd_init(&rd, rep.buf, rep.len);
+		uint32_t cnt = get_u32(&rd);
+		for (uint32_t i = 0; i < cnt && !rd.bad; i++) {
+			*recs = xrealloc(*recs, (*n + 1) * sizeof(**recs));
+			job_rec_get(&rd, &(*recs)[(*n)++]);
+		}
+		if ((rc = rd_done(&rd, err, "JOB_LIST")) < 0) {
+			job_recs_free(*recs, *n);
+			*recs = NULL;
+			*n = 0;
+		}
+	}
+	sb_release(&pl);
+	sb_release(&rep);
+	return rc;
+}
+
+int job_status(struct gr_conn *c, const char *project, const char *id,
+	       struct job_rec *r, struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
+	struct gr_rd rd;
+	int rc;
+
+	*r = (struct job_rec){ 0 };
+	put_str(&pl, project);
+	put_str(&pl, id ? id : "");
+	rc = conn_request(c, GR_MSG_JOB_STATUS, pl.buf, pl.len, &rep, err);
+	if (rc == 0) {
+		rd_init(&rd, rep.buf, rep.len);
+		job_rec_get(&rd, r);
+		if ((rc = rd_done(&rd, err, "JOB_STATUS")) < 0)
+			job_rec_clear(r);
+	}
+	sb_release(&pl);
+	sb_release(&rep);
+	return rc;
+}
+
+void job_stop_report_free(struct job_stop_report *s)
+{
+	job_rec_clear(&s->rec);
+	sv_clear(&s->survivors);
+	sv_clear(&s->gpu_holders);
+}
+
+void job_stop_payload(struct strbuf *pl, const char *project, const char *id, int grace_s)
+{
+	put_str(pl, project);
+	put_str(pl, id ? id : "");
+	put_u32(pl, (uint32_t)(grace_s < 0 ? 0 : grace_s));
+}
+
+int job_stop_parse(const void *p, size_t n, struct job_stop_report *s, struct gr_err *err)
+{
+	struct gr_rd rd;
+
+	*s = (struct job_stop_report){ 0 };
+	rd_init(&rd, p, n);
+	job_rec_get(&rd, &s->rec);
+	s->nterm = get_u32(&rd);
+	s->killed = get_u8(&rd);
+	uint32_t k = get_u32(&rd);
+	for (uint32_t i = 0; i < k && !rd.bad; i++) {
+		uint32_t pid = get_u32(&rd);
+		char *comm = get_str(&rd);
+		if (comm)
+			sv_pushf(&s->survivors, "%u %s", pid, comm);
+		free(comm);
+	}
+	k = get_u32(&rd);
+	for (uint32_t i = 0; i < k && !rd.bad; i++) {
+		uint32_t pid = get_u32(&rd);
+		char *gpu = get_str(&rd);
+		if (gpu)
+			sv_pushf(&s->gpu_holders, "%u %s", pid, gpu);
+		free(gpu);
+	}
+	int rc = rd_done(&rd, err, "JOB_STOP");
+	if (rc < 0)
+		job_stop_report_free(s);
+	return rc;
+}
+
+int job_stop(struct gr_conn *c, const char *project, const char *id, int grace_s,
+	     struct job_stop_report *s, struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
+	int rc;
+
+	job_stop_payload(&pl, project, id, grace_s);
+	rc = conn_request(c, GR_MSG_JOB_STOP, pl.buf, pl.len, &rep, err);
+	if (rc == 0)
+		rc = job_stop_parse(rep.buf, rep.len, s, err);
+	sb_release(&pl);
+	sb_release(&rep);
+	return rc;
+}
+
+int job_stop_print(const struct job_stop_report *s, int quiet)
+{
+	struct strbuf end = STRBUF_INIT;
+
+	if (!quiet) {
+		if (s->nterm)
+			fprintf(stderr, "gpurun: stopped job %s: SIGTERM to %u process%s%s\n",
+				s->rec.id, s->nterm, s->nterm == 1 ? "" : "es",
+				s->killed ? ", SIGKILL to those left after the grace period" : "");
+		else
+			fprintf(stderr, "gpurun: job %s had no processes left to stop\n", s->rec.id);
+		if (job_rec_ended(&s->rec)) {
+			job_describe_end(&s->rec, &end);
+			fprintf(stderr, "gpurun: job %s %s\n", s->rec.id, end.buf);
+		}
+	}
+	sb_release(&end);
+	for (size_t i = 0; i < s->survivors.n; i++)
+		fprintf(stderr, "gpurun: process %s of job %s is still running\n",
+			s->survivors.v[i], s->rec.id);
+	for (size_t i = 0; i < s->gpu_holders.n; i++)
+		fprintf(stderr, "gpurun: process %s of job %s still holds a GPU (pid gpu)\n",
+			s->gpu_holders.v[i], s->rec.id);
+	return s->survivors.n || s->gpu_holders.n;
+}
+
+void job_gpus_payload(struct strbuf *pl, const char *project)
+{
+	put_str(pl, project);
+}
+
+int job_gpus_parse(const void *p, size_t n, struct job_gpus *g, struct gr_err *err)
+{
+	struct gr_rd rd;
+
+	*g = (struct job_gpus){ 0 };
+	rd_init(&rd, p, n);
+	g->have_smi = get_u8(&rd);
+	g->error = get_str(&rd);
+	uint32_t k = get_u32(&rd);
+	if (k > n / 16)
+		rd.bad = 1;
+	g->gpus = xcalloc(k ? k : 1, sizeof(*g->gpus));
+	for (uint32_t i = 0; i < k && !rd.bad; i++, g->ngpus++) {
+		struct job_gpu *x = &g->gpus[i];
+		x->index = get_u32(&rd);
+		x->uuid = get_str(&rd);
+		x->name = get_str(&rd);
+		x->util = get_u32(&rd);
+		x->mem_used = get_u64(&rd);
+		x->mem_total = get_u64(&rd);
+		x->locked_by = get_str(&rd);
+	}
+	k = get_u32(&rd);
+	if (k > n / 16)
+		rd.bad = 1;
+	g->apps = xcalloc(k ? k : 1, sizeof(*g->apps));
+	for (uint32_t i = 0; i < k && !rd.bad; i++, g->napps++) {
+		struct job_gpu_app *x = &g->apps[i];
+		x->pid = get_u32(&rd);
+		x->gpu_uuid = get_str(&rd);
+		x->mem = get_u64(&rd);
+		x->name = get_str(&rd);
+		x->job = get_str(&rd);
+	}
+	int rc = rd_done(&rd, err, "JOB_GPUS");
+	if (rc < 0)
+		job_gpus_free(g);
+	return rc;
+}
+
+void job_gpus_free(struct job_gpus *g)
+{
+	for (size_t i = 0; i < g->ngpus; i++) {
+		free(g->gpus[i].uuid);
+		free(g->gpus[i].name);
+		free(g->gpus[i].locked_by);
+	}
+	for (size_t i = 0; i < g->napps; i++) {
+		free(g->apps[i].gpu_uuid);
+		free(g->apps[i].name);
+		free(g->apps[i].job);
+	}
+	free(g->gpus);
+	free(g->apps);
+	free(g->error);
+	*g = (struct job_gpus){ 0 };
+}
+
+/* .gpurun/jobs */
+
+struct cache_line {
+	char *id, *state;
+	long long start;
+};
+
+/* Newest first. A stable insertion sort: among jobs started in the same
+ * second, the ones just recorded (placed first) stay first. */
+static void sort_cache(struct cache_line *l, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && l[j - 1].start < l[j].start; j--) {
+			struct cache_line t = l[j];
+			l[j] = l[j - 1];
+			l[j - 1] = t;
+		}
+}
+
+void job_cache_update(const char *root, const struct job_rec *recs, size_t n)
+{
+	char *dir = xasprintf("%s/.gpurun", root), *path = xasprintf("%s/jobs", dir);
+	struct strbuf old = STRBUF_INIT, out = STRBUF_INIT;
+	struct cache_line *l = NULL;
+	size_t nl = 0;
+	char *save = NULL;
+
+	if (mkdir_p(dir, 0755, NULL) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const struct job_rec *r = &recs[i];
+		uint64_t t = r->start_ms ? r->start_ms : r->created_ms;
+		if (!r->id || !*r->id)
+			continue;
+		l = xrealloc(l, (nl + 1) * sizeof(*l));
+		l[nl++] = (struct cache_line){ xstrdup(r->id),
+			xstrdup(r->state && *r->state ? r->state : "unknown"), (long long)(t / 1000) };
+	}
+	read_file(path, &old, NULL);
+	for (char *line = strtok_r(old.buf ? old.buf : (char *)"", "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+		long long start;
+		size_t j;
+		if (!t2 || t1 - line != GR_JOB_ID_LEN)
+			continue;
+		*t1 = *t2 = '\0';
+		if (parse_ll(t2 + 1, 0, 1LL << 40, &start) < 0)
+			continue;
+		for (j = 0; j < nl && strcmp(l[j].id, line); j++)
+			;
+		if (j < nl)
+			continue; /* superseded by what we were given */
+		l = xrealloc(l, (nl + 1) * sizeof(*l));
+		l[nl++] = (struct cache_line){ xstrdup(line), xstrdup(t1 + 1), start };
+	}
+	sort_cache(l, nl);
+	for (size_t i = 0; i < nl && i < 200; i++)
+		sb_addf(&out, "%s\t%s\t%lld\n", l[i].id, l[i].state, l[i].start);
+	write_file_atomic(path, out.buf ? out.buf : "", out.len, 0644, NULL);
+out:
+	for (size_t i = 0; i < nl; i++) {
+		free(l[i].id);
+		free(l[i].state);
+	}
+	free(l);
+	sb_release(&old);
+	sb_release(&out);
+	free(dir);
+	free(path);
+}
+
+const char *job_fmt_time(uint64_t ms, char *buf, size_t n)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (!ms) {
+		snprintf(buf, n, "-");
+		return buf;
+	}
+	localtime_r(&t, &tm);
+	strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
+	return buf;
+}
+
+const char *job_fmt_duration(uint64_t ms, char *buf, size_t n)
+{
+	uint64_t s = ms / 1000;
+
+	if (s >= 86400)
+		snprintf(buf, n, "%llud%02lluh", (unsigned long long)(s / 86400),
+			 (unsigned long long)(s % 86400 / 3600));
+	else if (s >= 3600)
+		snprintf(buf, n, "%lluh%02llum", (unsigned long long)(s / 3600),
+			 (unsigned long long)(s % 3600 / 60));
+	else if (s >= 60)
+		snprintf(buf, n, "%llum%02llus", (unsigned long long)(s / 60),
+			 (unsigned long long)(s % 60));
+	else
+		snprintf(buf, n, "%llus", (unsigned long long)s);
+	return buf;
+}
+
+void json_str(struct strbuf *sb, const char *s)
+{
+	sb_add(sb, "\"", 1);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '"' || *p == '\\')
+			sb_addf(sb, "\\%c", *p);
+		else if (*p == '\n')
+			sb_adds(sb, "\\n");
+		else if (*p == '\t')
+			sb_adds(sb, "\\t");
+		else if (*p < 0x20 || *p == 0x7f)
+			sb_addf(sb, "\\u%04x", *p);
+		else
+			sb_add(sb, p, 1);
+	}
+	sb_add(sb, "\"", 1);
+}
+
+void job_describe_end(const struct job_rec *r, struct strbuf *sb)
+{
+	if (r->has_status && r->signalled)
+		sb_addf(sb, "was killed by signal %u (%s)", r->code, strsignal((int)r->code));
+	else if (r->has_status)
+		sb_addf(sb, "exited with status %u", r->code);
+	else if (r->state && !strcmp(r->state, "lost"))
+		sb_adds(sb, "ended without an exit status (its supervisor is gone)");
+	else
+		sb_addf(sb, "is %s", r->state ? r->state : "unknown");
+}
+
+int job_ctx_status(struct gr_ctx *ctx, const char *id, struct job_rec *r)
+{
+	int rc = ctx_connect(ctx);
+
+	if (rc == 0)
+		rc = job_status(ctx->conn, ctx->cfg->remote.path, id, r, &ctx->err);
+	return rc;
+}

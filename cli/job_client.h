@@ -1,0 +1,87 @@
+/* The client side of the job requests (remote/job_proto.h): start, list,
+ * status, stop, GPU report; the local cache of recent jobs that shell
+ * completion reads (.gpurun/jobs); and small formatting helpers the job
+ * commands share. Functions return 0 or a GR_E* code with err set. */
+#ifndef GR_JOB_CLIENT_H
+#define GR_JOB_CLIENT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "conn.h"
+#include "gpurun.h"
+#include "job_proto.h"
+
+/* Start [train] command as a job in project (the [remote] path).
+ * fresh_ms: files changed this recently are copied, not linked, into the
+ * job's snapshot (the build's outputs). *id is the caller's. */
+int job_start(struct gr_conn *c, const char *project, const char *command,
+	      const char *gpus, uint32_t fresh_ms, char **id, struct gr_err *err);
+
+/* Jobs newest first (id NULL or "" = all, limit 0 = all). *recs is the
+ * caller's to job_recs_free. */
+int job_list(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
+	     struct job_rec **recs, size_t *n, struct gr_err *err);
+void job_recs_free(struct job_rec *recs, size_t n);
+/* One job ("" or NULL = the latest; a unique prefix works too). */
+int job_status(struct gr_conn *c, const char *project, const char *id,
+	       struct job_rec *r, struct gr_err *err);
+
+struct job_stop_report {
+	struct job_rec rec;
+	uint32_t nterm;
+	int killed;              /* SIGKILL was needed */
+	struct strvec survivors; /* "PID COMM" */
+	struct strvec gpu_holders; /* "PID GPU" */
+};
+void job_stop_report_free(struct job_stop_report *s);
+/* Send STOP and read its answer (stop_parse: for a reply already read). */
+int job_stop(struct gr_conn *c, const char *project, const char *id, int grace_s,
+	     struct job_stop_report *s, struct gr_err *err);
+void job_stop_payload(struct strbuf *pl, const char *project, const char *id, int grace_s);
+int job_stop_parse(const void *p, size_t n, struct job_stop_report *s, struct gr_err *err);
+/* Tell the user what a stop did (stderr); returns 0, or 1 if something
+ * survived. */
+int job_stop_print(const struct job_stop_report *s, int quiet);
+
+struct job_gpu {
+	uint32_t index, util;
+	uint64_t mem_used, mem_total;
+	char *uuid, *name, *locked_by;
+};
+struct job_gpu_app {
+	uint32_t pid;
+	uint64_t mem;
+	char *gpu_uuid, *name, *job;
+};
+struct job_gpus {
+	int have_smi;
+	char *error;
+	struct job_gpu *gpus;
+	size_t ngpus;
+	struct job_gpu_app *apps;
+	size_t napps;
+};
+void job_gpus_payload(struct strbuf *pl, const char *project);
+int job_gpus_parse(const void *p, size_t n, struct job_gpus *g, struct gr_err *err);
+void job_gpus_free(struct job_gpus *g);
+
+/* Record recs in <root>/.gpurun/jobs ("ID\tSTATE\tSTART_UNIX", newest
+ * first, at most 200 lines): entries are added or updated, others kept.
+ * Best effort: a failure is silent (it is only a cache). */
+void job_cache_update(const char *root, const struct job_rec *recs, size_t n);
+
+/* "2026-11-22 00:35:12" (local time) for a Unix ms time; "-" for 0. */
+const char *job_fmt_time(uint64_t ms, char *buf, size_t n);
+/* "1h02m", "3m05s", "12s". */
+const char *job_fmt_duration(uint64_t ms, char *buf, size_t n);
+/* Append s as a JSON string (quoted, escaped). */
+void json_str(struct strbuf *sb, const char *s);
+/* A job's state in words for messages: "exited with status 1",
+ * "killed by signal 9", "lost (no exit status recorded)". */
+void job_describe_end(const struct job_rec *r, struct strbuf *sb);
+
+/* For commands: connect, and turn "no such job" into a helpful error. */
+int job_ctx_status(struct gr_ctx *ctx, const char *id, struct job_rec *r);
+
+#endif

@@ -1,0 +1,79 @@
+/* Glob matching for [artifacts] pull (see job_glob.h). */
+#include <fnmatch.h>
+#include <string.h>
+
+#include "job_glob.h"
+
+static size_t seg_len(const char *s)
+{
+	const char *e = strchr(s, '/');
+	return e ? (size_t)(e - s) : strlen(s);
+}
+
+static const char *seg_next(const char *s)
+{
+	const char *e = strchr(s, '/');
+	return e ? e + 1 : s + strlen(s);
+}
+
+static int is_dstar(const char *p)
+{
+	return seg_len(p) == 2 && p[0] == '*' && p[1] == '*';
+}
+
+static int all_dstar(const char *p)
+{
+	for (; *p; p = seg_next(p))
+		if (!is_dstar(p))
+			return 0;
+	return 1;
+}
+
+/* p and s are the remaining '/'-separated segments of pattern and path.
+ * prefix_ok: a path that runs out first still matches (may_descend). */
+static int match(const char *p, const char *s, int prefix_ok)
+{
+	char pseg[1024], sseg[1024];
+	size_t pl, sl;
+
+	if (!*p)
+		return !*s;
+	if (!*s)
+		return prefix_ok || all_dstar(p);
+	if (is_dstar(p))
+		return match(seg_next(p), s, prefix_ok) || match(p, seg_next(s), prefix_ok);
+	pl = seg_len(p);
+	sl = seg_len(s);
+	if (pl >= sizeof(pseg) || sl >= sizeof(sseg))
+		return 0;
+	memcpy(pseg, p, pl);
+	pseg[pl] = '\0';
+	memcpy(sseg, s, sl);
+	sseg[sl] = '\0';
+	if (fnmatch(pseg, sseg, FNM_PERIOD) != 0)
+		return 0;
+	return match(seg_next(p), seg_next(s), prefix_ok);
+}
+
+static const char *skip_dot_slash(const char *p)
+{
+	while (p[0] == '.' && p[1] == '/')
+		p += 2;
+	return p;
+}
+
+int job_glob_match(const char *pat, const char *path)
+{
+	pat = skip_dot_slash(pat);
+	if (!*pat || !*path)
+		return 0;
+	return match(pat, path, 0);
+}
+
+int job_glob_may_descend(const char *pat, const char *dir)
+{
+	pat = skip_dot_slash(pat);
+	if (!*pat || !*dir)
+		return 0;
+	return match(pat, dir, 1);
+}

@@ -1,0 +1,16 @@
+/* Artifact globs: shell-style patterns relative to the job folder, with
+ * `**` for any number of folders. Standalone (no agent state), so the
+ * unit tests compile it in directly. */
+#ifndef GR_JOB_GLOB_H
+#define GR_JOB_GLOB_H
+
+/* 1 if path ('/'-separated, relative) matches pat. Each segment is an
+ * fnmatch(3) pattern (a leading '.' must be matched explicitly); a `**`
+ * segment matches zero or more whole segments. */
+int job_glob_match(const char *pat, const char *path);
+
+/* 1 if path is a folder that pat selects as a whole or might select
+ * something beneath (so a walk must descend into it). */
+int job_glob_may_descend(const char *pat, const char *dir);
+
+#endif

@@ -1,0 +1,65 @@
+/* GPUs on the host: nvidia-smi's view (utilisation, memory, compute
+ * processes), advisory per-GPU locks that keep two gpurun jobs off one
+ * GPU, and the choice behind [train] gpus = all | N | 0,2.
+ * GPURUN_NVIDIA_SMI names another program to ask (tests point it at a
+ * recorded output). Blocking: called by the supervisor and by the agent's
+ * forked helpers, never in the agent's loop. */
+#ifndef GR_JOB_GPU_H
+#define GR_JOB_GPU_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "util.h"
+
+struct gpu_info {
+	uint32_t index;
+	char *uuid, *name;
+	uint32_t util;            /* percent */
+	uint64_t mem_used, mem_total; /* MiB */
+	char *locked_by;          /* gpurun job holding its lock, or NULL */
+};
+
+struct gpu_app {
+	uint32_t pid;
+	char *gpu_uuid;
+	uint64_t mem;             /* MiB */
+	char *name;
+	char *job;                /* gpurun job id found in its environment, or NULL */
+};
+
+struct gpu_report {
+	int have_smi;             /* nvidia-smi found and answered */
+	char *error;              /* why not, when it was found but failed */
+	struct gpu_info *gpus;
+	size_t ngpus;
+	struct gpu_app *apps;
+	size_t napps;
+};
+
+/* Run argv (no shell), capture stdout into out, wait at most timeout_ms
+ * (then SIGKILL). Returns the exit status (0-255, 128+N), or -1 if it
+ * could not be run. */
+int gpu_run_capture(const char *const *argv, int timeout_ms, struct strbuf *out);
+
+/* Ask nvidia-smi; a host without it gives have_smi = 0 and no error. */
+void gpu_report_load(struct gpu_report *r, int with_apps);
+void gpu_report_free(struct gpu_report *r);
+
+/* Parse nvidia-smi csv,noheader,nounits output (exposed for tests). */
+void gpu_parse_gpus(const char *csv, struct gpu_report *r);
+void gpu_parse_apps(const char *csv, struct gpu_report *r);
+
+/* Pick GPUs for job_id per spec. Returns 0 with *assigned ("0,1", or ""
+ * for no restriction: CUDA_VISIBLE_DEVICES stays unset when *restrict_ is
+ * 0) and the lock fds (which the job should inherit) in fds; 1 when the
+ * job must wait (why in *why); or a GR_E* code (bad spec, more GPUs asked
+ * than the host has). */
+int gpu_acquire(const char *spec, const char *job_id, char **assigned,
+		int *restrict_, int **fds, size_t *nfds, char **why,
+		struct gr_err *err);
+
+/* The gpurun job id in pid's environment (GPURUN_JOB_ID), or NULL. */
+char *gpu_pid_job(uint32_t pid);
+
+#endif

@@ -1,0 +1,189 @@
+/* Pack a job's artifacts as tar.zst (see job_pack.h). Only regular files
+ * travel: a symlink in the job folder is not followed, so a job cannot
+ * make gpurun send files from outside its folder. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "job_glob.h"
+#include "job_pack.h"
+#include "util.h"
+
+struct packer {
+	struct archive *a;
+	const char *const *pat;
+	size_t npat;
+	struct pack_have *have;
+	size_t nhave;
+	struct pack_stats *st;
+	struct gr_err *err;
+};
+
+static int cmp_have(const void *x, const void *y)
+{
+	return strcmp(((const struct pack_have *)x)->path, ((const struct pack_have *)y)->path);
+}
+
+static int unchanged(struct packer *p, const char *rel, const struct stat *st)
+{
+	struct pack_have key = { .path = (char *)rel };
+	struct pack_have *h = p->nhave ? bsearch(&key, p->have, p->nhave, sizeof(*h), cmp_have) : NULL;
+
+	return h && h->size == (uint64_t)st->st_size && h->mtime_s == (int64_t)st->st_mtim.tv_sec &&
+	       h->mtime_ns == (uint32_t)st->st_mtim.tv_nsec;
+}
+
+static int arc_fail(struct packer *p, const char *what)
+{
+	return gr_errf(p->err, GR_EIO, "cannot pack artifacts (%s): %s", what,
+		       archive_error_string(p->a) ? archive_error_string(p->a) : "unknown error");
+}
+
+static int add_file(struct packer *p, int dfd, const char *name, const char *rel)
+{
+	struct archive_entry *e = NULL;
+	struct stat st;
+	char buf[65536];
+	int fd, rc = 0;
+
+	fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : gr_errf(p->err, GR_EIO, "cannot open '%s': %s", rel, strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		goto out;
+	p->st->matched++;
+	if (unchanged(p, rel, &st))
+		goto out;
+	e = archive_entry_new();
+	archive_entry_set_pathname(e, rel);
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, st.st_mode & 0755);
+	archive_entry_set_size(e, st.st_size);
+	archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+	if (archive_write_header(p->a, e) != ARCHIVE_OK) {
+		rc = arc_fail(p, rel);
+		goto out;
+	}
+	/* Send exactly the size in the header: a file that shrinks while we
+	 * read is padded with zeros (its mtime changed, so the next pull
+	 * fetches it again); one that grows is cut at the header's size. */
+	for (int64_t left = st.st_size; left > 0;) {
+		size_t want = left > (int64_t)sizeof(buf) ? sizeof(buf) : (size_t)left;
+		ssize_t r = read(fd, buf, want);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			memset(buf, 0, want);
+			r = (ssize_t)want;
+		}
+		if (archive_write_data(p->a, buf, (size_t)r) != r) {
+			rc = arc_fail(p, rel);
+			goto out;
+		}
+		left -= r;
+	}
+	p->st->sent++;
+	p->st->bytes += (uint64_t)st.st_size;
+out:
+	archive_entry_free(e);
+	close(fd);
+	return rc;
+}
+
+static int wanted(struct packer *p, const char *rel, int *descend)
+{
+	*descend = 0;
+	for (size_t i = 0; i < p->npat; i++) {
+		if (job_glob_match(p->pat[i], rel))
+			return 1;
+		if (job_glob_may_descend(p->pat[i], rel))
+			*descend = 1;
+	}
+	return 0;
+}
+
+/* Walk dfd (relative path prefix rel, "" at the top). all: every file
+ * below is wanted (a pattern named this folder). */
+static int walk(struct packer *p, int dfd, const char *rel, int all)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+	struct strvec names = STRVEC_INIT;
+	int rc = 0;
+
+	if (!d) {
+		close(dfd);
+		return gr_errf(p->err, GR_EIO, "cannot list '%s': %s", *rel ? rel : ".", strerror(errno));
+	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+		    !(!*rel && !strcmp(de->d_name, ".gpurun")))
+			sv_push(&names, de->d_name);
+	/* Sorted, so the archive's order is stable. */
+	for (size_t i = 1; i < names.n; i++)
+		for (size_t j = i; j > 0 && strcmp(names.v[j - 1], names.v[j]) > 0; j--) {
+			char *t = names.v[j];
+			names.v[j] = names.v[j - 1];
+			names.v[j - 1] = t;
+		}
+	for (size_t i = 0; i < names.n && rc == 0; i++) {
+		char *sub = *rel ? xasprintf("%s/%s", rel, names.v[i]) : xstrdup(names.v[i]);
+		struct stat st;
+		int descend = 0, want;
+
+		if (fstatat(dirfd(d), names.v[i], &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			want = all || wanted(p, sub, &descend);
+			if (S_ISREG(st.st_mode) && want) {
+				rc = add_file(p, dirfd(d), names.v[i], sub);
+			} else if (S_ISDIR(st.st_mode) && (want || descend)) {
+				int sfd = openat(dirfd(d), names.v[i],
+						 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				if (sfd >= 0)
+					rc = walk(p, sfd, sub, want);
+			}
+		}
+		free(sub);
+	}
+	sv_clear(&names);
+	closedir(d);
+	return rc;
+}
+
+int job_pack(const char *dir, const char *const *patterns, size_t npat,
+	     struct pack_have *have, size_t nhave, int out_fd,
+	     struct pack_stats *st, struct gr_err *err)
+{
+	struct packer p = { NULL, patterns, npat, have, nhave, st, err };
+	int rc = 0, dfd;
+
+	*st = (struct pack_stats){ 0 };
+	if (nhave)
+		qsort(have, nhave, sizeof(*have), cmp_have);
+	p.a = archive_write_new();
+	if (archive_write_add_filter_zstd(p.a) != ARCHIVE_OK ||
+	    archive_write_set_format_pax(p.a) != ARCHIVE_OK ||
+	    /* zstd to a pipe: no zero padding after the last frame. */
+	    archive_write_set_bytes_in_last_block(p.a, 1) != ARCHIVE_OK ||
+	    archive_write_open_fd(p.a, out_fd) != ARCHIVE_OK) {
+		rc = arc_fail(&p, "start");
+		goto out;
+	}
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot open '%s': %s", dir, strerror(errno));
+		goto out;
+	}
+	if ((rc = walk(&p, dfd, "", 0)) < 0)
+		goto out;
+	if (archive_write_close(p.a) != ARCHIVE_OK)
+		rc = arc_fail(&p, "finish");
+out:
+	archive_write_free(p.a);
+	return rc;
+}

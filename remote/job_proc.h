@@ -1,0 +1,29 @@
+/* A job's processes and how `gpurun stop` ends them. A job runs in a
+ * session of its own, but a child that calls setsid() leaves it, so a
+ * process belongs to the job if it is in the job's session or process
+ * group, OR carries GPURUN_JOB_ID=<id> in its environment, OR descends
+ * from one that does (found through /proc). Blocking: runs in a helper
+ * process the agent forks, never in its loop. */
+#ifndef GR_JOB_PROC_H
+#define GR_JOB_PROC_H
+
+#include <sys/types.h>
+
+#include "util.h"
+
+struct job_proc {
+	pid_t pid;
+	char comm[64];
+};
+
+/* The live (non-zombie) processes of job id, whose session leader was
+ * sid (0 if it never started). *out is the caller's to free. */
+size_t job_procs(const char *id, pid_t sid, struct job_proc **out);
+
+/* SIGTERM the job's whole tree, SIGKILL what is left after grace_s, check
+ * that nothing survives and that none of its processes holds a GPU, and
+ * wait briefly for the supervisor to record the end. Appends the STOP
+ * reply payload (job_proto.h) to payload. dir: the job folder. */
+int job_stop_run(const char *dir, int grace_s, struct strbuf *payload, struct gr_err *err);
+
+#endif

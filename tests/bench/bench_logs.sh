@@ -1,0 +1,122 @@
+#!/bin/bash
+# Benchmark: job logs. (1) Log latency: time from a line written by the job
+# on the host to it printed locally by `gpurun train`, p50/p99, through the
+# delay proxy at 0 and 25 ms one way (target: p50 <= one-way delay + 10 ms).
+# The job stamps each line with its wall clock; the reader stamps arrival
+# with the same clock (one machine). (2) Time from `gpurun train` to the
+# job's first log line, against the equivalent rsync && ssh script (a
+# detached nohup job followed with tail -f, and a plain foreground ssh),
+# warm (agent uploaded, tree synced), median of RUNS runs.
+#   tests/bench/bench_logs.sh            (make bench calls it)
+#   RUNS=9 LINES=500 PROFILES=wan TRANSPORT=openssh tests/bench/bench_logs.sh
+. "$(dirname "$0")/../lib.sh"
+
+RUNS=${RUNS:-5}
+LINES=${LINES:-300}
+PROFILES=${PROFILES:-"loopback wan"}
+TRANSPORT=${TRANSPORT:-libssh2} # gpurun's; the peer script always uses ssh
+P=$TRASH/proj
+RH=$TRASH/gpuhost-home
+PY=$TRASH/bench.py
+
+cat >"$PY" <<'PYEOF'
+import os, signal, subprocess, sys, time
+
+def latency(cmd, go):
+    """Run cmd; lines 'i sent_ns' after 'ready' are timed on arrival."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, start_new_session=True)
+    buf, lat = b"", []
+    while True:
+        chunk = os.read(p.stdout.fileno(), 65536)
+        now = time.time_ns()
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            f = line.split()
+            if f[:1] == [b"ready"]:
+                open(go, "w").close()
+            elif len(f) == 2 and f[0].isdigit():
+                lat.append((now - int(f[1])) / 1e6)
+    p.wait()
+    lat.sort()
+    pct = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
+    print("%d %.1f %.1f %.1f" % (len(lat), pct(0.5), pct(0.99), lat[-1]))
+
+def first_line(cmd):
+    """ms from start until a line 'first' is printed; then kill it."""
+    t0 = time.time_ns()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    buf = b""
+    while b"first\n" not in buf:
+        chunk = os.read(p.stdout.fileno(), 65536)
+        if not chunk:
+            print("nan"); return
+        buf += chunk
+    ms = (time.time_ns() - t0) / 1e6
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait()
+    print("%.1f" % ms)
+
+if sys.argv[1] == "latency":
+    latency(sys.argv[3:], sys.argv[2])
+else:
+    first_line(sys.argv[2:])
+PYEOF
+
+median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+start_sshd gpuhost || exit 1
+trust_sshd gpuhost
+mkdir -p "$P/src" "$RH/proj"
+for i in $(seq 1 50); do echo "print($i)" >"$P/src/m$i.py"; done
+cat >"$P/stamp.py" <<'EOF2'
+import os, sys, time
+n, gap, go = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+print("ready", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.005)
+for i in range(n):
+    print(i, time.time_ns(), flush=True)
+    time.sleep(gap)
+EOF2
+cp -r "$P"/. "$RH/proj/"   # until sync lands, the tree is there already
+SSHCFG=$HOME/.ssh/config
+
+printf '\nlog latency: %s lines, 20 ms apart, printed by gpurun train (transport %s)\n' "$LINES" "$TRANSPORT"
+printf '%-10s %8s %8s %8s %8s %8s\n' profile one-way lines p50_ms p99_ms max_ms
+for prof in $PROFILES; do
+	case $prof in loopback) d=0 ;; wan) d=25 ;; *) d=$prof ;; esac
+	start_proxy "$prof" "$SSHD_PORT_gpuhost" "$d" && ssh_host_via "via$prof" gpuhost "$(eval echo \$PROXY_PORT_$prof)"
+	write_ini "$P" "via$prof" "$TRANSPORT" proj
+	printf '[build]\ncommand =\n[artifacts]\npull =\n[train]\ncommand = python3 stamp.py %s 0.02 %s\n' \
+		"$LINES" "$TRASH/go-$prof" >>"$P/gpurun.ini"
+	rm -f "$TRASH/go-$prof"
+	r=$(cd "$P" && python3 "$PY" latency "$TRASH/go-$prof" "$GPURUN" -q train)
+	set -- $r
+	printf '%-10s %8s %8s %8s %8s %8s\n' "$prof" "${d}ms" "$1" "$2" "$3" "$4"
+done
+
+printf '\ntime to the first log line (warm, median of %s)\n' "$RUNS"
+printf '%-10s %14s %18s %16s %10s\n' profile "gpurun_train" "rsync+ssh_nohup" "rsync+ssh_fg" "ratio"
+for prof in $PROFILES; do
+	write_ini "$P" "via$prof" "$TRANSPORT" proj
+	printf '[build]\ncommand =\n[artifacts]\npull =\n[train]\ncommand = echo first\n' >>"$P/gpurun.ini"
+	(cd "$P" && "$GPURUN" -q train >/dev/null 2>&1) # warm: agent uploaded
+	g=$(for i in $(seq 1 "$RUNS"); do (cd "$P" && python3 "$PY" first "$GPURUN" -q train); done | median)
+	rs="rsync -az --delete -e 'ssh -F $SSHCFG' ./ via$prof:proj/"
+	det="$rs && ssh -F $SSHCFG via$prof 'cd proj && (nohup sh -c \"echo first\" >job.log 2>&1 &) && exec tail -n +1 -f job.log'"
+	fg="$rs && ssh -F $SSHCFG via$prof 'cd proj && echo first'"
+	(cd "$P" && sh -c "$rs") >/dev/null 2>&1
+	n=$(for i in $(seq 1 "$RUNS"); do (cd "$P" && python3 "$PY" first sh -c "$det"); done | median)
+	f=$(for i in $(seq 1 "$RUNS"); do (cd "$P" && python3 "$PY" first sh -c "$fg"); done | median)
+	printf '%-10s %12sms %16sms %14sms %10s\n' "$prof" "$g" "$n" "$f" \
+		"$(awk -v a="$g" -v b="$n" 'BEGIN{printf "%.2fx", a/b}')"
+done
+echo "(ratio: gpurun train / rsync+ssh_nohup; gpurun's sync is the placeholder that sends nothing until the sync engine lands, rsync's no-op still makes its round trips)"
+test_done

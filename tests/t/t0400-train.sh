@@ -1,0 +1,220 @@
+#!/bin/bash
+# gpurun train / logs / status / stop on the local transport: exit status
+# passthrough, a failed build starts nothing, output as it is written, the
+# job's snapshot, stop reaching grandchildren, GPU choice with a recorded
+# nvidia-smi, a lost supervisor, and the .gpurun/jobs cache.
+. "$(dirname "$0")/../lib.sh"
+
+P=$TRASH/proj R=$TRASH/rproj
+mkdir -p "$P" "$R"
+# ini [KEY=VALUE...]: gpurun.ini for the local host, sections as given.
+# No build unless a case asks for one (the default builds kernels/).
+ini() {
+	write_ini "$P" local local "$R"
+	case " $* " in *" [build] "*) ;; *) printf '[build]\ncommand =\n' >> "$P/gpurun.ini" ;; esac
+	for kv in "$@"; do printf '%s\n' "$kv"; done >> "$P/gpurun.ini"
+}
+# job_script NAME BODY: a script in the remote project (the job's cwd).
+job_script() { printf '%s\n' "$2" > "$R/$1"; }
+# wait_grep PATTERN FILE [SECONDS]
+wait_grep() {
+	for _i in $(seq 1 $((${3:-20} * 10))); do
+		grep -q -- "$1" "$2" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	say "timed out waiting for '$1' in $2:"; cat "$2" >&2; return 1
+}
+jobs_root() { echo "$HOME/.cache/gpurun/jobs"; }
+# Whatever a failing case left running is stopped at exit.
+stop_all() {
+	[ -f "$P/gpurun.ini" ] || return 0
+	(cd "$P" && "$GPURUN" status --all 2>/dev/null | awk '$2 == "running" || $2 == "queued" { print $1 }' |
+		while read -r j; do "$GPURUN" -q -o train.stop_grace=0 stop "$j" >/dev/null 2>&1; done)
+}
+test_atexit stop_all
+S=$$ # unique sleep lengths, so pgrep sees only this run's
+
+test_expect_success 'exit status passes through: 0, 1, 137, killed by a signal' '
+	cd "$P" &&
+	ini "[train]" "command = exit 0" && test_expect_code 0 "$GPURUN" -q train &&
+	ini "[train]" "command = exit 1" && test_expect_code 1 "$GPURUN" -q train &&
+	ini "[train]" "command = exit 137" && test_expect_code 137 "$GPURUN" -q train &&
+	ini "[train]" "command = sleep 0.2; kill -KILL \$\$" && test_expect_code 137 "$GPURUN" -q train &&
+	ini "[train]" "command = kill -TERM \$\$" && test_expect_code 143 "$GPURUN" -q train
+'
+
+test_expect_success 'the log has stdout and stderr; train prints it live' '
+	cd "$P" && ini "[train]" "command = echo out-line; echo err-line >&2; echo \$GPURUN_JOB_ID" &&
+	"$GPURUN" train >out 2>err && test_grep -x out-line out && test_grep -x err-line out &&
+	id=$(head -n1 .gpurun/jobs | cut -f1) && test_grep -x "$id" out &&
+	test_grep "started job $id" err && test_grep "exited with status 0" err
+'
+
+test_expect_success 'a failed build stops train with its status and starts no job' '
+	cd "$P" && rm -rf "$(jobs_root)" &&
+	ini "[build]" "command = echo compiling; echo broken >&2; exit 4" "[train]" "command = touch $TRASH/ran" &&
+	test_expect_code 4 "$GPURUN" train >out 2>err &&
+	test_grep compiling err && test_grep broken err && test_grep "no job started" err &&
+	! test -e "$TRASH/ran" && ! ls "$(jobs_root)"/*/2* 2>/dev/null
+'
+
+test_expect_success 'a build that works runs before the job, in the project folder' '
+	cd "$P" && ini "[build]" "command = pwd > built-here" "[train]" "command = cat built-here" &&
+	"$GPURUN" -q train >out && test_grep -x "$R" out
+'
+
+test_expect_success 'a block-buffering program still shows each line as it is written' '
+	cd "$P" &&
+	job_script buffered.py "import time
+print(\"first\")
+time.sleep(4)
+print(\"second\")" &&
+	ini "[train]" "command = python3 buffered.py" &&
+	id=$("$GPURUN" -q train --detach) &&
+	rm -f live && ( "$GPURUN" logs -f "$id" >live 2>&1 & echo $! >pid ) &&
+	wait_grep first live 3 && ! grep -q second live &&
+	wait_grep second live 10 && sleep 0.5 && kill $(cat pid) 2>/dev/null; true
+'
+
+test_expect_success 'detach prints the id; logs -f reattaches and exits with the status' '
+	cd "$P" && ini "[train]" "command = echo one; sleep 1; echo two; exit 5" &&
+	"$GPURUN" train --detach >id 2>err && id=$(cat id) &&
+	test_grep "gpurun logs -f $id" err &&
+	test_expect_code 5 "$GPURUN" logs -f "$id" >out &&
+	printf "one\ntwo\n" >want && test_cmp want out &&
+	test_grep "^$id	failed	" .gpurun/jobs
+'
+
+test_expect_success 'logs: whole log, --tail, a unique prefix, and the latest by default' '
+	cd "$P" && ini "[train]" "command = seq 1 50" && "$GPURUN" -q train >/dev/null &&
+	id=$(head -n1 .gpurun/jobs | cut -f1) &&
+	"$GPURUN" logs >all && test $(wc -l <all) = 50 &&
+	"$GPURUN" logs --tail 3 >t && printf "48\n49\n50\n" >want && test_cmp want t &&
+	"$GPURUN" logs "${id%????}" >p && test_cmp all p
+'
+
+test_expect_success 'status lists jobs; --json parses' '
+	cd "$P" && "$GPURUN" status >st && test_grep "^JOB " st && test_grep "done" st &&
+	"$GPURUN" status --json >js && python3 -m json.tool js >/dev/null &&
+	python3 -c "import json,sys; d=json.load(open(\"js\")); assert d[\"jobs\"][0][\"state\"]==\"done\", d; assert d[\"nvidia_smi\"] is False"
+'
+
+test_expect_success 'stop ends the whole tree: children, one that called setsid, one that ignores TERM' '
+	cd "$P" &&
+	job_script tree.sh "sleep ${S}1 &
+setsid sleep ${S}2 &
+env -i setsid sleep ${S}3 &
+sh -c \"trap \\\"\\\" TERM; sleep ${S}4\" &
+echo started
+wait" &&
+	ini "[train]" "command = sh tree.sh" "stop_grace = 1" &&
+	id=$("$GPURUN" -q train --detach) &&
+	rm -f live && { "$GPURUN" logs -f "$id" >live 2>&1 & } && lpid=$! &&
+	wait_grep started live && sleep 0.3 &&
+	test $(pgrep -fc "^sleep ${S}[1-4]\$") = 4 &&
+	"$GPURUN" stop "$id" 2>err && test_grep "SIGTERM to" err && test_grep "SIGKILL" err &&
+	! pgrep -f "^sleep ${S}[1-4]\$" &&
+	wait $lpid; "$GPURUN" status "$id" >st && test_grep "stopped" st
+'
+
+test_expect_success 'stop reports a process still holding a GPU (recorded nvidia-smi)' '
+	cd "$P" && export GPURUN_NVIDIA_SMI=$TOP/tests/data/nvidia-smi/fake-nvidia-smi &&
+	export FAKE_SMI_APPS=$TRASH/apps.csv &&
+	ini "[train]" "command = echo \$\$, GPU-6f0e5b2a-1c1d-4a1e-9a0e-2b7f0c6a0002, 1000, python > $TRASH/apps.csv; exec sleep 1000" "gpus = all" &&
+	id=$("$GPURUN" -q train --detach) && wait_grep GPU "$TRASH/apps.csv" &&
+	"$GPURUN" status >st && test_grep "pid [0-9]* python, 1000 MiB, job $id" st &&
+	test_expect_code 1 "$GPURUN" stop "$id" 2>err &&
+	test_grep "still holds a GPU" err
+'
+
+test_expect_success 'two jobs asking for one GPU each get different GPUs; a third waits (queued)' '
+	cd "$P" && export GPURUN_NVIDIA_SMI=$TOP/tests/data/nvidia-smi/fake-nvidia-smi && rm -f "$TRASH/apps.csv" &&
+	rm -f "$TRASH/go" &&
+	ini "[train]" "command = echo gpu=\$CUDA_VISIBLE_DEVICES; while ! test -e $TRASH/go; do sleep 0.1; done" "gpus = 1" &&
+	a=$("$GPURUN" -q train --detach) && b=$("$GPURUN" -q train --detach) && c=$("$GPURUN" -q train --detach) &&
+	sleep 1 &&
+	"$GPURUN" logs "$a" >la && "$GPURUN" logs "$b" >lb &&
+	test_grep -x "gpu=[01]" la && test_grep -x "gpu=[01]" lb && ! test_cmp la lb &&
+	"$GPURUN" status "$c" >sc && test_grep queued sc && "$GPURUN" logs "$c" >lc && test_grep "waiting for 1 free GPU" lc &&
+	d=$("$GPURUN" -q train --detach) && sleep 0.5 && "$GPURUN" stop "$d" 2>/dev/null &&
+	"$GPURUN" status "$d" >sd && test_grep stopped sd && "$GPURUN" logs "$d" >ld && test_grep "stopped before it started" ld &&
+	"$GPURUN" status --json >js && python3 -m json.tool js >/dev/null &&
+	test_grep "\"job\": \"$a\"" js &&
+	touch "$TRASH/go" &&
+	"$GPURUN" logs -f "$c" >lc && test_grep -x "gpu=[01]" lc
+'
+
+test_expect_success 'the job runs the code it was started with, whatever syncs do meanwhile' '
+	cd "$P" && unset GPURUN_NVIDIA_SMI &&
+	echo v1 >"$R/data.txt" && echo v1 >"$R/inplace.txt" &&
+	head -c 3000000 /dev/zero | tr "\0" a >"$R/big.bin" &&
+	ini "[train]" "command = while ! test -e $TRASH/go2; do sleep 0.1; done; cat data.txt inplace.txt; head -c 3 big.bin; echo" &&
+	id=$("$GPURUN" -q train --detach) && sleep 0.5 &&
+	echo v2 >"$R/data.new" && mv "$R/data.new" "$R/data.txt" &&
+	echo v2 >"$R/inplace.txt" &&
+	head -c 3000000 /dev/zero | tr "\0" b >"$R/big.new" && mv "$R/big.new" "$R/big.bin" &&
+	touch "$TRASH/go2" && "$GPURUN" logs -f "$id" >out &&
+	printf "v1\nv1\naaa\n" >want && test_cmp want out
+'
+
+test_expect_success 'a big build output rewritten in place later does not change a running job' '
+	cd "$P" && rm -f "$TRASH/go5" &&
+	ini "[build]" "command = head -c 2000000 /dev/zero | tr \"\\\\0\" x > built.bin" \
+		"[train]" "command = while ! test -e $TRASH/go5; do sleep 0.1; done; head -c 3 built.bin; echo" &&
+	id=$("$GPURUN" -q train --detach) && test "$(head -c 3 "$R/built.bin")" = xxx &&
+	head -c 2000000 /dev/zero | tr "\0" y >>"$R/built.bin.y" && cat "$R/built.bin.y" >"$R/built.bin" &&
+	test "$(head -c 3 "$R/built.bin")" = yyy &&
+	touch "$TRASH/go5" && "$GPURUN" logs -f "$id" >out && test "$(cat out)" = xxx
+'
+
+test_expect_success 'a supervisor killed with -9 leaves the job lost (exit 248), not hanging' '
+	cd "$P" && ini "[train]" "command = sleep 1000" &&
+	id=$("$GPURUN" -q train --detach) && sleep 0.5 &&
+	sup=$(pgrep -f "supervise .*$id") && kill -9 $sup &&
+	test_expect_code 248 "$GPURUN" logs -f "$id" &&
+	"$GPURUN" status "$id" >st && test_grep lost st &&
+	"$GPURUN" stop "$id" 2>/dev/null; true
+'
+
+test_expect_success 'artifacts: pulled at the end, then only what changed travels' '
+	cd "$P" &&
+	ini "[train]" "command = echo a >\$GPURUN_JOB_DIR/metrics.csv; mkdir -p \$GPURUN_JOB_DIR/ckpt; echo c >\$GPURUN_JOB_DIR/ckpt/c.bin; echo x >\$GPURUN_JOB_DIR/skip.txt" \
+		"[artifacts]" "pull = *.csv ckpt" &&
+	"$GPURUN" train >out 2>err && id=$(head -n1 .gpurun/jobs | cut -f1) &&
+	test_grep "pulled 2 artifacts" err &&
+	test "$(cat runs/$id/metrics.csv)" = a && test "$(cat runs/$id/ckpt/c.bin)" = c && ! test -e runs/$id/skip.txt &&
+	"$GPURUN" pull "$id" 2>err && test_grep "up to date (2 files)" err &&
+	jd=$(ls -d "$(jobs_root)"/*/"$id") && echo b >"$jd/metrics.csv" &&
+	"$GPURUN" pull "$id" 2>err && test_grep "pulled 1 artifact .*; 1 unchanged" err &&
+	test "$(cat runs/$id/metrics.csv)" = b
+'
+
+test_expect_success 'artifacts are pulled while the job runs, every [artifacts] interval' '
+	cd "$P" &&
+	ini "[train]" "command = echo 1 >\$GPURUN_JOB_DIR/ckpt.bin; while ! test -e $TRASH/go3; do sleep 0.1; done" \
+		"[artifacts]" "pull = ckpt.bin" "interval = 1" &&
+	( "$GPURUN" train >out 2>err & ) &&
+	for i in $(seq 1 50); do ls runs/*/ckpt.bin >/dev/null 2>&1 && break; sleep 0.1; done &&
+	id=$(head -n1 .gpurun/jobs | cut -f1) && test -f "runs/$id/ckpt.bin" &&
+	"$GPURUN" status "$id" >st && test_grep running st && touch "$TRASH/go3"
+'
+
+test_expect_success 'without a terminal, Ctrl-C detaches (exit 0); the job keeps running' '
+	cd "$P" && rm -f "$TRASH/go4" &&
+	ini "[train]" "command = echo up; while ! test -e $TRASH/go4; do sleep 0.1; done; echo end" &&
+	rm -f out err && { "$GPURUN" train </dev/null >out 2>err & } && tpid=$! &&
+	wait_grep up out && kill -INT $tpid && wait $tpid; rc=$? &&
+	test $rc = 0 && test_grep "detached from job" err && test_grep "gpurun logs -f" err &&
+	id=$(head -n1 .gpurun/jobs | cut -f1) && "$GPURUN" status "$id" >st && test_grep running st &&
+	touch "$TRASH/go4" && "$GPURUN" logs -f "$id" >out2 && test_grep -x end out2
+'
+
+test_expect_success '--stop-on-interrupt: Ctrl-C stops the job (exit 249)' '
+	cd "$P" && ini "[train]" "command = echo up; sleep 1000" "stop_grace = 1" &&
+	rm -f out err && { "$GPURUN" train --stop-on-interrupt </dev/null >out 2>err & } && tpid=$! &&
+	wait_grep up out && kill -INT $tpid && wait $tpid; rc=$? &&
+	test $rc = 249 && test_grep "stopping job" err &&
+	id=$(head -n1 .gpurun/jobs | cut -f1) && "$GPURUN" status "$id" >st && test_grep stopped st
+'
+
+test_done

@@ -1,0 +1,300 @@
+/* Artifacts end to end without a network: the agent's packer (compiled in
+ * from remote/) makes a tar.zst, the client's extractor unpacks it; and
+ * crafted hostile archives (symlinks leading out, '..' names, absolute
+ * paths, hard links, writing through an existing symlink) are refused.
+ * Also the artifact globs and nvidia-smi parsing. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "t.h"
+
+#include "../../remote/job_glob.c"
+#include "../../remote/job_gpu.c"
+#include "../../remote/job_pack.c"
+#include "job_art.h"
+
+static char tmp[256];
+
+static void mk(const char *rel, const char *content)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", tmp, rel);
+	char *slash = strrchr(p, '/');
+	*slash = '\0';
+	mkdir_p(p, 0755, NULL);
+	*slash = '/';
+	write_file_atomic(p, content, strlen(content), 0644, NULL);
+}
+
+static int slurp_eq(const char *path, const char *want)
+{
+	struct strbuf sb = STRBUF_INIT;
+	int ok = read_file(path, &sb, NULL) == 0 && sb.len == strlen(want) &&
+		 !memcmp(sb.buf, want, sb.len);
+	sb_release(&sb);
+	return ok;
+}
+
+static void test_glob(void)
+{
+	CHECK(job_glob_match("*.csv", "metrics.csv"));
+	CHECK(!job_glob_match("*.csv", "sub/metrics.csv"));
+	CHECK(job_glob_match("**/*.csv", "sub/deep/metrics.csv"));
+	CHECK(job_glob_match("**/*.csv", "metrics.csv"));
+	CHECK(job_glob_match("ckpt/**", "ckpt/a/b.bin"));
+	CHECK(job_glob_match("ckpt", "ckpt"));
+	CHECK(!job_glob_match("*", ".hidden"));
+	CHECK(job_glob_match("./ckpt.bin", "ckpt.bin"));
+	CHECK(job_glob_match("step-[0-9]*.bin", "step-12.bin"));
+	CHECK(!job_glob_match("step-[0-9]*.bin", "step-x.bin"));
+	CHECK(job_glob_may_descend("sub/*.csv", "sub"));
+	CHECK(!job_glob_may_descend("sub/*.csv", "other"));
+	CHECK(job_glob_may_descend("**/x", "a"));
+}
+
+/* Pack patterns from tmp/job into a file; return its fd (rewound). */
+static int pack(const char *const *pat, size_t npat, struct pack_have *have, size_t nhave,
+		struct pack_stats *st)
+{
+	char path[300], dir[300];
+	snprintf(path, sizeof(path), "%s/art.tar.zst", tmp);
+	snprintf(dir, sizeof(dir), "%s/job", tmp);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	struct gr_err err = { 0 };
+	int rc = job_pack(dir, pat, npat, have, nhave, fd, st, &err);
+	if (rc < 0)
+		fprintf(stderr, "  pack: %s\n", err.msg);
+	lseek(fd, 0, SEEK_SET);
+	return rc < 0 ? -1 : fd;
+}
+
+static void test_roundtrip(void)
+{
+	const char *pat[] = { "*.csv", "ckpt/**" };
+	struct pack_stats st;
+	struct gr_err err = { 0 };
+	char dest[300], p[400];
+	uint32_t files = 0;
+	struct stat a, b;
+
+	mk("job/metrics.csv", "step,loss\n1,0.5\n");
+	mk("job/ckpt/a.bin", "AAAA");
+	mk("job/ckpt/deep/b.bin", "BB");
+	mk("job/other.txt", "no");
+	mk("job/.gpurun/log", "never packed");
+	int fd = pack(pat, 2, NULL, 0, &st);
+	CHECK(fd >= 0);
+	CHECK_EQ_INT(st.matched, 3);
+	CHECK_EQ_INT(st.sent, 3);
+	snprintf(dest, sizeof(dest), "%s/runs", tmp);
+	mkdir(dest, 0755);
+	CHECK_EQ_INT(art_extract_fd(fd, dest, &files, &err), 0);
+	close(fd);
+	CHECK_EQ_INT(files, 3);
+	snprintf(p, sizeof(p), "%s/metrics.csv", dest);
+	CHECK(slurp_eq(p, "step,loss\n1,0.5\n"));
+	snprintf(p, sizeof(p), "%s/ckpt/deep/b.bin", dest);
+	CHECK(slurp_eq(p, "BB"));
+	snprintf(p, sizeof(p), "%s/other.txt", dest);
+	CHECK(access(p, F_OK) < 0);
+	/* mtimes survive to the nanosecond: that is what "unchanged" means */
+	snprintf(p, sizeof(p), "%s/job/ckpt/a.bin", tmp);
+	stat(p, &a);
+	snprintf(p, sizeof(p), "%s/ckpt/a.bin", dest);
+	stat(p, &b);
+	CHECK(a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec);
+
+	/* Again with what we have: nothing travels; change one, only it does. */
+	struct pack_have have[1] = { { (char *)"ckpt/a.bin", (uint64_t)b.st_size,
+				       (int64_t)b.st_mtim.tv_sec, (uint32_t)b.st_mtim.tv_nsec } };
+	fd = pack(pat, 2, have, 1, &st);
+	CHECK_EQ_INT(st.matched, 3);
+	CHECK_EQ_INT(st.sent, 2);
+	close(fd);
+}
+
+/* Write a crafted archive: entries of (name, type, link target). */
+struct craft { const char *name; int type; const char *link; const char *data; };
+
+static int craft(const struct craft *c, size_t n)
+{
+	char path[300];
+	snprintf(path, sizeof(path), "%s/evil.tar.zst", tmp);
+	struct archive *a = archive_write_new();
+	archive_write_add_filter_zstd(a);
+	archive_write_set_format_pax(a);
+	archive_write_set_bytes_in_last_block(a, 1);
+	archive_write_open_filename(a, path);
+	for (size_t i = 0; i < n; i++) {
+		struct archive_entry *e = archive_entry_new();
+		archive_entry_set_pathname(e, c[i].name);
+		archive_entry_set_perm(e, 0644);
+		if (c[i].type == 'l') {
+			archive_entry_set_filetype(e, AE_IFLNK);
+			archive_entry_set_symlink(e, c[i].link);
+		} else if (c[i].type == 'h') {
+			archive_entry_set_filetype(e, AE_IFREG);
+			archive_entry_set_hardlink(e, c[i].link);
+		} else {
+			archive_entry_set_filetype(e, AE_IFREG);
+			archive_entry_set_size(e, (la_int64_t)strlen(c[i].data));
+		}
+		archive_write_header(a, e);
+		if (c[i].type == 'f')
+			archive_write_data(a, c[i].data, strlen(c[i].data));
+		archive_entry_free(e);
+	}
+	archive_write_close(a);
+	archive_write_free(a);
+	return open(path, O_RDONLY);
+}
+
+static int extract_crafted(const struct craft *c, size_t n, struct gr_err *err)
+{
+	char dest[300];
+	uint32_t files;
+	snprintf(dest, sizeof(dest), "%s/hostile", tmp);
+	mkdir(dest, 0755);
+	int fd = craft(c, n);
+	int rc = art_extract_fd(fd, dest, &files, err);
+	close(fd);
+	if (rc < 0)
+		printf("# refused as wanted: %s\n", err->msg);
+	return rc;
+}
+
+static void test_hostile_dotdot(void)
+{
+	struct craft c[] = { { "../escaped.txt", 'f', NULL, "x" } };
+	struct gr_err err = { 0 };
+	char p[300];
+	CHECK(extract_crafted(c, 1, &err) < 0);
+	CHECK(strstr(err.msg, "..") != NULL);
+	snprintf(p, sizeof(p), "%s/escaped.txt", tmp);
+	CHECK(access(p, F_OK) < 0);
+}
+
+static void test_hostile_absolute(void)
+{
+	char abs[300], p[400];
+	snprintf(abs, sizeof(abs), "%s/abs-escaped.txt", tmp);
+	struct craft c[] = { { abs, 'f', NULL, "x" } };
+	struct gr_err err = { 0 };
+	CHECK(extract_crafted(c, 1, &err) < 0);
+	CHECK(strstr(err.msg, "absolute") != NULL);
+	snprintf(p, sizeof(p), "%s", abs);
+	CHECK(access(p, F_OK) < 0);
+}
+
+static void test_hostile_symlink_out(void)
+{
+	/* The classic: a link pointing out, then a file written through it. */
+	char target[300], p[400];
+	snprintf(target, sizeof(target), "%s/outside", tmp);
+	mkdir(target, 0755);
+	struct craft c[] = { { "link", 'l', target, NULL }, { "link/pwned.txt", 'f', NULL, "x" } };
+	struct gr_err err = { 0 };
+	CHECK(extract_crafted(c, 2, &err) < 0);
+	CHECK(strstr(err.msg, "symbolic link") != NULL);
+	snprintf(p, sizeof(p), "%s/pwned.txt", target);
+	CHECK(access(p, F_OK) < 0);
+}
+
+static void test_hostile_hardlink(void)
+{
+	struct craft c[] = { { "h", 'h', "/etc/passwd", NULL } };
+	struct gr_err err = { 0 };
+	CHECK(extract_crafted(c, 1, &err) < 0);
+	CHECK(strstr(err.msg, "hard link") != NULL);
+}
+
+static void test_existing_symlink_in_dest(void)
+{
+	/* A symlink already in runs/<job>/ (not from the archive): libarchive's
+	 * SECURE_SYMLINKS refuses to write through it. */
+	char dest[300], link[400], target[300], p[400];
+	snprintf(dest, sizeof(dest), "%s/hostile2", tmp);
+	snprintf(target, sizeof(target), "%s/outside2", tmp);
+	snprintf(link, sizeof(link), "%s/sub", dest);
+	mkdir(dest, 0755);
+	mkdir(target, 0755);
+	CHECK(symlink(target, link) == 0);
+	struct craft c[] = { { "sub/x.txt", 'f', NULL, "x" } };
+	struct gr_err err = { 0 };
+	uint32_t files;
+	int fd = craft(c, 1);
+	CHECK(art_extract_fd(fd, dest, &files, &err) < 0);
+	close(fd);
+	printf("# refused as wanted: %s\n", err.msg);
+	snprintf(p, sizeof(p), "%s/x.txt", target);
+	CHECK(access(p, F_OK) < 0);
+	snprintf(p, sizeof(p), "%s/.x.txt.gpurun-part", target);
+	CHECK(access(p, F_OK) < 0);
+}
+
+static void test_truncated(void)
+{
+	/* A stream cut short (connection lost mid-pull) leaves no half file. */
+	struct craft c[] = { { "big.bin", 'f', NULL, "0123456789abcdefghij0123456789abcdefghij" } };
+	char path[300], dest[300], p[400];
+	struct gr_err err = { 0 };
+	uint32_t files;
+	int fd = craft(c, 1);
+	close(fd);
+	snprintf(path, sizeof(path), "%s/evil.tar.zst", tmp);
+	CHECK(truncate(path, 30) == 0);
+	fd = open(path, O_RDONLY);
+	snprintf(dest, sizeof(dest), "%s/trunc", tmp);
+	mkdir(dest, 0755);
+	CHECK(art_extract_fd(fd, dest, &files, &err) < 0);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/big.bin", dest);
+	CHECK(access(p, F_OK) < 0);
+}
+
+static void test_smi_parse(void)
+{
+	struct gpu_report r = { 0 };
+	gpu_parse_gpus("0, GPU-aaa, NVIDIA H100 80GB HBM3, 12, 1024, 81559\n"
+		       "1, GPU-bbb, NVIDIA H100 80GB HBM3, [N/A], 3, 81559\n", &r);
+	gpu_parse_apps("4242, GPU-bbb, 1000, /usr/bin/python3\n", &r);
+	CHECK_EQ_INT(r.ngpus, 2);
+	CHECK_EQ_INT(r.gpus[0].util, 12);
+	CHECK_EQ_INT(r.gpus[1].util, 0);
+	CHECK_EQ_INT(r.gpus[1].mem_total, 81559);
+	CHECK_STR(r.gpus[1].uuid, "GPU-bbb");
+	CHECK_EQ_INT(r.napps, 1);
+	CHECK_EQ_INT(r.apps[0].pid, 4242);
+	CHECK_STR(r.apps[0].name, "/usr/bin/python3");
+	gpu_report_free(&r);
+}
+
+int main(void)
+{
+	snprintf(tmp, sizeof(tmp), "%s/gpurun-test-art.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(tmp)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	RUN(test_glob);
+	RUN(test_roundtrip);
+	RUN(test_hostile_dotdot);
+	RUN(test_hostile_absolute);
+	RUN(test_hostile_symlink_out);
+	RUN(test_hostile_hardlink);
+	RUN(test_existing_symlink_in_dest);
+	RUN(test_truncated);
+	RUN(test_smi_parse);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	if (!t_failed_cases && system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", tmp);
+	return T_DONE();
+}
