@@ -37,7 +37,15 @@ const struct gr_cmd gr_commands[] = {
 	  "authentication, agent, remote tools (cc, make, nvcc, nvidia-smi, free\n"
 	  "disk), and prints a hint for each failure.", COMPLETE_NONE },
 	{ "sync", cmd_sync, CMD_CONFIG, cmd_sync_opts, "",
-	  "delta-sync the project to the host, honouring git's ignore rules", NULL, COMPLETE_NONE },
+	  "delta-sync the project to the host, honouring git's ignore rules",
+	  "Makes [remote] path hold exactly the project's files that git would not\n"
+	  "ignore (nor .gpurunignore and [sync] exclude): new and changed files,\n"
+	  "deletions, modes, symlinks (as links), empty folders and mtimes. Small and\n"
+	  "new files travel in one tar.zst stream, large changed ones as deltas.\n"
+	  "Each file is written beside its name and renamed, so an interrupted sync\n"
+	  "leaves every file old or new and the next one finishes the job. A file\n"
+	  "changed on the host since the last sync is reported, then overwritten;\n"
+	  "files gpurun never sent (job outputs) are left alone.", COMPLETE_NONE },
 	{ "train", cmd_train, CMD_CONFIG, cmd_train_opts, "",
 	  "sync, build, run the training job detached, stream its log, pull artifacts",
 	  "Syncs, runs [build] command on the host (a failed build stops here\n"

@@ -1,10 +1,289 @@
-/* Placeholder until the sync engine lands: sends nothing. */
-#include "sync.h"
+/* gpurun sync: scan the project as git sees it, hash what changed (stat
+ * cache), learn the host's state in one round trip (a manifest digest; a
+ * no-op sync ends there), plan, transfer pipelined, commit. When gpurun
+ * knows what it last committed there, it does not wait for the answer: it
+ * streams the changes planned against that state at once and the agent
+ * refuses them if the folder is not exactly so (then the usual exchange
+ * follows). The pieces: sync_index (local state), sync_steps, sync_plan,
+ * sync_xfer (+ sync_delta), and on the host remote/agent_sync.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
-int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stats *st)
+#include "scan.h"
+#include "sync.h"
+#include "sync_index.h"
+#include "sync_plan.h"
+#include "sync_proto.h"
+#include "sync_steps.h"
+#include "sync_xfer.h"
+
+struct run {
+	struct gr_ctx *ctx;
+	const struct sync_opts *o;
+	struct sm_list local, known, view;
+	uint8_t **leaves;
+	uint8_t local_digest[SM_HASH_LEN], known_digest[SM_HASH_LEN];
+	int have_known;
+	char *key;
+	struct sync_wire wire;
+	struct sync_stats st;
+	struct sync_hash_stats hs;
+};
+
+static int have_sig(void *arg, const uint8_t *hash)
 {
-	(void)o;
-	if (st)
-		*st = (struct sync_stats){ 0 };
-	return ctx_connect(ctx);
+	return sync_sig_have(arg, hash);
+}
+
+static uint32_t send_open(struct run *r, uint32_t flags)
+{
+	struct strbuf pl = STRBUF_INIT;
+	uint32_t sid = conn_next_id(r->ctx->conn);
+
+	put_str(&pl, r->ctx->cfg->remote.path);
+	put_u32(&pl, flags);
+	put_bytes(&pl, r->known_digest, r->have_known ? SM_HASH_LEN : 0);
+	put_bytes(&pl, r->local_digest, SM_HASH_LEN);
+	conn_send(r->ctx->conn, SYNC_MSG_OPEN, 0, sid, pl.buf, pl.len);
+	r->wire.out += GR_FRAME_HDR + pl.len;
+	sb_release(&pl);
+	return sid;
+}
+
+/* The agent refused the folder: that is the configuration's fault. */
+static int remote_error(struct gr_ctx *ctx, int rc)
+{
+	if (rc == GR_EINVAL) {
+		gr_hintf(&ctx->err, "set [remote] path to a project folder");
+		ctx->err.code = rc = GR_ECONFIG;
+	}
+	return rc;
+}
+
+static int open_session(struct run *r, uint32_t *sid, struct host_state *h)
+{
+	struct gr_frame f;
+	int rc;
+
+	*sid = send_open(r, r->o->dry_run ? SYNC_OPEN_DRY_RUN : 0);
+	do {
+		if ((rc = conn_recv(r->ctx->conn, &f, -1, &r->ctx->err)) < 0)
+			return rc;
+	} while (f.id != *sid);
+	r->wire.in += GR_FRAME_HDR + f.len;
+	if (f.type == GR_MSG_ERROR)
+		return remote_error(r->ctx, conn_error_from_frame(&f, &r->ctx->err));
+	if (f.type != SYNC_MSG_STATE)
+		return gr_errf(&r->ctx->err, GR_EPROTO,
+			       "protocol error: expected SYNC_STATE, got %s", proto_msg_name(f.type));
+	return parse_state(&f, h, &r->ctx->err);
+}
+
+/* Plan against view and carry it out: on session *sid, or, optimistic, on
+ * a session opened here without waiting for its answer. *rejected: the
+ * host was not in the state view says (optimistic only). */
+static int transfer(struct run *r, const struct sm_list *view, int optimistic, uint32_t *sid,
+		    int *rejected)
+{
+	struct gr_ctx *ctx = r->ctx;
+	const struct gr_config *cfg = ctx->cfg;
+	struct sync_plan plan;
+	struct sync_xfer x = { 0 };
+	struct sync_progress prog = { 0 };
+	int rc = 0;
+
+	*rejected = 0;
+	sync_plan_build(&r->local, view, cfg->sync.delta_min, have_sig, cfg->root, &plan);
+	r->st.files_sent = plan.nfiles + plan.nlinks + plan.mkdirs.n;
+	r->st.files_deleted = plan.deletes.n;
+	r->st.files_updated = plan.nmeta;
+	r->st.bytes_total = plan.send_bytes;
+	if (r->o->dry_run) {
+		struct strbuf list = STRBUF_INIT;
+		sync_plan_list(&plan, &r->local, &list);
+		fwrite(list.buf ? list.buf : "", 1, list.len, stdout);
+		fflush(stdout);
+		sb_release(&list);
+		goto out;
+	}
+	if ((rc = size_check(ctx, r->o, &plan, &r->local)) < 0) {
+		if (!optimistic) {
+			conn_send(ctx->conn, GR_MSG_CANCEL, 0, *sid, NULL, 0);
+			conn_flush(ctx->conn, NULL);
+		}
+		goto out;
+	}
+	if (optimistic)
+		*sid = send_open(r, SYNC_OPEN_OPTIMISTIC);
+	x.c = ctx->conn;
+	x.sid = *sid;
+	x.optimistic = optimistic;
+	x.root = cfg->root;
+	x.plan = &plan;
+	x.local = &r->local;
+	x.leaves = r->leaves;
+	x.delta_min = cfg->sync.delta_min;
+	x.wire = &r->wire;
+	x.prog = &prog;
+	sync_progress_start(&prog, ctx->progress && !r->o->quiet, plan.send_bytes);
+	rc = sync_xfer_run(&x, &ctx->err);
+	sync_progress_clear(&prog);
+	if (x.rejected) {
+		*rejected = 1;
+		gr_err_clear(&ctx->err);
+		rc = 0;
+		goto out;
+	}
+	for (size_t i = 0; i < x.warnings.n; i++)
+		fprintf(stderr, "gpurun: %s\n", x.warnings.v[i]);
+	if (rc < 0) {
+		sync_rstate_drop(cfg->root, r->key);
+		rc = remote_error(ctx, rc);
+		goto out;
+	}
+	r->st.files_tar = x.files_tar;
+	r->st.files_delta = x.files_delta;
+	r->st.files_whole = x.files_whole;
+	r->st.sigs_asked = x.files_sig;
+	r->st.bytes_literal = x.literal;
+	r->st.bytes_matched = x.matched;
+	uint8_t expect[SM_HASH_LEN];
+	sm_digest(&x.expect, expect);
+	if (x.committed && !x.errors.n && !memcmp(expect, x.digest, SM_HASH_LEN)) {
+		sync_rstate_save(cfg->root, r->key, &x.expect, NULL);
+		sync_xfer_save_sigs(&x);
+		sync_sig_gc(cfg->root, &x.expect);
+		goto out;
+	}
+	/* The next sync asks the host for its manifest and repairs. */
+	sync_rstate_drop(cfg->root, r->key);
+	for (size_t i = 0; i < x.errors.n; i++)
+		fprintf(stderr, "gpurun: %s\n", x.errors.v[i]);
+	if (x.errors.n)
+		rc = gr_errf(&ctx->err, GR_EREMOTE, "%zu file%s could not be synced",
+			     x.errors.n, x.errors.n == 1 ? "" : "s");
+	else
+		rc = gr_errf(&ctx->err, GR_EREMOTE, "the host's manifest does not match what was sent");
+	gr_hintf(&ctx->err, "run 'gpurun sync' again");
+out:
+	sync_xfer_release(&x);
+	sync_plan_free(&plan);
+	return rc;
+}
+
+/* The usual exchange: OPEN, the host's state, then the transfer. */
+static int exchange(struct run *r)
+{
+	const struct gr_config *cfg = r->ctx->cfg;
+	struct host_state h = { 0 };
+	uint32_t sid;
+	int rc, rejected;
+
+	if ((rc = open_session(r, &sid, &h)) < 0)
+		goto out;
+	if (h.flags & SYNC_STATE_IN_SYNC) {
+		r->st.up_to_date = 1;
+		if (!r->o->dry_run && (!r->have_known ||
+				       memcmp(r->known_digest, h.digest, SM_HASH_LEN)))
+			sync_rstate_save(cfg->root, r->key, &r->local, NULL);
+		goto out;
+	}
+	if ((rc = host_view(&h, &r->known, &r->view, &r->ctx->err)) < 0) {
+		sync_rstate_drop(cfg->root, r->key);
+		gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
+		goto out;
+	}
+	rc = resolve_hashes(cfg, &r->local, &r->view, r->leaves, &r->hs, &r->ctx->err);
+	if (rc < 0)
+		goto out;
+	warn_host_changes(&h, &r->local);
+	rc = transfer(r, &r->view, 0, &sid, &rejected);
+out:
+	host_state_release(&h);
+	return rc;
+}
+
+int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stats *st_out)
+{
+	const struct gr_config *cfg = ctx->cfg;
+	struct scan_opts so = { (const char *const *)cfg->sync.exclude.v, cfg->sync.exclude.n,
+				cfg->sync.include_git };
+	struct scan_entry *ents = NULL;
+	size_t nents = 0;
+	struct sync_index *idx = NULL;
+	struct connect_job cj = { 0 };
+	struct run r = { 0 };
+	uint64_t t0 = now_ns();
+	int rc;
+
+	r.ctx = ctx;
+	r.o = o;
+	if ((rc = sync_check_remote_path(cfg->remote.path, &ctx->err)) < 0)
+		goto out;
+	connect_start(&cj, ctx);
+	if ((rc = scan_tree(cfg->root, &so, &ents, &nents, &ctx->err)) < 0)
+		goto out;
+	idx = sync_index_load(cfg->root);
+	if ((rc = sync_local_manifest(ents, nents, idx, &r.local, &r.hs, &ctx->err)) < 0)
+		goto out;
+	r.leaves = xcalloc(r.local.n ? r.local.n : 1, sizeof(*r.leaves));
+	r.key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
+	r.have_known = sync_rstate_load(cfg->root, r.key, &r.known, r.known_digest);
+	/* While the connection comes up: hash what the host probably has too
+	 * (as far as the last sync knows), so a no-op is seen as one. */
+	if ((rc = resolve_hashes(cfg, &r.local, &r.known, r.leaves, &r.hs, &ctx->err)) < 0)
+		goto out;
+	int unhashed = 0;
+	for (size_t i = 0; i < r.local.n && !unhashed; i++)
+		unhashed = r.local.e[i].flags & SM_F_UNHASHED;
+	if (!unhashed) /* else: new or resized files, not a no-op */
+		sm_digest(&r.local, r.local_digest);
+	if ((rc = connect_finish(&cj)) < 0)
+		goto out;
+	/* Changes against a state we know: send them without asking. */
+	if (r.have_known && !o->dry_run &&
+	    (unhashed || memcmp(r.local_digest, r.known_digest, SM_HASH_LEN))) {
+		uint32_t sid;
+		int rejected;
+		if ((rc = transfer(&r, &r.known, 1, &sid, &rejected)) < 0 || !rejected)
+			goto done;
+		r.st = (struct sync_stats){ 0 };
+	}
+	rc = exchange(&r);
+done:
+	r.st.wire_out = r.wire.out;
+	r.st.wire_in = r.wire.in;
+	r.st.bytes_wire = r.wire.out + r.wire.in;
+	r.st.files_hashed = r.hs.files_hashed;
+	r.st.bytes_hashed = r.hs.bytes_hashed;
+	r.st.files_cached = r.hs.files_cached;
+	r.st.entries = r.local.n;
+	r.st.seconds = (double)(now_ns() - t0) / 1e9;
+	if (rc == 0) {
+		summary(o, &r.st);
+		if (o->stats)
+			print_stats(&r.st);
+	}
+out:
+	connect_abandon(&cj);
+	if (idx) { /* a cache: failing to save it costs time only */
+		sync_index_learn(idx, &r.local);
+		sync_index_save(cfg->root, idx, NULL);
+	}
+	if (st_out)
+		*st_out = r.st;
+	if (r.leaves)
+		for (size_t i = 0; i < r.local.n; i++)
+			free(r.leaves[i]);
+	free(r.leaves);
+	sm_list_free(&r.local);
+	sm_list_free(&r.known);
+	sm_list_free(&r.view);
+	sync_index_free(idx);
+	scan_free(ents, nents);
+	free(r.key);
+	return rc;
 }

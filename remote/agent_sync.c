@@ -1,6 +1,254 @@
-/* Sync requests (0x20-0x3f): not written yet. */
-#include "agent.h"
+/* Sync requests (0x20-0x3f, remote/sync_proto.h): OPEN answers the state of
+ * the remote project folder in one round trip (manifest digest, files
+ * changed behind our back) and keeps a session open; OPS, TAR, FILE and
+ * SIG stream changes into temp files; COMMIT renames them into place and
+ * writes the manifest last. Spec: PROTOCOL.md, section "Sync". */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "sync_agent.h"
+#include "sync_proto.h"
+
+static struct sync_session *current;
+
+struct sync_session *sync_session_get(uint32_t id)
+{
+	return current && current->id == id ? current : NULL;
+}
+
+int sync_path_ok(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	size_t sl = strlen(SYNC_STATE_DIR);
+
+	if (!sm_path_ok(path))
+		return 0;
+	if (!strncmp(path, SYNC_STATE_DIR, sl) && (path[sl] == '/' || !path[sl]))
+		return 0;
+	return !sfs_is_tmp_name(base ? base + 1 : path);
+}
+
+static void journal_dir(struct sync_session *s, const char *relpath)
+{
+	const char *slash = strrchr(relpath, '/');
+	size_t n = slash ? (size_t)(slash - relpath) : 0;
+
+	for (size_t i = s->journaled.n; i-- > 0;)
+		if (strlen(s->journaled.v[i]) == n && !strncmp(s->journaled.v[i], relpath, n))
+			return;
+	char *dir = xstrndup(relpath, n);
+	sv_push(&s->journaled, dir);
+	if (s->journalfd < 0 && s->statefd >= 0)
+		s->journalfd = openat(s->statefd, STATE_NAME(SYNC_JOURNAL_FILE),
+				      O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (s->journalfd >= 0 && write_full(s->journalfd, dir, n + 1) < 0) {
+		/* the journal only helps clean up after a crash */
+	}
+	free(dir);
+}
+
+int sync_tmp_create(struct sync_session *s, struct sfs_dir *d, const char *relpath,
+		    char tmp[64])
+{
+	const char *base;
+	int dfd = sfs_parent(d, relpath, &base);
+
+	if (dfd < 0)
+		return -1;
+	pthread_mutex_lock(&s->mu);
+	journal_dir(s, relpath);
+	pthread_mutex_unlock(&s->mu);
+	return sfs_tmp_create(dfd, tmp, 64);
+}
+
+void sync_add_pending(struct sync_session *s, const char *relpath, const char *tmp,
+		      const struct sm_entry *desc)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->npend == s->apend) {
+		s->apend = s->apend ? 2 * s->apend : 64;
+		s->pend = xrealloc(s->pend, s->apend * sizeof(*s->pend));
+	}
+	struct sync_pending *p = &s->pend[s->npend++];
+	p->path = xstrdup(relpath);
+	snprintf(p->tmp, sizeof(p->tmp), "%s", tmp);
+	p->desc = *desc;
+	p->desc.path = p->path;
+	p->desc.link = NULL;
+	pthread_mutex_unlock(&s->mu);
+}
+
+void sync_add_error(struct sync_session *s, const char *relpath, const char *fmt, ...)
+{
+	struct strbuf m = STRBUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	sb_vaddf(&m, fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&s->mu);
+	sv_push(&s->err_paths, relpath);
+	sv_push(&s->err_msgs, m.buf);
+	pthread_mutex_unlock(&s->mu);
+	sb_release(&m);
+}
+
+int sync_tmp_finish(int fd, uint32_t mode, int64_t mtime_ns)
+{
+	struct timespec ts[2] = {
+		{ 0, UTIME_OMIT },
+		{ (time_t)(mtime_ns / 1000000000LL), (long)(mtime_ns % 1000000000LL) },
+	};
+	int rc = 0;
+
+	if (ts[1].tv_nsec < 0) {
+		ts[1].tv_sec--;
+		ts[1].tv_nsec += 1000000000L;
+	}
+	if (fchmod(fd, (mode_t)(mode & 0777)) < 0 || futimens(fd, ts) < 0)
+		rc = -1;
+	/* Start writeback now; COMMIT waits for all of it with one syncfs. */
+	if (!rc)
+		sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	int e = errno;
+	if (close(fd) < 0 && !rc)
+		return -1;
+	errno = e;
+	return rc;
+}
+
+static int sess_frame(struct agent *a, uint32_t id, void *st, const struct gr_frame *f,
+		      struct gr_err *err)
+{
+	struct sync_session *s = st;
+	struct gr_rd rd;
+
+	rd_init(&rd, f->payload, f->len);
+	if (f->type == SYNC_MSG_OPS)
+		return sync_apply_ops(s, &rd, err);
+	if (f->type == SYNC_MSG_COMMIT) {
+		int rc = sync_commit(a, s, &rd, err);
+		if (rc == 0)
+			agent_stream_close(a, id);
+		return rc;
+	}
+	return gr_errf(err, GR_EPROTO, "unexpected %s frame in a sync session",
+		       proto_msg_name(f->type));
+}
+
+static void sess_close(struct agent *a, uint32_t id, void *st)
+{
+	(void)a;
+	(void)id;
+	if (current == st)
+		current = NULL;
+	sync_session_free(st);
+}
+
+static const struct agent_stream_ops session_ops = {
+	.on_frame = sess_frame,
+	.on_close = sess_close,
+};
+
+static int h_open(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
+{
+	char *path = get_str(rd);
+	uint32_t flags = get_u32(rd);
+	size_t elen = 0, llen = 0;
+	const uint8_t *expect = get_bytes(rd, &elen);
+	const uint8_t *local = get_bytes(rd, &llen);
+	struct sync_session *s = NULL;
+	int rc;
+
+	if ((rc = rd_done(rd, err, "SYNC_OPEN")) < 0)
+		goto out;
+	if ((elen && elen != SYNC_DIGEST_LEN) || llen != SYNC_DIGEST_LEN) {
+		rc = gr_errf(err, GR_EPROTO, "protocol error: malformed SYNC_OPEN");
+		goto out;
+	}
+	if (current) {
+		rc = gr_errf(err, GR_EPROTO, "a sync session is already open on this connection");
+		goto out;
+	}
+	rc = sync_session_open(a, id, path, flags, elen ? expect : NULL, local, &s, err);
+	if (rc < 0 || !s)
+		goto out;
+	current = s;
+	agent_stream_open(a, id, &session_ops, s);
+out:
+	free(path);
+	return rc;
+}
+
+static int tar_data(struct agent *a, uint32_t id, void *st, const uint8_t *p, size_t n,
+		    int end, struct gr_err *err)
+{
+	struct sync_session *s = st;
+	struct strbuf pl = STRBUF_INIT;
+	uint32_t files = 0;
+	int rc;
+
+	if (s != current || !s->tar)
+		return gr_errf(err, GR_EPROTO, "the sync session is gone");
+	untar_feed(s->tar, p, n, end);
+	if (!end)
+		return 0;
+	rc = untar_finish(s->tar, &files, err);
+	untar_free(s->tar);
+	s->tar = NULL;
+	if (rc < 0)
+		return rc;
+	put_u32(&pl, files);
+	agent_ok(a, id, pl.buf, pl.len);
+	sb_release(&pl);
+	agent_stream_close(a, id);
+	return 0;
+}
+
+static void tar_close(struct agent *a, uint32_t id, void *st)
+{
+	struct sync_session *s = st;
+
+	(void)a;
+	(void)id;
+	if (s == current && s->tar) {
+		untar_free(s->tar);
+		s->tar = NULL;
+	}
+}
+
+static const struct agent_stream_ops tar_ops = {
+	.on_data = tar_data,
+	.on_close = tar_close,
+};
+
+static int h_tar(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
+{
+	uint32_t sid = get_u32(rd);
+	struct sync_session *s = sync_session_get(sid);
+	int rc;
+
+	if ((rc = rd_done(rd, err, "SYNC_TAR")) < 0)
+		return rc;
+	if (!s)
+		return gr_errf(err, GR_EPROTO, "no sync session %u", sid);
+	if (s->tar)
+		return gr_errf(err, GR_EPROTO, "a tar stream is already open");
+	s->tar = untar_start(s);
+	agent_stream_open(a, id, &tar_ops, s);
+	return 0;
+}
 
 const struct agent_handler agent_sync_handlers[] = {
+	{ SYNC_MSG_OPEN, "sync-open", h_open },
+	{ SYNC_MSG_TAR, "sync-tar", h_tar },
+	{ SYNC_MSG_FILE, "sync-file", sync_h_file },
+	{ SYNC_MSG_SIG, "sync-sig", sync_h_sig },
 	{ 0, NULL, NULL },
 };

@@ -211,3 +211,38 @@ CFG
 	printf '[127.0.0.1]:%s %s\n' "$3" "$(cut -d' ' -f1,2 "$TRASH/sshd-$2/hostkey.pub")" \
 		>> "$HOME/.ssh/known_hosts"
 }
+
+# tree_sig DIR [NAME...]: one line per entry under DIR (type, file mode,
+# mtime and sha256, symlink target; names repr()-quoted, so any byte goes),
+# sorted, leaving out the top-level NAMEs and .gpurun/. Two trees hold the
+# same files exactly when their tree_sig outputs are equal.
+tree_sig() {
+	python3 - "$@" <<'PY'
+import hashlib, os, stat, sys
+root = os.fsencode(sys.argv[1])
+skip = {os.fsencode(n) for n in sys.argv[2:]} | {b'.gpurun'}
+out = []
+for dp, dns, fns in os.walk(root):
+    rel = os.path.relpath(dp, root)
+    rel = b'' if rel == b'.' else rel
+    if not rel:
+        dns[:] = [d for d in dns if d not in skip]
+    for n in dns + fns:
+        if not rel and n in skip:
+            continue
+        p, r = os.path.join(dp, n), os.path.join(rel, n) if rel else n
+        st = os.lstat(p)
+        if stat.S_ISLNK(st.st_mode):
+            out.append((r, 'L ' + repr(os.readlink(p))))
+        elif stat.S_ISDIR(st.st_mode):
+            out.append((r, 'D'))
+        else:
+            h = hashlib.sha256()
+            with open(p, 'rb') as f:
+                for b in iter(lambda: f.read(1 << 20), b''):
+                    h.update(b)
+            out.append((r, 'F %o %d %s' % (st.st_mode & 0o777, st.st_mtime_ns, h.hexdigest())))
+for r, d in sorted(out):
+    print(repr(r), d)
+PY
+}

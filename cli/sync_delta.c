@@ -1,0 +1,473 @@
+/* Large files on the client (see sync_delta.h): aligned blocks found by
+ * hash, librsync's rolling search for the rest, zstd around the delta. */
+#include <errno.h>
+#include <fcntl.h>
+#include <librsync.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "sync_delta.h"
+#include "sync_index.h"
+
+#define RS_DELTA_MAGIC_BE 0x72730236u
+#define OP_END 0x00
+#define OP_COPY_N8_N8 0x54
+#define CHUNK (1u << 20)
+#define PROBE_BYTES (4u << 20)  /* rolling input looked at before deciding */
+#define ZLEVEL 3
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void put_be(uint8_t *out, uint64_t v, int n)
+{
+	for (int i = n - 1; i >= 0; i--, v >>= 8)
+		out[i] = (uint8_t)v;
+}
+
+int sync_sig_parse(const void *p, size_t n, struct sync_sig *s)
+{
+	const uint8_t *b = p;
+
+	memset(s, 0, sizeof(*s));
+	if (n < 12)
+		return -1;
+	s->magic = be32(b);
+	s->block = be32(b + 4);
+	s->strong = be32(b + 8);
+	if (s->magic != RS_RK_BLAKE2_SIG_MAGIC || !s->block || !s->strong || s->strong > 32 ||
+	    (n - 12) % (4 + s->strong))
+		return -1;
+	s->n = (n - 12) / (4 + s->strong);
+	s->data = b + 12;
+	s->raw = p;
+	s->rawlen = n;
+	return 0;
+}
+
+void sync_sig_build(struct strbuf *out, uint32_t block, uint64_t n,
+		    const uint32_t *weak, const uint8_t *leaves)
+{
+	uint8_t h[12];
+
+	put_be(h, RS_RK_BLAKE2_SIG_MAGIC, 4);
+	put_be(h + 4, block, 4);
+	put_be(h + 8, SM_HASH_LEN, 4);
+	sb_grow(out, 12 + n * (4 + SM_HASH_LEN));
+	sb_add(out, h, 12);
+	for (uint64_t k = 0; k < n; k++) {
+		put_be(h, weak[k], 4);
+		sb_add(out, h, 4);
+		sb_add(out, leaves + k * SM_HASH_LEN, SM_HASH_LEN);
+	}
+}
+
+void sigmaker_init(struct sigmaker *m, uint64_t size, const uint8_t *given)
+{
+	memset(m, 0, sizeof(*m));
+	m->given = given;
+	m->size = size;
+	m->block = sm_block_len(size);
+	m->nb = (size + m->block - 1) / m->block;
+	m->weak = xmalloc((m->nb ? m->nb : 1) * sizeof(*m->weak));
+	m->leaves = xmalloc((m->nb ? m->nb : 1) * SM_HASH_LEN);
+	m->part = xmalloc(m->block);
+}
+
+static void sig_block(struct sigmaker *m, const uint8_t *p, size_t n)
+{
+	if (m->k >= m->nb)
+		return; /* longer than announced: the hash will say so */
+	m->weak[m->k] = sm_weak_sum(p, n);
+	if (m->given)
+		memcpy(m->leaves + m->k * SM_HASH_LEN, m->given + m->k * SM_HASH_LEN, SM_HASH_LEN);
+	else
+		blake2b(m->leaves + m->k * SM_HASH_LEN, p, NULL, SM_HASH_LEN, n, 0);
+	m->k++;
+}
+
+void sigmaker_update(struct sigmaker *m, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	m->done += n;
+	if (m->part_len) {
+		size_t k = m->block - m->part_len < n ? m->block - m->part_len : n;
+		memcpy(m->part + m->part_len, b, k);
+		m->part_len += (uint32_t)k;
+		b += k;
+		n -= k;
+		if (m->part_len < m->block)
+			return;
+		sig_block(m, m->part, m->block);
+		m->part_len = 0;
+	}
+	for (; n >= m->block; b += m->block, n -= m->block)
+		sig_block(m, b, m->block);
+	memcpy(m->part, b, n);
+	m->part_len = (uint32_t)n;
+}
+
+void sigmaker_final(struct sigmaker *m, struct strbuf *sig, uint8_t hash[SM_HASH_LEN])
+{
+	if (m->part_len)
+		sig_block(m, m->part, m->part_len);
+	m->part_len = 0;
+	thash_from_leaves(m->leaves, m->k, m->done, hash);
+	if (sig)
+		sync_sig_build(sig, m->block, m->k, m->weak, m->leaves);
+}
+
+void sigmaker_release(struct sigmaker *m)
+{
+	free(m->weak);
+	free(m->leaves);
+	free(m->part);
+	memset(m, 0, sizeof(*m));
+}
+
+/* zstd around everything given to the sink. */
+struct zout {
+	ZSTD_CCtx *z;
+	const struct sync_send *in;
+	struct sync_send_res *res;
+	struct strbuf held;   /* output kept back while probing */
+	int holding;
+	uint8_t buf[1 << 17];
+	int failed;
+};
+
+static int z_emit(struct zout *o, const void *p, size_t n)
+{
+	if (o->failed)
+		return -1;
+	o->res->zbytes += n;
+	if (o->holding) {
+		sb_add(&o->held, p, n);
+		return 0;
+	}
+	if (o->in->sink(o->in->arg, p, n)) {
+		o->failed = 1;
+		return -1;
+	}
+	return 0;
+}
+
+static int z_write(struct zout *o, const void *p, size_t n, ZSTD_EndDirective end)
+{
+	ZSTD_inBuffer zi = { p, n, 0 };
+
+	for (;;) {
+		ZSTD_outBuffer zo = { o->buf, sizeof(o->buf), 0 };
+		size_t left = ZSTD_compressStream2(o->z, &zo, &zi, end);
+		if (ZSTD_isError(left))
+			return -1;
+		if (zo.pos && z_emit(o, o->buf, zo.pos) < 0)
+			return -1;
+		if (end == ZSTD_e_end ? left == 0 : zi.pos == zi.size)
+			return 0;
+	}
+}
+
+static int release_held(struct zout *o)
+{
+	o->holding = 0;
+	if (o->held.len && o->in->sink(o->in->arg, o->held.buf, o->held.len)) {
+		o->failed = 1;
+		return -1;
+	}
+	sb_release(&o->held);
+	return 0;
+}
+
+static int read_at(int fd, void *buf, size_t n, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+static int send_whole(int fd, const struct sync_send *in, struct zout *o,
+		      struct sync_send_res *res, struct gr_err *err)
+{
+	struct sigmaker m;
+	uint8_t *buf = xmalloc(CHUNK), hash[SM_HASH_LEN];
+	uint64_t off = 0;
+	int rc = 0;
+
+	sigmaker_init(&m, in->size, in->leaves);
+	while (off < in->size) {
+		size_t n = in->size - off < CHUNK ? (size_t)(in->size - off) : CHUNK;
+		if (read_at(fd, buf, n, off) < 0) {
+			rc = gr_errf(err, GR_ECONFLICT, "'%s' changed while being sent", in->abspath);
+			goto out;
+		}
+		sigmaker_update(&m, buf, n);
+		if (z_write(o, buf, n, ZSTD_e_continue) < 0) {
+			rc = gr_errf(err, GR_EIO, "cannot send '%s'", in->abspath);
+			goto out;
+		}
+		off += n;
+		if (res->progress)
+			res->progress(res->parg, n);
+	}
+	if (z_write(o, NULL, 0, ZSTD_e_end) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot send '%s'", in->abspath);
+		goto out;
+	}
+	sigmaker_final(&m, &res->sig, hash);
+	if (memcmp(hash, in->hash, SM_HASH_LEN))
+		rc = gr_errf(err, GR_ECONFLICT, "'%s' changed while being sent", in->abspath);
+	res->literal = in->size;
+out:
+	sigmaker_release(&m);
+	free(buf);
+	return rc;
+}
+
+/* Probing is over: either give up on the delta or let the held output go. */
+static int probe_decide(struct zout *o, uint64_t literal, uint64_t seen, int *declined)
+{
+	if (literal * 10 > 9 * seen) {
+		*declined = 1;
+		return 0;
+	}
+	return release_held(o);
+}
+
+/* librsync's delta of one region of the new file, without its header and
+ * END: its commands slot into the stream we are writing. Returns 0, -1
+ * (cannot send), -2 (the file changed). */
+static int rolling_region(int fd, rs_signature_t *rsig, uint64_t off, uint64_t len,
+			  uint32_t block, uint32_t *weak, struct zout *o,
+			  struct sync_send_res *res, uint64_t *probe_left, int *declined)
+{
+	size_t chunk = (size_t)block * (CHUNK / block ? CHUNK / block : 1);
+	rs_job_t *job = rs_delta_begin(rsig);
+	uint8_t *in = xmalloc(chunk), *out = xmalloc(CHUNK), keep = 0;
+	uint64_t pos = 0, emitted = 0;
+	int have_keep = 0, rc = 0;
+	rs_result r = RS_BLOCKED;
+
+	while (r != RS_DONE) {
+		size_t n = len - pos < chunk ? (size_t)(len - pos) : chunk;
+		if (n && read_at(fd, in, n, off + pos) < 0) {
+			rc = -2;
+			break;
+		}
+		for (size_t b = 0; b < n; b += block) /* regions and chunks start on a block */
+			weak[(off + pos + b) / block] = sm_weak_sum(in + b, n - b < block ? n - b : block);
+		pos += n;
+		rs_buffers_t bf = { (char *)in, n, pos == len, NULL, 0 };
+		for (;;) {
+			size_t before = bf.avail_in;
+			bf.next_out = (char *)out;
+			bf.avail_out = CHUNK;
+			r = rs_job_iter(job, &bf);
+			if (r != RS_DONE && r != RS_BLOCKED) {
+				rc = -1;
+				goto out;
+			}
+			size_t got = CHUNK - bf.avail_out;
+			/* Drop the 4-byte magic; hold back the last byte (END). */
+			for (size_t i = 0; i < got; i++, emitted++) {
+				if (emitted < 4)
+					continue;
+				if (have_keep && z_write(o, &keep, 1, ZSTD_e_continue) < 0) {
+					rc = -1;
+					goto out;
+				}
+				keep = out[i];
+				have_keep = 1;
+			}
+			if (r == RS_DONE || (!got && bf.avail_in == before) ||
+			    (!bf.avail_in && bf.avail_out))
+				break;
+		}
+		if (r != RS_DONE && pos == len && !n) {
+			rc = -1; /* at the end and still not done */
+			goto out;
+		}
+		if (res->progress)
+			res->progress(res->parg, n);
+		if (o->holding && *probe_left) {
+			*probe_left = *probe_left > n ? *probe_left - n : 0;
+			if (!*probe_left) {
+				const rs_stats_t *st = rs_job_statistics(job);
+				if (probe_decide(o, (uint64_t)st->lit_bytes, pos, declined) < 0) {
+					rc = -1;
+					goto out;
+				}
+				if (*declined)
+					goto out;
+			}
+		}
+	}
+	if (!have_keep || keep != OP_END)
+		rc = -1; /* not a delta we understand */
+	res->literal += (uint64_t)rs_job_statistics(job)->lit_bytes;
+out:
+	rs_job_free(job);
+	free(in);
+	free(out);
+	return rc;
+}
+
+static int send_delta(int fd, const struct sync_send *in, const uint8_t *leaves,
+		      struct zout *o, struct sync_send_res *res, struct gr_err *err)
+{
+	const struct sync_sig *old = in->old;
+	uint32_t block = sm_block_len(in->size);
+	uint64_t nb = (in->size + block - 1) / block, nmatch = 0;
+	uint8_t *match = xcalloc(nb ? nb : 1, 1);
+	uint32_t *weak = xmalloc((nb ? nb : 1) * sizeof(*weak));
+	rs_signature_t *rsig = NULL;
+	uint64_t probe = 0;
+	int rc = 0, declined = 0;
+	uint8_t cmd[17];
+
+	/* Blocks that did not move: compare the block hashes directly. */
+	int aligned = old->strong == SM_HASH_LEN && old->block == block;
+	for (uint64_t k = 0; aligned && k < nb && k < old->n; k++) {
+		const uint8_t *e = old->data + k * (4 + SM_HASH_LEN);
+		if (!memcmp(e + 4, leaves + k * SM_HASH_LEN, SM_HASH_LEN)) {
+			match[k] = 1;
+			weak[k] = be32(e);
+			nmatch++;
+		}
+	}
+	if (nmatch < nb) {
+		rs_job_t *load = rs_loadsig_begin(&rsig);
+		rs_buffers_t b = { (char *)old->raw, old->rawlen, 1, NULL, 0 };
+		rs_result r = rs_job_iter(load, &b);
+		rs_job_free(load);
+		if (r != RS_DONE || rs_build_hash_table(rsig) != RS_DONE) {
+			rc = gr_errf(err, GR_EPROTO, "the signature for '%s' is unusable", in->abspath);
+			goto out;
+		}
+	}
+	/* Few blocks in place: look at the first bytes of the rolling search
+	 * before committing to a delta that may not shrink anything. */
+	if (nmatch * 8 < nb) {
+		o->holding = 1;
+		probe = PROBE_BYTES;
+	}
+	put_be(cmd, RS_DELTA_MAGIC_BE, 4);
+	if (z_write(o, cmd, 4, ZSTD_e_continue) < 0)
+		goto fail_send;
+	for (uint64_t k = 0; k < nb;) {
+		uint64_t j = k;
+		while (j < nb && match[j] == match[k])
+			j++;
+		uint64_t off = k * block, end = j * block < in->size ? j * block : in->size;
+		if (match[k]) {
+			cmd[0] = OP_COPY_N8_N8;
+			put_be(cmd + 1, off, 8);
+			put_be(cmd + 9, end - off, 8);
+			if (z_write(o, cmd, sizeof(cmd), ZSTD_e_continue) < 0)
+				goto fail_send;
+			res->matched += end - off;
+			if (res->progress)
+				res->progress(res->parg, end - off);
+		} else {
+			int r = rolling_region(fd, rsig, off, end - off, block, weak, o, res,
+					       &probe, &declined);
+			if (declined) {
+				res->declined = 1;
+				goto out;
+			}
+			if (r == -2) {
+				rc = gr_errf(err, GR_ECONFLICT, "'%s' changed while being sent",
+					     in->abspath);
+				goto out;
+			}
+			if (r < 0)
+				goto fail_send;
+		}
+		k = j;
+	}
+	cmd[0] = OP_END;
+	if (z_write(o, cmd, 1, ZSTD_e_end) < 0)
+		goto fail_send;
+	if (o->holding) { /* smaller than the probe: decide on the whole */
+		if (probe_decide(o, res->literal, in->size, &declined) < 0)
+			goto fail_send;
+		if (declined) {
+			res->declined = 1;
+			goto out;
+		}
+	}
+	res->matched = in->size - res->literal;
+	sync_sig_build(&res->sig, block, nb, weak, leaves);
+	goto out;
+fail_send:
+	rc = gr_errf(err, GR_EIO, "cannot send the delta of '%s'", in->abspath);
+out:
+	if (rsig)
+		rs_free_sumset(rsig);
+	free(match);
+	free(weak);
+	return rc;
+}
+
+int sync_send_file(const struct sync_send *in, struct sync_send_res *res,
+		   struct gr_err *err)
+{
+	struct zout *o = xcalloc(1, sizeof(*o));
+	uint8_t *own = NULL, hash[SM_HASH_LEN];
+	const uint8_t *leaves = in->leaves;
+	struct stat st;
+	int fd = -1, rc = 0;
+
+	o->in = in;
+	o->res = res;
+	o->z = ZSTD_createCCtx();
+	ZSTD_CCtx_setParameter(o->z, ZSTD_c_compressionLevel, ZLEVEL);
+	fd = open(in->abspath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_size != in->size) {
+		rc = gr_errf(err, fd < 0 && errno != ENOENT ? GR_EIO : GR_ECONFLICT,
+			     "'%s' changed while being sent", in->abspath);
+		goto out;
+	}
+	if (in->old && !leaves) {
+		if ((rc = sync_hash_file(in->abspath, in->size, hash, &own, err)) < 0)
+			goto out;
+		if (memcmp(hash, in->hash, SM_HASH_LEN)) {
+			rc = gr_errf(err, GR_ECONFLICT, "'%s' changed while being sent", in->abspath);
+			goto out;
+		}
+		leaves = own;
+	}
+	if (in->old) {
+		rc = send_delta(fd, in, leaves, o, res, err);
+		if (res->declined) { /* start over, whole */
+			sb_release(&o->held);
+			o->holding = 0;
+			res->zbytes = res->literal = res->matched = 0;
+			ZSTD_CCtx_reset(o->z, ZSTD_reset_session_only);
+		}
+	} else {
+		rc = send_whole(fd, in, o, res, err);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(own);
+	sb_release(&o->held);
+	ZSTD_freeCCtx(o->z);
+	free(o);
+	return rc;
+}

@@ -1,0 +1,198 @@
+/* The sync plan: a merge of the local and the host's manifests (see
+ * sync_plan.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sync_plan.h"
+
+#define DELTA_BASE_MIN (64u << 10) /* a host version smaller than this is no base */
+
+static void push_idx(size_t **v, size_t *n, size_t i)
+{
+	*v = xrealloc(*v, (*n + 1) * sizeof(**v));
+	(*v)[(*n)++] = i;
+}
+
+static void send_file(struct sync_plan *p, const struct sm_list *local, size_t i,
+		      const struct sm_entry *r, uint64_t delta_min,
+		      int (*have_sig)(void *, const uint8_t *), void *arg)
+{
+	const struct sm_entry *l = &local->e[i];
+	struct sync_item it = { i, r, r, HOW_TAR };
+
+	if (r && r->type == SM_FILE && l->size >= delta_min && r->size >= DELTA_BASE_MIN)
+		it.how = have_sig && have_sig(arg, r->hash) ? HOW_DELTA : HOW_DELTA_SIG;
+	else
+		it.remote = r && r->type == SM_FILE ? r : NULL;
+	p->files = xrealloc(p->files, (p->nfiles + 1) * sizeof(*p->files));
+	p->files[p->nfiles++] = it;
+	p->send_bytes += l->size;
+}
+
+/* Bring local entry i (absent on the host, or of another type there) over. */
+static void add_new(struct sync_plan *p, const struct sm_list *local, size_t i,
+		    const struct sm_entry *r, uint64_t delta_min,
+		    int (*have_sig)(void *, const uint8_t *), void *arg)
+{
+	const struct sm_entry *l = &local->e[i];
+
+	if (l->type == SM_DIR)
+		sv_push(&p->mkdirs, l->path);
+	else if (l->type == SM_LINK)
+		push_idx(&p->links, &p->nlinks, i);
+	else
+		send_file(p, local, i, r, delta_min, have_sig, arg);
+}
+
+void sync_plan_build(const struct sm_list *local, const struct sm_list *remote,
+		     uint64_t delta_min, int (*have_sig)(void *arg, const uint8_t *hash),
+		     void *arg, struct sync_plan *p)
+{
+	size_t i = 0, j = 0;
+	struct strvec del = STRVEC_INIT;
+
+	memset(p, 0, sizeof(*p));
+	while (i < local->n || j < remote->n) {
+		int c = i >= local->n ? 1 : j >= remote->n ? -1
+			: strcmp(local->e[i].path, remote->e[j].path);
+		if (c > 0) { /* only on the host */
+			sv_push(&del, remote->e[j++].path);
+			continue;
+		}
+		if (c < 0) { /* only here */
+			add_new(p, local, i++, NULL, delta_min, have_sig, arg);
+			continue;
+		}
+		const struct sm_entry *l = &local->e[i], *r = &remote->e[j];
+		if (l->type != r->type) {
+			/* A folder on either side must go first; a file and a
+			 * symlink replace each other by rename. */
+			if (l->type == SM_DIR || r->type == SM_DIR)
+				sv_push(&del, r->path);
+			add_new(p, local, i, r, delta_min, have_sig, arg);
+		} else if (l->type == SM_LINK) {
+			if (strcmp(l->link, r->link))
+				push_idx(&p->links, &p->nlinks, i);
+		} else if (l->type == SM_FILE) {
+			if (memcmp(l->hash, r->hash, SM_HASH_LEN) || l->size != r->size)
+				send_file(p, local, i, r, delta_min, have_sig, arg);
+			else if (l->mode != r->mode || l->mtime_ns != r->mtime_ns)
+				push_idx(&p->meta, &p->nmeta, i);
+		}
+		i++;
+		j++;
+	}
+	/* Children sort after their parents: reversed, they come first. */
+	for (size_t k = del.n; k-- > 0;)
+		sv_push(&p->deletes, del.v[k]);
+	sv_clear(&del);
+}
+
+void sync_plan_free(struct sync_plan *p)
+{
+	sv_clear(&p->deletes);
+	sv_clear(&p->mkdirs);
+	free(p->links);
+	free(p->files);
+	free(p->meta);
+	memset(p, 0, sizeof(*p));
+}
+
+int sync_plan_empty(const struct sync_plan *p)
+{
+	return !p->deletes.n && !p->mkdirs.n && !p->nlinks && !p->nfiles && !p->nmeta;
+}
+
+char *sync_quote(const char *path)
+{
+	struct strbuf b = STRBUF_INIT;
+	int plain = 1;
+
+	for (const unsigned char *c = (const unsigned char *)path; *c && plain; c++)
+		plain = *c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\';
+	if (plain)
+		return xstrdup(path);
+	sb_adds(&b, "\"");
+	for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+		switch (*c) {
+		case '\n': sb_adds(&b, "\\n"); break;
+		case '\t': sb_adds(&b, "\\t"); break;
+		case '"': sb_adds(&b, "\\\""); break;
+		case '\\': sb_adds(&b, "\\\\"); break;
+		default:
+			if (*c < 0x20 || *c >= 0x7f)
+				sb_addf(&b, "\\%03o", *c);
+			else
+				sb_add(&b, c, 1);
+		}
+	}
+	sb_adds(&b, "\"");
+	return sb_detach(&b, NULL);
+}
+
+static void line(struct strbuf *out, const char *verb, const char *path, const char *suffix)
+{
+	char *q = sync_quote(path);
+
+	sb_addf(out, "%s %s%s\n", verb, q, suffix);
+	free(q);
+}
+
+void sync_plan_list(const struct sync_plan *p, const struct sm_list *local,
+		    struct strbuf *out)
+{
+	for (size_t i = 0; i < p->deletes.n; i++)
+		line(out, "delete", p->deletes.v[i], "");
+	for (size_t i = 0; i < p->mkdirs.n; i++)
+		line(out, "send", p->mkdirs.v[i], "/");
+	for (size_t i = 0; i < p->nlinks; i++)
+		line(out, "send", local->e[p->links[i]].path, "");
+	for (size_t i = 0; i < p->nfiles; i++)
+		line(out, "send", local->e[p->files[i].local].path, "");
+	for (size_t i = 0; i < p->nmeta; i++)
+		line(out, "update", local->e[p->meta[i]].path, "");
+}
+
+static int by_bytes(const void *a, const void *b)
+{
+	const struct sync_folder_size *x = a, *y = b;
+
+	if (x->bytes != y->bytes)
+		return x->bytes < y->bytes ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+size_t sync_plan_largest(const struct sync_plan *p, const struct sm_list *local,
+			 struct sync_folder_size *out, size_t n)
+{
+	struct sync_folder_size *all = NULL;
+	size_t nall = 0;
+
+	for (size_t i = 0; i < p->nfiles; i++) {
+		const struct sm_entry *e = &local->e[p->files[i].local];
+		const char *slash = strchr(e->path, '/');
+		char *name = slash ? xstrndup(e->path, (size_t)(slash - e->path) + 1)
+				   : xstrdup("(top level)");
+		size_t k;
+		for (k = 0; k < nall && strcmp(all[k].name, name); k++)
+			;
+		if (k == nall) {
+			all = xrealloc(all, (nall + 1) * sizeof(*all));
+			all[nall++] = (struct sync_folder_size){ name, 0 };
+		} else {
+			free(name);
+		}
+		all[k].bytes += e->size;
+	}
+	if (nall > 1)
+		qsort(all, nall, sizeof(*all), by_bytes);
+	size_t got = nall < n ? nall : n;
+	for (size_t k = 0; k < nall; k++) {
+		if (k < got)
+			out[k] = all[k];
+		else
+			free(all[k].name);
+	}
+	free(all);
+	return got;
+}

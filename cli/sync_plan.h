@@ -1,0 +1,64 @@
+/* What a sync must do, from the local manifest and the host's (both sorted
+ * by path): deletions (children first), folders (parents first), symlinks,
+ * files to send and how (tar, delta, delta after asking for a signature),
+ * and mode/mtime-only changes. Pure logic: no I/O but the have_sig test. */
+#ifndef GR_SYNC_PLAN_H
+#define GR_SYNC_PLAN_H
+
+#include <stdint.h>
+
+#include "sync_manifest.h"
+
+enum sync_how {
+	HOW_TAR = 1,     /* new or small: in the tar.zst stream */
+	HOW_DELTA,       /* large, the host's version's signature is cached */
+	HOW_DELTA_SIG,   /* large, ask the host for its version's signature */
+};
+
+struct sync_item {
+	size_t local;                  /* index into the local list */
+	const struct sm_entry *remote; /* the host's file (a delta base), or NULL */
+	const struct sm_entry *prev;   /* whatever the host has there, or NULL */
+	int how;
+};
+
+struct sync_plan {
+	struct strvec deletes;   /* children before parents */
+	struct strvec mkdirs;    /* parents before children */
+	size_t *links;           /* local indexes of symlinks to (re)make */
+	size_t nlinks;
+	struct sync_item *files;
+	size_t nfiles;
+	size_t *meta;            /* local indexes: same content, new mode or mtime */
+	size_t nmeta;
+	uint64_t send_bytes;     /* sizes of the files to send */
+};
+
+/* have_sig(arg, hash): is a signature of that version cached? */
+void sync_plan_build(const struct sm_list *local, const struct sm_list *remote,
+		     uint64_t delta_min, int (*have_sig)(void *arg, const uint8_t *hash),
+		     void *arg, struct sync_plan *p);
+void sync_plan_free(struct sync_plan *p);
+/* Nothing to do at all? */
+int sync_plan_empty(const struct sync_plan *p);
+
+/* --dry-run: "send PATH", "send PATH/" (folder), "delete PATH",
+ * "update PATH" (mode or mtime), one per line, paths quoted like git's. */
+void sync_plan_list(const struct sync_plan *p, const struct sm_list *local,
+		    struct strbuf *out);
+
+/* The n largest top-level folders by bytes to send ("(top level)" for
+ * files in the root); returns how many were filled. */
+struct sync_folder_size {
+	char *name;
+	uint64_t bytes;
+};
+size_t sync_plan_largest(const struct sync_plan *p, const struct sm_list *local,
+			 struct sync_folder_size *out, size_t n);
+
+/* A path as git prints it: as is, or in double quotes with C escapes
+ * when it holds control characters, quotes, backslashes or non-ASCII
+ * bytes. Returns a new string. */
+char *sync_quote(const char *path);
+
+#endif

@@ -1,0 +1,267 @@
+/* The steps of a sync around the transfer (see sync_steps.h). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sync_index.h"
+#include "sync_proto.h"
+#include "sync_steps.h"
+
+enum { CHANGE_UPDATED = 1, CHANGE_MISSING = 2 };
+
+void host_state_release(struct host_state *h)
+{
+	free(h->root);
+	sm_list_free(&h->changed);
+	sv_clear(&h->missing);
+	sm_list_free(&h->manifest);
+	sv_clear(&h->warnings);
+}
+
+int parse_state(const struct gr_frame *f, struct host_state *h, struct gr_err *err)
+{
+	struct gr_rd rd;
+	size_t n = 0;
+
+	rd_init(&rd, f->payload, f->len);
+	h->flags = get_u32(&rd);
+	const uint8_t *d = get_bytes(&rd, &n);
+	if (!d || n != SM_HASH_LEN)
+		rd.bad = 1;
+	else
+		memcpy(h->digest, d, SM_HASH_LEN);
+	h->root = get_str(&rd);
+	for (uint32_t i = 0, k = get_u32(&rd); i < k && !rd.bad; i++) {
+		uint8_t kind = get_u8(&rd);
+		if (kind == CHANGE_UPDATED) {
+			sm_get_entry(&rd, &h->changed, 0);
+		} else if (kind == CHANGE_MISSING) {
+			char *p = get_str(&rd);
+			if (p && sm_path_ok(p))
+				sv_push(&h->missing, p);
+			else
+				rd.bad = 1;
+			free(p);
+		} else {
+			rd.bad = 1;
+		}
+	}
+	const uint8_t *z = get_bytes(&rd, &n);
+	if (!rd.bad && (h->flags & SYNC_STATE_HAS_MANIFEST) &&
+	    sm_decode_z(z, n, &h->manifest, err) < 0)
+		return GR_EPROTO;
+	for (uint32_t i = 0, k = get_u32(&rd); i < k && !rd.bad; i++) {
+		char *w = get_str(&rd);
+		if (w)
+			sv_push(&h->warnings, w);
+		free(w);
+	}
+	return rd_done(&rd, err, "SYNC_STATE");
+}
+
+/* What the host holds: the manifest it sent, or the one we committed
+ * last with the changes it found applied. Checked against its digest. */
+int host_view(struct host_state *h, struct sm_list *known, struct sm_list *view,
+		     struct gr_err *err)
+{
+	uint8_t d[SM_HASH_LEN];
+	const struct sm_list *base = (h->flags & SYNC_STATE_HAS_MANIFEST) ? &h->manifest : known;
+
+	for (size_t i = 0; i < base->n; i++) {
+		const struct sm_entry *e = &base->e[i];
+		int drop = sm_find(&h->changed, e->path) != NULL;
+		for (size_t k = 0; k < h->missing.n && !drop; k++)
+			drop = !strcmp(h->missing.v[k], e->path);
+		if (drop)
+			continue;
+		struct sm_entry *c = sm_add(view, e->path, e->type);
+		char *p = c->path;
+		*c = *e;
+		c->path = p;
+		c->link = e->link ? xstrdup(e->link) : NULL;
+	}
+	if (!(h->flags & SYNC_STATE_HAS_MANIFEST))
+		for (size_t i = 0; i < h->changed.n; i++) {
+			const struct sm_entry *e = &h->changed.e[i];
+			struct sm_entry *c = sm_add(view, e->path, e->type);
+			char *p = c->path;
+			*c = *e;
+			c->path = p;
+			c->link = e->link ? xstrdup(e->link) : NULL;
+		}
+	sm_sort(view);
+	sm_digest(view, d);
+	if (memcmp(d, h->digest, SM_HASH_LEN))
+		return gr_errf(err, GR_EPROTO,
+			       "the host's sync manifest does not match what gpurun last sent");
+	return 0;
+}
+
+/* Say which files someone changed on the host, where we undo it. */
+void warn_host_changes(const struct host_state *h, const struct sm_list *local)
+{
+	for (size_t i = 0; i < h->changed.n; i++) {
+		const struct sm_entry *e = &h->changed.e[i], *l = sm_find(local, e->path);
+		if (l && sm_same(l, e))
+			continue;
+		char *q = sync_quote(e->path);
+		fprintf(stderr, "gpurun: %s changed on the host since the last sync; %s\n", q,
+			l ? "overwriting" : "deleting it");
+		free(q);
+	}
+	for (size_t i = 0; i < h->missing.n; i++) {
+		if (!sm_find(local, h->missing.v[i]))
+			continue;
+		char *q = sync_quote(h->missing.v[i]);
+		fprintf(stderr, "gpurun: %s was deleted on the host since the last sync; "
+			"sending it again\n", q);
+		free(q);
+	}
+	for (size_t i = 0; i < h->warnings.n; i++)
+		fprintf(stderr, "gpurun: %s\n", h->warnings.v[i]);
+}
+
+
+static void *connect_main(void *arg)
+{
+	struct connect_job *j = arg;
+	struct conn_opts o = { j->ctx->accept_new, j->ctx->verbose };
+
+	j->rc = conn_open(&j->conn, j->ctx->cfg, &o, &j->err);
+	return NULL;
+}
+
+void connect_start(struct connect_job *j, struct gr_ctx *ctx)
+{
+	j->ctx = ctx;
+	if (!ctx->conn && pthread_create(&j->th, NULL, connect_main, j) == 0)
+		j->started = 1;
+}
+
+void connect_abandon(struct connect_job *j)
+{
+	if (!j->started)
+		return;
+	pthread_join(j->th, NULL);
+	j->started = 0;
+	if (j->rc == 0)
+		j->ctx->conn = j->conn;
+}
+
+int connect_finish(struct connect_job *j)
+{
+	if (!j->started)
+		return ctx_connect(j->ctx);
+	pthread_join(j->th, NULL);
+	j->started = 0;
+	if (j->rc < 0) {
+		j->ctx->err = j->err;
+		return j->rc;
+	}
+	j->ctx->conn = j->conn;
+	return 0;
+}
+
+/* Hash the files whose content must be compared with the host's: the
+ * same path and size there, or large (a delta needs the block hashes).
+ * The rest is new or resized: it is hashed while it is sent. */
+int resolve_hashes(const struct gr_config *cfg, struct sm_list *local,
+			  const struct sm_list *view, uint8_t **leaves,
+			  struct sync_hash_stats *hs, struct gr_err *err)
+{
+	for (size_t i = 0; i < local->n; i++) {
+		struct sm_entry *e = &local->e[i];
+		if (!(e->flags & SM_F_UNHASHED))
+			continue;
+		const struct sm_entry *r = sm_find(view, e->path);
+		int big = e->size >= cfg->sync.delta_min;
+		if (!r || r->type != SM_FILE || (r->size != e->size && !big))
+			continue;
+		int rc = sync_hash_entry(cfg->root, e, big ? &leaves[i] : NULL, hs, err);
+		if (rc == GR_ENOTFOUND) { /* gone: the send says so */
+			gr_err_clear(err);
+			continue;
+		}
+		if (rc < 0) {
+			gr_hintf(err, "make it readable, or add it to .gpurunignore");
+			return rc;
+		}
+	}
+	return 0;
+}
+
+
+int size_check(struct gr_ctx *ctx, const struct sync_opts *o,
+		      const struct sync_plan *p, const struct sm_list *local)
+{
+	uint64_t limit = ctx->cfg->sync.warn_size;
+	struct sync_folder_size top[5];
+	char a[32], b[32];
+
+	if (o->yes || !limit || p->send_bytes <= limit)
+		return 0;
+	size_t n = sync_plan_largest(p, local, top, 5);
+	fprintf(stderr, "gpurun: this sync sends %s, more than [sync] warn_size (%s); largest folders:\n",
+		fmt_size(p->send_bytes, a, sizeof(a)), fmt_size(limit, b, sizeof(b)));
+	for (size_t i = 0; i < n; i++) {
+		char *q = sync_quote(top[i].name);
+		fprintf(stderr, "  %10s  %s\n", fmt_size(top[i].bytes, a, sizeof(a)), q);
+		free(q);
+		free(top[i].name);
+	}
+	if (!ctx->interactive) {
+		gr_errf(&ctx->err, GR_ECANCEL, "not sending %s without confirmation",
+			fmt_size(p->send_bytes, a, sizeof(a)));
+		gr_hintf(&ctx->err, "pass --yes to send it, or exclude the big folders in "
+			 ".gpurunignore or [sync] exclude");
+		return GR_ECANCEL;
+	}
+	fprintf(stderr, "Send it? [y/N] ");
+	fflush(stderr);
+	char ans[16] = "";
+	if (!fgets(ans, sizeof(ans), stdin) || (ans[0] != 'y' && ans[0] != 'Y')) {
+		gr_errf(&ctx->err, GR_ECANCEL, "sync cancelled");
+		return GR_ECANCEL;
+	}
+	return 0;
+}
+
+
+void summary(const struct sync_opts *o, const struct sync_stats *st)
+{
+	char w[32];
+
+	if (o->quiet)
+		return;
+	fmt_size(st->bytes_wire, w, sizeof(w));
+	if (o->dry_run)
+		fprintf(stderr, "would sync %llu files (%llu deleted), %.1f s\n",
+			(unsigned long long)st->files_sent, (unsigned long long)st->files_deleted,
+			st->seconds);
+	else
+		fprintf(stderr, "synced %llu files (%llu deleted), %s on the wire, %.2f s%s\n",
+			(unsigned long long)st->files_sent, (unsigned long long)st->files_deleted,
+			w, st->seconds, st->up_to_date ? " (up to date)" : "");
+}
+
+void print_stats(const struct sync_stats *st)
+{
+	printf("entries: %llu (%llu files hashed, %llu bytes; %llu from the cache)\n",
+	       (unsigned long long)st->entries, (unsigned long long)st->files_hashed,
+	       (unsigned long long)st->bytes_hashed, (unsigned long long)st->files_cached);
+	printf("sent: %llu files (%llu in the tar, %llu as deltas, %llu whole), %llu updated, "
+	       "%llu deleted, %llu signatures asked\n",
+	       (unsigned long long)st->files_sent, (unsigned long long)st->files_tar,
+	       (unsigned long long)st->files_delta, (unsigned long long)st->files_whole,
+	       (unsigned long long)st->files_updated, (unsigned long long)st->files_deleted,
+	       (unsigned long long)st->sigs_asked);
+	printf("content: %llu bytes (%llu literal, %llu matched)\n",
+	       (unsigned long long)st->bytes_total, (unsigned long long)st->bytes_literal,
+	       (unsigned long long)st->bytes_matched);
+	printf("wire: %llu bytes (%llu sent, %llu received)\n",
+	       (unsigned long long)st->bytes_wire, (unsigned long long)st->wire_out,
+	       (unsigned long long)st->wire_in);
+}
+

@@ -1,0 +1,61 @@
+/* The steps of a sync that are not the transfer itself, shared by
+ * sync.c: the host's answer to OPEN (its manifest, what changed there),
+ * the connection opened while the tree is scanned, which files to hash,
+ * the size question, the summary. */
+#ifndef GR_SYNC_STEPS_H
+#define GR_SYNC_STEPS_H
+
+#include <pthread.h>
+
+#include "sync.h"
+#include "sync_manifest.h"
+#include "sync_plan.h"
+
+struct host_state {
+	uint32_t flags;
+	uint8_t digest[SM_HASH_LEN];
+	char *root;
+	struct sm_list changed;   /* updated entries */
+	struct strvec missing;    /* gone from the host */
+	struct sm_list manifest;  /* when sent whole */
+	struct strvec warnings;
+};
+
+void host_state_release(struct host_state *h);
+int parse_state(const struct gr_frame *f, struct host_state *h, struct gr_err *err);
+/* What the host holds: the manifest it sent, or known with the changes it
+ * found applied; checked against its digest. */
+int host_view(struct host_state *h, struct sm_list *known, struct sm_list *view,
+	      struct gr_err *err);
+/* Say which files someone changed on the host, where we undo it. */
+void warn_host_changes(const struct host_state *h, const struct sm_list *local);
+
+/* The connection, opened on a thread while the tree is scanned and hashed
+ * (an ssh handshake costs round trips, the scan costs disk). */
+struct connect_job {
+	struct gr_ctx *ctx;
+	struct gr_conn *conn;
+	struct gr_err err;
+	int rc, started;
+	pthread_t th;
+};
+void connect_start(struct connect_job *j, struct gr_ctx *ctx);
+int connect_finish(struct connect_job *j);
+/* On the way out, whatever happened: collect the thread. */
+void connect_abandon(struct connect_job *j);
+
+/* Hash the files whose content must be compared with the host's (view):
+ * the same path and size there, or large (a delta needs block hashes). */
+int resolve_hashes(const struct gr_config *cfg, struct sm_list *local,
+		   const struct sm_list *view, uint8_t **leaves,
+		   struct sync_hash_stats *hs, struct gr_err *err);
+
+/* Above [sync] warn_size: show the total and the largest folders, and ask
+ * (on a terminal) or refuse (elsewhere) unless --yes. */
+int size_check(struct gr_ctx *ctx, const struct sync_opts *o, const struct sync_plan *p,
+	       const struct sm_list *local);
+
+void summary(const struct sync_opts *o, const struct sync_stats *st);
+void print_stats(const struct sync_stats *st);
+
+#endif

@@ -1,0 +1,99 @@
+/* The agent's sync session, shared by its parts: agent_sync.c (requests,
+ * OPEN and COMMIT), sync_untar.c (the tar.zst stream, unpacked on a worker
+ * thread) and sync_patch.c (whole files and librsync deltas, signatures).
+ *
+ * Every file arrives into a temp file beside its final name; COMMIT makes
+ * them durable (one syncfs), renames them into place and writes the
+ * manifest last. A session that ends without COMMIT removes its temp
+ * files, and a journal of the folders holding temp files lets the next
+ * session clean up after an agent that was killed outright. */
+#ifndef GR_SYNC_AGENT_H
+#define GR_SYNC_AGENT_H
+
+/* A file name inside the state folder, from its SYNC_*_FILE path. */
+#define STATE_NAME(f) ((f) + sizeof(SYNC_STATE_DIR))
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "agent.h"
+#include "sync_fs.h"
+#include "sync_manifest.h"
+#include "sync_proto.h"
+
+struct untar;
+
+struct sync_pending {
+	char *path;            /* final relative path */
+	char tmp[64];          /* temp file beside it */
+	struct sm_entry desc;  /* what it holds (desc.path == path, not owned) */
+};
+
+struct sync_session {
+	uint32_t id;
+	int rootfd, statefd, lockfd, journalfd;
+	char *root;
+	struct sm_list man;      /* the manifest, refreshed against the disk */
+	struct sm_list added;    /* folders and links made (sorted at commit) */
+	struct strvec deleted;   /* paths removed */
+	struct sfs_dir dir;      /* the main thread's folder cache */
+	struct untar *tar;       /* the tar stream being unpacked, if any */
+
+	pthread_mutex_t mu;      /* guards what follows (the untar thread adds) */
+	struct sync_pending *pend;
+	size_t npend, apend;
+	struct strvec err_paths, err_msgs, warnings;
+	struct strvec journaled;
+};
+
+/* The session `id` refers to (only one per connection), or NULL. */
+struct sync_session *sync_session_get(uint32_t id);
+
+/* A path the client may name: sm_path_ok, and not inside the agent's
+ * state folder nor shaped like one of our temp files. */
+int sync_path_ok(const char *path);
+
+/* Create a temp file beside relpath (its folder resolved through d);
+ * returns the fd or -1 with errno, and the temp name. Records the folder
+ * in the journal first. Thread-safe. */
+int sync_tmp_create(struct sync_session *s, struct sfs_dir *d, const char *relpath,
+		    char tmp[64]);
+/* The file at relpath is complete in tmp. Thread-safe. */
+void sync_add_pending(struct sync_session *s, const char *relpath, const char *tmp,
+		      const struct sm_entry *desc);
+/* A file that could not be written (reported by COMMIT). Thread-safe. */
+void sync_add_error(struct sync_session *s, const char *relpath, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Finish a written temp file: mode, mtime, start writeback, close. */
+int sync_tmp_finish(int fd, uint32_t mode, int64_t mtime_ns);
+
+/* sync_session.c: OPEN's work (lock, clean up, load and refresh the
+ * manifest, answer STATE). *out stays NULL when the answer ended the
+ * request (already in sync, or a dry run). */
+int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t flags,
+		      const uint8_t *expect, const uint8_t *local,
+		      struct sync_session **out, struct gr_err *err);
+/* Write the manifest (with host fields) into the state folder, atomically. */
+int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct gr_err *err);
+void sync_host_fields(struct sm_entry *e, const struct stat *st);
+/* Remove what was not committed, release the lock, free. */
+void sync_session_free(struct sync_session *s);
+int sync_apply_ops(struct sync_session *s, struct gr_rd *rd, struct gr_err *err);
+/* COMMIT: durable, renamed, manifest written; answers OK itself. */
+int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd,
+		struct gr_err *err);
+
+/* sync_untar.c: one tar.zst stream unpacked on a worker thread. */
+struct untar *untar_start(struct sync_session *s);
+/* Queue bytes (blocks while the worker is far behind); end = last bytes. */
+void untar_feed(struct untar *u, const void *p, size_t n, int end);
+/* Wait for the worker; 0 and the file count, or an error for the stream. */
+int untar_finish(struct untar *u, uint32_t *files, struct gr_err *err);
+/* Stop (if running) and free. */
+void untar_free(struct untar *u);
+
+/* sync_patch.c */
+int sync_h_file(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err);
+int sync_h_sig(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err);
+
+#endif

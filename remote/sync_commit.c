@@ -1,0 +1,276 @@
+/* The agent's OPS (deletions, folders, symlinks, applied at once, since a
+ * file that becomes a folder must make room first) and COMMIT: one syncfs
+ * makes every temp file durable, then each is renamed over its final name
+ * (atomic per file), metadata changes are applied, and the manifest is
+ * written last. A session that never commits leaves every file old. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sync_agent.h"
+#include "sync_apply.h"
+
+static void op_delete(struct sync_session *s, const char *path)
+{
+	const char *base;
+	int dfd = sfs_parent(&s->dir, path, &base);
+	struct stat st;
+
+	sv_push(&s->deleted, path);
+	if (dfd < 0 || fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return; /* already gone */
+	if (S_ISDIR(st.st_mode)) {
+		if (unlinkat(dfd, base, AT_REMOVEDIR) < 0) {
+			if (errno == ENOTEMPTY || errno == EEXIST) {
+				char *w = xasprintf("kept folder '%s' on the host: it holds files "
+						    "gpurun did not send", path);
+				sv_push(&s->warnings, w);
+				free(w);
+			} else {
+				sync_add_error(s, path, "cannot remove: %s", strerror(errno));
+			}
+		}
+	} else if (unlinkat(dfd, base, 0) < 0 && errno != ENOENT) {
+		sync_add_error(s, path, "cannot remove: %s", strerror(errno));
+	}
+}
+
+static void op_mkdir(struct sync_session *s, const char *path)
+{
+	const char *base;
+	int dfd = sfs_parent(&s->dir, path, &base);
+	struct stat st;
+
+	if (dfd < 0) {
+		sync_add_error(s, path, "cannot create folder: %s", strerror(errno));
+		return;
+	}
+	if (mkdirat(dfd, base, 0755) < 0 && errno != EEXIST) {
+		sync_add_error(s, path, "cannot create folder: %s", strerror(errno));
+		return;
+	}
+	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
+		sync_add_error(s, path, "cannot create folder: something else is in the way");
+		return;
+	}
+	sm_add(&s->added, path, SM_DIR);
+}
+
+static void op_symlink(struct sync_session *s, const char *path, const char *target)
+{
+	const char *base;
+	int dfd = sfs_parent(&s->dir, path, &base);
+	char tmp[64];
+	struct stat st;
+
+	if (dfd < 0) {
+		sync_add_error(s, path, "cannot create symlink: %s", strerror(errno));
+		return;
+	}
+	/* Made under a temp name and renamed over the old entry: atomic. */
+	for (int tries = 0;; tries++) {
+		static unsigned long n;
+		snprintf(tmp, sizeof(tmp), SYNC_TMP_PREFIX "l%ld-%lu", (long)getpid(), n++);
+		if (symlinkat(target, dfd, tmp) == 0)
+			break;
+		if (errno != EEXIST || tries > 100) {
+			sync_add_error(s, path, "cannot create symlink: %s", strerror(errno));
+			return;
+		}
+	}
+	if (renameat(dfd, tmp, dfd, base) < 0) {
+		sync_add_error(s, path, "cannot create symlink: %s", strerror(errno));
+		unlinkat(dfd, tmp, 0);
+		return;
+	}
+	struct sm_entry *e = sm_add(&s->added, path, SM_LINK);
+	e->link = xstrdup(target);
+	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		sync_host_fields(e, &st);
+}
+
+int sync_apply_ops(struct sync_session *s, struct gr_rd *rd, struct gr_err *err)
+{
+	uint32_t n = get_u32(rd);
+
+	for (uint32_t i = 0; i < n && !rd->bad; i++) {
+		uint8_t op = get_u8(rd);
+		char *path = get_str(rd), *target = NULL;
+		if (op == SYNC_OP_SYMLINK)
+			target = get_str(rd);
+		if (rd->bad || !path || !sync_path_ok(path) ||
+		    (op == SYNC_OP_SYMLINK && (!target || !*target))) {
+			free(path);
+			free(target);
+			return gr_errf(err, GR_EPROTO, "malformed or unsafe SYNC_OPS");
+		}
+		switch (op) {
+		case SYNC_OP_DELETE: op_delete(s, path); break;
+		case SYNC_OP_MKDIR: op_mkdir(s, path); break;
+		case SYNC_OP_SYMLINK: op_symlink(s, path, target); break;
+		default:
+			free(path);
+			free(target);
+			return gr_errf(err, GR_EPROTO, "unknown sync op %u", op);
+		}
+		free(path);
+		free(target);
+	}
+	return rd_done(rd, err, "SYNC_OPS");
+}
+
+/* chmod + mtime on a regular file, never through a symlink. */
+static int set_meta(struct sync_session *s, const char *path, uint32_t mode,
+		    int64_t mtime_ns, struct stat *st)
+{
+	const char *base;
+	int dfd = sfs_parent(&s->dir, path, &base);
+	struct timespec ts[2] = {
+		{ 0, UTIME_OMIT },
+		{ (time_t)(mtime_ns / 1000000000LL), (long)(mtime_ns % 1000000000LL) },
+	};
+
+	if (ts[1].tv_nsec < 0) {
+		ts[1].tv_sec--;
+		ts[1].tv_nsec += 1000000000L;
+	}
+	if (dfd < 0 || fstatat(dfd, base, st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -1;
+	if (!S_ISREG(st->st_mode)) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (fchmodat(dfd, base, (mode_t)(mode & 0777), 0) < 0 ||
+	    utimensat(dfd, base, ts, AT_SYMLINK_NOFOLLOW) < 0)
+		return -1;
+	return fstatat(dfd, base, st, AT_SYMLINK_NOFOLLOW);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int in_sorted(char **v, size_t n, const char *p)
+{
+	return n && bsearch(&p, v, n, sizeof(*v), cmp_str) != NULL;
+}
+
+/* The manifest after this session: old entries minus deletions, with the
+ * new and replaced ones (s->added). */
+static void merge(struct sync_session *s, struct sm_list *out)
+{
+	sm_sort(&s->added);
+	if (s->deleted.n > 1)
+		qsort(s->deleted.v, s->deleted.n, sizeof(char *), cmp_str);
+	for (size_t i = 0; i < s->man.n; i++) {
+		struct sm_entry *e = &s->man.e[i];
+		if (sm_find(&s->added, e->path) || in_sorted(s->deleted.v, s->deleted.n, e->path))
+			continue;
+		struct sm_entry *c = sm_add(out, e->path, e->type);
+		struct sm_entry keep = *c;
+		*c = *e;
+		c->path = keep.path;
+		c->link = e->link ? xstrdup(e->link) : NULL;
+	}
+	for (size_t i = 0; i < s->added.n; i++) {
+		if (i + 1 < s->added.n && !strcmp(s->added.e[i].path, s->added.e[i + 1].path))
+			continue; /* the later one wins */
+		struct sm_entry *e = &s->added.e[i];
+		struct sm_entry *c = sm_add(out, e->path, e->type);
+		struct sm_entry keep = *c;
+		*c = *e;
+		c->path = keep.path;
+		c->link = e->link ? xstrdup(e->link) : NULL;
+	}
+	sm_sort(out);
+}
+
+int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struct gr_err *err)
+{
+	struct sm_list next = { 0 };
+	struct strbuf pl = STRBUF_INIT;
+	uint8_t digest[SM_HASH_LEN];
+	uint32_t nmeta = get_u32(rd);
+	int rc = 0;
+
+	if (s->tar)
+		return gr_errf(err, GR_EPROTO, "COMMIT before the tar stream ended");
+	/* Every temp file durable at once (their writeback started as each
+	 * was closed), before any of them replaces an old file. */
+	syncfs(s->rootfd);
+	for (size_t i = 0; i < s->npend; i++) {
+		struct sync_pending *p = &s->pend[i];
+		const char *base;
+		struct stat st;
+		int dfd = sfs_parent(&s->dir, p->path, &base);
+		if (dfd < 0 || renameat(dfd, p->tmp, dfd, base) < 0) {
+			sync_add_error(s, p->path, "cannot put in place: %s", strerror(errno));
+			if (dfd >= 0)
+				unlinkat(dfd, p->tmp, 0);
+		} else {
+			struct sm_entry *e = sm_add(&s->added, p->path, SM_FILE);
+			struct sm_entry keep = *e;
+			*e = p->desc;
+			e->path = keep.path;
+			e->link = NULL;
+			if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0)
+				sync_host_fields(e, &st);
+		}
+		free(p->path);
+	}
+	s->npend = 0;
+	for (uint32_t i = 0; i < nmeta && !rd->bad; i++) {
+		char *path = get_str(rd);
+		uint32_t mode = get_u32(rd);
+		int64_t mtime = (int64_t)get_u64(rd);
+		struct stat st;
+		if (rd->bad || !path || !sync_path_ok(path)) {
+			free(path);
+			rd->bad = 1;
+			break;
+		}
+		struct sm_entry *old = sm_find(&s->man, path);
+		if (!old || old->type != SM_FILE) {
+			sync_add_error(s, path, "cannot change mode or time: not a file gpurun sent");
+		} else if (set_meta(s, path, mode, mtime, &st) < 0) {
+			sync_add_error(s, path, "cannot change mode or time: %s", strerror(errno));
+		} else {
+			old->mode = mode & 0777;
+			old->mtime_ns = mtime;
+			sync_host_fields(old, &st);
+		}
+		free(path);
+	}
+	size_t elen = 0;
+	const uint8_t *expect = get_bytes(rd, &elen);
+	if ((rc = rd_done(rd, err, "SYNC_COMMIT")) < 0)
+		goto out;
+	(void)expect;
+	merge(s, &next);
+	/* No second syncfs for the renames: if the host crashes before they
+	 * reach the disk, the manifest is ahead of the files, and the next
+	 * OPEN's check (inode, size, mtime, ctime) finds and rehashes them. */
+	if ((rc = sync_write_manifest(s, &next, err)) < 0)
+		goto out;
+	sync_leaves_gc(s->statefd, &next);
+	sm_digest(&next, digest);
+	put_bytes(&pl, digest, SM_HASH_LEN);
+	put_u32(&pl, (uint32_t)s->err_paths.n);
+	for (size_t i = 0; i < s->err_paths.n; i++) {
+		put_str(&pl, s->err_paths.v[i]);
+		put_str(&pl, s->err_msgs.v[i]);
+	}
+	put_u32(&pl, (uint32_t)s->warnings.n);
+	for (size_t i = 0; i < s->warnings.n; i++)
+		put_str(&pl, s->warnings.v[i]);
+	agent_ok(a, s->id, pl.buf, pl.len);
+out:
+	sm_list_free(&next);
+	sb_release(&pl);
+	return rc;
+}

@@ -1,0 +1,450 @@
+/* The sync manifest, its digest and the content hash (see sync_manifest.h).
+ * One implementation for both sides: the agent builds it from remote/, the
+ * client through cli/sync_shared.c. */
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "proto.h"
+#include "sync_manifest.h"
+
+#define SM_MAGIC "GRSM"
+#define SM_VERSION 1u
+#define SM_MAX_DECODED (512u << 20)
+
+struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type)
+{
+	if (l->n == l->alloc) {
+		l->alloc = l->alloc ? 2 * l->alloc : 64;
+		l->e = xrealloc(l->e, l->alloc * sizeof(*l->e));
+	}
+	struct sm_entry *e = &l->e[l->n++];
+	memset(e, 0, sizeof(*e));
+	e->path = xstrdup(path);
+	e->type = type;
+	return e;
+}
+
+void sm_entry_release(struct sm_entry *e)
+{
+	free(e->path);
+	free(e->link);
+	e->path = e->link = NULL;
+}
+
+void sm_list_free(struct sm_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		sm_entry_release(&l->e[i]);
+	free(l->e);
+	l->e = NULL;
+	l->n = l->alloc = 0;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp(((const struct sm_entry *)a)->path, ((const struct sm_entry *)b)->path);
+}
+
+void sm_sort(struct sm_list *l)
+{
+	if (l->n > 1)
+		qsort(l->e, l->n, sizeof(*l->e), cmp_entry);
+}
+
+struct sm_entry *sm_find(const struct sm_list *l, const char *path)
+{
+	size_t lo = 0, hi = l->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(l->e[mid].path, path);
+		if (!c)
+			return &l->e[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+int sm_same(const struct sm_entry *a, const struct sm_entry *b)
+{
+	if (a->type != b->type || strcmp(a->path, b->path))
+		return 0;
+	switch (a->type) {
+	case SM_FILE:
+		return a->mode == b->mode && a->size == b->size &&
+		       a->mtime_ns == b->mtime_ns &&
+		       !memcmp(a->hash, b->hash, SM_HASH_LEN);
+	case SM_LINK:
+		return a->link && b->link && !strcmp(a->link, b->link);
+	default:
+		return 1;
+	}
+}
+
+void sm_put_entry(struct strbuf *b, const struct sm_entry *e, int with_host)
+{
+	put_str(b, e->path);
+	put_u8(b, e->type);
+	if (e->type == SM_FILE) {
+		put_u32(b, e->mode);
+		put_u64(b, e->size);
+		put_u64(b, (uint64_t)e->mtime_ns);
+		put_bytes(b, e->hash, SM_HASH_LEN);
+	} else if (e->type == SM_LINK) {
+		put_str(b, e->link ? e->link : "");
+	}
+	if (with_host) {
+		put_u64(b, e->host.ino);
+		put_u64(b, e->host.size);
+		put_u64(b, (uint64_t)e->host.mtime_ns);
+		put_u64(b, (uint64_t)e->host.ctime_ns);
+	}
+}
+
+void sm_digest(const struct sm_list *l, uint8_t out[SM_HASH_LEN])
+{
+	struct strbuf b = STRBUF_INIT;
+	blake2b_state s;
+
+	blake2b_init(&s, SM_HASH_LEN);
+	blake2b_update(&s, (const uint8_t *)SM_MAGIC, 4);
+	for (size_t i = 0; i < l->n; i++) {
+		sb_reset(&b);
+		sm_put_entry(&b, &l->e[i], 0);
+		blake2b_update(&s, (const uint8_t *)b.buf, b.len);
+	}
+	blake2b_final(&s, out, SM_HASH_LEN);
+	sb_release(&b);
+}
+
+void sm_encode(const struct sm_list *l, int with_host, struct strbuf *out)
+{
+	sb_add(out, SM_MAGIC, 4);
+	put_u32(out, SM_VERSION);
+	put_u8(out, (uint8_t)!!with_host);
+	put_u32(out, (uint32_t)l->n);
+	for (size_t i = 0; i < l->n; i++)
+		sm_put_entry(out, &l->e[i], with_host);
+}
+
+struct sm_entry *sm_get_entry(struct gr_rd *rd, struct sm_list *l, int with_host)
+{
+	char *path = get_str(rd);
+	uint8_t type = get_u8(rd);
+
+	if (!path || rd->bad || !sm_path_ok(path) || type < SM_FILE || type > SM_LINK) {
+		free(path);
+		rd->bad = 1;
+		return NULL;
+	}
+	struct sm_entry *e = sm_add(l, path, type);
+	free(path);
+	if (type == SM_FILE) {
+		size_t hl = 0;
+		e->mode = get_u32(rd) & 07777;
+		e->size = get_u64(rd);
+		e->mtime_ns = (int64_t)get_u64(rd);
+		const uint8_t *h = get_bytes(rd, &hl);
+		if (h && hl == SM_HASH_LEN)
+			memcpy(e->hash, h, SM_HASH_LEN);
+		else
+			rd->bad = 1;
+	} else if (type == SM_LINK) {
+		e->link = get_str(rd);
+		if (!e->link || !*e->link)
+			rd->bad = 1;
+	}
+	if (with_host) {
+		e->host.ino = get_u64(rd);
+		e->host.size = get_u64(rd);
+		e->host.mtime_ns = (int64_t)get_u64(rd);
+		e->host.ctime_ns = (int64_t)get_u64(rd);
+	}
+	return e;
+}
+
+int sm_decode(const void *p, size_t n, int with_host, struct sm_list *l,
+	      struct gr_err *err)
+{
+	struct gr_rd rd;
+	const char *prev = NULL;
+	size_t first = l->n;
+
+	if (n < 4 || memcmp(p, SM_MAGIC, 4))
+		return gr_errf(err, GR_EPROTO, "not a sync manifest");
+	rd_init(&rd, (const uint8_t *)p + 4, n - 4);
+	uint32_t version = get_u32(&rd);
+	uint8_t host = get_u8(&rd);
+	uint32_t count = get_u32(&rd);
+	if (rd.bad || version != SM_VERSION || host != !!with_host)
+		return gr_errf(err, GR_EPROTO, "sync manifest of an unknown version");
+	for (uint32_t i = 0; i < count && !rd.bad; i++) {
+		struct sm_entry *e = sm_get_entry(&rd, l, with_host);
+		if (!e)
+			break;
+		if (prev && strcmp(prev, e->path) >= 0)
+			rd.bad = 1;
+		prev = e->path;
+	}
+	if (rd.bad || rd.n) {
+		while (l->n > first)
+			sm_entry_release(&l->e[--l->n]);
+		return gr_errf(err, GR_EPROTO, "malformed sync manifest");
+	}
+	return 0;
+}
+
+void sm_encode_z(const struct sm_list *l, struct strbuf *out)
+{
+	struct strbuf raw = STRBUF_INIT;
+
+	sm_encode(l, 0, &raw);
+	size_t bound = ZSTD_compressBound(raw.len);
+	sb_grow(out, bound);
+	size_t z = ZSTD_compress(out->buf + out->len, bound, raw.buf, raw.len, 3);
+	if (!ZSTD_isError(z))
+		out->len += z;
+	sb_release(&raw);
+}
+
+int sm_decode_z(const void *p, size_t n, struct sm_list *l, struct gr_err *err)
+{
+	ZSTD_DStream *z = ZSTD_createDStream();
+	struct strbuf raw = STRBUF_INIT;
+	ZSTD_inBuffer in = { p, n, 0 };
+	int rc = 0;
+
+	for (;;) {
+		sb_grow(&raw, 1 << 20);
+		ZSTD_outBuffer out = { raw.buf + raw.len, raw.alloc - raw.len - 1, 0 };
+		size_t r = ZSTD_decompressStream(z, &out, &in);
+		raw.len += out.pos;
+		if (ZSTD_isError(r)) {
+			rc = gr_errf(err, GR_EPROTO, "cannot decompress the manifest: %s",
+				     ZSTD_getErrorName(r));
+			goto out;
+		}
+		if (raw.len > SM_MAX_DECODED) {
+			rc = gr_errf(err, GR_EPROTO, "the manifest is too large");
+			goto out;
+		}
+		if (r == 0 && in.pos == in.size)
+			break;
+		if (in.pos == in.size && out.pos < out.size) {
+			rc = gr_errf(err, GR_EPROTO, "the manifest is truncated");
+			goto out;
+		}
+	}
+	rc = sm_decode(raw.buf, raw.len, 0, l, err);
+out:
+	ZSTD_freeDStream(z);
+	sb_release(&raw);
+	return rc;
+}
+
+int sm_path_ok(const char *path)
+{
+	size_t len = strlen(path);
+	const char *c = path;
+
+	if (!len || len > 4096 || path[0] == '/')
+		return 0;
+	while (*c) {
+		const char *slash = strchr(c, '/');
+		size_t cl = slash ? (size_t)(slash - c) : strlen(c);
+		if (cl == 0 || cl > 255 || (cl == 1 && c[0] == '.') ||
+		    (cl == 2 && c[0] == '.' && c[1] == '.'))
+			return 0;
+		if (!slash)
+			break;
+		c = slash + 1;
+		if (!*c)
+			return 0; /* trailing '/' */
+	}
+	return 1;
+}
+
+uint32_t sm_block_len(uint64_t size)
+{
+	uint64_t r = 0, b;
+
+	if (size <= (4u << 20))
+		return 2048;
+	/* integer square root, then up to a multiple of 1 KiB */
+	for (uint64_t bit = 1ull << 62; bit; bit >>= 2) {
+		if (size >= r + bit) {
+			size -= r + bit;
+			r = (r >> 1) + bit;
+		} else {
+			r >>= 1;
+		}
+	}
+	b = (r + 1023) / 1024 * 1024;
+	return b > (1u << 20) ? (1u << 20) : (uint32_t)b;
+}
+
+void thash_init(struct thash *t, uint64_t size)
+{
+	memset(t, 0, sizeof(*t));
+	t->size = size;
+	t->block = sm_block_len(size);
+	blake2b_init(&t->root, SM_HASH_LEN);
+	blake2b_init(&t->leaf, SM_HASH_LEN);
+}
+
+static void leaf_done(struct thash *t)
+{
+	uint8_t h[SM_HASH_LEN];
+
+	blake2b_final(&t->leaf, h, SM_HASH_LEN);
+	blake2b_update(&t->root, h, SM_HASH_LEN);
+	if (t->on_leaf)
+		t->on_leaf(t->arg, t->nleaf, h);
+	t->nleaf++;
+	t->in_leaf = 0;
+	blake2b_init(&t->leaf, SM_HASH_LEN);
+}
+
+void thash_update(struct thash *t, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n) {
+		size_t k = t->block - t->in_leaf;
+		if (k > n)
+			k = n;
+		blake2b_update(&t->leaf, b, k);
+		t->in_leaf += (uint32_t)k;
+		t->done += k;
+		b += k;
+		n -= k;
+		if (t->in_leaf == t->block)
+			leaf_done(t);
+	}
+}
+
+static void put_le64(uint8_t out[8], uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		out[i] = (uint8_t)(v >> (8 * i));
+}
+
+void thash_final(struct thash *t, uint8_t out[SM_HASH_LEN])
+{
+	uint8_t sz[8];
+
+	if (t->in_leaf)
+		leaf_done(t);
+	put_le64(sz, t->done);
+	blake2b_update(&t->root, sz, sizeof(sz));
+	blake2b_final(&t->root, out, SM_HASH_LEN);
+}
+
+void thash_from_leaves(const uint8_t *leaves, uint64_t nleaves, uint64_t size,
+		       uint8_t out[SM_HASH_LEN])
+{
+	blake2b_state s;
+	uint8_t sz[8];
+
+	blake2b_init(&s, SM_HASH_LEN);
+	if (nleaves)
+		blake2b_update(&s, leaves, nleaves * SM_HASH_LEN);
+	put_le64(sz, size);
+	blake2b_update(&s, sz, sizeof(sz));
+	blake2b_final(&s, out, SM_HASH_LEN);
+}
+
+uint32_t sm_weak_sum(const void *p, size_t n)
+{
+	/* RabinKarp as librsync defines it: seed 1, h = h * 0x08104225 + byte
+	 * mod 2^32 (a definition, so both sides' signatures agree), eight
+	 * bytes at a time with the multiplier's powers. */
+	const uint32_t M = 0x08104225u, m2 = M * M, m3 = m2 * M, m4 = m3 * M,
+		m5 = m4 * M, m6 = m5 * M, m7 = m6 * M, m8 = m7 * M;
+	const uint8_t *b = p;
+	uint32_t h = 1;
+
+	for (; n >= 8; b += 8, n -= 8)
+		h = h * m8 + b[0] * m7 + b[1] * m6 + b[2] * m5 + b[3] * m4 + b[4] * m3 +
+		    b[5] * m2 + b[6] * M + b[7];
+	for (; n; b++, n--)
+		h = h * M + *b;
+	return h;
+}
+
+/* Folders that are never a project folder, nor is anything inside them. */
+static const char *const system_trees[] = {
+	"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+	"/boot", "/dev", "/proc", "/sys", "/run", "/var", NULL,
+};
+/* Folders that may hold projects, but are not one themselves. */
+static const char *const shared_roots[] = {
+	"/tmp", "/var/tmp", "/home", "/opt", "/srv", "/mnt", "/media", "/root",
+	"/snap", "/nix", "/data", NULL,
+};
+
+static int is_under(const char *p, const char *dir)
+{
+	size_t n = strlen(dir);
+	return !strncmp(p, dir, n) && (p[n] == '/' || p[n] == '\0');
+}
+
+const char *sm_root_refused(const char *real, const char *home)
+{
+	if (!real[0] || !strcmp(real, "/"))
+		return "it is the root folder";
+	if (home && *home && strcmp(home, "/")) {
+		if (!strcmp(real, home))
+			return "it is the home folder";
+		if (is_under(home, real))
+			return "it holds the home folder";
+	}
+	for (const char *const *s = shared_roots; *s; s++)
+		if (!strcmp(real, *s))
+			return "it is a shared system folder";
+	for (const char *const *s = system_trees; *s; s++)
+		if (is_under(real, *s) && !is_under(real, "/var/tmp"))
+			return "it is a system folder";
+	return NULL;
+}
+
+/* Collapse "//", "." and ".." without touching the filesystem. */
+char *sm_clean_path(const char *abs)
+{
+	struct strbuf out = STRBUF_INIT;
+	char *copy = xstrdup(abs);
+
+	for (char *save = NULL, *c = strtok_r(copy, "/", &save); c;
+	     c = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(c, "."))
+			continue;
+		if (!strcmp(c, "..")) {
+			char *slash = out.len ? strrchr(out.buf, '/') : NULL;
+			if (slash)
+				out.len = (size_t)(slash - out.buf);
+			if (out.buf)
+				out.buf[out.len] = '\0';
+			continue;
+		}
+		sb_addf(&out, "/%s", c);
+	}
+	if (!out.len)
+		sb_adds(&out, "/");
+	free(copy);
+	return sb_detach(&out, NULL);
+}
+
+void sm_hex(const uint8_t h[SM_HASH_LEN], char out[2 * SM_HASH_LEN + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (int i = 0; i < SM_HASH_LEN; i++) {
+		out[2 * i] = digits[h[i] >> 4];
+		out[2 * i + 1] = digits[h[i] & 15];
+	}
+	out[2 * SM_HASH_LEN] = '\0';
+}

@@ -1,0 +1,119 @@
+/* The sync manifest, its digest and the content hash, compiled into both
+ * gpurun and the agent so the two sides agree byte for byte (the client
+ * build takes it in through cli/sync_shared.c). The manifest lists what
+ * the remote project folder holds as far as gpurun knows: every file,
+ * folder and symlink it sent, with mode, size, mtime and content hash. Its
+ * digest is what a no-op sync compares in one round trip.
+ *
+ * Content hash: BLAKE2b-256 (libb2, librsync's own dependency) over a
+ * tree: the file is cut into blocks of sm_block_len(size) bytes, each
+ * block is hashed (BLAKE2b-256, which is also librsync's strong sum for
+ * that block), and the root is BLAKE2b-256 of the block hashes followed by
+ * the size (u64 LE). So a full-strength librsync signature of a version
+ * determines its hash, and the blocks of a changed file that match the
+ * old signature need no second pass. */
+#ifndef GR_SYNC_MANIFEST_H
+#define GR_SYNC_MANIFEST_H
+
+#include <blake2.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "util.h"
+
+#define SM_HASH_LEN 32
+
+enum sm_type { SM_FILE = 1, SM_DIR = 2, SM_LINK = 3 };
+
+struct sm_host {          /* what the agent saw after writing (not in the digest) */
+	uint64_t ino, size;
+	int64_t mtime_ns, ctime_ns;
+};
+
+struct sm_entry {
+	char *path;        /* relative, '/'-separated (sm_path_ok) */
+	uint8_t type;      /* enum sm_type */
+	uint32_t mode;     /* SM_FILE: permission bits (0777); else 0 */
+	uint64_t size;     /* SM_FILE */
+	int64_t mtime_ns;  /* SM_FILE */
+	uint8_t hash[SM_HASH_LEN]; /* SM_FILE: content hash */
+	char *link;        /* SM_LINK: target as stored; else NULL */
+	struct sm_host host;
+	uint8_t flags;     /* client-side state, never sent: SM_F_* */
+};
+
+#define SM_F_UNHASHED 1 /* hash not computed yet (the client hashes what it must) */
+
+struct sm_list {
+	struct sm_entry *e;
+	size_t n, alloc;
+};
+
+/* Append a copy of path (and link); returns the new entry, zeroed. */
+struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type);
+void sm_entry_release(struct sm_entry *e);
+void sm_list_free(struct sm_list *l);
+/* Sort by path bytes (strcmp), the order scan_tree and the digest use. */
+void sm_sort(struct sm_list *l);
+/* Binary search in a sorted list; NULL if absent. */
+struct sm_entry *sm_find(const struct sm_list *l, const char *path);
+/* Same description (type, mode, size, mtime, hash, link)? */
+int sm_same(const struct sm_entry *a, const struct sm_entry *b);
+
+/* BLAKE2b-256 over the sorted list's descriptions. */
+void sm_digest(const struct sm_list *l, uint8_t out[SM_HASH_LEN]);
+
+/* Serialise (with_host: also the host fields) / parse. sm_decode appends
+ * to l and fails with GR_EPROTO on anything malformed or unsafe. */
+void sm_encode(const struct sm_list *l, int with_host, struct strbuf *out);
+int sm_decode(const void *p, size_t n, int with_host, struct sm_list *l,
+	      struct gr_err *err);
+/* One entry (as in the encoding), for messages that carry a few. get
+ * appends the entry to l; NULL (rd->bad set) if malformed or unsafe. */
+struct gr_rd;
+void sm_put_entry(struct strbuf *b, const struct sm_entry *e, int with_host);
+struct sm_entry *sm_get_entry(struct gr_rd *rd, struct sm_list *l, int with_host);
+/* The same with zstd around it, for the wire. */
+void sm_encode_z(const struct sm_list *l, struct strbuf *out);
+int sm_decode_z(const void *p, size_t n, struct sm_list *l, struct gr_err *err);
+
+/* A relative path gpurun accepts from the other side: not empty, no
+ * leading or doubled '/', no "." or ".." component, components of at most
+ * 255 bytes, at most 4096 bytes in all. */
+int sm_path_ok(const char *path);
+
+/* Block length for a file of this size: the leaf size of the content hash
+ * and the block length of the signatures gpurun makes. */
+uint32_t sm_block_len(uint64_t size);
+
+/* Streaming content hash. leaves, if set, receives each block's hash. */
+struct thash {
+	blake2b_state root, leaf;
+	uint64_t size, done;
+	uint32_t block, in_leaf;
+	void (*on_leaf)(void *arg, uint64_t index, const uint8_t h[SM_HASH_LEN]);
+	void *arg;
+	uint64_t nleaf;
+};
+void thash_init(struct thash *t, uint64_t size);
+void thash_update(struct thash *t, const void *p, size_t n);
+void thash_final(struct thash *t, uint8_t out[SM_HASH_LEN]);
+/* The root from block hashes already known (len = number of blocks). */
+void thash_from_leaves(const uint8_t *leaves, uint64_t nleaves, uint64_t size,
+		       uint8_t out[SM_HASH_LEN]);
+
+/* librsync's RabinKarp weak sum of one block, as its signatures hold it. */
+uint32_t sm_weak_sum(const void *p, size_t n);
+
+/* The remote project folders sync refuses, both sides: "/", home (if
+ * given) or any folder above it, system folders and everything below the
+ * ones that never hold projects. real: an absolute, clean path. NULL if
+ * allowed, else why. */
+const char *sm_root_refused(const char *real, const char *home);
+/* Collapse "//", "." and ".." of an absolute path, lexically (new string). */
+char *sm_clean_path(const char *abs);
+
+/* Hex of a hash (65 bytes with the NUL). */
+void sm_hex(const uint8_t h[SM_HASH_LEN], char out[2 * SM_HASH_LEN + 1]);
+
+#endif

@@ -1,0 +1,78 @@
+/* Sync's messages (0x20-0x3f) and the limits both sides enforce. The
+ * exchange is specified in PROTOCOL.md, section "Sync". */
+#ifndef GR_SYNC_PROTO_H
+#define GR_SYNC_PROTO_H
+
+#include "proto.h"
+
+enum {
+	/* c->a: str path, u32 flags, bytes expect_digest (0 or 32),
+	 * bytes local_digest (32). Answered by STATE; unless STATE carries
+	 * GR_F_END the request id stays open as the sync session. */
+	SYNC_MSG_OPEN = 0x20,
+	/* a->c: u32 state flags, bytes digest(32), str root, u32 nchanged,
+	 * changed entries, bytes manifest (zstd; empty unless asked for). */
+	SYNC_MSG_STATE = 0x21,
+	/* c->a, on the session id: u32 n, then n ops (u8 op, str path,
+	 * [str target for SYNC_OP_SYMLINK]). Applied in order at once. */
+	SYNC_MSG_OPS = 0x22,
+	/* c->a, new id: u32 session; then DATA frames carrying one tar.zst
+	 * stream (pax, regular files only); END on the last. OK: u32 files. */
+	SYNC_MSG_TAR = 0x23,
+	/* c->a, new id: u32 session, u8 kind, str path, bytes base_hash,
+	 * bytes hash, u64 size, u32 mode, i64 mtime_ns; then DATA frames of
+	 * zstd-compressed content (kind WHOLE) or librsync delta (DELTA). */
+	SYNC_MSG_FILE = 0x24,
+	/* c->a, new id: u32 session, str path, bytes hash (what the client
+	 * believes is there). DATA: a librsync signature; OK: bytes hash,
+	 * u64 size (of the file the signature was made from). */
+	SYNC_MSG_SIG = 0x25,
+	/* c->a, on the session id: u32 nmeta, (str path, u32 mode, i64
+	 * mtime_ns)..., bytes expect_digest. Ends the session; OK: bytes
+	 * digest, u32 nerrors, (str path, str message)...; u32 nwarnings, str... */
+	SYNC_MSG_COMMIT = 0x26,
+};
+
+/* OPEN flags */
+enum {
+	SYNC_OPEN_DRY_RUN = 1,   /* read only: create nothing on the host */
+	SYNC_OPEN_WANT_MANIFEST = 2, /* send the whole manifest in STATE */
+	SYNC_OPEN_OPTIMISTIC = 4, /* the client streams its changes at once, planned
+				     against `expect`: refuse the session unless the
+				     folder holds exactly that */
+};
+
+/* STATE flags */
+enum {
+	SYNC_STATE_IN_SYNC = 1,      /* manifest digest == local digest, nothing changed */
+	SYNC_STATE_HAS_MANIFEST = 2, /* the manifest is attached */
+	SYNC_STATE_NEW_ROOT = 4,     /* the remote folder did not exist */
+	SYNC_STATE_REJECTED = 8,     /* optimistic OPEN refused: the folder is not as
+					expected; STATE ends the request */
+};
+
+/* OPS */
+enum {
+	SYNC_OP_DELETE = 1, /* a file, a link, or an empty folder */
+	SYNC_OP_MKDIR = 2,
+	SYNC_OP_SYMLINK = 3, /* str target follows */
+};
+
+/* FILE kinds */
+enum {
+	SYNC_FILE_WHOLE = 1,
+	SYNC_FILE_DELTA = 2,
+};
+
+/* Where the agent keeps its state, inside the remote project folder.
+ * The client never sends or deletes anything under it (it is the name
+ * of gpurun's local state folder too, which the scan always skips). */
+#define SYNC_STATE_DIR ".gpurun"
+#define SYNC_MANIFEST_FILE ".gpurun/sync-manifest"
+#define SYNC_LOCK_FILE ".gpurun/sync-lock"
+#define SYNC_JOURNAL_FILE ".gpurun/sync-journal"
+#define SYNC_TMP_PREFIX ".gpurun-tmp-"
+
+#define SYNC_DIGEST_LEN 32
+
+#endif

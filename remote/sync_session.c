@@ -1,0 +1,324 @@
+/* The agent's sync session: OPEN (lock the folder, clean up after a killed
+ * session, load the manifest and check it against the disk, answer the
+ * state in one message), OPS (deletions, folders, symlinks), and COMMIT
+ * (one syncfs for every temp file, renames, the manifest written last). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sync_agent.h"
+#include "sync_proto.h"
+
+#define LOCK_WAIT_MS 30000
+
+enum { CHANGE_UPDATED = 1, CHANGE_MISSING = 2 };
+
+static int statefd_of(struct sync_session *s, int create)
+{
+	if (create && mkdirat(s->rootfd, SYNC_STATE_DIR, 0700) < 0 && errno != EEXIST)
+		return -1;
+	return openat(s->rootfd, SYNC_STATE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static int take_lock(struct sync_session *s, int statefd, struct gr_err *err)
+{
+	uint64_t deadline = now_ms() + LOCK_WAIT_MS;
+
+	s->lockfd = openat(statefd, STATE_NAME(SYNC_LOCK_FILE),
+			   O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (s->lockfd < 0)
+		return gr_errf(err, GR_EIO, "cannot create '%s/%s': %s", s->root,
+			       SYNC_LOCK_FILE, strerror(errno));
+	while (flock(s->lockfd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return gr_errf(err, GR_EIO, "cannot lock '%s/%s': %s", s->root,
+				       SYNC_LOCK_FILE, strerror(errno));
+		if (now_ms() > deadline)
+			return gr_errf(err, GR_ETIMEOUT,
+				       "another sync into '%s' is still running", s->root);
+		usleep(50000);
+	}
+	return 0;
+}
+
+/* Remove temp files a killed session left, from the folders its journal lists. */
+static void clean_journal(struct sync_session *s, int statefd)
+{
+	struct strbuf j = STRBUF_INIT;
+	int fd = openat(statefd, STATE_NAME(SYNC_JOURNAL_FILE), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	for (;;) {
+		sb_grow(&j, 65536);
+		ssize_t r = read(fd, j.buf + j.len, j.alloc - j.len - 1);
+		if (r <= 0)
+			break;
+		j.len += (size_t)r;
+	}
+	close(fd);
+	for (size_t off = 0; off < j.len;) {
+		const char *dir = j.buf + off;
+		size_t n = strnlen(dir, j.len - off);
+		if (off + n < j.len && (!n || sm_path_ok(dir)))
+			sfs_clean_tmps(&s->dir, dir);
+		off += n + 1;
+	}
+	unlinkat(statefd, STATE_NAME(SYNC_JOURNAL_FILE), 0);
+	sb_release(&j);
+}
+
+static void load_manifest(struct sync_session *s, int statefd)
+{
+	struct strbuf b = STRBUF_INIT;
+	int fd = statefd < 0 ? -1 : openat(statefd, STATE_NAME(SYNC_MANIFEST_FILE),
+					   O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	for (;;) {
+		sb_grow(&b, 1 << 20);
+		ssize_t r = read(fd, b.buf + b.len, b.alloc - b.len - 1);
+		if (r <= 0)
+			break;
+		b.len += (size_t)r;
+	}
+	close(fd);
+	if (sm_decode(b.buf, b.len, 1, &s->man, NULL) < 0) {
+		/* A damaged manifest: start over as if nothing were known
+		 * (the client then sends everything, replacing by rename). */
+		sv_push(&s->warnings, "the host's sync manifest was damaged; rebuilding it");
+	}
+	sb_release(&b);
+}
+
+void sync_host_fields(struct sm_entry *e, const struct stat *st)
+{
+	e->host.ino = (uint64_t)st->st_ino;
+	e->host.size = (uint64_t)st->st_size;
+	e->host.mtime_ns = sfs_mtime_ns(st);
+	e->host.ctime_ns = sfs_ctime_ns(st);
+}
+
+static int host_same(const struct sm_entry *e, const struct stat *st)
+{
+	return e->host.ino == (uint64_t)st->st_ino && e->host.size == (uint64_t)st->st_size &&
+	       e->host.mtime_ns == sfs_mtime_ns(st) && e->host.ctime_ns == sfs_ctime_ns(st);
+}
+
+/* Compare the manifest with the disk; what differs is updated in place
+ * (dropped when gone) and described in *changes. Returns the count. */
+static uint32_t refresh(struct sync_session *s, struct strbuf *changes)
+{
+	uint32_t n = 0;
+	size_t keep = 0;
+
+	for (size_t i = 0; i < s->man.n; i++) {
+		struct sm_entry *e = &s->man.e[i];
+		struct stat st;
+		int ok = sfs_lstat(&s->dir, e->path, &st) == 0;
+		int gone = !ok || (e->type == SM_FILE && !S_ISREG(st.st_mode)) ||
+			   (e->type == SM_DIR && !S_ISDIR(st.st_mode)) ||
+			   (e->type == SM_LINK && !S_ISLNK(st.st_mode));
+		if (!gone && e->type != SM_DIR && !host_same(e, &st)) {
+			if (e->type == SM_FILE) {
+				uint64_t size;
+				if (sfs_hash_file(&s->dir, e->path, e->hash, &size) < 0) {
+					gone = 1;
+				} else {
+					e->size = size;
+					e->mode = (uint32_t)st.st_mode & 0777;
+					e->mtime_ns = sfs_mtime_ns(&st);
+				}
+			} else {
+				char buf[4097];
+				const char *base;
+				int dfd = sfs_parent(&s->dir, e->path, &base);
+				ssize_t r = dfd < 0 ? -1 : readlinkat(dfd, base, buf, sizeof(buf) - 1);
+				if (r <= 0) {
+					gone = 1;
+				} else {
+					buf[r] = '\0';
+					free(e->link);
+					e->link = xstrdup(buf);
+				}
+			}
+			if (!gone) {
+				sync_host_fields(e, &st);
+				put_u8(changes, CHANGE_UPDATED);
+				sm_put_entry(changes, e, 0);
+				n++;
+			}
+		}
+		if (gone) {
+			put_u8(changes, CHANGE_MISSING);
+			put_str(changes, e->path);
+			n++;
+			sm_entry_release(e);
+			continue;
+		}
+		s->man.e[keep++] = *e;
+	}
+	s->man.n = keep;
+	return n;
+}
+
+int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct gr_err *err)
+{
+	struct strbuf b = STRBUF_INIT;
+	char tmp[64];
+	int statefd = s->statefd, fd = -1, rc = 0;
+
+	if (statefd < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot open '%s/%s': %s", s->root, SYNC_STATE_DIR,
+			     strerror(errno));
+		goto out;
+	}
+	sm_encode(m, 1, &b);
+	fd = sfs_tmp_create(statefd, tmp, sizeof(tmp));
+	if (fd < 0 || write_full(fd, b.buf, b.len) < 0 || fsync(fd) < 0 ||
+	    renameat(statefd, tmp, statefd, STATE_NAME(SYNC_MANIFEST_FILE)) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot write '%s/%s': %s", s->root,
+			     SYNC_MANIFEST_FILE, strerror(errno));
+		if (fd >= 0)
+			unlinkat(statefd, tmp, 0);
+		goto out;
+	}
+	fsync(statefd);
+out:
+	if (fd >= 0)
+		close(fd);
+	sb_release(&b);
+	return rc;
+}
+
+int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t flags,
+		      const uint8_t *expect, const uint8_t *local,
+		      struct sync_session **out, struct gr_err *err)
+{
+	int dry = flags & SYNC_OPEN_DRY_RUN, created = 0, rc;
+	struct sync_session *s = xcalloc(1, sizeof(*s));
+	struct strbuf changes = STRBUF_INIT, pl = STRBUF_INIT;
+	char *full = agent_path(path);
+	uint8_t base[SM_HASH_LEN], digest[SM_HASH_LEN];
+	uint32_t nchanged = 0, state = 0;
+
+	*out = NULL;
+	s->id = id;
+	s->lockfd = s->journalfd = s->rootfd = s->statefd = -1;
+	pthread_mutex_init(&s->mu, NULL);
+	rc = sfs_open_root(full, !dry, &s->rootfd, &s->root, &created, err);
+	if (rc == GR_ENOTFOUND && dry) {
+		rc = 0; /* a dry run into a folder not made yet: it is empty */
+		s->root = xstrdup(full);
+		state |= SYNC_STATE_NEW_ROOT;
+	}
+	if (rc < 0)
+		goto out;
+	sfs_dir_init(&s->dir, s->rootfd);
+	if (created)
+		state |= SYNC_STATE_NEW_ROOT;
+	if (s->rootfd >= 0) {
+		int statefd = s->statefd = statefd_of(s, !dry);
+		if (statefd < 0 && !dry) {
+			rc = gr_errf(err, GR_EIO, "cannot create '%s/%s': %s", s->root,
+				     SYNC_STATE_DIR, strerror(errno));
+			goto out;
+		}
+		if (!dry && (rc = take_lock(s, statefd, err)) < 0)
+			goto out;
+		if (!dry)
+			clean_journal(s, statefd);
+		load_manifest(s, statefd);
+		sm_digest(&s->man, base);
+		nchanged = refresh(s, &changes);
+	} else {
+		sm_digest(&s->man, base);
+	}
+	sm_digest(&s->man, digest);
+	if (!memcmp(digest, local, SM_HASH_LEN))
+		state |= SYNC_STATE_IN_SYNC;
+	int send_all = !expect || memcmp(expect, base, SM_HASH_LEN) ||
+		       (flags & SYNC_OPEN_WANT_MANIFEST);
+	int done = dry || (state & SYNC_STATE_IN_SYNC);
+	if ((flags & SYNC_OPEN_OPTIMISTIC) && !done && (send_all || nchanged)) {
+		/* What the client already sent was planned for another state:
+		 * refuse it all; it opens a session again and gets the details. */
+		state |= SYNC_STATE_REJECTED;
+		done = 1;
+	} else if (send_all && !(state & SYNC_STATE_IN_SYNC)) {
+		state |= SYNC_STATE_HAS_MANIFEST;
+	}
+	/* What changed on the disk goes into the manifest now, unless the
+	 * client comes back (rejected): it must hear about those changes. */
+	if (nchanged && !dry && !(state & SYNC_STATE_REJECTED) &&
+	    (rc = sync_write_manifest(s, &s->man, err)) < 0)
+		goto out;
+	put_u32(&pl, state);
+	put_bytes(&pl, digest, SM_HASH_LEN);
+	put_str(&pl, s->root);
+	put_u32(&pl, nchanged);
+	sb_add(&pl, changes.buf, changes.len);
+	struct strbuf z = STRBUF_INIT;
+	if (state & SYNC_STATE_HAS_MANIFEST)
+		sm_encode_z(&s->man, &z);
+	put_bytes(&pl, z.buf, z.len);
+	sb_release(&z);
+	put_u32(&pl, (uint32_t)s->warnings.n);
+	for (size_t i = 0; i < s->warnings.n; i++)
+		put_str(&pl, s->warnings.v[i]);
+	sv_clear(&s->warnings);
+	agent_send(a, SYNC_MSG_STATE, done ? GR_F_END : 0, id, pl.buf, pl.len);
+	if (!done) {
+		*out = s;
+		s = NULL;
+	}
+out:
+	sync_session_free(s);
+	free(full);
+	sb_release(&changes);
+	sb_release(&pl);
+	return rc;
+}
+
+void sync_session_free(struct sync_session *s)
+{
+	if (!s)
+		return;
+	untar_free(s->tar);
+	for (size_t i = 0; i < s->npend; i++) {
+		const char *base;
+		int dfd = sfs_parent(&s->dir, s->pend[i].path, &base);
+		if (dfd >= 0)
+			unlinkat(dfd, s->pend[i].tmp, 0);
+		free(s->pend[i].path);
+	}
+	free(s->pend);
+	if (s->journalfd >= 0) {
+		close(s->journalfd);
+		unlinkat(s->statefd, STATE_NAME(SYNC_JOURNAL_FILE), 0);
+	}
+	if (s->statefd >= 0)
+		close(s->statefd);
+	sfs_dir_release(&s->dir);
+	if (s->lockfd >= 0)
+		close(s->lockfd); /* releases the flock */
+	if (s->rootfd >= 0)
+		close(s->rootfd);
+	sm_list_free(&s->man);
+	sm_list_free(&s->added);
+	sv_clear(&s->deleted);
+	sv_clear(&s->err_paths);
+	sv_clear(&s->err_msgs);
+	sv_clear(&s->warnings);
+	sv_clear(&s->journaled);
+	pthread_mutex_destroy(&s->mu);
+	free(s->root);
+	free(s);
+}
+

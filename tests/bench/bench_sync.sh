@@ -1,0 +1,172 @@
+#!/bin/bash
+# Benchmark: gpurun sync against rsync -az over ssh, through the same delay
+# proxy, on a synthetic ML project: thousands of small text files, a 100 MB
+# incompressible dataset, a .gitignore (with ignored outputs present).
+# Scenarios: first sync, no-op, small edit (one line in 20 files + 1 MiB
+# changed in the middle of the dataset). Profiles: loopback, and 50 ms
+# round trip at 100 Mbit (25 ms each way, 12.5 MB/s). Time is wall clock of
+# the whole command; bytes are counted by the proxy (both directions, ssh
+# included). Each cell is the median of RUNS runs (default 3).
+#   tests/bench/bench_sync.sh            (make bench calls it)
+#   RUNS=5 PROFILES=wan FILES=3000 tests/bench/bench_sync.sh
+. "$(dirname "$0")/../lib.sh"
+
+RUNS=${RUNS:-3}
+FILES=${FILES:-3000}
+PROFILES=${PROFILES:-"loopback wan"}
+P=$TRASH/proj
+OUT=$TRASH/results
+: >"$OUT"
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+make_project() {
+	python3 - "$P" "$FILES" <<'PY'
+import os, random, sys
+root, n = sys.argv[1], int(sys.argv[2])
+rnd = random.Random(42)
+words = ['model', 'loss', 'grad', 'batch', 'layer', 'self', 'tensor', 'optim', 'step',
+         'epoch', 'config', 'data', 'return', 'import', 'torch', 'np', 'lr', 'weight']
+for i in range(n):
+    d = os.path.join(root, 'src', 'pkg%02d' % (i % 60), 'mod%d' % (i % 7))
+    os.makedirs(d, exist_ok=True)
+    lines = []
+    for j in range(rnd.randint(20, 200)):
+        lines.append('    ' * rnd.randint(0, 3) + ' '.join(rnd.choice(words) + str(rnd.randint(0, 999))
+                     for _ in range(rnd.randint(2, 9))) + '\n')
+    open(os.path.join(d, 'file%04d.py' % i), 'w').writelines(lines)
+# ignored outputs that must not travel
+os.makedirs(os.path.join(root, 'runs', 'exp1'), exist_ok=True)
+os.makedirs(os.path.join(root, 'src', '__pycache__'), exist_ok=True)
+for i in range(200):
+    open(os.path.join(root, 'src', '__pycache__', 'm%d.pyc' % i), 'wb').write(os.urandom(2000))
+open(os.path.join(root, 'runs', 'exp1', 'ckpt.bin'), 'wb').write(os.urandom(20 << 20))
+open(os.path.join(root, '.gitignore'), 'w').write('__pycache__/\n*.pyc\nruns/\n*.log\n')
+os.makedirs(os.path.join(root, 'data'), exist_ok=True)
+open(os.path.join(root, 'data', 'train.bin'), 'wb').write(os.urandom(100 * 1000 * 1000))
+PY
+}
+
+# small_edit K: one line changed in 20 files, 1 MiB changed mid-dataset.
+small_edit() {
+	python3 - "$P" "$1" <<'PY'
+import os, sys
+root, k = sys.argv[1], int(sys.argv[2])
+files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(os.path.join(root, 'src'))
+               for f in fs if f.endswith('.py'))
+for f in files[k * 20:(k + 1) * 20]:
+    lines = open(f).readlines()
+    lines[len(lines) // 2] = 'edited_line = %d\n' % k
+    open(f, 'w').writelines(lines)
+with open(os.path.join(root, 'data', 'train.bin'), 'r+b') as f:
+    f.seek(50 * 1000 * 1000 + k * 4096)
+    f.write(os.urandom(1 << 20))
+PY
+}
+
+run_rsync() {
+	rsync -az --filter=':- .gitignore' --exclude=/.gpurun/ --exclude=/gpurun.ini \
+		-e "ssh -F $HOME/.ssh/config -o BatchMode=yes" "$P/" "$1:$TRASH/gpuhost-home/rsync-dst/"
+}
+
+run_gpurun() {
+	(cd "$P" && "$GPURUN" -q sync --yes)
+}
+
+# measure NAME CMD...: run once, append "NAME ms bytes" to $OUT.
+measure() {
+	_name=$1
+	shift
+	sleep 0.3
+	_b0=$(proxy_bytes "$PROXY")
+	_t0=$(now_ms)
+	"$@" >/dev/null 2>"$TRASH/cmd.err" || { say "$_name failed:"; cat "$TRASH/cmd.err" >&2; return 1; }
+	_t1=$(now_ms)
+	sleep 0.3 # the proxy writes its counters every 100 ms and at a close
+	_b1=$(proxy_bytes "$PROXY")
+	echo "$PROFILE $_name $((_t1 - _t0)) $((_b1 - _b0))" >>"$OUT"
+}
+
+fresh_remote() {
+	rm -rf "$TRASH/gpuhost-home/rsync-dst" "$TRASH/gpuhost-home/gp-dst" \
+		"$P/.gpurun/remote-"* "$P/.gpurun/sigs" "$P/.gpurun/index"
+	mkdir -p "$TRASH/gpuhost-home/gp-dst" # (exec needs it; sync would make it)
+}
+
+bench_profile() {
+	PROFILE=$1 PROXY=$1
+	local host=via$1 i
+	write_ini "$P" "$host" "$TRANSPORT" gp-dst
+	fresh_remote
+	"$GPURUN" -C "$P" exec true >/dev/null || return 1 # the agent is uploaded once
+	for i in $(seq 1 "$RUNS"); do
+		fresh_remote
+		measure first-rsync run_rsync "$host" || return 1
+		measure first-gpurun run_gpurun || return 1
+	done
+	for i in $(seq 1 "$RUNS"); do
+		measure noop-rsync run_rsync "$host" || return 1
+		measure noop-gpurun run_gpurun || return 1
+	done
+	measure conn-gpurun "$GPURUN" -C "$P" exec true
+	# gpurun's own frames in a no-op (its --stats count, headers included)
+	(cd "$P" && "$GPURUN" sync --stats 2>/dev/null) |
+		sed -n "s/^wire: \([0-9]*\) bytes.*/$PROFILE frames-noop 0 \1/p" >>"$OUT"
+	for i in $(seq 1 "$RUNS"); do
+		small_edit "$((i + ${EDIT_BASE:-0}))"
+		measure edit-rsync run_rsync "$host" || return 1
+		measure edit-gpurun run_gpurun || return 1
+	done
+	EDIT_BASE=$((${EDIT_BASE:-0} + RUNS))
+	# the copies must be equal, or the numbers mean nothing
+	tree_sig "$TRASH/gpuhost-home/gp-dst" gpurun.ini >"$TRASH/a.sig"
+	tree_sig "$TRASH/gpuhost-home/rsync-dst" >"$TRASH/b.sig"
+	cmp -s "$TRASH/a.sig" "$TRASH/b.sig" || { say "gpurun's and rsync's copies differ:"; diff "$TRASH/a.sig" "$TRASH/b.sig" | head -5 >&2; return 1; }
+}
+
+median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
+cell() { awk -v p="$1" -v n="$2" -v f="$3" '$1==p && $2==n {print $f}' "$OUT" | median; }
+
+report() {
+	printf '\n%-9s %-11s %10s %10s %7s %12s %12s %7s\n' profile scenario "rsync ms" "gpurun ms" ratio \
+		"rsync B" "gpurun B" ratio
+	for prof in $PROFILES; do
+		for sc in first noop edit; do
+			rt=$(cell "$prof" "$sc-rsync" 3) gt=$(cell "$prof" "$sc-gpurun" 3)
+			rb=$(cell "$prof" "$sc-rsync" 4) gb=$(cell "$prof" "$sc-gpurun" 4)
+			printf '%-9s %-11s %10s %10s %7s %12s %12s %7s\n' "$prof" "$sc" "$rt" "$gt" \
+				"$(awk -v a="$gt" -v b="$rt" 'BEGIN{printf "%.2f", a/b}')" "$rb" "$gb" \
+				"$(awk -v a="$gb" -v b="$rb" 'BEGIN{printf "%.3f", a/b}')"
+		done
+		cb=$(cell "$prof" conn-gpurun 4)
+		nb=$(cell "$prof" noop-gpurun 4)
+		printf '%-9s no-op: %s B of sync frames; %s B through the proxy, %s B beyond a bare connection (gpurun exec true: %s B)\n' \
+			"$prof" "$(cell "$prof" frames-noop 4)" "$nb" "$((nb - cb))" "$cb"
+	done
+	printf '\ntargets (gpurun/rsync): no-op <= 0.40 time and <= 2 KB beyond the connection; small edit <= 0.60 time and <= 1.0 bytes; first <= 0.90 time\n'
+	printf 'transport: %s; %s runs per cell (median); %s source files + 100 MB dataset\n' \
+		"$TRANSPORT" "$RUNS" "$FILES"
+}
+
+start_sshd gpuhost || exit 1
+trust_sshd gpuhost
+make_project
+# libssh2 (the default) when it is built, else an ssh subprocess.
+TRANSPORT=${TRANSPORT:-}
+if [ -z "$TRANSPORT" ]; then
+	write_ini "$P" gpuhost libssh2 gp-dst
+	mkdir -p "$TRASH/gpuhost-home/gp-dst"
+	if "$GPURUN" -C "$P" exec true >/dev/null 2>&1; then TRANSPORT=libssh2; else TRANSPORT=openssh; fi
+fi
+for prof in $PROFILES; do
+	case $prof in
+	loopback) start_proxy loopback "$SSHD_PORT_gpuhost" ;;
+	wan) start_proxy wan "$SSHD_PORT_gpuhost" 25 12500000 ;;
+	*) say "unknown profile $prof"; exit 1 ;;
+	esac
+	eval "ssh_host_via via$prof gpuhost \$PROXY_PORT_$prof"
+	say "== profile $prof"
+	bench_profile "$prof" || { say "profile $prof failed"; exit 1; }
+done
+report
+test_done

@@ -1,0 +1,199 @@
+#!/bin/bash
+# gpurun sync over the local transport (the byte stream is the same as over
+# ssh): generated trees arrive exactly (content, mode, mtime, symlinks,
+# empty folders, odd names), incremental changes of every kind, the no-op
+# in one small exchange, --dry-run, the size check, changes made on the
+# host behind gpurun's back, stray temp files.
+. "$(dirname "$0")/../lib.sh"
+
+# gen_tree DIR SEED N: N random entries (files of several sizes and modes,
+# folders, empty folders, symlinks), names with spaces, newlines, non-UTF-8.
+gen_tree() {
+	python3 - "$1" "$2" "$3" <<'PY'
+import os, random, sys
+root, rnd, n = os.fsencode(sys.argv[1]), random.Random(int(sys.argv[2])), int(sys.argv[3])
+names = [b'a', b'b c', b'd\ne', b'\xff\xfe', 'caf\u00e9'.encode(), b'x.py', b'-dash', b'...dots']
+dirs = [b'']
+os.makedirs(root, exist_ok=True)
+for i in range(n):
+    parent = rnd.choice(dirs)
+    name = rnd.choice(names) + str(i).encode()
+    rel = os.path.join(parent, name) if parent else name
+    p, k = os.path.join(root, rel), rnd.random()
+    if k < 0.15:
+        os.makedirs(p)
+        dirs.append(rel)
+    elif k < 0.22:
+        os.symlink(rnd.choice([b'../x', rel + b'.t', b'/etc/hostname', b'a b']), p)
+    else:
+        with open(p, 'wb') as f:
+            if rnd.random() < 0.5:
+                f.write(rnd.randbytes(rnd.choice([0, 1, 100, 5000, 70000])))
+            else:
+                f.write(b'line %d\n' % i * rnd.randint(0, 500))
+        os.chmod(p, rnd.choice([0o644, 0o755, 0o600, 0o700, 0o444]))
+PY
+}
+
+R=$TRASH/remote
+P=$TRASH/proj
+
+same_trees() {
+	tree_sig "$P" >"$TRASH/sig.local" && tree_sig "$R" >"$TRASH/sig.remote" &&
+	test_cmp "$TRASH/sig.local" "$TRASH/sig.remote"
+}
+
+wire_bytes() { sed -n 's/^wire: \([0-9]*\) bytes.*/\1/p' "$1"; }
+
+# Entries with known names, for the incremental changes below.
+fixed_tree() {
+	mkdir -p "$P/empty/nested-empty" "$P/flip2" "$P/keepdir" &&
+	echo edit-me >"$P/edit.txt" && echo delete-me >"$P/del.txt" &&
+	echo rename-me >"$P/before" && echo mode >"$P/modeonly" && chmod 644 "$P/modeonly" &&
+	echo time >"$P/touched" && echo file >"$P/flip1" && echo in >"$P/flip2/inner" &&
+	ln -s target1 "$P/lnk" && ln -s somewhere "$P/link2file" && echo f >"$P/file2link"
+}
+
+test_expect_success 'first sync of a generated tree: content, modes, mtimes, links, empty folders' '
+	gen_tree "$P" 1 300 && fixed_tree && write_ini "$P" local local "$R" &&
+	(cd "$P" && "$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err") &&
+	test_grep "^synced [0-9]* files (0 deleted), .* on the wire" "$TRASH/err" &&
+	same_trees && test -d "$R/empty/nested-empty" && test "$(readlink "$R/lnk")" = target1
+'
+
+test_expect_success 'no-op sync: one small exchange, nothing sent' '
+	(cd "$P" && "$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err") &&
+	test_grep "synced 0 files (0 deleted).*(up to date)" "$TRASH/err" &&
+	test "$(wire_bytes "$TRASH/out")" -le 2048 &&
+	same_trees
+'
+
+test_expect_success 'incremental changes of every kind, in one sync' '
+	cd "$P" && echo more >>edit.txt && rm del.txt && mv before after &&
+	echo added >added.txt && mkdir -p newdir/sub emptynew && echo deep >newdir/sub/f &&
+	chmod 755 modeonly && touch -d "2001-02-03 04:05:06.123456789" touched &&
+	rm flip1 && mkdir flip1 && echo now-dir >flip1/f &&
+	rm -r flip2 && echo now-file >flip2 &&
+	rm lnk && ln -s target2 lnk && rm link2file && echo real >link2file &&
+	rm file2link && ln -s elsewhere file2link && rm -r empty/nested-empty &&
+	"$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err" && cd "$TRASH" &&
+	test_grep "^synced .* (6 deleted)" "$TRASH/err" && test_grep "2 updated" "$TRASH/out" &&
+	same_trees &&
+	test "$(readlink "$R/lnk")" = target2 && test -f "$R/link2file" &&
+	test "$(readlink "$R/file2link")" = elsewhere &&
+	test -d "$R/flip1" && test -f "$R/flip2" && ! test -e "$R/before" &&
+	test -x "$R/modeonly" && ! test -e "$R/empty/nested-empty" && test -d "$R/emptynew" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err"
+'
+
+test_expect_success 'a second generated tree replaces the first (mass add and delete)' '
+	find "$P" -mindepth 1 -maxdepth 1 ! -name .gpurun -exec rm -rf {} + &&
+	gen_tree "$P" 2 200 && write_ini "$P" local local "$R" &&
+	(cd "$P" && "$GPURUN" sync >"$TRASH/out" 2>"$TRASH/err") && same_trees &&
+	(cd "$P" && "$GPURUN" sync >"$TRASH/out" 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err"
+'
+
+test_expect_success '--dry-run lists what would change and changes nothing' '
+	cd "$P" && echo dry >dry-new && printf "q\n" >"dry name
+with newline" && rm -f gpurun.ini.bak && touch -d "1999-01-01" gpurun.ini &&
+	tree_sig "$R" >"$TRASH/before" &&
+	"$GPURUN" sync --dry-run >"$TRASH/list" 2>"$TRASH/err" && cd "$TRASH" &&
+	test_grep -x "send dry-new" "$TRASH/list" &&
+	test_grep -x "send \"dry name\\\\nwith newline\"" "$TRASH/list" &&
+	test_grep -x "update gpurun.ini" "$TRASH/list" &&
+	tree_sig "$R" >"$TRASH/after" && test_cmp "$TRASH/before" "$TRASH/after" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && same_trees
+'
+
+test_expect_success 'deletion is listed by --dry-run, then done' '
+	rm "$P/dry-new" && (cd "$P" && "$GPURUN" sync -n >"$TRASH/list") &&
+	test_grep -x "delete dry-new" "$TRASH/list" && test -f "$R/dry-new" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && ! test -e "$R/dry-new" && same_trees
+'
+
+test_expect_success '-q silences the summary' '
+	echo q >>"$P/dry name
+with newline" && (cd "$P" && "$GPURUN" -q sync >"$TRASH/out" 2>"$TRASH/err") &&
+	! test -s "$TRASH/out" && ! test -s "$TRASH/err" && same_trees
+'
+
+test_expect_success 'a file changed on the host is noticed and overwritten' '
+	echo local-version >"$P/hostedit" && echo added >"$P/added.txt" &&
+	(cd "$P" && "$GPURUN" -q sync) &&
+	echo changed-by-someone >"$R/hostedit" && rm -f "$R/added.txt" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") &&
+	test_grep "gpurun: hostedit changed on the host since the last sync; overwriting" "$TRASH/err" &&
+	test_grep "gpurun: added.txt was deleted on the host since the last sync; sending it again" "$TRASH/err" &&
+	same_trees &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err" && ! grep changed "$TRASH/err"
+'
+
+test_expect_success 'a host change is reported also when files changed here (the optimistic send is refused)' '
+	echo v1 >"$P/both" && (cd "$P" && "$GPURUN" -q sync) &&
+	echo host-side >"$R/both" && echo local-change >>"$P/edit.txt" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") &&
+	test_grep "gpurun: both changed on the host since the last sync; overwriting" "$TRASH/err" &&
+	same_trees
+'
+
+test_expect_success 'the size check refuses in a pipe without --yes, shows the largest folders' '
+	mkdir -p "$P/bulk/inner" && head -c 300000 /dev/urandom >"$P/bulk/inner/blob" &&
+	head -c 100000 /dev/urandom >"$P/other.bin" &&
+	(cd "$P" && test_expect_code 249 "$GPURUN" -o sync.warn_size=100k sync </dev/null 2>"$TRASH/err") &&
+	test_grep "more than \[sync\] warn_size" "$TRASH/err" && test_grep "bulk/" "$TRASH/err" &&
+	test_grep "pass --yes" "$TRASH/err" && ! test -e "$R/bulk" &&
+	(cd "$P" && "$GPURUN" -o sync.warn_size=100k sync --yes 2>"$TRASH/err") && same_trees
+'
+
+test_expect_success 'stray temp files of a killed agent are removed by the next sync' '
+	mkdir -p "$P/tdir/sub" && (cd "$P" && "$GPURUN" -q sync) &&
+	echo junk >"$R/tdir/sub/.gpurun-tmp-999-1" && echo junk >"$R/.gpurun-tmp-999-2" &&
+	printf "tdir/sub\0\0" >"$R/.gpurun/sync-journal" &&
+	echo more >>"$P/added.txt" && (cd "$P" && "$GPURUN" -q sync) &&
+	! test -e "$R/tdir/sub/.gpurun-tmp-999-1" && ! test -e "$R/.gpurun-tmp-999-2" &&
+	! test -e "$R/.gpurun/sync-journal" &&
+	same_trees
+'
+
+test_expect_success 'two clones syncing into one folder: each notices the other and converges' '
+	C2=$TRASH/clone2 && mkdir -p "$C2" &&
+	(cd "$P" && tar cf - --exclude=./.gpurun .) | (cd "$C2" && tar xf -) &&
+	echo from-clone2 >"$C2/only-in-clone2" && echo edited-in-2 >>"$C2/edit.txt" &&
+	(cd "$C2" && "$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err") &&
+	tree_sig "$C2" >"$TRASH/c2.sig" && tree_sig "$R" >"$TRASH/r.sig" &&
+	test_cmp "$TRASH/c2.sig" "$TRASH/r.sig" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && same_trees && ! test -e "$R/only-in-clone2" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err"
+'
+
+test_expect_success 'ignored files stay home; --why names the rule' '
+	mkdir -p "$P/build" "$P/sub" && echo o >"$P/build/x.o" && echo o >"$P/top.o" &&
+	echo keep >"$P/sub/keep.o" && echo secret >"$P/notes.tmp" && echo c >"$P/data.cache" &&
+	printf "build/\n*.o\n" >"$P/.gitignore" && printf "!keep.o\n" >"$P/sub/.gitignore" &&
+	printf "*.tmp\n" >"$P/.gpurunignore" &&
+	printf "[sync]\nexclude = *.cache\n" >>"$P/gpurun.ini" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") &&
+	! test -e "$R/build" && ! test -e "$R/top.o" && test -f "$R/sub/keep.o" &&
+	! test -e "$R/notes.tmp" && ! test -e "$R/data.cache" && test -f "$R/.gitignore" &&
+	(cd "$P" && "$GPURUN" sync --why build/x.o >"$TRASH/why") &&
+	test_grep "ignored: .build/x.o.*\.gitignore:1" "$TRASH/why" &&
+	(cd "$P" && "$GPURUN" sync --why sub/keep.o >"$TRASH/why") &&
+	test_grep "synced: .sub/keep.o" "$TRASH/why"
+'
+
+test_expect_success 'a file that becomes ignored is deleted on the host' '
+	echo will-be-ignored >"$P/later.log" && (cd "$P" && "$GPURUN" -q sync) &&
+	test -f "$R/later.log" && echo "*.log" >>"$P/.gitignore" &&
+	(cd "$P" && "$GPURUN" sync -n >"$TRASH/list") && test_grep -x "delete later.log" "$TRASH/list" &&
+	(cd "$P" && "$GPURUN" -q sync) && ! test -e "$R/later.log" && test -f "$P/later.log"
+'
+
+test_expect_success 'a folder holding files gpurun did not send is kept, and said so' '
+	mkdir -p "$P/gone/x" && echo 1 >"$P/gone/x/f" && (cd "$P" && "$GPURUN" -q sync) &&
+	echo host-output >"$R/gone/x/result.log" && rm -r "$P/gone" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") &&
+	test_grep "kept folder .gone/x. on the host" "$TRASH/err" &&
+	test -f "$R/gone/x/result.log" && ! test -e "$R/gone/x/f"
+'
+
+test_done

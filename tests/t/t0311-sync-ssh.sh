@@ -1,0 +1,102 @@
+#!/bin/bash
+# gpurun sync to a real sshd on loopback over the default (libssh2)
+# transport, through the delay proxy so the bytes on the wire are counted
+# where the network is: tree equality, the no-op costing at most 2 KB
+# beyond the connection, a large file sent as a small delta (with the
+# signature cached here, then asked of the host), a large file changed on
+# the host behind gpurun's back.
+. "$(dirname "$0")/../lib.sh"
+
+P=$TRASH/proj
+R=$TRASH/gpuhost-home/proj
+
+gen_tree() {
+	python3 - "$1" "$2" "$3" <<'PY'
+import os, random, sys
+root, rnd, n = os.fsencode(sys.argv[1]), random.Random(int(sys.argv[2])), int(sys.argv[3])
+names = [b'a', b'b c', b'n\nl', b'\xff', 'caf\u00e9'.encode(), b'x.py']
+dirs = [b'']
+os.makedirs(root, exist_ok=True)
+for i in range(n):
+    parent = rnd.choice(dirs)
+    rel = os.path.join(parent, rnd.choice(names) + str(i).encode()) if parent else rnd.choice(names) + str(i).encode()
+    p, k = os.path.join(root, rel), rnd.random()
+    if k < 0.15:
+        os.makedirs(p)
+        dirs.append(rel)
+    elif k < 0.2:
+        os.symlink(b'../elsewhere', p)
+    else:
+        with open(p, 'wb') as f:
+            f.write(rnd.randbytes(rnd.choice([0, 10, 3000, 40000])))
+        os.chmod(p, rnd.choice([0o644, 0o755, 0o600]))
+PY
+}
+
+same_trees() {
+	tree_sig "$P" >"$TRASH/sig.local" && tree_sig "$R" >"$TRASH/sig.remote" &&
+	test_cmp "$TRASH/sig.local" "$TRASH/sig.remote"
+}
+
+stat_of() { sed -n "s/^$1: \([0-9]*\) bytes.*/\1/p" "$TRASH/out"; }
+
+# change_mib FILE OFFSET_MIB: overwrite 1 MiB of FILE at OFFSET_MIB.
+change_mib() {
+	python3 -c 'import os,sys; f=open(sys.argv[1],"r+b"); f.seek(int(sys.argv[2])<<20); f.write(os.urandom(1<<20))' "$1" "$2"
+}
+
+test_expect_success 'setup: sshd, the proxy in front of it, a project' '
+	start_sshd gpuhost && trust_sshd gpuhost &&
+	start_proxy wan "$SSHD_PORT_gpuhost" &&
+	ssh_host_via viaproxy gpuhost "$PROXY_PORT_wan" &&
+	gen_tree "$P" 7 250 && mkdir -p "$P/empty" && write_ini "$P" viaproxy libssh2 proj
+'
+
+test_expect_success 'first sync over ssh: the trees are equal' '
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "^synced" "$TRASH/err" &&
+	same_trees
+'
+
+test_expect_success 'no-op sync: at most 2 KB on the wire beyond the connection' '
+	b0=$(proxy_bytes wan) && (cd "$P" && "$GPURUN" exec true) && b1=$(proxy_bytes wan) &&
+	(cd "$P" && "$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err") && b2=$(proxy_bytes wan) &&
+	test_grep "up to date" "$TRASH/err" &&
+	conn=$((b1 - b0)) noop=$((b2 - b1)) &&
+	say "bare connection + exec: $conn bytes; no-op sync: $noop bytes" &&
+	test $((noop - conn)) -le 2048 && test "$(stat_of wire)" -le 2048
+'
+
+test_expect_success 'a 20 MB file with 1 MiB changed goes as a small delta' '
+	head -c 20000000 /dev/urandom >"$P/data.bin" && (cd "$P" && "$GPURUN" -q sync) &&
+	change_mib "$P/data.bin" 9 && b0=$(proxy_bytes wan) &&
+	(cd "$P" && "$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err") && b1=$(proxy_bytes wan) &&
+	cat "$TRASH/out" && test_grep "1 as deltas" "$TRASH/out" &&
+	test_grep "0 signatures asked" "$TRASH/out" &&
+	say "delta sync moved $((b1 - b0)) bytes through the proxy" &&
+	test $((b1 - b0)) -lt 1500000 && test "$(stat_of wire)" -lt 1200000 &&
+	same_trees
+'
+
+test_expect_success 'without a cached signature the host sends one; still small' '
+	rm -rf "$P/.gpurun/sigs" && change_mib "$P/data.bin" 3 && b0=$(proxy_bytes wan) &&
+	(cd "$P" && "$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err") && b1=$(proxy_bytes wan) &&
+	test_grep "1 signatures asked" "$TRASH/out" && test_grep "1 as deltas" "$TRASH/out" &&
+	say "delta with a signature from the host: $((b1 - b0)) bytes" &&
+	test $((b1 - b0)) -lt 1700000 && same_trees &&
+	ls "$P/.gpurun/sigs" >"$TRASH/sigs" && test "$(wc -l <"$TRASH/sigs")" = 1
+'
+
+test_expect_success 'a large file changed on the host: noticed, its signature asked, fixed' '
+	change_mib "$R/data.bin" 15 &&
+	(cd "$P" && "$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err") &&
+	test_grep "data.bin changed on the host since the last sync; overwriting" "$TRASH/err" &&
+	test_grep "1 signatures asked" "$TRASH/out" && same_trees
+'
+
+test_expect_success 'a rewritten large file goes whole, not as a delta' '
+	head -c 3000000 /dev/urandom >"$P/data.bin" &&
+	(cd "$P" && "$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err") &&
+	test_grep "1 whole" "$TRASH/out" && same_trees
+'
+
+test_done

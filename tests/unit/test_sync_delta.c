@@ -1,0 +1,365 @@
+/* Large-file transfer and the local index against real files in a temp
+ * folder: deltas made by sync_send_file (aligned blocks by hash, the rest
+ * by librsync's rolling search) must rebuild the new version with
+ * librsync's own rs_patch, the signature derived for the cache must be the
+ * one a full pass would make, a rewritten file must be declined, and the
+ * stat cache must hash what changed and only that. */
+#include <fcntl.h>
+#include <librsync.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "t.h"
+#include "sync_delta.h"
+#include "sync_index.h"
+
+static char tmpdir[] = "/tmp/gpurun-test-sync-XXXXXX";
+
+static void fill(uint8_t *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (uint8_t)(seed >> 16);
+	}
+}
+
+static char *write_tmp(const char *name, const void *p, size_t n)
+{
+	char *path = xasprintf("%s/%s", tmpdir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	if (fd < 0 || write_full(fd, p, n) < 0)
+		abort();
+	close(fd);
+	return path;
+}
+
+static int collect(void *arg, const void *p, size_t n)
+{
+	sb_add(arg, p, n);
+	return 0;
+}
+
+struct mem { const uint8_t *p; size_t n; };
+
+static rs_result copy_from(void *arg, rs_long_t pos, size_t *len, void **buf)
+{
+	struct mem *m = arg;
+
+	if (pos < 0 || (size_t)pos >= m->n)
+		return RS_INPUT_ENDED;
+	if (*len > m->n - (size_t)pos)
+		*len = m->n - (size_t)pos;
+	memcpy(*buf, m->p + pos, *len);
+	return RS_DONE;
+}
+
+/* Decompress the delta and apply it to old with librsync. */
+static int patch(const struct strbuf *z, const uint8_t *old, size_t oldn, struct strbuf *out)
+{
+	size_t cap = 64u << 20;
+	char *delta = malloc(cap);
+	size_t dn = ZSTD_decompress(delta, cap, z->buf, z->len);
+	struct mem m = { old, oldn };
+	int rc = -1;
+
+	if (!ZSTD_isError(dn)) {
+		rs_job_t *job = rs_patch_begin(copy_from, &m);
+		sb_grow(out, cap);
+		rs_buffers_t b = { delta, dn, 1, out->buf, cap };
+		rs_result r = rs_job_iter(job, &b);
+		rs_job_free(job);
+		out->len = cap - b.avail_out;
+		rc = r == RS_DONE ? 0 : -1;
+	}
+	free(delta);
+	return rc;
+}
+
+static void full_sig(const uint8_t *p, size_t n, struct strbuf *sig, uint8_t hash[SM_HASH_LEN])
+{
+	struct sigmaker m;
+
+	sigmaker_init(&m, n, NULL);
+	sigmaker_update(&m, p, n);
+	sigmaker_final(&m, sig, hash);
+	sigmaker_release(&m);
+}
+
+/* Send new as a delta against old's signature; check it rebuilds new. */
+static void roundtrip(const uint8_t *old, size_t oldn, const uint8_t *new, size_t newn,
+		      int expect_declined, uint64_t max_literal)
+{
+	struct strbuf oldsig = STRBUF_INIT, newsig = STRBUF_INIT, z = STRBUF_INIT,
+		      out = STRBUF_INIT;
+	uint8_t oh[SM_HASH_LEN], nh[SM_HASH_LEN], *leaves = NULL, lh[SM_HASH_LEN];
+	struct sync_sig sig;
+	struct sync_send_res res = { 0 };
+	struct gr_err err = { 0 };
+	char *path = write_tmp("new", new, newn);
+
+	full_sig(old, oldn, &oldsig, oh);
+	full_sig(new, newn, &newsig, nh);
+	CHECK_EQ_INT(sync_sig_parse(oldsig.buf, oldsig.len, &sig), 0);
+	CHECK_EQ_INT(sync_hash_file(path, newn, lh, &leaves, &err), 0);
+	CHECK(!memcmp(lh, nh, SM_HASH_LEN));
+	struct sync_send in = { path, newn, nh, leaves, &sig, collect, &z };
+	CHECK_EQ_INT(sync_send_file(&in, &res, &err), 0);
+	CHECK_EQ_INT(res.declined, expect_declined);
+	if (!expect_declined) {
+		CHECK_EQ_INT(patch(&z, old, oldn, &out), 0);
+		CHECK_EQ_INT(out.len, newn);
+		CHECK(out.len == newn && !memcmp(out.buf, new, newn));
+		CHECK(res.literal <= max_literal);
+		/* the signature derived for the cache is the full one */
+		CHECK_EQ_INT(res.sig.len, newsig.len);
+		CHECK(res.sig.len == newsig.len && !memcmp(res.sig.buf, newsig.buf, newsig.len));
+	} else {
+		CHECK_EQ_INT(z.len, 0);
+	}
+	free(leaves);
+	free(path);
+	sb_release(&oldsig);
+	sb_release(&newsig);
+	sb_release(&z);
+	sb_release(&out);
+	sb_release(&res.sig);
+}
+
+static void test_delta_in_place(void)
+{
+	size_t n = 6u << 20; /* above 4 MiB: a block length other than 2048 */
+	uint8_t *old = malloc(n), *new = malloc(n);
+
+	fill(old, n, 1);
+	memcpy(new, old, n);
+	fill(new + n / 2, 100000, 2);
+	roundtrip(old, n, new, n, 0, 100000 + 2 * sm_block_len(n));
+	free(old);
+	free(new);
+}
+
+static void test_delta_shifted(void)
+{
+	size_t n = 3u << 20;
+	uint8_t *old = malloc(n), *new = malloc(n + 333);
+
+	fill(old, n, 3);
+	fill(new, 333, 4); /* an insertion at the start moves every block */
+	memcpy(new + 333, old, n);
+	roundtrip(old, n, new, n + 333, 0, 333 + 2 * 2048);
+	free(old);
+	free(new);
+}
+
+static void test_delta_append_truncate(void)
+{
+	size_t n = 2u << 20;
+	uint8_t *old = malloc(n + 5000), *new = malloc(n + 5000);
+
+	fill(old, n, 5);
+	memcpy(new, old, n);
+	fill(new + n, 5000, 6);
+	roundtrip(old, n, new, n + 5000, 0, 5000 + 2048);
+	roundtrip(new, n + 5000, old, n - 1000, 0, 2048);
+	free(old);
+	free(new);
+}
+
+static void test_rewritten_is_declined(void)
+{
+	size_t n = 1u << 20;
+	uint8_t *old = malloc(n), *new = malloc(n);
+
+	fill(old, n, 7);
+	fill(new, n, 8);
+	roundtrip(old, n, new, n, 1, 0);
+	free(old);
+	free(new);
+}
+
+static void test_whole_file(void)
+{
+	size_t n = 300000;
+	uint8_t *d = malloc(n), h[SM_HASH_LEN], lh[SM_HASH_LEN];
+	struct strbuf z = STRBUF_INIT, sig = STRBUF_INIT;
+	struct sync_send_res res = { 0 };
+	struct gr_err err = { 0 };
+
+	fill(d, n, 9);
+	char *path = write_tmp("whole", d, n);
+	full_sig(d, n, &sig, h);
+	CHECK_EQ_INT(sync_hash_file(path, n, lh, NULL, &err), 0);
+	CHECK(!memcmp(lh, h, SM_HASH_LEN));
+	struct sync_send in = { path, n, h, NULL, NULL, collect, &z };
+	CHECK_EQ_INT(sync_send_file(&in, &res, &err), 0);
+	uint8_t *back = malloc(n);
+	CHECK_EQ_INT(ZSTD_decompress(back, n, z.buf, z.len), n);
+	CHECK(!memcmp(back, d, n));
+	CHECK(res.sig.len == sig.len && !memcmp(res.sig.buf, sig.buf, sig.len));
+	/* a file that no longer matches the plan is refused */
+	uint8_t wrong[SM_HASH_LEN] = { 1 };
+	struct sync_send bad = { path, n, wrong, NULL, NULL, collect, &z };
+	struct sync_send_res r2 = { 0 };
+	CHECK_EQ_INT(sync_send_file(&bad, &r2, &err), GR_ECONFLICT);
+	sb_release(&r2.sig);
+	free(back);
+	free(path);
+	free(d);
+	sb_release(&z);
+	sb_release(&sig);
+	sb_release(&res.sig);
+}
+
+static struct scan_entry entry(const char *name)
+{
+	char *p = xasprintf("%s/%s", tmpdir, name);
+	struct stat st;
+	struct scan_entry e = { 0 };
+
+	if (lstat(p, &st) < 0)
+		abort();
+	e.path = (char *)name;
+	e.type = S_ISDIR(st.st_mode) ? SCAN_DIR : SCAN_FILE;
+	e.mode = st.st_mode & 0777;
+	e.size = (uint64_t)st.st_size;
+	e.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+	e.ino = st.st_ino;
+	free(p);
+	return e;
+}
+
+static void age(const char *name, int secs)
+{
+	char *p = xasprintf("%s/%s", tmpdir, name);
+	struct timespec ts[2] = { { time(NULL) - secs, 0 }, { time(NULL) - secs, 0 } };
+
+	utimensat(AT_FDCWD, p, ts, 0);
+	free(p);
+}
+
+/* The index step as sync does it: the local manifest, hashing what is
+ * unhashed, learning the hashes, saving. */
+static int index_pass(struct sync_index *idx, struct scan_entry *e, size_t n,
+		      struct sm_list *m, struct sync_hash_stats *hs)
+{
+	struct gr_err err = { 0 };
+
+	memset(hs, 0, sizeof(*hs));
+	if (sync_local_manifest(e, n, idx, m, hs, &err) < 0)
+		return -1;
+	for (size_t i = 0; i < m->n; i++)
+		if ((m->e[i].flags & SM_F_UNHASHED) &&
+		    sync_hash_entry(tmpdir, &m->e[i], NULL, hs, &err) < 0 &&
+		    err.code != GR_ENOTFOUND)
+			return -1;
+	sync_index_learn(idx, m);
+	return sync_index_save(tmpdir, idx, &err);
+}
+
+static void test_index_caches_hashes(void)
+{
+	struct sync_index *idx = sync_index_load(tmpdir);
+	struct sync_hash_stats hs;
+	struct sm_list m = { 0 };
+	struct gr_err err = { 0 };
+
+	char *sub = xasprintf("%s/sub", tmpdir);
+	mkdir(sub, 0755);
+	free(sub);
+	free(write_tmp("sub/one", "one", 3));
+	free(write_tmp("two", "two!", 4));
+	age("sub/one", 3600);
+	age("two", 3600);
+	struct scan_entry e[2] = { entry("sub/one"), entry("two") };
+	CHECK_EQ_INT(index_pass(idx, e, 2, &m, &hs), 0);
+	CHECK_EQ_INT(m.n, 3); /* the parent folder is added */
+	CHECK_STR(m.e[0].path, "sub");
+	CHECK_EQ_INT(m.e[0].type, SM_DIR);
+	CHECK_EQ_INT(hs.files_hashed, 2);
+	sync_index_free(idx);
+	sm_list_free(&m);
+
+	/* unchanged: from the cache, hashed already */
+	idx = sync_index_load(tmpdir);
+	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	CHECK_EQ_INT(hs.files_cached, 2);
+	CHECK(!(m.e[1].flags & SM_F_UNHASHED) && !(m.e[2].flags & SM_F_UNHASHED));
+	uint8_t h[SM_HASH_LEN];
+	char *two = xasprintf("%s/two", tmpdir);
+	sync_hash_file(two, 4, h, NULL, &err);
+	CHECK(!memcmp(m.e[2].hash, h, SM_HASH_LEN));
+	sm_list_free(&m);
+
+	/* changed (same size, new mtime): unhashed until hashed, then new */
+	free(write_tmp("two", "TWO!", 4));
+	age("two", 1800);
+	e[1] = entry("two");
+	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	CHECK(m.e[2].flags & SM_F_UNHASHED);
+	CHECK(!(m.e[1].flags & SM_F_UNHASHED));
+	CHECK_EQ_INT(sync_hash_entry(tmpdir, &m.e[2], NULL, &hs, &err), 0);
+	CHECK(memcmp(m.e[2].hash, h, SM_HASH_LEN));
+	/* an entry left unhashed is not saved: it is hashed next time */
+	sync_index_learn(idx, &m);
+	sm_list_free(&m);
+	free(write_tmp("two", "2wo!", 4));
+	age("two", 900);
+	e[1] = entry("two");
+	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	sync_index_learn(idx, &m); /* "two" never hashed this time */
+	CHECK_EQ_INT(sync_index_save(tmpdir, idx, &err), 0);
+	sync_index_free(idx);
+	sm_list_free(&m);
+	idx = sync_index_load(tmpdir);
+	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	CHECK(m.e[2].flags & SM_F_UNHASHED);
+	sm_list_free(&m);
+
+	/* a file that vanished since the scan */
+	unlink(two);
+	free(two);
+	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	CHECK_EQ_INT(sync_hash_entry(tmpdir, &m.e[2], NULL, &hs, &err), GR_ENOTFOUND);
+	sm_list_free(&m);
+	sync_index_free(idx);
+}
+
+static void test_racy_files_are_rehashed(void)
+{
+	struct sync_index *idx = sync_index_load(tmpdir);
+	struct sync_hash_stats hs;
+	struct sm_list m = { 0 };
+
+	free(write_tmp("fresh", "x", 1)); /* modified just now */
+	struct scan_entry e[1] = { entry("fresh") };
+	CHECK_EQ_INT(index_pass(idx, e, 1, &m, &hs), 0);
+	sm_list_free(&m);
+	CHECK_EQ_INT(index_pass(idx, e, 1, &m, &hs), 0);
+	CHECK_EQ_INT(hs.files_hashed, 1); /* too close to the last scan to trust */
+	sm_list_free(&m);
+	sync_index_free(idx);
+}
+
+int main(void)
+{
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	RUN(test_delta_in_place);
+	RUN(test_delta_shifted);
+	RUN(test_delta_append_truncate);
+	RUN(test_rewritten_is_declined);
+	RUN(test_whole_file);
+	RUN(test_index_caches_hashes);
+	RUN(test_racy_files_are_rehashed);
+	char *rm = xasprintf("rm -rf '%s'", tmpdir);
+	if (system(rm) != 0)
+		fprintf(stderr, "could not remove %s\n", tmpdir);
+	free(rm);
+	return T_DONE();
+}

@@ -1,0 +1,261 @@
+/* The sync manifest, digest, content hash and signature format: both sides
+ * must agree byte for byte, and our signatures must be librsync's. */
+#include <librsync.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t.h"
+#include "proto.h"
+#include "sync.h"
+#include "sync_delta.h"
+#include "sync_manifest.h"
+
+static void fill(uint8_t *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		p[i] = (uint8_t)(seed >> 16);
+	}
+}
+
+static void sample(struct sm_list *l)
+{
+	struct sm_entry *e;
+
+	sm_add(l, "dir", SM_DIR);
+	e = sm_add(l, "dir/a b", SM_FILE);
+	e->mode = 0755;
+	e->size = 3;
+	e->mtime_ns = 1700000000123456789LL;
+	memset(e->hash, 7, SM_HASH_LEN);
+	e = sm_add(l, "link", SM_LINK);
+	e->link = xstrdup("../x y");
+	e = sm_add(l, "nl\nname\xff", SM_FILE);
+	e->mode = 0600;
+	sm_sort(l);
+}
+
+static void test_paths(void)
+{
+	CHECK(sm_path_ok("a"));
+	CHECK(sm_path_ok("a/b c/d\ne\xff"));
+	CHECK(sm_path_ok(".hidden/..x/x.."));
+	CHECK(!sm_path_ok(""));
+	CHECK(!sm_path_ok("/abs"));
+	CHECK(!sm_path_ok("a//b"));
+	CHECK(!sm_path_ok("a/"));
+	CHECK(!sm_path_ok("./a"));
+	CHECK(!sm_path_ok("a/./b"));
+	CHECK(!sm_path_ok(".."));
+	CHECK(!sm_path_ok("a/../b"));
+	CHECK(!sm_path_ok("a/.."));
+	char long_name[300];
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	CHECK(!sm_path_ok(long_name));
+}
+
+static void test_roundtrip_and_digest(void)
+{
+	struct sm_list a = { 0 }, b = { 0 }, c = { 0 };
+	struct strbuf enc = STRBUF_INIT, z = STRBUF_INIT;
+	uint8_t da[SM_HASH_LEN], db[SM_HASH_LEN];
+
+	sample(&a);
+	sm_encode(&a, 1, &enc);
+	CHECK_EQ_INT(sm_decode(enc.buf, enc.len, 1, &b, NULL), 0);
+	CHECK_EQ_INT(b.n, a.n);
+	for (size_t i = 0; i < a.n && i < b.n; i++)
+		CHECK(sm_same(&a.e[i], &b.e[i]));
+	sm_digest(&a, da);
+	sm_digest(&b, db);
+	CHECK(!memcmp(da, db, SM_HASH_LEN));
+	/* with_host must match */
+	CHECK(sm_decode(enc.buf, enc.len, 0, &c, NULL) < 0);
+	CHECK_EQ_INT(c.n, 0);
+	sm_encode_z(&a, &z);
+	CHECK_EQ_INT(sm_decode_z(z.buf, z.len, &c, NULL), 0);
+	CHECK_EQ_INT(c.n, a.n);
+	/* each described field changes the digest; host fields do not */
+	b.e[1].host.ino = 99;
+	sm_digest(&b, db);
+	CHECK(!memcmp(da, db, SM_HASH_LEN));
+	b.e[1].mtime_ns++;
+	sm_digest(&b, db);
+	CHECK(memcmp(da, db, SM_HASH_LEN));
+	b.e[1].mtime_ns--;
+	b.e[1].mode = 0644;
+	sm_digest(&b, db);
+	CHECK(memcmp(da, db, SM_HASH_LEN));
+	sm_list_free(&a);
+	sm_list_free(&b);
+	sm_list_free(&c);
+	sb_release(&enc);
+	sb_release(&z);
+}
+
+static void test_decode_rejects(void)
+{
+	struct sm_list a = { 0 }, b = { 0 };
+	struct strbuf enc = STRBUF_INIT;
+
+	/* unsorted */
+	sm_add(&a, "b", SM_DIR);
+	sm_add(&a, "a", SM_DIR);
+	sm_encode(&a, 0, &enc);
+	CHECK(sm_decode(enc.buf, enc.len, 0, &b, NULL) < 0);
+	sm_list_free(&a);
+	sb_reset(&enc);
+	/* unsafe path */
+	sm_add(&a, "../etc", SM_DIR);
+	sm_encode(&a, 0, &enc);
+	CHECK(sm_decode(enc.buf, enc.len, 0, &b, NULL) < 0);
+	/* truncated */
+	sm_list_free(&a);
+	sb_reset(&enc);
+	sample(&a);
+	sm_encode(&a, 0, &enc);
+	for (size_t cut = 0; cut < enc.len; cut += 7)
+		CHECK(sm_decode(enc.buf, cut, 0, &b, NULL) < 0);
+	CHECK_EQ_INT(b.n, 0);
+	CHECK(sm_decode_z("garbage", 7, &b, NULL) < 0);
+	sm_list_free(&a);
+	sm_list_free(&b);
+	sb_release(&enc);
+}
+
+static void test_block_len(void)
+{
+	CHECK_EQ_INT(sm_block_len(0), 2048);
+	CHECK_EQ_INT(sm_block_len(4u << 20), 2048);
+	CHECK_EQ_INT(sm_block_len(100000000), 10240);
+	CHECK_EQ_INT(sm_block_len(5ull << 30) % 1024, 0);
+	CHECK(sm_block_len(5ull << 30) > 70000);
+	CHECK_EQ_INT(sm_block_len(1ull << 50), 1u << 20);
+}
+
+static void test_thash_streaming(void)
+{
+	size_t n = 3 * 2048 + 17;
+	uint8_t *d = malloc(n), h1[SM_HASH_LEN], h2[SM_HASH_LEN], h3[SM_HASH_LEN];
+	struct thash t;
+	struct sigmaker m;
+
+	fill(d, n, 1);
+	thash_init(&t, n);
+	thash_update(&t, d, n);
+	thash_final(&t, h1);
+	thash_init(&t, n);
+	for (size_t i = 0; i < n; i += 1000)
+		thash_update(&t, d + i, n - i < 1000 ? n - i : 1000);
+	thash_final(&t, h2);
+	CHECK(!memcmp(h1, h2, SM_HASH_LEN));
+	sigmaker_init(&m, n, NULL);
+	for (size_t i = 0; i < n; i += 333)
+		sigmaker_update(&m, d + i, n - i < 333 ? n - i : 333);
+	sigmaker_final(&m, NULL, h3);
+	sigmaker_release(&m);
+	CHECK(!memcmp(h1, h3, SM_HASH_LEN));
+	d[100] ^= 1;
+	thash_init(&t, n);
+	thash_update(&t, d, n);
+	thash_final(&t, h2);
+	CHECK(memcmp(h1, h2, SM_HASH_LEN));
+	/* the empty file and a one-byte file differ */
+	thash_init(&t, 0);
+	thash_final(&t, h1);
+	thash_init(&t, 1);
+	thash_update(&t, "", 1);
+	thash_final(&t, h2);
+	CHECK(memcmp(h1, h2, SM_HASH_LEN));
+	free(d);
+}
+
+/* Our full-strength signature is exactly what librsync makes. */
+static void test_sig_is_librsync(void)
+{
+	static const size_t sizes[] = { 0, 1, 2047, 2048, 2049, 10000, 70001 };
+
+	for (size_t s = 0; s < GR_ARRAY_SIZE(sizes); s++) {
+		size_t n = sizes[s];
+		uint8_t *d = malloc(n + 1), h[SM_HASH_LEN];
+		struct sigmaker m;
+		struct strbuf ours = STRBUF_INIT;
+		fill(d, n, (unsigned)n + 3);
+		sigmaker_init(&m, n, NULL);
+		sigmaker_update(&m, d, n);
+		sigmaker_final(&m, &ours, h);
+		sigmaker_release(&m);
+
+		size_t cap = 64 + n, produced;
+		char *theirs = malloc(cap);
+		rs_job_t *job = rs_sig_begin(sm_block_len(n), SM_HASH_LEN, RS_RK_BLAKE2_SIG_MAGIC);
+		rs_buffers_t b = { (char *)d, n, 1, theirs, cap };
+		CHECK_EQ_INT(rs_job_iter(job, &b), RS_DONE);
+		rs_job_free(job);
+		produced = cap - b.avail_out;
+		CHECK_EQ_INT(ours.len, produced);
+		CHECK(ours.len == produced && !memcmp(ours.buf, theirs, produced));
+		struct sync_sig sig;
+		CHECK_EQ_INT(sync_sig_parse(ours.buf, ours.len, &sig), 0);
+		CHECK_EQ_INT(sig.n, (n + 2047) / 2048);
+		free(theirs);
+		free(d);
+		sb_release(&ours);
+	}
+}
+
+static void test_refused_roots(void)
+{
+	CHECK(sm_root_refused("/", NULL));
+	CHECK(sm_root_refused("/etc", NULL));
+	CHECK(sm_root_refused("/etc/x", NULL));
+	CHECK(sm_root_refused("/usr/local/src/p", NULL));
+	CHECK(sm_root_refused("/var", NULL));
+	CHECK(sm_root_refused("/var/lib/x", NULL));
+	CHECK(sm_root_refused("/tmp", NULL));
+	CHECK(sm_root_refused("/home", NULL));
+	CHECK(sm_root_refused("/home/u", "/home/u"));
+	CHECK(sm_root_refused("/home", "/home/u"));
+	CHECK(!sm_root_refused("/home/u/proj", "/home/u"));
+	CHECK(!sm_root_refused("/tmp/x", NULL));
+	CHECK(!sm_root_refused("/var/tmp/x", NULL));
+	CHECK(!sm_root_refused("/data/proj", NULL));
+	CHECK(!sm_root_refused("/srv/proj", NULL));
+	char *c = sm_clean_path("/home/u/../../etc/./");
+	CHECK_STR(c, "/etc");
+	free(c);
+	c = sm_clean_path("//a//b/..");
+	CHECK_STR(c, "/a");
+	free(c);
+}
+
+static void test_client_path_check(void)
+{
+	CHECK_EQ_INT(sync_check_remote_path("/", NULL), GR_ECONFIG);
+	CHECK_EQ_INT(sync_check_remote_path("~", NULL), GR_ECONFIG);
+	CHECK_EQ_INT(sync_check_remote_path("~/", NULL), GR_ECONFIG);
+	CHECK_EQ_INT(sync_check_remote_path("~/..", NULL), GR_ECONFIG);
+	CHECK_EQ_INT(sync_check_remote_path(".", NULL), GR_ECONFIG);
+	CHECK_EQ_INT(sync_check_remote_path("", NULL), GR_ECONFIG);
+	CHECK_EQ_INT(sync_check_remote_path("$HOME", NULL), GR_ECONFIG);
+	CHECK_EQ_INT(sync_check_remote_path("/etc", NULL), GR_ECONFIG);
+	CHECK_EQ_INT(sync_check_remote_path("/usr/../etc/x", NULL), GR_ECONFIG);
+	CHECK_EQ_INT(sync_check_remote_path("proj/..", NULL), GR_ECONFIG);
+	CHECK_EQ_INT(sync_check_remote_path("~/proj", NULL), 0);
+	CHECK_EQ_INT(sync_check_remote_path("proj", NULL), 0);
+	CHECK_EQ_INT(sync_check_remote_path("/data/proj", NULL), 0);
+}
+
+int main(void)
+{
+	RUN(test_paths);
+	RUN(test_roundtrip_and_digest);
+	RUN(test_decode_rejects);
+	RUN(test_block_len);
+	RUN(test_thash_streaming);
+	RUN(test_sig_is_librsync);
+	RUN(test_refused_roots);
+	RUN(test_client_path_check);
+	return T_DONE();
+}

@@ -1,0 +1,245 @@
+/* The sync plan: what is deleted (children first), created (parents
+ * first), sent and how, or only updated, for every kind of change; and
+ * the listing helpers (git-style quoting, largest folders). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "t.h"
+#include "sync_plan.h"
+
+static struct sm_entry *file(struct sm_list *l, const char *path, uint64_t size, int h)
+{
+	struct sm_entry *e = sm_add(l, path, SM_FILE);
+	e->mode = 0644;
+	e->size = size;
+	e->mtime_ns = 1000;
+	memset(e->hash, h, SM_HASH_LEN);
+	return e;
+}
+
+static void link_(struct sm_list *l, const char *path, const char *target)
+{
+	sm_add(l, path, SM_LINK)->link = xstrdup(target);
+}
+
+static int cached_7(void *arg, const uint8_t *hash)
+{
+	(void)arg;
+	return hash[0] == 7;
+}
+
+static const char *listing(const struct sync_plan *p, const struct sm_list *local,
+			   struct strbuf *b)
+{
+	sb_reset(b);
+	sync_plan_list(p, local, b);
+	return b->buf ? b->buf : "";
+}
+
+static void test_identical_is_empty(void)
+{
+	struct sm_list l = { 0 }, r = { 0 };
+	struct sync_plan p;
+
+	for (struct sm_list *x = &l; x; x = x == &l ? &r : NULL) {
+		sm_add(x, "d", SM_DIR);
+		file(x, "d/f", 10, 1);
+		link_(x, "ln", "d/f");
+	}
+	sync_plan_build(&l, &r, 1 << 20, NULL, NULL, &p);
+	CHECK(sync_plan_empty(&p));
+	CHECK_EQ_INT(p.send_bytes, 0);
+	sync_plan_free(&p);
+	sm_list_free(&l);
+	sm_list_free(&r);
+}
+
+static void test_every_change(void)
+{
+	struct sm_list l = { 0 }, r = { 0 };
+	struct strbuf b = STRBUF_INIT;
+	struct sync_plan p;
+
+	/* host */
+	sm_add(&r, "gone", SM_DIR);
+	file(&r, "gone/a", 1, 1);
+	sm_add(&r, "gone/sub", SM_DIR);
+	file(&r, "gone/sub/b", 1, 1);
+	file(&r, "edit", 5, 1);
+	file(&r, "chmod", 5, 1);
+	file(&r, "flip", 5, 1);          /* becomes a folder */
+	sm_add(&r, "flop", SM_DIR);      /* becomes a file */
+	file(&r, "flop/x", 5, 1);
+	link_(&r, "ln", "old");
+	link_(&r, "ln2file", "x");
+	file(&r, "file2ln", 5, 1);
+	sm_sort(&r);
+	/* here */
+	file(&l, "edit", 6, 2);
+	file(&l, "chmod", 5, 1)->mode = 0755;
+	sm_add(&l, "flip", SM_DIR);
+	file(&l, "flip/in", 1, 3);
+	file(&l, "flop", 1, 3);
+	link_(&l, "ln", "new");
+	file(&l, "ln2file", 1, 3);
+	link_(&l, "file2ln", "y");
+	sm_add(&l, "newdir", SM_DIR);
+	sm_add(&l, "newdir/empty", SM_DIR);
+	file(&l, "added", 3, 4);
+	sm_sort(&l);
+
+	sync_plan_build(&l, &r, 1 << 20, NULL, NULL, &p);
+	CHECK_EQ_INT(p.deletes.n, 7);
+	/* children before their folders */
+	const char *want_del[] = { "gone/sub/b", "gone/sub", "gone/a", "gone", "flop/x", "flop", "flip" };
+	for (size_t i = 0; i < 7 && i < p.deletes.n; i++)
+		CHECK_STR(p.deletes.v[i], want_del[i]);
+	CHECK_EQ_INT(p.mkdirs.n, 3);
+	CHECK_STR(p.mkdirs.n >= 3 ? p.mkdirs.v[0] : "", "flip");
+	CHECK_STR(p.mkdirs.n >= 3 ? p.mkdirs.v[1] : "", "newdir");
+	CHECK_STR(p.mkdirs.n >= 3 ? p.mkdirs.v[2] : "", "newdir/empty");
+	CHECK_EQ_INT(p.nlinks, 2);
+	CHECK_EQ_INT(p.nmeta, 1);
+	CHECK_STR(l.e[p.meta[0]].path, "chmod");
+	CHECK_EQ_INT(p.nfiles, 5); /* added, edit, flip/in, flop, ln2file */
+	CHECK_EQ_INT(p.send_bytes, 3 + 6 + 1 + 1 + 1);
+	for (size_t i = 0; i < p.nfiles; i++)
+		CHECK_EQ_INT(p.files[i].how, HOW_TAR);
+	const char *s = listing(&p, &l, &b);
+	CHECK(strstr(s, "delete gone/sub/b\n") != NULL);
+	CHECK(strstr(s, "send newdir/empty/\n") != NULL);
+	CHECK(strstr(s, "send file2ln\n") != NULL);
+	CHECK(strstr(s, "update chmod\n") != NULL);
+	CHECK(strstr(s, "send edit\n") != NULL);
+	sync_plan_free(&p);
+	sm_list_free(&l);
+	sm_list_free(&r);
+	sb_release(&b);
+}
+
+static void test_mtime_only_is_update(void)
+{
+	struct sm_list l = { 0 }, r = { 0 };
+	struct sync_plan p;
+
+	file(&r, "f", 5, 1);
+	file(&l, "f", 5, 1)->mtime_ns = 2000;
+	sync_plan_build(&l, &r, 1 << 20, NULL, NULL, &p);
+	CHECK_EQ_INT(p.nmeta, 1);
+	CHECK_EQ_INT(p.nfiles, 0);
+	sync_plan_free(&p);
+	sm_list_free(&l);
+	sm_list_free(&r);
+}
+
+static void test_large_files_go_as_deltas(void)
+{
+	struct sm_list l = { 0 }, r = { 0 };
+	struct sync_plan p;
+
+	file(&r, "cached", 5 << 20, 7);   /* a signature of the host's version is here */
+	file(&r, "uncached", 5 << 20, 8);
+	file(&r, "tinybase", 100, 7);     /* too small to be a base */
+	file(&l, "cached", 5 << 20, 9);
+	file(&l, "uncached", 5 << 20, 9);
+	file(&l, "tinybase", 5 << 20, 9);
+	file(&l, "new-big", 5 << 20, 9);
+	file(&l, "small", 100, 9);
+	sm_sort(&l);
+	sm_sort(&r);
+	sync_plan_build(&l, &r, 1 << 20, cached_7, NULL, &p);
+	CHECK_EQ_INT(p.nfiles, 5);
+	for (size_t i = 0; i < p.nfiles; i++) {
+		const char *path = l.e[p.files[i].local].path;
+		int how = p.files[i].how;
+		if (!strcmp(path, "cached"))
+			CHECK_EQ_INT(how, HOW_DELTA);
+		else if (!strcmp(path, "uncached"))
+			CHECK_EQ_INT(how, HOW_DELTA_SIG);
+		else
+			CHECK_EQ_INT(how, HOW_TAR);
+		if (how != HOW_TAR)
+			CHECK(p.files[i].remote && p.files[i].remote->type == SM_FILE);
+	}
+	sync_plan_free(&p);
+	sm_list_free(&l);
+	sm_list_free(&r);
+}
+
+static void test_empty_host(void)
+{
+	struct sm_list l = { 0 }, r = { 0 };
+	struct sync_plan p;
+
+	sm_add(&l, "a", SM_DIR);
+	file(&l, "a/b", 4, 1);
+	link_(&l, "c", "a/b");
+	sync_plan_build(&l, &r, 1 << 20, NULL, NULL, &p);
+	CHECK_EQ_INT(p.mkdirs.n, 1);
+	CHECK_EQ_INT(p.nfiles, 1);
+	CHECK_EQ_INT(p.nlinks, 1);
+	CHECK_EQ_INT(p.deletes.n, 0);
+	sync_plan_free(&p);
+	/* and the reverse: everything goes */
+	sync_plan_build(&r, &l, 1 << 20, NULL, NULL, &p);
+	CHECK_EQ_INT(p.deletes.n, 3);
+	CHECK_STR(p.deletes.n == 3 ? p.deletes.v[0] : "", "c");
+	CHECK_STR(p.deletes.n == 3 ? p.deletes.v[1] : "", "a/b");
+	CHECK_STR(p.deletes.n == 3 ? p.deletes.v[2] : "", "a");
+	sync_plan_free(&p);
+	sm_list_free(&l);
+}
+
+static void test_quote(void)
+{
+	char *q;
+
+	q = sync_quote("plain/name with space.txt");
+	CHECK_STR(q, "plain/name with space.txt");
+	free(q);
+	q = sync_quote("new\nline\t\"q\"\\");
+	CHECK_STR(q, "\"new\\nline\\t\\\"q\\\"\\\\\"");
+	free(q);
+	q = sync_quote("bad\xff\xfe");
+	CHECK_STR(q, "\"bad\\377\\376\"");
+	free(q);
+}
+
+static void test_largest(void)
+{
+	struct sm_list l = { 0 }, r = { 0 };
+	struct sync_plan p;
+	struct sync_folder_size top[5];
+
+	file(&l, "data/a", 500, 1);
+	file(&l, "data/sub/b", 600, 1);
+	file(&l, "src/x", 10, 1);
+	file(&l, "root.bin", 50, 1);
+	sm_sort(&l);
+	sync_plan_build(&l, &r, 1 << 20, NULL, NULL, &p);
+	size_t n = sync_plan_largest(&p, &l, top, 5);
+	CHECK_EQ_INT(n, 3);
+	CHECK_STR(top[0].name, "data/");
+	CHECK_EQ_INT(top[0].bytes, 1100);
+	CHECK_STR(top[1].name, "(top level)");
+	CHECK_STR(top[2].name, "src/");
+	for (size_t i = 0; i < n; i++)
+		free(top[i].name);
+	n = sync_plan_largest(&p, &l, top, 1);
+	CHECK_EQ_INT(n, 1);
+	free(top[0].name);
+	sync_plan_free(&p);
+	sm_list_free(&l);
+}
+
+int main(void)
+{
+	RUN(test_identical_is_empty);
+	RUN(test_every_change);
+	RUN(test_mtime_only_is_update);
+	RUN(test_large_files_go_as_deltas);
+	RUN(test_empty_host);
+	RUN(test_quote);
+	RUN(test_largest);
+	return T_DONE();
+}
