@@ -34,19 +34,7 @@ struct gr_conn {
 	size_t npend;
 	struct strbuf held; /* payload of the last pending frame handed out */
 	int verbose;
-	/* Until the agent's ready line arrives, frames are written behind the
-	 * bootstrap script optimistically (the cached agent will read them)
-	 * but kept in out: if the host has no agent, they are sent again over
-	 * the connection that uploads it. */
-	int handshaking;
-	size_t hs_sent;    /* bytes of out written while handshaking */
-	int hs_blocked;    /* stop writing: the script ended, or uploading */
-	const struct gr_config *cfg;
-	int accept_new;
 };
-
-/* Bytes written before the agent is known to run; beyond this, wait. */
-#define HS_WRITE_MAX (4u << 20)
 
 char *conn_bootstrap_script(const char *hash)
 {
@@ -55,26 +43,14 @@ char *conn_bootstrap_script(const char *hash)
 	/* POSIX sh only: nothing may be assumed on the host but sshd. A
 	 * login banner or noisy rc file may print before us, so the client
 	 * looks for the GPURUN- lines and skips anything else. */
-	(void)size;
-	return xasprintf(
-		"a=\"$HOME/.cache/gpurun/agent-%s\"; "
-		"if [ -x \"$a\" ]; then exec \"$a\" serve; fi; "
-		"echo; echo \"GPURUN-BOOT need $(uname -s) $(uname -m)\"",
-		hash);
-}
-
-/* Run over a second connection, once per agent version and host: the
- * gzip'd agent arrives on stdin, goes to a temp name and is renamed into
- * place (two first connections at once cannot corrupt it), then runs. */
-static char *upload_script(const char *hash)
-{
-	size_t size = (size_t)(gr_agent_blob_end - gr_agent_blob);
-
 	return xasprintf(
 		"d=\"$HOME/.cache/gpurun\"; a=\"$d/agent-%s\"; "
+		"if [ -x \"$a\" ]; then echo; echo 'GPURUN-BOOT have'; exec \"$a\" serve; fi; "
+		"echo; echo \"GPURUN-BOOT need $(uname -s) $(uname -m)\"; "
+		"read -r ans || exit 3; [ \"$ans\" = send ] || exit 3; "
 		"mkdir -p \"$d\" || exit 4; t=\"$a.tmp.$$\"; "
 		"if head -c %zu | gzip -dc > \"$t\" && chmod 755 \"$t\" && mv -f \"$t\" \"$a\"; "
-		"then exec \"$a\" serve; fi; rm -f \"$t\"; echo; echo 'GPURUN-BOOT failed'; exit 5",
+		"then exec \"$a\" serve; fi; rm -f \"$t\"; echo 'GPURUN-BOOT failed'; exit 5",
 		hash, size);
 }
 
@@ -96,46 +72,26 @@ void conn_send(struct gr_conn *c, uint16_t type, uint16_t flags, uint32_t id,
 
 size_t conn_pending(const struct gr_conn *c)
 {
-	return c->out.len - (c->handshaking ? c->hs_sent : c->out_off);
+	return c->out.len - c->out_off;
 }
 
-/* What conn_pump may write now. */
-static size_t writable(const struct gr_conn *c)
+static void raw_send(struct gr_conn *c, const void *p, size_t n)
 {
-	if (!c->handshaking)
-		return c->out.len - c->out_off;
-	if (c->hs_blocked || c->hs_sent >= HS_WRITE_MAX)
-		return 0;
-	size_t n = c->out.len - c->hs_sent;
-	return n < HS_WRITE_MAX - c->hs_sent ? n : HS_WRITE_MAX - c->hs_sent;
+	sb_add(&c->out, p, n);
 }
 
 int conn_pump(struct gr_conn *c, struct gr_err *err)
 {
-	size_t n;
-
-	while ((n = writable(c)) > 0) {
-		size_t at = c->handshaking ? c->hs_sent : c->out_off;
-		ssize_t w = c->t->ops->write(c->t, c->out.buf + at,
+	while (conn_pending(c)) {
+		size_t n = conn_pending(c);
+		ssize_t w = c->t->ops->write(c->t, c->out.buf + c->out_off,
 					     n > (1u << 20) ? (1u << 20) : n, err);
 		if (w == GR_TR_AGAIN)
 			break;
-		if (w < 0 && c->handshaking) {
-			/* The script ended (no agent there): the bytes are still in
-			 * out and go again once the agent is uploaded. */
-			gr_err_clear(err);
-			c->hs_blocked = 1;
-			break;
-		}
 		if (w < 0)
 			return (int)w;
-		if (c->handshaking)
-			c->hs_sent += (size_t)w;
-		else
-			c->out_off += (size_t)w;
+		c->out_off += (size_t)w;
 	}
-	if (c->handshaking)
-		return 0;
 	if (c->out_off == c->out.len) {
 		c->out.len = c->out_off = 0;
 	} else if (c->out_off > (4u << 20)) {
@@ -182,7 +138,7 @@ static int wait_io(struct gr_conn *c, struct pollfd *extra, int nextra,
 
 	if ((rc = c->t->ops->tick(c->t, &tick_ms, err)) < 0)
 		return rc;
-	n = c->t->ops->pollfds(c->t, pfd, 1, writable(c) > 0);
+	n = c->t->ops->pollfds(c->t, pfd, 1, conn_pending(c) > 0);
 	if (nextra > 16 - n)
 		nextra = 16 - n;
 	for (int i = 0; i < nextra; i++) {
@@ -208,14 +164,10 @@ static int wait_io(struct gr_conn *c, struct pollfd *extra, int nextra,
 	return extra_ready ? 2 : 1;
 }
 
-static int handshake(struct gr_conn *c, struct gr_err *err);
-
 int conn_flush(struct gr_conn *c, struct gr_err *err)
 {
 	int rc;
 
-	if (c->handshaking && (rc = handshake(c, err)) < 0)
-		return rc;
 	while (conn_pending(c)) {
 		if ((rc = conn_pump(c, err)) < 0)
 			return rc;
@@ -264,8 +216,6 @@ int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 	uint64_t deadline = timeout_ms >= 0 ? now_ms() + (uint64_t)timeout_ms : 0;
 	int rc;
 
-	if (c->handshaking && (rc = handshake(c, err)) < 0)
-		return rc;
 	if (c->npend) {
 		/* Hand out a frame kept by conn_request. */
 		sb_release(&c->held);
@@ -374,49 +324,6 @@ static int read_line(struct gr_conn *c, struct strbuf *line, uint64_t deadline,
 	}
 }
 
-/* The host has no agent of this version: upload it over a second
- * connection, whose script then runs it. */
-static int upload(struct gr_conn *c, struct gr_err *err)
-{
-	char *script = upload_script(GR_AGENT_HASH);
-	size_t size = (size_t)(gr_agent_blob_end - gr_agent_blob), off = 0;
-	int rc;
-
-	if (c->verbose)
-		fprintf(stderr, "gpurun: uploading agent %s (%zu bytes) to %s\n",
-			GR_AGENT_HASH, size, c->t->desc);
-	c->t->ops->free(c->t);
-	c->t = NULL;
-	c->eof = 0;
-	c->in.len = c->in_off = 0;
-	rc = transport_open(&c->t, c->cfg, script, c->accept_new, c->verbose, err);
-	free(script);
-	if (rc < 0)
-		return rc;
-	while (off < size) {
-		ssize_t w = c->t->ops->write(c->t, gr_agent_blob + off, size - off, err);
-		if (w == GR_TR_AGAIN) {
-			struct pollfd pfd[4];
-			int tick_ms = -1;
-			if ((rc = c->t->ops->tick(c->t, &tick_ms, err)) < 0 || (rc = fill(c, err)) < 0)
-				return rc;
-			int n = c->t->ops->pollfds(c->t, pfd, 1, 1);
-			if (poll(pfd, (nfds_t)n, tick_ms >= 0 && tick_ms < 60000 ? tick_ms : 60000) < 0 &&
-			    errno != EINTR)
-				return gr_errf(err, GR_EIO, "poll: %s", strerror(errno));
-			if (c->eof)
-				return gr_errf(err, GR_EAGENT, "%s closed the connection during the agent's upload",
-					       c->t->desc);
-			continue;
-		}
-		if (w < 0)
-			return (int)w;
-		off += (size_t)w;
-	}
-	c->hello.uploaded = 1;
-	return 0;
-}
-
 static int bootstrap(struct gr_conn *c, struct gr_err *err)
 {
 	struct strbuf line = STRBUF_INIT;
@@ -428,25 +335,31 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 			goto out;
 		if (!strncmp(line.buf, "GPURUN-AGENT ", 13))
 			break;
-		if (!line.len)
+		if (!strcmp(line.buf, "GPURUN-BOOT have") || !line.len)
 			continue;
-		if (!strncmp(line.buf, "GPURUN-BOOT need ", 17) && !c->hello.uploaded) {
+		if (!strncmp(line.buf, "GPURUN-BOOT need ", 17)) {
 			struct utsname u;
 			char want[160];
 			uname(&u);
 			snprintf(want, sizeof(want), "%s %s", u.sysname, u.machine);
 			if (strcmp(line.buf + 17, want)) {
+				raw_send(c, "abort\n", 6);
+				conn_flush(c, NULL);
 				rc = gr_errf(err, GR_EUNSUPP,
 					     "the host is '%s'; this gpurun carries an agent for '%s' only",
 					     line.buf + 17, want);
 				gr_hintf(err, "use 'transport = openssh' with a gpurun built on that platform, or build gpurun there");
 				goto out;
 			}
-			/* Nothing of ours may reach the new script's stdin but the
-			 * agent itself: frames wait for its ready line. */
-			c->hs_blocked = 1;
-			if ((rc = upload(c, err)) < 0)
+			if (c->verbose)
+				fprintf(stderr, "gpurun: uploading agent %s (%zu bytes) to %s\n",
+					GR_AGENT_HASH, (size_t)(gr_agent_blob_end - gr_agent_blob),
+					c->t->desc);
+			raw_send(c, "send\n", 5);
+			raw_send(c, gr_agent_blob, (size_t)(gr_agent_blob_end - gr_agent_blob));
+			if ((rc = conn_flush(c, err)) < 0)
 				goto out;
+			c->hello.uploaded = 1;
 			continue;
 		}
 		if (!strcmp(line.buf, "GPURUN-BOOT failed")) {
@@ -506,30 +419,6 @@ out:
 	return rc;
 }
 
-/* Wait for the agent: its ready line (uploading it first if the host has
- * none), then its HELLO. Frames queued meanwhile are sent after it. */
-static int handshake(struct gr_conn *c, struct gr_err *err)
-{
-	int rc;
-
-	if ((rc = bootstrap(c, err)) < 0)
-		return rc;
-	if (c->hello.uploaded) {
-		/* The first script never ran an agent: send everything again. */
-		c->out_off = 0;
-	} else {
-		c->out_off = c->hs_sent;
-	}
-	c->handshaking = 0; /* so conn_recv in hello() reads frames */
-	c->hs_blocked = 0;
-	return hello(c, err);
-}
-
-int conn_handshake(struct gr_conn *c, struct gr_err *err)
-{
-	return c->handshaking ? handshake(c, err) : 0;
-}
-
 int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 	      const struct conn_opts *o, struct gr_err *err)
 {
@@ -539,16 +428,13 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 
 	signal(SIGPIPE, SIG_IGN);
 	c->verbose = o ? o->verbose : 0;
-	c->cfg = cfg;
-	c->accept_new = o ? o->accept_new : 0;
-	rc = transport_open(&c->t, cfg, script, c->accept_new, c->verbose, err);
+	rc = transport_open(&c->t, cfg, script, o ? o->accept_new : 0, c->verbose, err);
 	free(script);
 	if (rc < 0) {
 		free(c);
 		return rc;
 	}
-	c->handshaking = 1;
-	if (!(o && o->lazy) && (rc = handshake(c, err)) < 0) {
+	if ((rc = bootstrap(c, err)) < 0 || (rc = hello(c, err)) < 0) {
 		conn_close(c);
 		return rc;
 	}
@@ -561,8 +447,7 @@ void conn_close(struct gr_conn *c)
 	if (!c)
 		return;
 	if (c->t) {
-		if (!c->handshaking)
-			conn_pump(c, NULL);
+		conn_pump(c, NULL);
 		c->t->ops->close_write(c->t, NULL);
 		c->t->ops->free(c->t);
 	}

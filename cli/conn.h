@@ -16,10 +16,6 @@ struct gr_conn;
 struct conn_opts {
 	int accept_new;   /* record an unknown host key */
 	int verbose;      /* -v count: 1 shows bootstrap steps on stderr */
-	int lazy;         /* return once the transport is open: requests sent
-			     now ride behind the bootstrap (no round trip is
-			     spent waiting for the agent); conn_handshake,
-			     conn_wait or conn_flush complete it */
 };
 
 struct gr_hello {
@@ -37,10 +33,7 @@ struct gr_hello {
 int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 	      const struct conn_opts *o, struct gr_err *err);
 void conn_close(struct gr_conn *c);
-/* Complete a lazy open (agent ready, HELLO read); 0 if already done. */
-int conn_handshake(struct gr_conn *c, struct gr_err *err);
 
-/* Valid once the handshake is complete (conn_handshake). */
 const struct gr_hello *conn_hello(const struct gr_conn *c);
 const char *conn_desc(const struct gr_conn *c);
 

@@ -127,7 +127,7 @@ void warn_host_changes(const struct host_state *h, const struct sm_list *local)
 static void *connect_main(void *arg)
 {
 	struct connect_job *j = arg;
-	struct conn_opts o = { j->ctx->accept_new, j->ctx->verbose, 1 };
+	struct conn_opts o = { j->ctx->accept_new, j->ctx->verbose };
 
 	j->rc = conn_open(&j->conn, j->ctx->cfg, &o, &j->err);
 	return NULL;
