@@ -25,7 +25,7 @@ static const char *gpu_skip_reason(void)
 		const char *nvcc = getenv("KERNELS_NVCC");
 		if (nvcc && !*nvcc)
 			return "nvcc not found";
-		return "built without CUDA (NO_CUDA=1 or SAN=1)";
+		return "CPU-only build (NO_CUDA=1 or SAN=1); on a GPU host run make -C kernels gpu-test";
 	}
 	if (cuda_device_count(&e) > 0)
 		return NULL;
