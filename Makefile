@@ -52,7 +52,7 @@ HASH_H := $(O)/gen/agent_hash.h
 $(shell mkdir -p $(O)/gen; echo '#define GR_AGENT_HASH "$(AGENT_HASH)"' > $(HASH_H).new; \
 	cmp -s $(HASH_H).new $(HASH_H) || mv $(HASH_H).new $(HASH_H); rm -f $(HASH_H).new)
 
-.PHONY: all test unit check-static demo bench deps clean install kernels fuzz completions
+.PHONY: all test unit-bins demo bench deps deps-check clean install kernels completions
 all: deps-check $(O)/gpurun $(O)/gpurun-agent
 
 deps:

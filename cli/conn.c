@@ -36,7 +36,7 @@ struct gr_conn {
 	int verbose;
 };
 
-char *conn_bootstrap_script(const char *hash)
+static char *conn_bootstrap_script(const char *hash)
 {
 	size_t size = (size_t)(gr_agent_blob_end - gr_agent_blob);
 

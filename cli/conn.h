@@ -68,7 +68,5 @@ int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n
 /* Turn an ERROR frame into err; returns its code (GR_EREMOTE if it is 0). */
 int conn_error_from_frame(const struct gr_frame *f, struct gr_err *err);
 
-/* The bootstrap script (exposed for tests). */
-char *conn_bootstrap_script(const char *hash);
 
 #endif
