@@ -9,6 +9,7 @@
 # included). Each cell is the median of RUNS runs (default 3).
 #   tests/bench/bench_sync.sh            (make bench calls it)
 #   RUNS=5 PROFILES=wan FILES=3000 tests/bench/bench_sync.sh
+# BENCH_RAW=1 prints every run as it ends.
 . "$(dirname "$0")/../lib.sh"
 
 RUNS=${RUNS:-3}
@@ -85,6 +86,7 @@ measure() {
 	sleep 0.3 # the proxy writes its counters every 100 ms and at a close
 	_b1=$(proxy_bytes "$PROXY")
 	echo "$PROFILE $_name $((_t1 - _t0)) $((_b1 - _b0))" >>"$OUT"
+	[ -z "${BENCH_RAW:-}" ] || say "$PROFILE $_name $((_t1 - _t0)) ms $((_b1 - _b0)) B"
 }
 
 fresh_remote() {

@@ -377,9 +377,13 @@ int main(int argc, char **argv)
 			struct conn *c = &conns[i];
 			if (!c->used)
 				continue;
-			for (int k = 0; k < 2 && c->used; k++)
-				if (c->d[k].head && c->d[k].head->due_us <= now && pump_write(c, k, now) < 0)
+			for (int k = 0; k < 2 && c->used; k++) {
+				struct dir *d = &c->d[k];
+				/* due data, or an end of stream to pass on */
+				int due = d->head ? d->head->due_us <= now : d->eof_seen && !d->shut;
+				if (due && pump_write(c, k, now) < 0)
 					conn_close(c, 1);
+			}
 			if (c->used && c->d[0].shut && c->d[1].shut)
 				conn_close(c, 0);
 		}
