@@ -182,7 +182,7 @@ int cmd_doctor(int argc, char **argv, struct gr_ctx *ctx)
 {
 	struct gr_getopt st;
 	struct doctor d = { 0 };
-	struct conn_opts o = { ctx->accept_new, ctx->verbose };
+	struct conn_opts o = { .accept_new = ctx->accept_new, .verbose = ctx->verbose };
 	int id, rc;
 
 	gr_getopt_init(&st, argc, argv);

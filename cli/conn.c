@@ -34,6 +34,8 @@ struct gr_conn {
 	size_t npend;
 	struct strbuf held; /* payload of the last pending frame handed out */
 	int verbose;
+	const struct conn_opts *opts; /* during conn_open only */
+	struct strbuf later;          /* early frames too many for the command */
 };
 
 static char *conn_bootstrap_script(const char *hash)
@@ -45,12 +47,12 @@ static char *conn_bootstrap_script(const char *hash)
 	 * looks for the GPURUN- lines and skips anything else. */
 	return xasprintf(
 		"d=\"$HOME/.cache/gpurun\"; a=\"$d/agent-%s\"; "
-		"if [ -x \"$a\" ]; then echo; echo 'GPURUN-BOOT have'; exec \"$a\" serve; fi; "
+		"if [ -x \"$a\" ]; then echo; echo 'GPURUN-BOOT have'; exec \"$a\" serve \"$@\"; fi; "
 		"echo; echo \"GPURUN-BOOT need $(uname -s) $(uname -m)\"; "
 		"read -r ans || exit 3; [ \"$ans\" = send ] || exit 3; "
 		"mkdir -p \"$d\" || exit 4; t=\"$a.tmp.$$\"; "
 		"if head -c %zu | gzip -dc > \"$t\" && chmod 755 \"$t\" && mv -f \"$t\" \"$a\"; "
-		"then exec \"$a\" serve; fi; rm -f \"$t\"; echo 'GPURUN-BOOT failed'; exit 5",
+		"then exec \"$a\" serve \"$@\"; fi; rm -f \"$t\"; echo 'GPURUN-BOOT failed'; exit 5",
 		hash, size);
 }
 
@@ -412,6 +414,7 @@ static int hello(struct gr_conn *c, struct gr_err *err)
 	}
 	if ((rc = rd_done(&rd, err, "HELLO")) < 0)
 		goto out;
+	gr_trace("agent: HELLO");
 	if (c->hello.version != GR_PROTO_VERSION)
 		rc = gr_errf(err, GR_EPROTO, "the agent speaks protocol %u, this gpurun %u",
 			     c->hello.version, GR_PROTO_VERSION);
@@ -419,18 +422,48 @@ out:
 	return rc;
 }
 
+/* The bootstrap command's argument: the caller's first frames, in hex
+ * (the agent's `serve HEX`). Too many go the usual way, after HELLO. */
+static void early_arg(void *arg, struct strbuf *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	struct gr_conn *c = arg;
+	struct strbuf frames = STRBUF_INIT;
+
+	c->opts->early(c->opts->early_arg, c, &frames);
+	if (frames.len > CONN_EARLY_MAX) {
+		sb_add(&c->later, frames.buf, frames.len);
+	} else {
+		sb_grow(out, 2 * frames.len);
+		for (size_t i = 0; i < frames.len; i++) {
+			unsigned char b = (unsigned char)frames.buf[i];
+			sb_add(out, &hex[b >> 4], 1);
+			sb_add(out, &hex[b & 15], 1);
+		}
+		if (frames.len)
+			gr_trace("conn: %zu bytes of requests in the command", frames.len);
+	}
+	sb_release(&frames);
+}
+
 int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 	      const struct conn_opts *o, struct gr_err *err)
 {
 	struct gr_conn *c = xcalloc(1, sizeof(*c));
 	char *script = conn_bootstrap_script(GR_AGENT_HASH);
+	struct tr_cmd cmd = { script, NULL, c };
 	int rc;
 
 	signal(SIGPIPE, SIG_IGN);
 	c->verbose = o ? o->verbose : 0;
-	rc = transport_open(&c->t, cfg, script, o ? o->accept_new : 0, c->verbose, err);
+	c->opts = o;
+	if (o && o->early)
+		cmd.late = early_arg;
+	rc = transport_open(&c->t, cfg, &cmd, o ? o->accept_new : 0, c->verbose, err);
+	c->opts = NULL;
 	free(script);
 	if (rc < 0) {
+		sb_release(&c->later);
 		free(c);
 		return rc;
 	}
@@ -438,6 +471,9 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 		conn_close(c);
 		return rc;
 	}
+	if (c->later.len)
+		sb_add(&c->out, c->later.buf, c->later.len);
+	sb_release(&c->later);
 	*out = c;
 	return 0;
 }
@@ -455,6 +491,7 @@ void conn_close(struct gr_conn *c)
 		sb_release(&c->pend[i].payload);
 	free(c->pend);
 	sb_release(&c->held);
+	sb_release(&c->later);
 	sb_release(&c->in);
 	sb_release(&c->out);
 	free(c->hello.hash);

@@ -16,7 +16,22 @@ struct gr_conn;
 struct conn_opts {
 	int accept_new;   /* record an unknown host key */
 	int verbose;      /* -v count: 1 shows bootstrap steps on stderr */
+	/* The first requests, asked for once the connection is up, just
+	 * before the bootstrap command is sent: they travel inside that
+	 * command (as its argument, hex), so the agent has them the moment it
+	 * starts and their answers follow HELLO with no round trip of their
+	 * own (OpenSSH's sshd opens a session's window only once the command
+	 * runs: bytes on the channel could not go sooner). Called from the
+	 * thread that runs conn_open; takes ids with conn_next_id(c) and
+	 * appends frames (proto_frame_append), or nothing. At most
+	 * CONN_EARLY_MAX bytes go that way; more are sent after HELLO. The
+	 * frames show in the host's process list for a moment (the agent
+	 * wipes its copy): no secrets in them. */
+	void (*early)(void *arg, struct gr_conn *c, struct strbuf *frames);
+	void *early_arg;
 };
+
+#define CONN_EARLY_MAX GR_EARLY_MAX
 
 struct gr_hello {
 	uint32_t version;

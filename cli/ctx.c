@@ -52,7 +52,7 @@ int gr_usage_error(struct gr_ctx *ctx)
 
 int ctx_connect(struct gr_ctx *ctx)
 {
-	struct conn_opts o = { ctx->accept_new, ctx->verbose };
+	struct conn_opts o = { .accept_new = ctx->accept_new, .verbose = ctx->verbose };
 
 	if (ctx->conn)
 		return 0;

@@ -247,6 +247,7 @@ void help_environment(FILE *out)
 		"                          beats gpurun.ini, loses to -o and --host\n"
 		"  GPURUN_SKIP_HOOK=1      skip gpurun's pre-push hook for one push\n"
 		"                          (git push --no-verify skips every hook)\n"
+		"  GPURUN_TRACE=1          time each step on stderr (\"trace: <ms> <step>\")\n"
 		"  NO_COLOR                no colour (https://no-color.org); --color=always wins\n"
 		"  CI                      no progress bars\n"
 		"  HOME                    where ~, ~/.ssh/config and ~/.cache/gpurun are\n");

@@ -76,6 +76,8 @@ int main(int argc, char **argv)
 	const char *host = NULL, *color = "auto", *near;
 	int rc, id;
 
+	gr_trace_init();
+
 	/* The shells' completion scripts ask here; nothing else runs. */
 	if (argc > 1 && !strcmp(argv[1], "__complete"))
 		return complete_main(argc - 1, argv + 1);

@@ -391,6 +391,7 @@ static int connect_hop(struct ssh_chain *c, size_t i, const struct ssh_opts *o,
 		rc = ssh_net_tcp(h, err);
 	if (rc < 0)
 		return rc;
+	gr_trace("ssh %s: connected", h->desc);
 	if (!(h->s = ssh_session_new(h)))
 		return gr_errf(err, GR_ENOMEM, "cannot start an SSH session");
 	if ((rc = set_prefs(h, err)) < 0 || (rc = ssh_hostkey_prepare(h, o, &known, err)) < 0)
@@ -422,10 +423,12 @@ static int connect_hop(struct ssh_chain *c, size_t i, const struct ssh_opts *o,
 				   (double)(now_ns() - t0) / 1e6);
 	}
 	ssh_report(h, SSH_STEP_HANDSHAKE, 0, detail, methods.buf, NULL);
+	gr_trace("ssh %s: handshake done", h->desc);
 	if ((rc = ssh_hostkey_check(h, o, &known, err)) < 0)
 		goto out;
 	if ((rc = ssh_authenticate(h, o, err)) < 0)
 		goto out;
+	gr_trace("ssh %s: authenticated", h->desc);
 	libssh2_keepalive_config(h->s, 1, (unsigned)(h->alive_ms / 1000));
 out:
 	kh_list_release(&known);
@@ -678,13 +681,12 @@ static const struct gr_transport_ops ssh_ops = {
 };
 
 int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
-		      const char *script, int accept_new, int verbose,
+		      const struct tr_cmd *cmd, int accept_new, int verbose,
 		      struct gr_err *err)
 {
 	struct ssh_opts o = { 0 };
 	struct ssh_transport *t = NULL;
 	struct ssh_chain *c = NULL;
-	char *q = NULL;
 	uint64_t deadline;
 	int rc;
 
@@ -715,10 +717,10 @@ int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
 			goto fail;
 		}
 	}
-	/* The login shell gets one string: run the script under sh whatever
-	 * the user's shell is (as transport_proc_openssh does). */
-	q = sh_quote(script);
-	t->cmd = xasprintf("exec /bin/sh -c %s", q);
+	gr_trace("ssh: channel open");
+	/* Built now, not before connecting: its argument may carry what the
+	 * caller learnt meanwhile (conn.c: the first requests). */
+	t->cmd = tr_command_line(cmd);
 	/* Wait until the request is sent, not for its answer (exec_check). */
 	while ((rc = libssh2_channel_exec(t->ch, t->cmd)) == LIBSSH2_ERROR_EAGAIN) {
 		if (!(libssh2_session_block_directions(t->h->s) & LIBSSH2_SESSION_BLOCK_OUTBOUND)) {
@@ -740,12 +742,10 @@ int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
 		goto fail;
 	}
 	ssh_report(t->h, SSH_STEP_CHANNEL, 0, "exec channel open", NULL, NULL);
-	free(q);
 	*out = &t->base;
 	return 0;
 fail:
 	ssh_report(t->h, SSH_STEP_CHANNEL, rc, NULL, NULL, err);
-	free(q);
 	tr_free(&t->base);
 	return rc;
 }

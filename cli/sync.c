@@ -31,6 +31,7 @@ struct run {
 	struct sync_wire wire;
 	struct sync_stats st;
 	struct sync_hash_stats hs;
+	uint32_t early_sid; /* an OPEN that went with the bootstrap command */
 };
 
 static int have_sig(void *arg, const uint8_t *hash)
@@ -38,15 +39,20 @@ static int have_sig(void *arg, const uint8_t *hash)
 	return sync_sig_have(arg, hash);
 }
 
+static void open_payload(struct run *r, uint32_t flags, struct strbuf *pl)
+{
+	put_str(pl, r->ctx->cfg->remote.path);
+	put_u32(pl, flags);
+	put_bytes(pl, r->known_digest, r->have_known ? SM_HASH_LEN : 0);
+	put_bytes(pl, r->local_digest, SM_HASH_LEN);
+}
+
 static uint32_t send_open(struct run *r, uint32_t flags)
 {
 	struct strbuf pl = STRBUF_INIT;
 	uint32_t sid = conn_next_id(r->ctx->conn);
 
-	put_str(&pl, r->ctx->cfg->remote.path);
-	put_u32(&pl, flags);
-	put_bytes(&pl, r->known_digest, r->have_known ? SM_HASH_LEN : 0);
-	put_bytes(&pl, r->local_digest, SM_HASH_LEN);
+	open_payload(r, flags, &pl);
 	conn_send(r->ctx->conn, SYNC_MSG_OPEN, 0, sid, pl.buf, pl.len);
 	r->wire.out += GR_FRAME_HDR + pl.len;
 	sb_release(&pl);
@@ -68,7 +74,11 @@ static int open_session(struct run *r, uint32_t *sid, struct host_state *h)
 	struct gr_frame f;
 	int rc;
 
-	*sid = send_open(r, r->o->dry_run ? SYNC_OPEN_DRY_RUN : 0);
+	if (r->early_sid) /* it went with the bootstrap command */
+		*sid = r->early_sid;
+	else
+		*sid = send_open(r, r->o->dry_run ? SYNC_OPEN_DRY_RUN : 0);
+	r->early_sid = 0;
 	do {
 		if ((rc = conn_recv(r->ctx->conn, &f, -1, &r->ctx->err)) < 0)
 			return rc;
@@ -129,7 +139,10 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	x.wire = &r->wire;
 	x.prog = &prog;
 	sync_progress_start(&prog, ctx->progress && !r->o->quiet, plan.send_bytes);
+	gr_trace("sync: transfer starts (%zu files, %llu bytes)", plan.nfiles,
+		 (unsigned long long)plan.send_bytes);
 	rc = sync_xfer_run(&x, &ctx->err);
+	gr_trace("sync: transfer done");
 	sync_progress_clear(&prog);
 	if (x.rejected) {
 		*rejected = 1;
@@ -184,6 +197,7 @@ static int exchange(struct run *r)
 
 	if ((rc = open_session(r, &sid, &h)) < 0)
 		goto out;
+	gr_trace("sync: host state");
 	if (h.flags & SYNC_STATE_IN_SYNC) {
 		r->st.up_to_date = 1;
 		if (!r->o->dry_run && (!r->have_known ||
@@ -226,9 +240,11 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	connect_start(&cj, ctx);
 	if ((rc = scan_tree(cfg->root, &so, &ents, &nents, &ctx->err)) < 0)
 		goto out;
+	gr_trace("sync: scanned %zu entries", nents);
 	idx = sync_index_load(cfg->root);
 	if ((rc = sync_local_manifest(ents, nents, idx, &r.local, &r.hs, &ctx->err)) < 0)
 		goto out;
+	gr_trace("sync: local manifest");
 	r.leaves = xcalloc(r.local.n ? r.local.n : 1, sizeof(*r.leaves));
 	r.key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
 	r.have_known = sync_rstate_load(cfg->root, r.key, &r.known, r.known_digest);
@@ -241,11 +257,29 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 		unhashed = r.local.e[i].flags & SM_F_UNHASHED;
 	if (!unhashed) /* else: new or resized files, not a no-op */
 		sm_digest(&r.local, r.local_digest);
+	gr_trace("sync: hashed %llu files", (unsigned long long)r.hs.files_hashed);
+	/* Changes against a state we know go without asking (optimistic);
+	 * otherwise the OPEN can go inside the bootstrap command, so the
+	 * host's answer follows HELLO (a no-op sync is then the connection
+	 * and nothing more). */
+	int optimistic = r.have_known && !o->dry_run &&
+			 (unhashed || memcmp(r.local_digest, r.known_digest, SM_HASH_LEN));
+	size_t offered = 0;
+	if (!optimistic) {
+		struct strbuf pl = STRBUF_INIT;
+		open_payload(&r, o->dry_run ? SYNC_OPEN_DRY_RUN : 0, &pl);
+		connect_offer(&cj, SYNC_MSG_OPEN, pl.buf, pl.len);
+		offered = pl.len;
+		sb_release(&pl);
+	}
 	if ((rc = connect_finish(&cj)) < 0)
 		goto out;
-	/* Changes against a state we know: send them without asking. */
-	if (r.have_known && !o->dry_run &&
-	    (unhashed || memcmp(r.local_digest, r.known_digest, SM_HASH_LEN))) {
+	gr_trace("sync: connected");
+	if (cj.offer_id) {
+		r.early_sid = cj.offer_id;
+		r.wire.out += GR_FRAME_HDR + offered;
+	}
+	if (optimistic) {
 		uint32_t sid;
 		int rejected;
 		if ((rc = transfer(&r, &r.known, 1, &sid, &rejected)) < 0 || !rejected)

@@ -124,28 +124,69 @@ void warn_host_changes(const struct host_state *h, const struct sm_list *local)
 }
 
 
+/* (connect thread) The offered request, if any, goes with the command. */
+static void take_offer(void *arg, struct gr_conn *c, struct strbuf *frames)
+{
+	struct connect_job *j = arg;
+
+	pthread_mutex_lock(&j->mu);
+	if (j->offer_type) {
+		j->offer_id = conn_next_id(c);
+		proto_frame_append(frames, j->offer_type, 0, j->offer_id, j->offer.buf,
+				   j->offer.len);
+	}
+	j->offer_type = 0; /* too late for one now */
+	j->offer.len = 0;
+	pthread_mutex_unlock(&j->mu);
+}
+
 static void *connect_main(void *arg)
 {
 	struct connect_job *j = arg;
-	struct conn_opts o = { j->ctx->accept_new, j->ctx->verbose };
+	struct conn_opts o = { .accept_new = j->ctx->accept_new, .verbose = j->ctx->verbose,
+			       .early = take_offer, .early_arg = j };
 
 	j->rc = conn_open(&j->conn, j->ctx->cfg, &o, &j->err);
+	pthread_mutex_lock(&j->mu);
+	j->offer_type = 0;
+	pthread_mutex_unlock(&j->mu);
 	return NULL;
 }
 
 void connect_start(struct connect_job *j, struct gr_ctx *ctx)
 {
 	j->ctx = ctx;
+	pthread_mutex_init(&j->mu, NULL);
 	if (!ctx->conn && pthread_create(&j->th, NULL, connect_main, j) == 0)
 		j->started = 1;
+}
+
+void connect_offer(struct connect_job *j, uint16_t type, const void *payload, size_t n)
+{
+	if (!j->started)
+		return;
+	pthread_mutex_lock(&j->mu);
+	if (!j->offer_id) {
+		j->offer_type = type;
+		sb_reset(&j->offer);
+		sb_add(&j->offer, payload, n);
+	}
+	pthread_mutex_unlock(&j->mu);
+}
+
+static void connect_done(struct connect_job *j)
+{
+	pthread_join(j->th, NULL);
+	j->started = 0;
+	sb_release(&j->offer);
+	pthread_mutex_destroy(&j->mu);
 }
 
 void connect_abandon(struct connect_job *j)
 {
 	if (!j->started)
 		return;
-	pthread_join(j->th, NULL);
-	j->started = 0;
+	connect_done(j);
 	if (j->rc == 0)
 		j->ctx->conn = j->conn;
 }
@@ -154,8 +195,7 @@ int connect_finish(struct connect_job *j)
 {
 	if (!j->started)
 		return ctx_connect(j->ctx);
-	pthread_join(j->th, NULL);
-	j->started = 0;
+	connect_done(j);
 	if (j->rc < 0) {
 		j->ctx->err = j->err;
 		return j->rc;

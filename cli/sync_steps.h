@@ -38,8 +38,16 @@ struct connect_job {
 	struct gr_err err;
 	int rc, started;
 	pthread_t th;
+	pthread_mutex_t mu;      /* guards the offer */
+	uint16_t offer_type;
+	struct strbuf offer;     /* a request's payload, when offer_type != 0 */
+	uint32_t offer_id;       /* its id once it went with the command, else 0 */
 };
 void connect_start(struct connect_job *j, struct gr_ctx *ctx);
+/* Offer a request to travel inside the bootstrap command (conn_opts.early),
+ * if the connection has not got that far yet. After connect_finish,
+ * j->offer_id says whether it went (and under which id). */
+void connect_offer(struct connect_job *j, uint16_t type, const void *payload, size_t n);
 int connect_finish(struct connect_job *j);
 /* On the way out, whatever happened: collect the thread. */
 void connect_abandon(struct connect_job *j);

@@ -464,6 +464,7 @@ static int do_tar(struct sync_xfer *x)
 						   archive_error_string(a));
 	if (!rc)
 		fbuf_end(&fb);
+	gr_trace("sync: tar stream written");
 out:
 	if (a)
 		archive_write_free(a);
@@ -603,6 +604,7 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 	}
 	if (!rc) {
 		send_commit(x);
+		gr_trace("sync: commit sent");
 		for (size_t k = 0; k < x->nreqs && !rc; k++)
 			while (!x->reqs[k].done && !rc)
 				rc = wait_one(x);
@@ -611,6 +613,7 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 		rc = x->fatal;
 	if (!rc && !x->reqs[0].failed && (rc = parse_commit(x, &x->reqs[0])) == 0)
 		x->committed = 1;
+	gr_trace("sync: commit answered");
 	return rc;
 }
 

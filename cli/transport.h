@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "err.h"
+#include "util.h"
 
 #define GR_TR_AGAIN (-1000) /* would block: poll and retry */
 
@@ -38,20 +39,34 @@ struct gr_transport {
 	char *desc; /* "user@host:port" for messages */
 };
 
-/* Open a transport running `sh -c script` on the host described by cfg
+/* What runs on the host: `sh -c script gpurun ARG`, ARG ($1 to the
+ * script) asked of late() at the last moment before the command leaves
+ * (after the connection and login), so it can carry what was not known
+ * when connecting began. late may be NULL or leave ARG empty (no $1). */
+struct tr_cmd {
+	const char *script;
+	void (*late)(void *arg, struct strbuf *out);
+	void *late_arg;
+};
+
+/* The command line for a remote login shell: "exec /bin/sh -c 'script'
+ * gpurun 'ARG'" (the shell gets one string, whatever the user's shell). */
+char *tr_command_line(const struct tr_cmd *cmd);
+
+/* Open a transport running cmd on the host described by cfg
  * (remote.host / remote.transport). accept_new: record an unknown host key.
  * The caller owns *out. */
 int transport_open(struct gr_transport **out, const struct gr_config *cfg,
-		   const char *script, int accept_new, int verbose, struct gr_err *err);
+		   const struct tr_cmd *cmd, int accept_new, int verbose, struct gr_err *err);
 
 /* The local (sh on this machine) and openssh (ssh subprocess) kinds. */
-int transport_proc_local(struct gr_transport **out, const char *script,
+int transport_proc_local(struct gr_transport **out, const struct tr_cmd *cmd,
 			 struct gr_err *err);
 int transport_proc_openssh(struct gr_transport **out, const struct gr_config *cfg,
-			   const char *script, int accept_new, struct gr_err *err);
+			   const struct tr_cmd *cmd, int accept_new, struct gr_err *err);
 /* The libssh2 kind (ssh.c). */
 int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
-		      const char *script, int accept_new, int verbose,
+		      const struct tr_cmd *cmd, int accept_new, int verbose,
 		      struct gr_err *err);
 
 /* Quote s for a POSIX shell (single quotes). Returns a new string. */

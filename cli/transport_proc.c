@@ -159,24 +159,48 @@ static int spawn(struct gr_transport **out, char *const argv[], const char *desc
 	return 0;
 }
 
-int transport_proc_local(struct gr_transport **out, const char *script,
+char *tr_command_line(const struct tr_cmd *cmd)
+{
+	struct strbuf arg = STRBUF_INIT;
+	char *q = sh_quote(cmd->script), *line;
+
+	if (cmd->late)
+		cmd->late(cmd->late_arg, &arg);
+	if (arg.len) {
+		char *qa = sh_quote(arg.buf);
+		line = xasprintf("exec /bin/sh -c %s gpurun %s", q, qa);
+		free(qa);
+	} else {
+		line = xasprintf("exec /bin/sh -c %s", q);
+	}
+	sb_release(&arg);
+	free(q);
+	return line;
+}
+
+int transport_proc_local(struct gr_transport **out, const struct tr_cmd *cmd,
 			 struct gr_err *err)
 {
-	char *argv[] = { "/bin/sh", "-c", (char *)script, NULL };
+	struct strbuf arg = STRBUF_INIT;
+	char *argv[] = { "/bin/sh", "-c", (char *)cmd->script, "gpurun", NULL, NULL };
+	int rc;
 
-	return spawn(out, argv, "local", err);
+	if (cmd->late)
+		cmd->late(cmd->late_arg, &arg);
+	if (arg.len)
+		argv[4] = arg.buf;
+	rc = spawn(out, argv, "local", err);
+	sb_release(&arg);
+	return rc;
 }
 
 int transport_proc_openssh(struct gr_transport **out, const struct gr_config *cfg,
-			   const char *script, int accept_new, struct gr_err *err)
+			   const struct tr_cmd *cmd, int accept_new, struct gr_err *err)
 {
 	struct strvec av = STRVEC_INIT;
-	char *remote = NULL, *q = sh_quote(script);
+	char *remote = tr_command_line(cmd);
 	int rc;
 
-	/* The remote login shell gets one string: run it under sh whatever the
-	 * user's shell is. */
-	remote = xasprintf("exec /bin/sh -c %s", q);
 	sv_push(&av, getenv("GPURUN_SSH") ? getenv("GPURUN_SSH") : "ssh");
 	sv_push(&av, "-T");
 	sv_push(&av, "-o");
@@ -207,7 +231,6 @@ int transport_proc_openssh(struct gr_transport **out, const struct gr_config *cf
 	rc = spawn(out, av.v, cfg->remote.host, err);
 	sv_clear(&av);
 	free(remote);
-	free(q);
 	return rc;
 }
 
@@ -227,7 +250,7 @@ char *sh_quote(const char *s)
 }
 
 int transport_open(struct gr_transport **out, const struct gr_config *cfg,
-		   const char *script, int accept_new, int verbose, struct gr_err *err)
+		   const struct tr_cmd *script, int accept_new, int verbose, struct gr_err *err)
 {
 	if (cfg->remote.transport == GR_TRANSPORT_LOCAL ||
 	    (cfg->remote.host && !strcmp(cfg->remote.host, "local")))

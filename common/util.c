@@ -382,6 +382,33 @@ uint64_t now_ms(void)
 	return now_ns() / 1000000ULL;
 }
 
+int gr_trace_on;
+static uint64_t trace_t0;
+
+void gr_trace_init(void)
+{
+	const char *v = getenv("GPURUN_TRACE");
+
+	gr_trace_on = v && *v && strcmp(v, "0") != 0;
+	trace_t0 = now_ns();
+}
+
+void gr_trace_(const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+	uint64_t t = now_ns() - trace_t0;
+
+	sb_addf(&sb, "trace: %llu.%03llu ", (unsigned long long)(t / 1000000),
+		(unsigned long long)(t / 1000 % 1000));
+	va_start(ap, fmt);
+	sb_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	sb_add(&sb, "\n", 1);
+	write_full(2, sb.buf, sb.len); /* one write: lines from threads stay whole */
+	sb_release(&sb);
+}
+
 int set_nonblock(int fd, int on)
 {
 	int fl = fcntl(fd, F_GETFL);

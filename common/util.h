@@ -76,6 +76,13 @@ const char *fmt_size(uint64_t n, char *buf, size_t bufsz);
 uint64_t now_ns(void);
 uint64_t now_ms(void);
 
+/* GPURUN_TRACE=1 (as GIT_TRACE): "trace: <ms since start> <what>" lines on
+ * stderr, for timing the phases of a command. Off, it costs a branch. */
+extern int gr_trace_on;
+void gr_trace_init(void);
+void gr_trace_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define gr_trace(...) do { if (gr_trace_on) gr_trace_(__VA_ARGS__); } while (0)
+
 int set_nonblock(int fd, int on);
 int set_cloexec(int fd);
 

@@ -270,10 +270,10 @@ static void reap_children(struct agent *a)
 	}
 }
 
+static void parse_input(struct agent *a);
+
 static void read_input(struct agent *a)
 {
-	struct gr_err err = { 0 };
-
 	sb_grow(&a->in, 256 * 1024);
 	ssize_t r = read(0, a->in.buf + a->in.len, a->in.alloc - a->in.len - 1);
 	if (r < 0) {
@@ -287,6 +287,14 @@ static void read_input(struct agent *a)
 		return;
 	}
 	a->in.len += (size_t)r;
+	parse_input(a);
+}
+
+/* Dispatch every whole frame in a->in. */
+static void parse_input(struct agent *a)
+{
+	struct gr_err err = { 0 };
+
 	for (;;) {
 		struct gr_frame f;
 		size_t used;
@@ -361,7 +369,36 @@ static int run_timers(struct agent *a)
 
 static void send_hello(struct agent *a, uint32_t id);
 
-static int serve(void)
+/* The requests that came inside the bootstrap command (hex, see
+ * conn_opts.early), taken as if they were the first bytes on stdin. */
+static int hex_val(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	return -1;
+}
+
+static int take_early(struct agent *a, char *hex)
+{
+	size_t n = strlen(hex);
+
+	if (n % 2 || n > 2 * GR_EARLY_MAX)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (hex_val(hex[i]) < 0)
+			return -1;
+	for (size_t i = 0; i < n; i += 2) {
+		unsigned char b = (unsigned char)(hex_val(hex[i]) << 4 | hex_val(hex[i + 1]));
+		sb_add(&a->in, &b, 1);
+	}
+	memset(hex, 0, n); /* out of the process list */
+	parse_input(a);
+	return 0;
+}
+
+static int serve(char *early)
 {
 	struct agent a = { 0 };
 	struct sigaction sa = { 0 };
@@ -380,6 +417,8 @@ static int serve(void)
 	set_nonblock(1, 1);
 	/* Unasked, so the client learns who we are without a round trip. */
 	send_hello(&a, 0);
+	if (early && take_early(&a, early) < 0)
+		agent_fail(&a, 0, GR_EPROTO, "the requests in the command line are not hex frames");
 
 	while (!(a.in_eof && (!agent_out_pending(&a) || a.out_broken))) {
 		int timeout = run_timers(&a);
@@ -569,7 +608,7 @@ int main(int argc, char **argv)
 		static const char ready[] = "GPURUN-AGENT " GR_AGENT_HASH "\n";
 		if (write_full(1, ready, sizeof(ready) - 1) < 0)
 			return 1;
-		return serve();
+		return serve(argc >= 3 ? argv[2] : NULL);
 	}
 	if (argc >= 2 && !strcmp(argv[1], "--version")) {
 		printf("gpurun-agent %s (protocol %d)\n", GR_AGENT_HASH, GR_PROTO_VERSION);
@@ -580,7 +619,7 @@ int main(int argc, char **argv)
 		if (rc >= 0)
 			return rc;
 	}
-	fprintf(stderr, "usage: gpurun-agent serve\n"
+	fprintf(stderr, "usage: gpurun-agent serve [REQUESTS-IN-HEX]\n"
 		"gpurun-agent is started by gpurun over ssh; it is not meant to be run by hand\n");
 	return 2;
 }

@@ -14,6 +14,8 @@
 #define GR_PROTO_VERSION 1
 #define GR_FRAME_HDR 12u
 #define GR_FRAME_MAX (4u << 20) /* largest payload either side accepts */
+/* Requests the client may put in the bootstrap command (bytes, before hex). */
+#define GR_EARLY_MAX (16u * 1024)
 
 /* Frame types. Ranges belong to modules: a module adds types only in its
  * own range, and the agent answers only what its handler tables list. */
