@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -97,10 +99,17 @@ int ssh_hop_wait(struct ssh_hop *h, uint64_t deadline, struct gr_err *err)
 {
 	int dir = libssh2_session_block_directions(h->s);
 	struct pollfd p = { h->fd, POLLIN, 0 };
-	int ms = -1;
+	int ms = -1, one = 1;
 
 	/* Sends never block (send_cb): libssh2 only ever waits to read. */
 	(void)dir;
+	/* Acknowledge at once what comes while we wait (set again each time:
+	 * Linux leaves quick-ack mode by itself). sshd has no TCP_NODELAY
+	 * before a session starts, so with our delayed ACK its next small
+	 * packet (the channel's confirmation, right after its host-keys
+	 * notice) waited 40 ms in Nagle's algorithm. Not a TCP socket
+	 * (ProxyCommand, ProxyJump): harmless failure. */
+	setsockopt(h->fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
 	if (ssh_hop_queued(h))
 		p.events |= POLLOUT;
 	if (deadline) {

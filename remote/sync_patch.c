@@ -89,14 +89,17 @@ static int fs_data(struct agent *a, uint32_t id, void *st, const uint8_t *p, siz
 	uint64_t size;
 	int rc;
 
-	for (;;) {
+	if (f->kind == SYNC_FILE_RAW) {
+		if (n && (rc = out_write(f, p, n, err)) < 0)
+			return rc;
+	} else for (;;) {
 		ZSTD_outBuffer out = { f->zout, OUTBUF, 0 };
 		size_t r = ZSTD_decompressStream(f->z, &out, &in);
 		if (ZSTD_isError(r))
 			return gr_errf(err, GR_EPROTO, "corrupt data for '%s': %s", f->path,
 				       ZSTD_getErrorName(r));
 		if (out.pos) {
-			if (f->kind == SYNC_FILE_WHOLE)
+			if (f->kind != SYNC_FILE_DELTA)
 				rc = out_write(f, f->zout, out.pos, err);
 			else if ((rc = dapply_feed(&f->dp, (uint8_t *)f->zout, out.pos)) < 0)
 				rc = gr_errf(err, GR_EREMOTE, "cannot apply the delta to '%s': %s",
@@ -203,7 +206,8 @@ int sync_h_file(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *e
 		rc = gr_errf(err, GR_EPROTO, "no sync session %u", sid);
 		goto out;
 	}
-	if (!sync_path_ok(path) || (kind != SYNC_FILE_WHOLE && kind != SYNC_FILE_DELTA)) {
+	if (!sync_path_ok(path) ||
+	    (kind != SYNC_FILE_WHOLE && kind != SYNC_FILE_DELTA && kind != SYNC_FILE_RAW)) {
 		rc = gr_errf(err, GR_EPROTO, "refusing file '%s'", path);
 		goto out;
 	}

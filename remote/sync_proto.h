@@ -21,7 +21,8 @@ enum {
 	SYNC_MSG_TAR = 0x23,
 	/* c->a, new id: u32 session, u8 kind, str path, bytes base_hash,
 	 * bytes hash, u64 size, u32 mode, i64 mtime_ns; then DATA frames of
-	 * zstd-compressed content (kind WHOLE) or librsync delta (DELTA). */
+	 * zstd-compressed content (kind WHOLE), librsync delta (DELTA), or
+	 * the content as is (RAW: the client found it incompressible). */
 	SYNC_MSG_FILE = 0x24,
 	/* c->a, new id: u32 session, str path, bytes hash (what the client
 	 * believes is there). DATA: a librsync signature; OK: bytes hash,
@@ -62,6 +63,7 @@ enum {
 enum {
 	SYNC_FILE_WHOLE = 1,
 	SYNC_FILE_DELTA = 2,
+	SYNC_FILE_RAW = 3,
 };
 
 /* Where the agent keeps its state, inside the remote project folder.

@@ -15,6 +15,7 @@
 RUNS=${RUNS:-3}
 FILES=${FILES:-3000}
 PROFILES=${PROFILES:-"loopback wan"}
+WAN_RATE=12500000 # bytes/s each way: 100 Mbit
 P=$TRASH/proj
 OUT=$TRASH/results
 : >"$OUT"
@@ -74,10 +75,13 @@ run_gpurun() {
 	(cd "$P" && "$GPURUN" -q sync --yes)
 }
 
-# measure NAME CMD...: run once, append "NAME ms bytes" to $OUT.
+# measure NAME CMD...: run once, append "NAME ms bytes" to $OUT. Each
+# command starts with nothing left to write back on the filesystem (both
+# copies live on the same one): neither tool pays for the other's writes.
 measure() {
 	_name=$1
 	shift
+	sync
 	sleep 0.3
 	_b0=$(proxy_bytes "$PROXY")
 	_t0=$(now_ms)
@@ -89,9 +93,18 @@ measure() {
 	[ -z "${BENCH_RAW:-}" ] || say "$PROFILE $_name $((_t1 - _t0)) ms $((_b1 - _b0)) B"
 }
 
+# The previous copies are moved aside, not deleted: on ext4, files created
+# within a minute of a mass deletion make the inode allocator step over
+# every freshly freed inode (recently_deleted() in a profile), which slowed
+# both tools' first sync by 20-60% here; a first sync to a real host does
+# not follow one. They go when the bench ends.
 fresh_remote() {
-	rm -rf "$TRASH/gpuhost-home/rsync-dst" "$TRASH/gpuhost-home/gp-dst" \
-		"$P/.gpurun/remote-"* "$P/.gpurun/sigs" "$P/.gpurun/index"
+	_old=$TRASH/old/$(date +%s%N)
+	mkdir -p "$_old"
+	for _d in rsync-dst gp-dst; do
+		[ ! -e "$TRASH/gpuhost-home/$_d" ] || mv "$TRASH/gpuhost-home/$_d" "$_old/"
+	done
+	rm -rf "$P/.gpurun/remote-"* "$P/.gpurun/sigs" "$P/.gpurun/index"
 	mkdir -p "$TRASH/gpuhost-home/gp-dst" # (exec needs it; sync would make it)
 }
 
@@ -140,6 +153,14 @@ report() {
 				"$(awk -v a="$gt" -v b="$rt" 'BEGIN{printf "%.2f", a/b}')" "$rb" "$gb" \
 				"$(awk -v a="$gb" -v b="$rb" 'BEGIN{printf "%.3f", a/b}')"
 		done
+		if [ "$prof" = wan ]; then
+			# What the link alone needs for the bytes gpurun sent, with
+			# no connection set-up at all: no tool beats it.
+			rt=$(cell "$prof" first-rsync 3) gb=$(cell "$prof" first-gpurun 4)
+			printf '%-9s first sync floor: %s B at %s B/s = %s ms = %s x rsync'"'"'s time\n' "$prof" \
+				"$gb" "$WAN_RATE" "$((gb * 1000 / WAN_RATE))" \
+				"$(awk -v a="$gb" -v r="$WAN_RATE" -v b="$rt" 'BEGIN{printf "%.2f", a*1000/r/b}')"
+		fi
 		cb=$(cell "$prof" conn-gpurun 4)
 		nb=$(cell "$prof" noop-gpurun 4)
 		printf '%-9s no-op: %s B of sync frames; %s B through the proxy, %s B beyond a bare connection (gpurun exec true: %s B)\n' \
@@ -163,7 +184,7 @@ fi
 for prof in $PROFILES; do
 	case $prof in
 	loopback) start_proxy loopback "$SSHD_PORT_gpuhost" ;;
-	wan) start_proxy wan "$SSHD_PORT_gpuhost" 25 12500000 ;;
+	wan) start_proxy wan "$SSHD_PORT_gpuhost" 25 "$WAN_RATE" ;;
 	*) say "unknown profile $prof"; exit 1 ;;
 	esac
 	eval "ssh_host_via via$prof gpuhost \$PROXY_PORT_$prof"

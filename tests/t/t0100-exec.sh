@@ -43,6 +43,30 @@ test_expect_success 'local: the agent is uploaded once, then reused' '
 	test $(ls "$HOME/.cache/gpurun" | wc -l) = 1
 '
 
+# frames_hex TYPE:ID...: request frames (empty payloads) in hex, as the
+# bootstrap command carries them. read_frames: "type id" per frame of the
+# agent's output (after its ready line).
+frames_hex() {
+	python3 -c 'import struct,sys; print(b"".join(struct.pack(">IHHI",0,int(t,0),0,int(i)) for t,i in (a.split(":") for a in sys.argv[1:])).hex())' "$@"
+}
+read_frames() {
+	python3 -c 'import struct,sys
+d=sys.stdin.buffer.read(); d=d[d.index(b"\n")+1:]
+while len(d)>=12:
+    n,t,f,i=struct.unpack(">IHHI",d[:12]); print(t,i); d=d[12+n:]'
+}
+
+test_expect_success 'the agent takes requests from its command line, before stdin' '
+	"$BUILD/gpurun-agent" serve "$(frames_hex 0x06:7 0x06:8)" </dev/null >out &&
+	read_frames <out >frames && printf "1 0\n2 7\n2 8\n" >want && test_cmp want frames
+'
+
+test_expect_success 'bad hex on the command line is an error, and stdin is still read' '
+	frames_hex 0x06:9 | python3 -c "import sys; sys.stdout.buffer.write(bytes.fromhex(sys.stdin.read().strip()))" >req &&
+	"$BUILD/gpurun-agent" serve "zz$(frames_hex 0x06:7)" <req >out &&
+	read_frames <out >frames && printf "1 0\n3 0\n2 9\n" >want && test_cmp want frames
+'
+
 test_expect_success 'openssh: start a real sshd on loopback' '
 	start_sshd gpuhost && trust_sshd gpuhost &&
 	write_ini "$TRASH/viassh" gpuhost openssh rproj && mkdir -p "$TRASH/gpuhost-home/rproj"

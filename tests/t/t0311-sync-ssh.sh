@@ -61,6 +61,8 @@ test_expect_success 'no-op sync: at most 2 KB on the wire beyond the connection'
 	b0=$(proxy_bytes wan) && (cd "$P" && "$GPURUN" exec true) && b1=$(proxy_bytes wan) &&
 	(cd "$P" && "$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err") && b2=$(proxy_bytes wan) &&
 	test_grep "up to date" "$TRASH/err" &&
+	(cd "$P" && GPURUN_TRACE=1 "$GPURUN" sync 2>"$TRASH/trace") &&
+	test_grep "requests in the command" "$TRASH/trace" &&
 	conn=$((b1 - b0)) noop=$((b2 - b1)) &&
 	say "bare connection + exec: $conn bytes; no-op sync: $noop bytes" &&
 	test $((noop - conn)) -le 2048 && test "$(stat_of wire)" -le 2048
