@@ -157,6 +157,7 @@ int main(int argc, char **argv)
 	}
 	/* The command sees argv from its own name on. */
 	rc = ctx.cmd->fn((int)st.args.n, st.args.v, &ctx);
+	gr_trace("%s: done", ctx.cmd->name);
 	goto out;
 fail:
 	rc = -1;
@@ -168,6 +169,7 @@ out:
 		rc = gr_exit_code(ctx.err.code);
 	}
 	conn_close(ctx.conn);
+	gr_trace("connection closed");
 	config_free(ctx.cfg);
 	sv_clear(&ctx.overrides);
 	gr_getopt_release(&st);
