@@ -158,20 +158,32 @@ static int z_emit(struct zout *o, const void *p, size_t n)
 	return 0;
 }
 
-static int z_write(struct zout *o, const void *p, size_t n, ZSTD_EndDirective end)
+int sync_zstd_feed(ZSTD_CCtx *z, const void *p, size_t n, ZSTD_EndDirective end,
+		   uint8_t *buf, size_t bufsz, int (*emit)(void *arg, const void *p, size_t n),
+		   void *arg)
 {
 	ZSTD_inBuffer zi = { p, n, 0 };
 
 	for (;;) {
-		ZSTD_outBuffer zo = { o->buf, sizeof(o->buf), 0 };
-		size_t left = ZSTD_compressStream2(o->z, &zo, &zi, end);
+		ZSTD_outBuffer zo = { buf, bufsz, 0 };
+		size_t left = ZSTD_compressStream2(z, &zo, &zi, end);
 		if (ZSTD_isError(left))
 			return -1;
-		if (zo.pos && z_emit(o, o->buf, zo.pos) < 0)
+		if (zo.pos && emit(arg, buf, zo.pos) < 0)
 			return -1;
 		if (end == ZSTD_e_end ? left == 0 : zi.pos == zi.size)
 			return 0;
 	}
+}
+
+static int z_emit_cb(void *arg, const void *p, size_t n)
+{
+	return z_emit(arg, p, n);
+}
+
+static int z_write(struct zout *o, const void *p, size_t n, ZSTD_EndDirective end)
+{
+	return sync_zstd_feed(o->z, p, n, end, o->buf, sizeof(o->buf), z_emit_cb, o);
 }
 
 static int release_held(struct zout *o)

@@ -13,6 +13,7 @@
 #define GR_SYNC_DELTA_H
 
 #include <stdint.h>
+#include <zstd.h>
 
 #include "sync_manifest.h"
 
@@ -75,5 +76,12 @@ struct sync_send_res {
  * given to the sink then. */
 int sync_send_file(const struct sync_send *in, struct sync_send_res *out,
 		   struct gr_err *err);
+
+/* Feed n bytes (end: ZSTD_e_continue or ZSTD_e_end) through z, handing
+ * each piece of output (staged in buf) to emit; 0, or -1 if zstd or emit
+ * failed. (The tar stream uses it too.) */
+int sync_zstd_feed(ZSTD_CCtx *z, const void *p, size_t n, ZSTD_EndDirective end,
+		   uint8_t *buf, size_t bufsz, int (*emit)(void *arg, const void *p, size_t n),
+		   void *arg);
 
 #endif

@@ -349,20 +349,14 @@ struct tarz {
 	uint8_t scratch[PROBE_LEN + PROBE_LEN / 64 + 1024];
 };
 
+static int fbuf_emit(void *arg, const void *p, size_t n)
+{
+	return fbuf_add(arg, p, n);
+}
+
 static int tarz_write(struct tarz *tz, const void *p, size_t n, ZSTD_EndDirective end)
 {
-	ZSTD_inBuffer in = { p, n, 0 };
-
-	for (;;) {
-		ZSTD_outBuffer out = { tz->out, sizeof(tz->out), 0 };
-		size_t left = ZSTD_compressStream2(tz->z, &out, &in, end);
-		if (ZSTD_isError(left))
-			return -1;
-		if (out.pos && fbuf_add(&tz->fb, tz->out, out.pos) < 0)
-			return -1;
-		if (end == ZSTD_e_end ? left == 0 : in.pos == in.size)
-			return 0;
-	}
+	return sync_zstd_feed(tz->z, p, n, end, tz->out, sizeof(tz->out), fbuf_emit, &tz->fb);
 }
 
 static int tarz_level(struct tarz *tz, int level)
