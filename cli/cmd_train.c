@@ -14,11 +14,12 @@
 #include "remote_exec.h"
 #include "sync.h"
 
-enum { O_DETACH = 1, O_STOP_INT };
+enum { O_DETACH = 1, O_STOP_INT, O_FORWARD };
 
 const struct gr_opt cmd_train_opts[] = {
 	{ O_DETACH, "detach", 'd', OPT_FLAG, NULL, "return once the job has started; print its id", NULL, 0, 0, 0 },
 	{ O_STOP_INT, "stop-on-interrupt", 0, OPT_FLAG, NULL, "Ctrl-C stops the job instead of asking", NULL, 0, 0, 0 },
+	{ O_FORWARD, "forward", 'L', OPT_STRING, "PORT[:HOST]:HOSTPORT", "forward a local port to the host while attached (as ssh -L; repeatable)", NULL, 0, 0, 0 },
 	{ 0 },
 };
 
@@ -60,6 +61,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	struct sync_opts so = { 0 };
 	struct sync_stats ss;
 	struct attach_result res = { 0 };
+	struct strvec fwd = STRVEC_INIT;
 	int detach = 0, stop_int = 0, id_opt, rc;
 	uint32_t fresh_ms = 0;
 	char *id = NULL, *dest = NULL;
@@ -75,12 +77,21 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 			detach = 1;
 		if (id_opt == O_STOP_INT)
 			stop_int = 1;
+		if (id_opt == O_FORWARD)
+			sv_push(&fwd, st.arg);
 	}
 	if (id_opt == 0 && st.args.n > 0)
 		id_opt = gr_errf(&ctx->err, GR_EUSAGE, "train takes no arguments");
 	gr_getopt_release(&st);
-	if (id_opt < 0)
+	if (id_opt < 0) {
+		sv_clear(&fwd);
 		return gr_usage_error(ctx);
+	}
+	/* The local ports are taken before anything else happens. */
+	rc = fwd.n ? ctx_forward(ctx, fwd.v, fwd.n) : 0;
+	sv_clear(&fwd);
+	if (rc < 0)
+		return rc;
 	if (!ctx->cfg->train.command || !*ctx->cfg->train.command) {
 		gr_errf(&ctx->err, GR_ECONFIG, "no [train] command to run");
 		gr_hintf(&ctx->err, "set it in gpurun.ini, e.g. 'command = python train.py'");

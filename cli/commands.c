@@ -30,7 +30,27 @@ const struct gr_cmd gr_commands[] = {
 	{ "exec", cmd_exec, CMD_CONFIG | CMD_PASSTHROUGH, cmd_exec_opts, "[--] CMD [ARGS...]",
 	  "run a command on the host in the project folder",
 	  "Runs CMD on the host inside [remote] path, streams its stdout and\n"
-	  "stderr separately as they are written, and exits with its status.", COMPLETE_NONE },
+	  "stderr separately as they are written, and exits with its status.\n"
+	  "The arguments are passed as they are, never through a shell.\n"
+	  "\n"
+	  "With -t it runs under a terminal on the host (python3, htop, pdb,\n"
+	  "nvidia-smi -l): this terminal is raw meanwhile, so every key (Ctrl-C\n"
+	  "too) goes to the program, and window size changes follow. -L forwards\n"
+	  "a local port to the host for as long as the command runs.", COMPLETE_NONE },
+	{ "shell", cmd_shell, CMD_CONFIG, cmd_shell_opts, "",
+	  "open your login shell on the host, in the project folder",
+	  "Runs your login shell on the host in [remote] path, under a terminal\n"
+	  "when this is one (without, it reads commands from stdin). Exits with\n"
+	  "the shell's status.", COMPLETE_NONE },
+	{ "forward", cmd_forward, CMD_CONFIG, cmd_forward_opts, "PORT[:HOSTPORT]...",
+	  "forward local ports to the host (TensorBoard, Jupyter) until Ctrl-C",
+	  "Each PORT on this machine (localhost) reaches HOSTPORT (default: the\n"
+	  "same) on the host's localhost, over the connection gpurun uses (a\n"
+	  "direct-tcpip channel per connection; ssh's -L with transport =\n"
+	  "openssh; a plain relay with transport = local). PORT:HOST:HOSTPORT\n"
+	  "reaches another machine as the host sees it. Runs until Ctrl-C, making\n"
+	  "the connection again if it drops. For the length of one command, use\n"
+	  "-L on exec, shell or train instead.", COMPLETE_NONE },
 	{ "doctor", cmd_doctor, CMD_CONFIG_OPT, cmd_doctor_opts, "",
 	  "check config, connection, agent and remote tools, one line each",
 	  "Checks in order: config, name resolution, TCP, host key,\n"

@@ -10,6 +10,7 @@
 #include <sys/utsname.h>
 
 #include "conn.h"
+#include "forward.h"
 
 #include "agent_hash.h"
 
@@ -36,6 +37,9 @@ struct gr_conn {
 	int verbose;
 	const struct conn_opts *opts; /* during conn_open only */
 	struct strbuf later;          /* early frames too many for the command */
+	struct fwd *fwd;              /* forwarded ports, served while waiting */
+	struct pollfd *pfd;           /* wait_io's array */
+	size_t pfd_cap;
 };
 
 static char *conn_bootstrap_script(const char *hash)
@@ -135,11 +139,17 @@ static int fill(struct gr_conn *c, struct gr_err *err)
 static int wait_io(struct gr_conn *c, struct pollfd *extra, int nextra,
 		   int timeout_ms, struct gr_err *err)
 {
-	struct pollfd pfd[16];
+	struct pollfd *pfd;
 	int tick_ms = -1, n, rc;
+	size_t nall;
 
 	if ((rc = c->t->ops->tick(c->t, &tick_ms, err)) < 0)
 		return rc;
+	if (c->pfd_cap < 16) {
+		c->pfd_cap = 32;
+		c->pfd = xrealloc(c->pfd, c->pfd_cap * sizeof(*c->pfd));
+	}
+	pfd = c->pfd;
 	n = c->t->ops->pollfds(c->t, pfd, 1, conn_pending(c) > 0);
 	if (nextra > 16 - n)
 		nextra = 16 - n;
@@ -149,12 +159,19 @@ static int wait_io(struct gr_conn *c, struct pollfd *extra, int nextra,
 	}
 	if (tick_ms >= 0 && (timeout_ms < 0 || tick_ms < timeout_ms))
 		timeout_ms = tick_ms;
-	rc = poll(pfd, (nfds_t)(n + nextra), timeout_ms);
+	/* Forwarded connections wait in the same poll: one loop, one thread
+	 * for the whole session (libssh2 allows nothing else). */
+	nall = (size_t)(n + nextra);
+	fwd_pollfds(c->fwd, &c->pfd, &c->pfd_cap, &nall, &timeout_ms);
+	pfd = c->pfd;
+	rc = poll(pfd, (nfds_t)nall, timeout_ms);
 	if (rc < 0) {
 		if (errno == EINTR)
 			return 2 * (nextra > 0); /* let the caller check its signal pipe */
 		return gr_errf(err, GR_EIO, "poll: %s", strerror(errno));
 	}
+	if (c->fwd)
+		fwd_service(c->fwd, pfd + n + nextra, nall - (size_t)(n + nextra));
 	if (rc == 0)
 		return 0;
 	int extra_ready = 0;
@@ -451,7 +468,7 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 {
 	struct gr_conn *c = xcalloc(1, sizeof(*c));
 	char *script = conn_bootstrap_script(GR_AGENT_HASH);
-	struct tr_cmd cmd = { script, NULL, c };
+	struct tr_cmd cmd = { script, NULL, c, NULL, 0 };
 	int rc;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -459,6 +476,8 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 	c->opts = o;
 	if (o && o->early)
 		cmd.late = early_arg;
+	if (o && o->fwd)
+		cmd.fwd = fwd_specs(o->fwd, &cmd.nfwd);
 	rc = transport_open(&c->t, cfg, &cmd, o ? o->accept_new : 0, c->verbose, err);
 	c->opts = NULL;
 	free(script);
@@ -474,6 +493,10 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 	if (c->later.len)
 		sb_add(&c->out, c->later.buf, c->later.len);
 	sb_release(&c->later);
+	if (o && o->fwd) {
+		c->fwd = o->fwd;
+		fwd_attach(c->fwd, c->t);
+	}
 	*out = c;
 	return 0;
 }
@@ -482,6 +505,8 @@ void conn_close(struct gr_conn *c)
 {
 	if (!c)
 		return;
+	if (c->fwd)
+		fwd_detach(c->fwd);
 	if (c->t) {
 		conn_pump(c, NULL);
 		c->t->ops->close_write(c->t, NULL);
@@ -492,6 +517,7 @@ void conn_close(struct gr_conn *c)
 	free(c->pend);
 	sb_release(&c->held);
 	sb_release(&c->later);
+	free(c->pfd);
 	sb_release(&c->in);
 	sb_release(&c->out);
 	free(c->hello.hash);

@@ -9,6 +9,7 @@
 
 #include "agent_hash.h"
 #include "completion.h"
+#include "forward.h"
 #include "gpurun.h"
 
 #ifndef GR_VERSION
@@ -169,6 +170,7 @@ out:
 		rc = gr_exit_code(ctx.err.code);
 	}
 	conn_close(ctx.conn);
+	fwd_free(ctx.fwd);
 	gr_trace("connection closed");
 	config_free(ctx.cfg);
 	sv_clear(&ctx.overrides);

@@ -523,16 +523,6 @@ fail:
 
 /* ---- the transport over an exec channel ---- */
 
-struct ssh_transport {
-	struct gr_transport base;
-	struct ssh_chain *c;
-	struct ssh_hop *h;       /* the target */
-	LIBSSH2_CHANNEL *ch;
-	char *cmd;               /* the exec request */
-	int exec_pending;        /* sent; its reply not seen yet */
-	int eof_sent;
-};
-
 /* The exec request's answer arrives while we already read the channel:
  * waiting for it would cost a round trip, as OpenSSH knows. */
 static int exec_check(struct ssh_transport *t, struct gr_err *err)
@@ -687,6 +677,7 @@ static const struct gr_transport_ops ssh_ops = {
 	.tick = tr_tick,
 	.close_write = tr_close_write,
 	.free = tr_free,
+	.tunnels = &ssh_tunnel_ops,
 };
 
 int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,

@@ -144,7 +144,7 @@ static void *connect_main(void *arg)
 {
 	struct connect_job *j = arg;
 	struct conn_opts o = { .accept_new = j->ctx->accept_new, .verbose = j->ctx->verbose,
-			       .early = take_offer, .early_arg = j };
+			       .early = take_offer, .early_arg = j, .fwd = j->ctx->fwd };
 
 	j->rc = conn_open(&j->conn, j->ctx->cfg, &o, &j->err);
 	pthread_mutex_lock(&j->mu);
