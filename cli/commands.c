@@ -73,8 +73,9 @@ const struct gr_cmd gr_commands[] = {
 	  "that outlives the connection, streams its log (reconnecting after a\n"
 	  "drop), pulls [artifacts] into runs/JOB/ every [artifacts] interval and\n"
 	  "at the end, and exits with the job's status. Ctrl-C asks whether to\n"
-	  "stop the job or detach (detaches without a terminal); a second Ctrl-C\n"
-	  "leaves at once. Reattach with 'gpurun logs -f JOB'.", COMPLETE_NONE },
+	  "stop the job or detach: one key, s or d, while the log goes on\n"
+	  "(without a terminal it detaches); a second Ctrl-C leaves at once.\n"
+	  "Reattach with 'gpurun logs -f JOB'.", COMPLETE_NONE },
 	{ "logs", cmd_logs, CMD_CONFIG, cmd_logs_opts, "[JOB]",
 	  "show a job's log (default: the latest job)",
 	  "JOB is an id or a unique prefix of one. With -f, follows the log until\n"

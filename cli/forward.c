@@ -207,6 +207,17 @@ void fwd_set_notify(struct fwd *f, void (*fn)(void *arg, const char *msg), void 
 	f->verbose = verbose;
 }
 
+void fwd_swap_notify(struct fwd *f, void (**fn)(void *arg, const char *msg), void **arg)
+{
+	void (*ofn)(void *, const char *) = f->notify;
+	void *oarg = f->notify_arg;
+
+	f->notify = *fn;
+	f->notify_arg = *arg;
+	*fn = ofn;
+	*arg = oarg;
+}
+
 static void notify(struct fwd *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void notify(struct fwd *f, const char *fmt, ...)
 {

@@ -45,6 +45,10 @@ const struct fwd_spec *fwd_specs(const struct fwd *f, size_t *n);
 void fwd_set_notify(struct fwd *f, void (*fn)(void *arg, const char *msg), void *arg,
 		    int verbose);
 
+/* Exchange the callback (and its argument) with *fn / *arg, so a caller
+ * can take the notices for a while and give them back. */
+void fwd_swap_notify(struct fwd *f, void (**fn)(void *arg, const char *msg), void **arg);
+
 /* Carry new connections over t (its tunnel ops; none: nothing to do here,
  * as with openssh). Connections of a previous transport are dropped. */
 void fwd_attach(struct fwd *f, struct gr_transport *t);
