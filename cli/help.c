@@ -241,16 +241,29 @@ void help_config(FILE *out)
 
 void help_environment(FILE *out)
 {
+	size_t n;
+	const struct gr_env_var *v = config_env_vars(&n);
+
 	fprintf(out,
 		"environment:\n"
 		"  GPURUN_<SECTION>_<KEY>  set a gpurun.ini key, e.g. GPURUN_REMOTE_HOST=gpubox;\n"
-		"                          beats gpurun.ini, loses to -o and --host\n"
-		"  GPURUN_SKIP_HOOK=1      skip gpurun's pre-push hook for one push\n"
-		"                          (git push --no-verify skips every hook)\n"
-		"  GPURUN_TRACE=1          time each step on stderr (\"trace: <ms> <step>\")\n"
+		"                          beats gpurun.ini, loses to -o and --host\n");
+	for (size_t i = 0; i < n; i++) {
+		struct strbuf left = STRBUF_INIT;
+		const char *h = v[i].help;
+		sb_addf(&left, "%s%s%s", v[i].name, v[i].value ? "=" : "", v[i].value ? v[i].value : "");
+		for (int first = 1; *h; first = 0) {
+			size_t len = strcspn(h, "\n");
+			fprintf(out, "  %-23s %.*s\n", first ? left.buf : "", (int)len, h);
+			h += len + (h[len] == '\n');
+		}
+		sb_release(&left);
+	}
+	fprintf(out,
 		"  NO_COLOR                no colour (https://no-color.org); --color=always wins\n"
 		"  CI                      no progress bars\n"
-		"  HOME                    where ~, ~/.ssh/config and ~/.cache/gpurun are\n");
+		"  HOME                    where ~, ~/.ssh/config and ~/.cache/gpurun are\n"
+		"Any other GPURUN_* variable that looks like one of these is warned about.\n");
 }
 
 const struct help_topic help_topics[] = {

@@ -453,6 +453,7 @@ int config_load(struct gr_config **out, const char *file, int allow_missing,
 		if (rc < 0)
 			goto out;
 	}
+	cfgk_env_warnings(environ, &c->warnings);
 	fill(c);
 	*out = c;
 	c = NULL;
@@ -686,5 +687,6 @@ void config_free(struct gr_config *cfg)
 	free(cfg->remote.known_hosts); free(cfg->build.command); free(cfg->train.command);
 	free(cfg->train.gpus); free(cfg->hooks.pre_push);
 	sv_clear(&cfg->sync.exclude); sv_clear(&cfg->artifacts.pull);
+	sv_clear(&cfg->warnings);
 	free(cfg);
 }

@@ -150,6 +150,79 @@ static int is_typo(const char *typed, const char *real)
 	return dist <= 2 && dist * 2 < n + (n < 4);
 }
 
+static const struct gr_env_var env_vars[] = {
+	{ "GPURUN_SKIP_HOOK", "1", "skip gpurun's pre-push hook for one push\n"
+	  "(git push --no-verify skips every hook)" },
+	{ "GPURUN_TRACE", "1", "time each step on stderr (\"trace: <ms> <step>\")" },
+	{ "GPURUN_SSH", "PROG", "the ssh that transport = openssh runs (default: ssh)" },
+	{ "GPURUN_JOB_ID", NULL, "set for a job on the host: its id" },
+	{ "GPURUN_JOB_DIR", NULL, "set for a job on the host: its folder" },
+	{ "GPURUN_NVIDIA_SMI", "PROG", "the nvidia-smi the agent runs (for tests)" },
+};
+
+const struct gr_env_var *config_env_vars(size_t *n)
+{
+	*n = GR_ARRAY_SIZE(env_vars);
+	return env_vars;
+}
+
+void cfgk_env_warnings(char *const *envp, struct strvec *out)
+{
+	struct strbuf name = STRBUF_INIT;
+
+	for (; envp && *envp; envp++) {
+		const char *v = *envp, *eq = strchr(v, '=');
+		char *var, *best = NULL;
+		size_t best_d = 99, known = 0, sec = 0;
+
+		if (strncmp(v, "GPURUN_", 7) || !eq)
+			continue;
+		var = xstrndup(v, (size_t)(eq - v));
+		for (size_t i = 0; i < GR_ARRAY_SIZE(keys) && !known; i++) {
+			sb_reset(&name);
+			cfgk_env_name(&keys[i], &name);
+			if (!strcmp(var, name.buf)) {
+				known = 1;
+				break;
+			}
+			/* GPURUN_TRAIN_...: meant as a key of [train]. */
+			size_t sl = strlen(keys[i].section);
+			if (!strncasecmp(var + 7, keys[i].section, sl) && var[7 + sl] == '_')
+				sec = 1;
+			size_t d = distance(var, name.buf);
+			if (d < best_d) {
+				best_d = d;
+				free(best);
+				best = xstrdup(name.buf);
+			}
+		}
+		for (size_t i = 0; i < GR_ARRAY_SIZE(env_vars) && !known; i++) {
+			if (!strcmp(var, env_vars[i].name)) {
+				known = 1;
+				break;
+			}
+			size_t d = distance(var, env_vars[i].name);
+			if (d < best_d) {
+				best_d = d;
+				free(best);
+				best = xstrdup(env_vars[i].name);
+			}
+		}
+		/* Not ours and like nothing of ours (GPURUN_BUILD, a test's
+		 * GPURUN_TEST_BIG): none of our business. */
+		if (!known && (sec || (best && is_typo(var + 7, best + 7)))) {
+			if (best && is_typo(var + 7, best + 7))
+				sv_pushf(out, "%s is not a variable gpurun reads; did you mean %s?", var, best);
+			else
+				sv_pushf(out, "%s is not a variable gpurun reads (see 'gpurun help environment')",
+					 var);
+		}
+		free(best);
+		free(var);
+	}
+	sb_release(&name);
+}
+
 void cfgk_hint_key(const char *section, const char *name, struct strbuf *hint)
 {
 	const char *best = NULL, *elsewhere = NULL;

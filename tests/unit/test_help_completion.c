@@ -144,8 +144,9 @@ static void descriptions_are_one_line(void)
 
 static void command_options_and_passthrough(void)
 {
-	CHECK_COMPLETES("exec -", "-n|--help;");
-	CHECK_COMPLETES("exec --", "--help;");
+	CHECK_COMPLETES("exec -", "-n|--tty|--forward|--help;");
+	CHECK_COMPLETES("exec --", "--tty|--forward|--help;");
+	CHECK_COMPLETES("exec --forward ", ";");
 	CHECK_COMPLETES("exec ls -", ";");
 	CHECK_COMPLETES("exec -n ls --", ";");
 	CHECK_COMPLETES("exec -- -", ";");
