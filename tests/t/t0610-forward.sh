@@ -114,4 +114,26 @@ for kind in p2:libssh2 po:openssh pl:local; do
 	'
 done
 
+for kind in p2:libssh2 po:openssh; do
+	dir=${kind%%:*} name=${kind#*:}
+	test_expect_success "$name: train -L forwards while attached to the job" '
+		LP=$(free_port) &&
+		printf "[build]\ncommand =\n[train]\ncommand = python3 $TRASH/fetch.py $LP 20 $R/www\n" >>"$dir/gpurun.ini" &&
+		(cd "$dir" && "$GPURUN" train -L "$LP:$HTTP_PORT") >out 2>err && cat out err &&
+		test_grep -x "20 ok" out
+	'
+done
+
+test_expect_success 'libssh2: forward makes the connection again after a drop, and goes on' '
+	start_proxy wan "$SSHD_PORT_gpuhost" 2 && ssh_host_via viaproxy gpuhost "$PROXY_PORT_wan" &&
+	write_ini "$TRASH/pw" viaproxy libssh2 proj &&
+	LP=$(free_port) && start_forward "$TRASH/pw" "$LP:$HTTP_PORT" &&
+	fetch "$LP" 10 >out && test_grep -x "10 ok" out &&
+	proxy_cut wan &&
+	for i in $(seq 1 300); do grep -q reconnected "$TRASH/fwd.err" && break; sleep 0.1; done &&
+	test_grep "connection lost" "$TRASH/fwd.err" && test_grep reconnected "$TRASH/fwd.err" &&
+	fetch "$LP" 10 >out && test_grep -x "10 ok" out &&
+	stop_forward
+'
+
 test_done
