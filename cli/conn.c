@@ -38,6 +38,7 @@ struct gr_conn {
 	const struct conn_opts *opts; /* during conn_open only */
 	struct strbuf later;          /* early frames too many for the command */
 	struct fwd *fwd;              /* forwarded ports, served while waiting */
+	uint64_t fwd_at;              /* now_ms() when they were last served */
 	struct pollfd *pfd;           /* wait_io's array */
 	size_t pfd_cap;
 };
@@ -170,8 +171,10 @@ static int wait_io(struct gr_conn *c, struct pollfd *extra, int nextra,
 			return 2 * (nextra > 0); /* let the caller check its signal pipe */
 		return gr_errf(err, GR_EIO, "poll: %s", strerror(errno));
 	}
-	if (c->fwd)
+	if (c->fwd) {
 		fwd_service(c->fwd, pfd + n + nextra, nall - (size_t)(n + nextra));
+		c->fwd_at = now_ms();
+	}
 	if (rc == 0)
 		return 0;
 	int extra_ready = 0;
@@ -229,6 +232,24 @@ static int try_parse(struct gr_conn *c, struct gr_frame *f, struct gr_err *err)
 	return rc;
 }
 
+/* While frames keep coming, wait_io may not run for a long time: serve
+ * the forwarded ports now and then anyway (a chatty log must not starve
+ * a browser). */
+static void fwd_tick(struct gr_conn *c)
+{
+	size_t n = 0;
+	int timeout = 0;
+	uint64_t now;
+
+	if (!c->fwd || (now = now_ms()) - c->fwd_at < 20)
+		return;
+	c->fwd_at = now;
+	fwd_pollfds(c->fwd, &c->pfd, &c->pfd_cap, &n, &timeout);
+	if (n && poll(c->pfd, (nfds_t)n, 0) < 0)
+		return;
+	fwd_service(c->fwd, c->pfd, n);
+}
+
 int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 	      int nextra, int timeout_ms, struct gr_err *err)
 {
@@ -247,6 +268,7 @@ int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 		memmove(c->pend, c->pend + 1, --c->npend * sizeof(*c->pend));
 		return 1;
 	}
+	fwd_tick(c);
 	for (;;) {
 		if ((rc = try_parse(c, f, err)) != 0)
 			return rc;

@@ -124,6 +124,14 @@ for kind in p2:libssh2 po:openssh; do
 	'
 done
 
+test_expect_success 'libssh2: a job flooding its log does not starve the forwarded port' '
+	LP=$(free_port) &&
+	printf "[train]\ncommand = (while ! test -e $TRASH/flood.done; do yes spam-spam-spam | head -n 100000; done) & python3 $TRASH/fetch.py $LP 20 $R/www >$TRASH/flood.res; touch $TRASH/flood.done; wait\n" >"$TRASH/flood.ini" &&
+	sed "/^\[train\]/,\$d" p2/gpurun.ini >p2/flood.ini && cat "$TRASH/flood.ini" >>p2/flood.ini &&
+	(cd p2 && timeout 300 "$GPURUN" -c flood.ini train -L "$LP:$HTTP_PORT") >flood.out 2>err &&
+	test_grep -x "20 ok" "$TRASH/flood.res" && test $(grep -c -v -x spam-spam-spam flood.out) = 0
+'
+
 test_expect_success 'libssh2: forward makes the connection again after a drop, and goes on' '
 	start_proxy wan "$SSHD_PORT_gpuhost" 2 && ssh_host_via viaproxy gpuhost "$PROXY_PORT_wan" &&
 	write_ini "$TRASH/pw" viaproxy libssh2 proj &&
