@@ -1,6 +1,8 @@
 /* Pack a job's artifacts as tar.zst (see job_pack.h). Only regular files
  * travel: a symlink in the job folder is not followed, so a job cannot
- * make gpurun send files from outside its folder. */
+ * make gpurun send files from outside its folder. Two walks: the first
+ * plans (which files, how big) so the stream can open with what it will
+ * hold, the second packs exactly that, however the files change between. */
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
@@ -13,7 +15,13 @@
 
 #include "job_glob.h"
 #include "job_pack.h"
+#include "job_proto.h"
 #include "util.h"
+
+struct planned {
+	char *rel;
+	uint64_t size;
+};
 
 struct packer {
 	struct archive *a;
@@ -23,7 +31,16 @@ struct packer {
 	size_t nhave;
 	struct pack_stats *st;
 	struct gr_err *err;
+	int planning;            /* first walk: fill plan, write nothing */
+	struct planned *plan;    /* sorted by rel after the first walk */
+	size_t nplan, aplan;
+	uint64_t plan_bytes;
 };
+
+static int cmp_planned(const void *x, const void *y)
+{
+	return strcmp(((const struct planned *)x)->rel, ((const struct planned *)y)->rel);
+}
 
 static int cmp_have(const void *x, const void *y)
 {
@@ -57,9 +74,26 @@ static int add_file(struct packer *p, int dfd, const char *name, const char *rel
 		return errno == ENOENT ? 0 : gr_errf(p->err, GR_EIO, "cannot open '%s': %s", rel, strerror(errno));
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		goto out;
-	p->st->matched++;
-	if (unchanged(p, rel, &st))
+	if (p->planning) {
+		p->st->matched++;
+		if (unchanged(p, rel, &st))
+			goto out;
+		if (p->nplan == p->aplan) {
+			p->aplan = p->aplan ? 2 * p->aplan : 64;
+			p->plan = xrealloc(p->plan, p->aplan * sizeof(*p->plan));
+		}
+		p->plan[p->nplan++] = (struct planned){ xstrdup(rel), (uint64_t)st.st_size };
+		p->plan_bytes += (uint64_t)st.st_size;
 		goto out;
+	}
+	/* Only what was planned, and never more of it than announced: a
+	 * file that grew since is cut at its planned size. */
+	struct planned key = { (char *)rel, 0 };
+	struct planned *pl = p->nplan ? bsearch(&key, p->plan, p->nplan, sizeof(key), cmp_planned) : NULL;
+	if (!pl)
+		goto out;
+	if ((uint64_t)st.st_size > pl->size)
+		st.st_size = (off_t)pl->size;
 	e = archive_entry_new();
 	archive_entry_set_pathname(e, rel);
 	archive_entry_set_filetype(e, AE_IFREG);
@@ -159,12 +193,32 @@ int job_pack(const char *dir, const char *const *patterns, size_t npat,
 	     struct pack_have *have, size_t nhave, int out_fd,
 	     struct pack_stats *st, struct gr_err *err)
 {
-	struct packer p = { NULL, patterns, npat, have, nhave, st, err };
+	struct packer p = { NULL, patterns, npat, have, nhave, st, err, 1, NULL, 0, 0, 0 };
+	unsigned char hdr[GR_ART_ANNOUNCE_LEN];
 	int rc = 0, dfd;
 
 	*st = (struct pack_stats){ 0 };
 	if (nhave)
 		qsort(have, nhave, sizeof(*have), cmp_have);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return gr_errf(err, GR_EIO, "cannot open '%s': %s", dir, strerror(errno));
+	if ((rc = walk(&p, dfd, "", 0)) < 0)
+		goto out;
+	if (p.nplan)
+		qsort(p.plan, p.nplan, sizeof(*p.plan), cmp_planned);
+	/* The announcement (PROTOCOL.md, ART_PULL): "GRA1", u32 files,
+	 * u64 bytes, big-endian. */
+	memcpy(hdr, GR_ART_MAGIC, 4);
+	for (int i = 0; i < 4; i++)
+		hdr[4 + i] = (unsigned char)((uint32_t)p.nplan >> (24 - 8 * i));
+	for (int i = 0; i < 8; i++)
+		hdr[8 + i] = (unsigned char)(p.plan_bytes >> (56 - 8 * i));
+	if (write_full(out_fd, hdr, sizeof(hdr)) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot send the artifacts: %s", strerror(errno));
+		goto out;
+	}
+	p.planning = 0;
 	p.a = archive_write_new();
 	if (archive_write_add_filter_zstd(p.a) != ARCHIVE_OK ||
 	    archive_write_set_format_pax(p.a) != ARCHIVE_OK ||
@@ -184,6 +238,10 @@ int job_pack(const char *dir, const char *const *patterns, size_t npat,
 	if (archive_write_close(p.a) != ARCHIVE_OK)
 		rc = arc_fail(&p, "finish");
 out:
-	archive_write_free(p.a);
+	if (p.a)
+		archive_write_free(p.a);
+	for (size_t i = 0; i < p.nplan; i++)
+		free(p.plan[i].rel);
+	free(p.plan);
 	return rc;
 }
