@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -331,13 +332,22 @@ static int state_word_ok(const char *s)
 void job_cache_update(const char *root, const struct job_rec *recs, size_t n)
 {
 	char *dir = xasprintf("%s/.gpurun", root), *path = xasprintf("%s/jobs", dir);
+	char *lock = xasprintf("%s/jobs.lock", dir);
 	struct strbuf old = STRBUF_INIT, out = STRBUF_INIT;
 	struct cache_line *l = NULL;
 	size_t nl = 0;
 	char *save = NULL;
+	int lfd = -1;
 
 	if (mkdir_p(dir, 0755, NULL) < 0)
 		goto out;
+	/* Read, merge, write: under a lock, so a train ending in the
+	 * background and a command starting now do not lose each other's
+	 * lines. */
+	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (lfd >= 0)
+		while (flock(lfd, LOCK_EX) < 0 && errno == EINTR)
+			;
 	for (size_t i = 0; i < n; i++) {
 		const struct job_rec *r = &recs[i];
 		uint64_t t = r->start_ms ? r->start_ms : r->created_ms;
@@ -379,6 +389,9 @@ out:
 	sb_release(&out);
 	free(dir);
 	free(path);
+	free(lock);
+	if (lfd >= 0)
+		close(lfd);
 }
 
 const char *job_fmt_time(uint64_t ms, char *buf, size_t n)
