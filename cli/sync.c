@@ -43,7 +43,7 @@ static int have_sig(void *arg, const uint8_t *hash)
 static void open_payload(struct run *r, uint32_t flags, struct strbuf *pl)
 {
 	put_str(pl, r->ctx->cfg->remote.path);
-	put_u32(pl, flags);
+	put_u32(pl, flags | (r->ctx->cfg->sync.preserve_perms ? SYNC_OPEN_PRESERVE_PERMS : 0));
 	put_bytes(pl, r->known_digest, r->have_known ? SM_HASH_LEN : 0);
 	put_bytes(pl, r->local_digest, SM_HASH_LEN);
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "safe_dir.h"
 
 struct exec_state {
 	uint32_t id;
@@ -227,6 +228,8 @@ static int h_exec(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err 
 		rc = gr_errf(err, GR_ENOTFOUND, "remote folder '%s' does not exist", full);
 		goto out;
 	}
+	if ((rc = safe_dir_check_path(full, 1, err)) < 0) /* another user's folder runs their code */
+		goto out;
 	if (pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0 ||
 	    pipe2(pin, O_CLOEXEC) < 0 || pipe2(pexec, O_CLOEXEC) < 0) {
 		rc = gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));

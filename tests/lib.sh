@@ -23,6 +23,11 @@ export HOME=$TRASH/home
 mkdir -p "$HOME/.ssh"
 chmod 700 "$HOME/.ssh"
 unset GPURUN_REMOTE_HOST GPURUN_REMOTE_PATH GPURUN_REMOTE_TRANSPORT SSH_AUTH_SOCK
+# GPU locks are shared by every account on a host (/tmp by default): each
+# test file gets its own lock folder, as root makes one (sticky, 1777), so
+# tests running at once do not see each other's fake GPUs taken.
+export GPURUN_LOCK_DIR=$TRASH/gpu-locks
+mkdir -p "$GPURUN_LOCK_DIR" && chmod 1777 "$GPURUN_LOCK_DIR"
 export NO_COLOR=1
 test_count=0
 test_failures=0
@@ -215,10 +220,13 @@ CFG
 # tree_sig DIR [NAME...]: one line per entry under DIR (type, file mode,
 # mtime and sha256, symlink target; names repr()-quoted, so any byte goes),
 # sorted, leaving out the top-level NAMEs and .gpurun/. Two trees hold the
-# same files exactly when their tree_sig outputs are equal.
+# same files exactly when their tree_sig outputs are equal. File modes are
+# masked with TREE_SIG_MASK (default 0700: the owner's bits, all the host
+# keeps unless [sync] preserve_perms = true).
 tree_sig() {
-	python3 - "$@" <<'PY'
+	TREE_SIG_MASK=${TREE_SIG_MASK:-0700} python3 - "$@" <<'PY'
 import hashlib, os, stat, sys
+mask = int(os.environ['TREE_SIG_MASK'], 8)
 root = os.fsencode(sys.argv[1])
 skip = {os.fsencode(n) for n in sys.argv[2:]} | {b'.gpurun'}
 out = []
@@ -241,7 +249,7 @@ for dp, dns, fns in os.walk(root):
             with open(p, 'rb') as f:
                 for b in iter(lambda: f.read(1 << 20), b''):
                     h.update(b)
-            out.append((r, 'F %o %d %s' % (st.st_mode & 0o777, st.st_mtime_ns, h.hexdigest())))
+            out.append((r, 'F %o %d %s' % (st.st_mode & mask, st.st_mtime_ns, h.hexdigest())))
 for r, d in sorted(out):
     print(repr(r), d)
 PY
