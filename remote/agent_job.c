@@ -229,7 +229,7 @@ static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_er
 		rc = gr_errf(err, GR_ENOTFOUND, "remote folder '%s' does not exist", full);
 		goto out;
 	}
-	if ((rc = safe_dir_check_path(full, 1, err)) < 0) /* another user's folder runs their code */
+	if ((rc = safe_dir_check_path(full, 1, NULL, err)) < 0) /* another user's folder runs their code */
 		goto out;
 	root = job_root(project);
 	if ((rc = mkdir_p(root, 0700, err)) < 0)

@@ -310,17 +310,18 @@ static char *lock_holder(uint32_t index)
 	return holder(index, 0);
 }
 
-/* Take GPU index for job_id: an fd holding the lock, -1 when someone
- * (this user or another) has it, or GR_E* (< -1) with err set when locks
- * cannot be taken at all. */
-static int lock_try(uint32_t index, const char *job_id, struct gr_err *err)
+/* Take GPU index for job_id. 0 with *out an fd holding the lock, 1 when
+ * someone (this user or another) has it, or a GR_E* code with err set
+ * when no lock can be taken at all. */
+static int lock_try(uint32_t index, const char *job_id, int *out, struct gr_err *err)
 {
 	char name[64], *who;
 	int dfd = own_dir(err), fd;
 	struct stat st;
 
+	*out = -1;
 	if (dfd < 0)
-		return err->code < -1 ? err->code : GR_EIO;
+		return err->code ? err->code : GR_EIO;
 	snprintf(name, sizeof(name), "gpu-%u.lock", index);
 	fd = openat(dfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
 	close(dfd);
@@ -328,7 +329,7 @@ static int lock_try(uint32_t index, const char *job_id, struct gr_err *err)
 		return gr_errf(err, GR_EIO, "cannot create GPU lock '%s': %s", name, strerror(errno));
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		close(fd);
-		return -1;
+		return 1;
 	}
 	if ((st.st_mode & 07777) != 0644 && fchmod(fd, 0644) < 0) {
 		/* others then cannot see it: better to fail than to share */
@@ -342,9 +343,10 @@ static int lock_try(uint32_t index, const char *job_id, struct gr_err *err)
 	if ((who = holder(index, 1))) {
 		free(who);
 		close(fd);
-		return -1;
+		return 1;
 	}
-	return fd;
+	*out = fd;
+	return 0;
 }
 
 void gpu_report_load(struct gpu_report *r, int with_apps)
@@ -486,16 +488,16 @@ int gpu_acquire(const char *spec, const char *job_id, char **assigned,
 	*fds = xcalloc(want, sizeof(int));
 	uint32_t got[64];
 	for (size_t i = 0; i < n && *nfds < want; i++) {
-		int fd = lock_try(idx[i], job_id, err);
-		if (fd < -1) {
-			rc = fd;
+		int fd, taken = lock_try(idx[i], job_id, &fd, err);
+		if (taken < 0) {
+			rc = taken;
 			release(*fds, *nfds);
 			free(*fds);
 			*fds = NULL;
 			*nfds = 0;
 			goto out;
 		}
-		if (fd < 0) {
+		if (taken == 1) {
 			if (explicit) {
 				char *who = lock_holder(idx[i]);
 				*why = xasprintf("waiting for GPU %u (held by job %s)", idx[i], who ? who : "?");

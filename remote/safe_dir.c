@@ -100,11 +100,14 @@ int safe_dir_check(const char *real, int is_project, struct gr_err *err)
 	return rc;
 }
 
-int safe_dir_check_path(const char *path, int is_project, struct gr_err *err)
+int safe_dir_check_path(const char *path, int is_project, char **resolved,
+			struct gr_err *err)
 {
 	char *p = xstrdup(path), buf[PATH_MAX];
 	int rc, exact = 1;
 
+	if (resolved)
+		*resolved = NULL;
 	/* The deepest part of the path that exists: a folder about to be
 	 * made is only as safe as the one it is made in. */
 	while (!realpath(p, buf)) {
@@ -119,6 +122,8 @@ int safe_dir_check_path(const char *path, int is_project, struct gr_err *err)
 		exact = 0;
 	}
 	rc = safe_dir_check(buf, is_project && exact, err);
+	if (rc == 0 && resolved && exact)
+		*resolved = xstrdup(buf);
 	free(p);
 	return rc;
 }

@@ -25,8 +25,12 @@
 int safe_dir_check(const char *real, int is_project, struct gr_err *err);
 
 /* Check the project folder path (absolute): the deepest part that exists
- * before it is created, all of it after (see sfs_open_root). */
-int safe_dir_check_path(const char *path, int is_project, struct gr_err *err);
+ * before it is created, all of it after (see sfs_open_root). resolved
+ * (may be NULL): the checked path, symlinks resolved, when all of it
+ * exists (caller frees; else NULL): use it rather than path, so no link
+ * is followed again after the check. */
+int safe_dir_check_path(const char *path, int is_project, char **resolved,
+			struct gr_err *err);
 
 /* [sync] preserve_perms, as this connection's SYNC_OPEN said. */
 void safe_perms_preserve(int on);

@@ -55,7 +55,7 @@ int sfs_open_root(const char *path, int create, int *rootfd, char **real,
 				     "cannot open remote folder '%s': %s", clean, strerror(errno));
 			goto out;
 		}
-		if ((rc = safe_dir_check_path(clean, 1, err)) < 0 ||
+		if ((rc = safe_dir_check_path(clean, 1, NULL, err)) < 0 ||
 		    (rc = mkdir_p(clean, SAFE_PROJECT_MODE, err)) < 0)
 			goto out;
 		if (created)
