@@ -97,6 +97,12 @@ static int csi_allowed(const struct term_filter *f)
 	return 1;
 }
 
+/* Printable ASCII and the four controls text keeps. */
+static inline int plain(unsigned char c)
+{
+	return (c >= 0x20 && c < 0x7f) || c == '\t' || c == '\n' || c == '\r' || c == '\b';
+}
+
 static void ground(struct term_filter *f, unsigned char c, struct strbuf *out)
 {
 	if (c == 0x1b) {
@@ -122,6 +128,15 @@ void tf_feed(struct term_filter *f, const void *p, size_t n, struct strbuf *out)
 
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = s[i];
+		if (f->state == TF_GROUND && plain(c)) {
+			/* The common case, text: the whole run at once. */
+			size_t j = i + 1;
+			while (j < n && plain(s[j]))
+				j++;
+			sb_add(out, s + i, j - i);
+			i = j - 1;
+			continue;
+		}
 	again:
 		switch (f->state) {
 		case TF_GROUND:
