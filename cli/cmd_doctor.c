@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gpurun.h"
+#include "term_filter.h"
 #include "ssh.h"
 
 const struct gr_opt cmd_doctor_opts[] = { { 0 } };
@@ -21,21 +22,23 @@ struct doctor {
 __attribute__((format(printf, 3, 4)))
 static void line(const char *status, const char *name, const char *fmt, ...)
 {
+	struct strbuf sb = STRBUF_INIT;
 	va_list ap;
 
-	printf("%-4s %-11s ", status, name);
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	sb_vaddf(&sb, fmt, ap);
 	va_end(ap);
-	putchar('\n');
+	/* What the host reports (tool paths, its errors) is its text. */
+	printf("%-4s %-11s %s\n", status, ts(name), ts(sb.buf ? sb.buf : ""));
 	fflush(stdout);
+	sb_release(&sb);
 }
 
 static void fail(struct doctor *d, const char *name, const struct gr_err *err, int code)
 {
 	line("FAIL", name, "%s", err->msg[0] ? err->msg : gr_strcode(code));
 	if (err->hint[0])
-		printf("     hint: %s\n", err->hint);
+		printf("     hint: %s\n", ts(err->hint));
 	fflush(stdout);
 	if (!d->code)
 		d->code = code ? code : GR_EREMOTE;

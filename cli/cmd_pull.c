@@ -21,7 +21,7 @@ int job_pull_artifacts(struct gr_ctx *ctx, const char *id, int verbose_none)
 		gr_err_clear(&ctx->err);
 		if ((rc = ctx_connect(ctx)) == 0 &&
 		    (rc = art_pull(ctx->conn, ctx->cfg->remote.path, id, &ctx->cfg->artifacts.pull,
-				   dest, &st, &ctx->err)) == 0)
+				   dest, ctx->cfg->artifacts.min_free, &st, &ctx->err)) == 0)
 			break;
 		if (rc != GR_ESSH && rc != GR_EIO)
 			break;

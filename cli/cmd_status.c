@@ -8,6 +8,7 @@
 
 #include "gpurun.h"
 #include "job_client.h"
+#include "term_filter.h"
 
 enum { O_JSON = 1, O_ALL };
 
@@ -42,15 +43,16 @@ static void print_table(const struct job_rec *recs, size_t n, const struct job_g
 			snprintf(code, sizeof(code), "%d", ec);
 		else
 			snprintf(code, sizeof(code), "-");
-		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %s\n", r->id, r->state,
+		/* The id passed job_rec_check; the rest is the host's text. */
+		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %s\n", r->id, ts(r->state),
 			job_fmt_time(r->start_ms ? r->start_ms : r->created_ms, t, sizeof(t)),
 			job_fmt_duration(duration(r), d, sizeof(d)), code,
-			r->gpus && *r->gpus ? r->gpus : "-");
+			r->gpus && *r->gpus ? ts(r->gpus) : "-");
 	}
 	if (!g)
 		return;
 	if (!g->have_smi) {
-		sb_addf(o, "\nGPUs: %s\n", g->error && *g->error ? g->error : "no nvidia-smi on the host");
+		sb_addf(o, "\nGPUs: %s\n", g->error && *g->error ? ts(g->error) : "no nvidia-smi on the host");
 		return;
 	}
 	sb_addf(o, "\n%-3s  %-24s  %4s  %-19s  %s\n", "GPU", "NAME", "UTIL", "MEMORY (MiB)", "JOB");
@@ -59,14 +61,14 @@ static void print_table(const struct job_rec *recs, size_t n, const struct job_g
 		char mem[40];
 		snprintf(mem, sizeof(mem), "%llu / %llu", (unsigned long long)x->mem_used,
 			 (unsigned long long)x->mem_total);
-		sb_addf(o, "%-3u  %-24.24s  %3u%%  %-19s  %s\n", x->index, x->name, x->util, mem,
-			x->locked_by && *x->locked_by ? x->locked_by : "-");
+		sb_addf(o, "%-3u  %-24.24s  %3u%%  %-19s  %s\n", x->index, ts(x->name), x->util, mem,
+			x->locked_by && *x->locked_by ? ts(x->locked_by) : "-");
 		for (size_t j = 0; j < g->napps; j++) {
 			const struct job_gpu_app *a = &g->apps[j];
 			if (strcmp(a->gpu_uuid, x->uuid))
 				continue;
-			sb_addf(o, "     pid %u %s, %llu MiB%s%s\n", a->pid, a->name,
-				(unsigned long long)a->mem, *a->job ? ", job " : "", a->job);
+			sb_addf(o, "     pid %u %s, %llu MiB%s%s\n", a->pid, ts(a->name),
+				(unsigned long long)a->mem, *a->job ? ", job " : "", ts(a->job));
 		}
 	}
 }
@@ -201,14 +203,7 @@ int cmd_status(int argc, char **argv, struct gr_ctx *ctx)
 			got_gpus = 1;
 			continue;
 		}
-		struct gr_rd rd;
-		rd_init(&rd, f.payload, f.len);
-		uint32_t cnt = get_u32(&rd);
-		for (uint32_t i = 0; i < cnt && !rd.bad; i++) {
-			recs = xrealloc(recs, (n + 1) * sizeof(*recs));
-			job_rec_get(&rd, &recs[n++]);
-		}
-		if ((rc = rd_done(&rd, &ctx->err, "JOB_LIST")) < 0)
+		if ((rc = job_list_parse(f.payload, f.len, &recs, &n, &ctx->err)) < 0)
 			goto out;
 		got_list = 1;
 	}

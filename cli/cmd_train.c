@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gpurun.h"
 #include "job_art.h"
@@ -14,15 +15,16 @@
 #include "remote_exec.h"
 #include "sync.h"
 
-enum { O_DETACH = 1, O_STOP_INT };
+enum { O_DETACH = 1, O_STOP_INT, O_RAW };
 
 const struct gr_opt cmd_train_opts[] = {
 	{ O_DETACH, "detach", 'd', OPT_FLAG, NULL, "return once the job has started; print its id", NULL, 0, 0, 0 },
 	{ O_STOP_INT, "stop-on-interrupt", 0, OPT_FLAG, NULL, "Ctrl-C stops the job instead of asking", NULL, 0, 0, 0 },
+	{ O_RAW, "raw", 0, OPT_FLAG, NULL, "on a terminal too, pass the build's and the log's bytes unfiltered", NULL, 0, 0, 0 },
 	{ 0 },
 };
 
-static int build(struct gr_ctx *ctx, uint32_t *fresh_ms)
+static int build(struct gr_ctx *ctx, int raw, uint32_t *fresh_ms)
 {
 	const char *cmd = ctx->cfg->build.command;
 	const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
@@ -39,6 +41,7 @@ static int build(struct gr_ctx *ctx, uint32_t *fresh_ms)
 	o.argv = argv;
 	o.out_fd = 2; /* stdout is the job's log */
 	o.err_fd = 2;
+	o.filter_out = o.filter_err = !raw && isatty(2);
 	rc = remote_exec(ctx->conn, &o, &ctx->err);
 	if (rc < 0) {
 		gr_err_prefix(&ctx->err, "build");
@@ -60,7 +63,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	struct sync_opts so = { 0 };
 	struct sync_stats ss;
 	struct attach_result res = { 0 };
-	int detach = 0, stop_int = 0, id_opt, rc;
+	int detach = 0, stop_int = 0, raw = 0, id_opt, rc;
 	uint32_t fresh_ms = 0;
 	char *id = NULL, *dest = NULL;
 
@@ -75,6 +78,8 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 			detach = 1;
 		if (id_opt == O_STOP_INT)
 			stop_int = 1;
+		if (id_opt == O_RAW)
+			raw = 1;
 	}
 	if (id_opt == 0 && st.args.n > 0)
 		id_opt = gr_errf(&ctx->err, GR_EUSAGE, "train takes no arguments");
@@ -98,7 +103,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	}
 	if ((rc = ctx_connect(ctx)) < 0)
 		return rc;
-	if ((rc = build(ctx, &fresh_ms)) != 0)
+	if ((rc = build(ctx, raw, &fresh_ms)) != 0)
 		return rc;
 	/* From here a Ctrl-C waits for job_attach to say what it means (it
 	 * unblocks these once its handlers are in place): dying between the
@@ -133,7 +138,8 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 
 	dest = xasprintf("%s/runs/%s", ctx->cfg->root, id);
 	struct attach_opts ao = {
-		.id = id, .follow = 1, .out_fd = 1, .on_interrupt = ATTACH_INT_ASK,
+		.id = id, .follow = 1, .out_fd = 1, .filter = !raw && isatty(1),
+		.on_interrupt = ATTACH_INT_ASK,
 		.stop_on_interrupt = stop_int, .pull = &ctx->cfg->artifacts.pull,
 		.pull_interval = ctx->cfg->artifacts.interval, .pull_dest = dest,
 	};

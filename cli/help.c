@@ -250,7 +250,10 @@ void help_environment(FILE *out)
 		"  GPURUN_TRACE=1          time each step on stderr (\"trace: <ms> <step>\")\n"
 		"  NO_COLOR                no colour (https://no-color.org); --color=always wins\n"
 		"  CI                      no progress bars\n"
-		"  HOME                    where ~, ~/.ssh/config and ~/.cache/gpurun are\n");
+		"  HOME                    where ~, ~/.ssh/config and ~/.cache/gpurun are\n"
+		"on the GPU host (the agent's environment):\n"
+		"  GPURUN_LOCK_DIR         where every account's GPU locks are (default /tmp;\n"
+		"                          must be root's, and sticky if others may write it)\n");
 }
 
 const struct help_topic help_topics[] = {

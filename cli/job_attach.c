@@ -14,10 +14,12 @@
 #include "job_art.h"
 #include "job_attach.h"
 #include "job_client.h"
+#include "term_filter.h"
 
 #define PING_AFTER_MS 15000    /* silence before we ask the agent */
 #define DEAD_AFTER_MS 20000    /* an unanswered ping this old: reconnect */
 #define GIVE_UP_MS (10 * 60 * 1000) /* reconnecting this long: fail */
+#define HOLD_MAX (1u << 20)    /* log bytes held back while we ask a question */
 
 static int sig_pipe[2] = { -1, -1 };
 
@@ -48,17 +50,41 @@ struct att {
 	struct art_pull *pull;
 	struct strbuf held;       /* log bytes held while we ask a question */
 	struct strbuf line;       /* the answer being typed */
+	struct term_filter tf;    /* o->filter: what the terminal may see */
+	struct strbuf safe;       /* the filter's output */
 };
 
 static int out(struct att *t, const void *p, size_t n)
 {
-	if (t->asking) {
+	if (t->o->filter) {
+		sb_reset(&t->safe);
+		tf_feed(&t->tf, p, n, &t->safe);
+		p = t->safe.buf;
+		n = t->safe.len;
+	}
+	/* Held back while we ask a question, up to HOLD_MAX: past that the
+	 * log goes on under the prompt rather than into memory. */
+	if (t->asking && t->held.len + n <= HOLD_MAX) {
 		sb_add(&t->held, p, n);
 		return 0;
 	}
-	if (write_full(t->o->out_fd, p, n) < 0)
+	if ((t->held.len && write_full(t->o->out_fd, t->held.buf, t->held.len) < 0) ||
+	    (n && write_full(t->o->out_fd, p, n) < 0))
 		return gr_errf(&t->ctx->err, GR_EIO, "cannot write the log: %s", strerror(errno));
+	sb_reset(&t->held);
 	return 0;
+}
+
+/* The log ended: a partial character or sequence held by the filter. */
+static void out_finish(struct att *t)
+{
+	if (!t->o->filter)
+		return;
+	sb_reset(&t->safe);
+	tf_finish(&t->tf, &t->safe);
+	if (t->safe.len && write_full(t->o->out_fd, t->safe.buf, t->safe.len) < 0) {
+		/* stdout is gone: nothing left to tell it */
+	}
 }
 
 static void send_log(struct att *t)
@@ -180,7 +206,7 @@ static void pull_done(struct att *t)
 	struct gr_err e = { 0 };
 
 	if (art_pull_finish(t->pull, &st, &e) < 0)
-		fprintf(stderr, "gpurun: warning: artifact pull failed: %s\n", e.msg);
+		fprintf(stderr, "gpurun: warning: artifact pull failed: %s\n", ts(e.msg));
 	else if (st.extracted && !t->ctx->quiet)
 		fprintf(stderr, "gpurun: pulled %u artifact%s into %s\n", st.extracted,
 			st.extracted == 1 ? "" : "s", t->o->pull_dest);
@@ -231,6 +257,10 @@ static int on_log_frame(struct att *t, const struct gr_frame *f)
 		job_rec_get(&rd, &t->res->rec);
 		if (rd_done(&rd, err, "JOB_LOG_END") < 0)
 			return GR_EPROTO;
+		if (job_rec_check(&t->res->rec, err) < 0) {
+			job_rec_clear(&t->res->rec);
+			return GR_EPROTO;
+		}
 		(void)end;
 		t->log_done = 1;
 		t->res->ended = job_rec_ended(&t->res->rec);
@@ -249,11 +279,11 @@ static void on_stop_frame(struct att *t, const struct gr_frame *f)
 	t->stop_id = 0;
 	if (f->type == GR_MSG_ERROR) {
 		conn_error_from_frame(f, &e);
-		fprintf(stderr, "gpurun: cannot stop job %s: %s\n", t->o->id, e.msg);
+		fprintf(stderr, "gpurun: cannot stop job %s: %s\n", t->o->id, ts(e.msg));
 		return;
 	}
 	if (job_stop_parse(f->payload, f->len, &s, &e) < 0) {
-		fprintf(stderr, "gpurun: %s\n", e.msg);
+		fprintf(stderr, "gpurun: %s\n", ts(e.msg));
 		return;
 	}
 	job_stop_print(&s, t->ctx->quiet);
@@ -265,7 +295,7 @@ static void lose_conn(struct att *t, const char *why)
 	if (!t->lost_since) {
 		t->lost_since = now_ms();
 		if (!t->ctx->quiet)
-			fprintf(stderr, "gpurun: connection lost (%s); reconnecting\n", why);
+			fprintf(stderr, "gpurun: connection lost (%s); reconnecting\n", ts(why));
 	}
 	if (t->pull) {
 		art_pull_abort(t->pull);
@@ -309,7 +339,7 @@ static int reconnect(struct att *t)
 		}
 		if (t->ctx->verbose)
 			fprintf(stderr, "gpurun: reconnect failed (%s); next try in %d ms\n",
-				t->ctx->err.msg, backoff);
+				ts(t->ctx->err.msg), backoff);
 		int sig = sleep_sig(backoff);
 		if (sig) {
 			/* No connection to ask a stop on: leave it running. */
@@ -351,8 +381,9 @@ static int loop(struct att *t)
 			if (now >= t->next_pull) {
 				struct gr_err e = { 0 };
 				if (art_pull_start(t->ctx->conn, t->ctx->cfg->remote.path, o->id, o->pull,
-						   o->pull_dest, &t->pull, &e) < 0) {
-					fprintf(stderr, "gpurun: warning: artifact pull failed: %s\n", e.msg);
+						   o->pull_dest, t->ctx->cfg->artifacts.min_free,
+						   &t->pull, &e) < 0) {
+					fprintf(stderr, "gpurun: warning: artifact pull failed: %s\n", ts(e.msg));
 					t->next_pull = now + (uint64_t)o->pull_interval * 1000;
 				}
 			} else if (t->next_pull - now < (uint64_t)timeout) {
@@ -415,6 +446,7 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	t.first = 1;
 	t.last_rx = now_ms();
 	t.next_pull = now_ms() + (uint64_t)o->pull_interval * 1000;
+	tf_init(&t.tf);
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
 		return gr_errf(&ctx->err, GR_EIO, "pipe: %s", strerror(errno));
 	sa.sa_handler = on_signal;
@@ -433,6 +465,7 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 		art_pull_abort(t.pull);
 	if (t.asking)
 		end_asking(&t);
+	out_finish(&t);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	sigaction(SIGHUP, &old_hup, NULL);
@@ -441,5 +474,6 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	sig_pipe[0] = sig_pipe[1] = -1;
 	sb_release(&t.held);
 	sb_release(&t.line);
+	sb_release(&t.safe);
 	return rc;
 }

@@ -6,11 +6,60 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "job_client.h"
+#include "term_filter.h"
+
+int job_id_check(const char *id, struct gr_err *err)
+{
+	if (job_id_ok(id))
+		return 0;
+	gr_errf(err, GR_EPROTO, "the host sent an invalid job id '%s'; refusing to use it", ts(id));
+	gr_hintf(err, "gpurun's agent only makes ids like 20261122-003512-a1b2: the host "
+		 "is not running gpurun's agent as it should, or is compromised");
+	return GR_EPROTO;
+}
+
+int job_rec_check(const struct job_rec *r, struct gr_err *err)
+{
+	return job_id_check(r->id, err);
+}
+
+/* A record is at least this many bytes on the wire (7 strings, 5 u64,
+ * 2 u8, 2 u32 come to 70): a count past payload / this is a lie. */
+#define JOB_REC_MIN 64
+
+int job_list_parse(const void *p, size_t n, struct job_rec **recs, size_t *nrecs,
+		   struct gr_err *err)
+{
+	struct gr_rd rd;
+	int rc;
+
+	*recs = NULL;
+	*nrecs = 0;
+	rd_init(&rd, p, n);
+	uint32_t cnt = get_u32(&rd);
+	if (cnt > rd.n / JOB_REC_MIN)
+		return gr_errf(err, GR_EPROTO, "protocol error: the host announced %u jobs in %zu bytes",
+			       cnt, rd.n);
+	if (cnt)
+		*recs = xcalloc(cnt, sizeof(**recs));
+	for (uint32_t i = 0; i < cnt && !rd.bad; i++)
+		job_rec_get(&rd, &(*recs)[(*nrecs)++]);
+	rc = rd_done(&rd, err, "JOB_LIST");
+	for (size_t i = 0; i < *nrecs && rc == 0; i++)
+		rc = job_rec_check(&(*recs)[i], err);
+	if (rc < 0) {
+		job_recs_free(*recs, *nrecs);
+		*recs = NULL;
+		*nrecs = 0;
+	}
+	return rc;
+}
 
 int job_start(struct gr_conn *c, const char *project, const char *command,
 	      const char *gpus, uint32_t fresh_ms, char **id, struct gr_err *err)
@@ -29,14 +78,15 @@ int job_start(struct gr_conn *c, const char *project, const char *command,
 		rd_init(&rd, rep.buf, rep.len);
 		*id = get_str(&rd);
 		char *dir = get_str(&rd), *warn = get_str(&rd);
-		if (!rd.bad && *warn)
-			fprintf(stderr, "gpurun: warning: %s\n", warn);
+		if (rd_done(&rd, err, "JOB_START") < 0)
+			rc = GR_EPROTO;
+		else if ((rc = job_id_check(*id, err)) == 0 && *warn)
+			fprintf(stderr, "gpurun: warning: %s\n", ts(warn));
 		free(dir);
 		free(warn);
-		if (rd.bad) {
+		if (rc < 0) {
 			free(*id);
 			*id = NULL;
-			rc = gr_errf(err, GR_EPROTO, "protocol error: malformed JOB_START answer");
 		}
 	}
 	sb_release(&pl);
@@ -55,7 +105,6 @@ int job_list(struct gr_conn *c, const char *project, const char *id, uint32_t li
 	     struct job_rec **recs, size_t *n, struct gr_err *err)
 {
 	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
-	struct gr_rd rd;
 	int rc;
 
 	*recs = NULL;
@@ -64,19 +113,8 @@ int job_list(struct gr_conn *c, const char *project, const char *id, uint32_t li
 	put_str(&pl, id ? id : "");
 	put_u32(&pl, limit);
 	rc = conn_request(c, GR_MSG_JOB_LIST, pl.buf, pl.len, &rep, err);
-	if (rc == 0) {
-		rd_init(&rd, rep.buf, rep.len);
-		uint32_t cnt = get_u32(&rd);
-		for (uint32_t i = 0; i < cnt && !rd.bad; i++) {
-			*recs = xrealloc(*recs, (*n + 1) * sizeof(**recs));
-			job_rec_get(&rd, &(*recs)[(*n)++]);
-		}
-		if ((rc = rd_done(&rd, err, "JOB_LIST")) < 0) {
-			job_recs_free(*recs, *n);
-			*recs = NULL;
-			*n = 0;
-		}
-	}
+	if (rc == 0)
+		rc = job_list_parse(rep.buf, rep.len, recs, n, err);
 	sb_release(&pl);
 	sb_release(&rep);
 	return rc;
@@ -96,7 +134,7 @@ int job_status(struct gr_conn *c, const char *project, const char *id,
 	if (rc == 0) {
 		rd_init(&rd, rep.buf, rep.len);
 		job_rec_get(&rd, r);
-		if ((rc = rd_done(&rd, err, "JOB_STATUS")) < 0)
+		if ((rc = rd_done(&rd, err, "JOB_STATUS")) < 0 || (rc = job_rec_check(r, err)) < 0)
 			job_rec_clear(r);
 	}
 	sb_release(&pl);
@@ -128,6 +166,8 @@ int job_stop_parse(const void *p, size_t n, struct job_stop_report *s, struct gr
 	s->nterm = get_u32(&rd);
 	s->killed = get_u8(&rd);
 	uint32_t k = get_u32(&rd);
+	if (k > rd.n / 8) /* u32 pid + an empty str at least */
+		rd.bad = 1;
 	for (uint32_t i = 0; i < k && !rd.bad; i++) {
 		uint32_t pid = get_u32(&rd);
 		char *comm = get_str(&rd);
@@ -136,6 +176,8 @@ int job_stop_parse(const void *p, size_t n, struct job_stop_report *s, struct gr
 		free(comm);
 	}
 	k = get_u32(&rd);
+	if (k > rd.n / 8)
+		rd.bad = 1;
 	for (uint32_t i = 0; i < k && !rd.bad; i++) {
 		uint32_t pid = get_u32(&rd);
 		char *gpu = get_str(&rd);
@@ -144,6 +186,8 @@ int job_stop_parse(const void *p, size_t n, struct job_stop_report *s, struct gr
 		free(gpu);
 	}
 	int rc = rd_done(&rd, err, "JOB_STOP");
+	if (rc == 0)
+		rc = job_rec_check(&s->rec, err);
 	if (rc < 0)
 		job_stop_report_free(s);
 	return rc;
@@ -183,10 +227,10 @@ int job_stop_print(const struct job_stop_report *s, int quiet)
 	sb_release(&end);
 	for (size_t i = 0; i < s->survivors.n; i++)
 		fprintf(stderr, "gpurun: process %s of job %s is still running\n",
-			s->survivors.v[i], s->rec.id);
+			ts(s->survivors.v[i]), s->rec.id);
 	for (size_t i = 0; i < s->gpu_holders.n; i++)
 		fprintf(stderr, "gpurun: process %s of job %s still holds a GPU (pid gpu)\n",
-			s->gpu_holders.v[i], s->rec.id);
+			ts(s->gpu_holders.v[i]), s->rec.id);
 	return s->survivors.n || s->gpu_holders.n;
 }
 
@@ -272,24 +316,46 @@ static void sort_cache(struct cache_line *l, size_t n)
 		}
 }
 
+/* A state fit for the cache's tab-separated lines: a short lowercase word. */
+static int state_word_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (!n || n > 32)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || s[i] == '-' || s[i] == '_'))
+			return 0;
+	return 1;
+}
+
 void job_cache_update(const char *root, const struct job_rec *recs, size_t n)
 {
 	char *dir = xasprintf("%s/.gpurun", root), *path = xasprintf("%s/jobs", dir);
+	char *lock = xasprintf("%s/jobs.lock", dir);
 	struct strbuf old = STRBUF_INIT, out = STRBUF_INIT;
 	struct cache_line *l = NULL;
 	size_t nl = 0;
 	char *save = NULL;
+	int lfd = -1;
 
 	if (mkdir_p(dir, 0755, NULL) < 0)
 		goto out;
+	/* Read, merge, write: under a lock, so a train ending in the
+	 * background and a command starting now do not lose each other's
+	 * lines. */
+	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (lfd >= 0)
+		while (flock(lfd, LOCK_EX) < 0 && errno == EINTR)
+			;
 	for (size_t i = 0; i < n; i++) {
 		const struct job_rec *r = &recs[i];
 		uint64_t t = r->start_ms ? r->start_ms : r->created_ms;
-		if (!r->id || !*r->id)
+		if (!job_id_ok(r->id))
 			continue;
 		l = xrealloc(l, (nl + 1) * sizeof(*l));
 		l[nl++] = (struct cache_line){ xstrdup(r->id),
-			xstrdup(r->state && *r->state ? r->state : "unknown"), (long long)(t / 1000) };
+			xstrdup(state_word_ok(r->state) ? r->state : "unknown"), (long long)(t / 1000) };
 	}
 	read_file(path, &old, NULL);
 	for (char *line = strtok_r(old.buf ? old.buf : (char *)"", "\n", &save); line;
@@ -297,10 +363,10 @@ void job_cache_update(const char *root, const struct job_rec *recs, size_t n)
 		char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
 		long long start;
 		size_t j;
-		if (!t2 || t1 - line != GR_JOB_ID_LEN)
+		if (!t2)
 			continue;
 		*t1 = *t2 = '\0';
-		if (parse_ll(t2 + 1, 0, 1LL << 40, &start) < 0)
+		if (!job_id_ok(line) || !state_word_ok(t1 + 1) || parse_ll(t2 + 1, 0, 1LL << 40, &start) < 0)
 			continue;
 		for (j = 0; j < nl && strcmp(l[j].id, line); j++)
 			;
@@ -323,6 +389,9 @@ out:
 	sb_release(&out);
 	free(dir);
 	free(path);
+	free(lock);
+	if (lfd >= 0)
+		close(lfd);
 }
 
 const char *job_fmt_time(uint64_t ms, char *buf, size_t n)
@@ -369,8 +438,20 @@ void json_str(struct strbuf *sb, const char *s)
 			sb_adds(sb, "\\t");
 		else if (*p < 0x20 || *p == 0x7f)
 			sb_addf(sb, "\\u%04x", *p);
-		else
+		else if (*p < 0x80)
 			sb_add(sb, p, 1);
+		else {
+			/* JSON is UTF-8: a byte that is not, is U+FFFD; a C1
+			 * control is escaped like the C0 ones. */
+			size_t len = u8_char_len((const char *)p);
+			if (!len)
+				sb_adds(sb, "\\ufffd");
+			else if (len == 2 && p[0] == 0xc2 && p[1] <= 0x9f)
+				sb_addf(sb, "\\u%04x", p[1]);
+			else
+				sb_add(sb, p, len);
+			p += len ? len - 1 : 0;
+		}
 	}
 	sb_add(sb, "\"", 1);
 }
@@ -384,7 +465,7 @@ void job_describe_end(const struct job_rec *r, struct strbuf *sb)
 	else if (r->state && !strcmp(r->state, "lost"))
 		sb_adds(sb, "ended without an exit status (its supervisor is gone)");
 	else
-		sb_addf(sb, "is %s", r->state ? r->state : "unknown");
+		sb_addf(sb, "is %s", r->state ? ts(r->state) : "unknown");
 }
 
 int job_ctx_status(struct gr_ctx *ctx, const char *id, struct job_rec *r)

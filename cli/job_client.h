@@ -18,6 +18,17 @@
 int job_start(struct gr_conn *c, const char *project, const char *command,
 	      const char *gpus, uint32_t fresh_ms, char **id, struct gr_err *err);
 
+/* 0 when id has the shape gpurun's agent makes (job_id_ok); else
+ * GR_EPROTO with err naming the host as the source of the bad id. Every id
+ * the host sends passes here before it is used in a path, the cache or a
+ * message. */
+int job_id_check(const char *id, struct gr_err *err);
+/* The checks a record from the host must pass (its id, for now). */
+int job_rec_check(const struct job_rec *r, struct gr_err *err);
+/* Parse a JOB_LIST answer; every record checked. *recs is the caller's. */
+int job_list_parse(const void *p, size_t n, struct job_rec **recs, size_t *nrecs,
+		   struct gr_err *err);
+
 /* Jobs newest first (id NULL or "" = all, limit 0 = all). *recs is the
  * caller's to job_recs_free. */
 int job_list(struct gr_conn *c, const char *project, const char *id, uint32_t limit,

@@ -13,6 +13,7 @@ struct remote_exec_opts {
 	const char *const *env;       /* "K=V" strings, NULL-terminated; may be NULL */
 	int forward_stdin;            /* relay our stdin to the command */
 	int out_fd, err_fd;           /* where its stdout / stderr go */
+	int filter_out, filter_err;   /* that fd is a terminal: only safe bytes (term_filter.h) */
 };
 
 /* Returns the command's exit status (0-255, 128+N for signal N), or a

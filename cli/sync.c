@@ -19,6 +19,7 @@
 #include "sync_proto.h"
 #include "sync_steps.h"
 #include "sync_xfer.h"
+#include "term_filter.h"
 
 struct run {
 	struct gr_ctx *ctx;
@@ -42,7 +43,7 @@ static int have_sig(void *arg, const uint8_t *hash)
 static void open_payload(struct run *r, uint32_t flags, struct strbuf *pl)
 {
 	put_str(pl, r->ctx->cfg->remote.path);
-	put_u32(pl, flags);
+	put_u32(pl, flags | (r->ctx->cfg->sync.preserve_perms ? SYNC_OPEN_PRESERVE_PERMS : 0));
 	put_bytes(pl, r->known_digest, r->have_known ? SM_HASH_LEN : 0);
 	put_bytes(pl, r->local_digest, SM_HASH_LEN);
 }
@@ -151,7 +152,7 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 		goto out;
 	}
 	for (size_t i = 0; i < x.warnings.n; i++)
-		fprintf(stderr, "gpurun: %s\n", x.warnings.v[i]);
+		fprintf(stderr, "gpurun: %s\n", ts(x.warnings.v[i]));
 	if (rc < 0) {
 		sync_rstate_drop(cfg->root, r->key);
 		rc = remote_error(ctx, rc);
@@ -174,7 +175,7 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	/* The next sync asks the host for its manifest and repairs. */
 	sync_rstate_drop(cfg->root, r->key);
 	for (size_t i = 0; i < x.errors.n; i++)
-		fprintf(stderr, "gpurun: %s\n", x.errors.v[i]);
+		fprintf(stderr, "gpurun: %s\n", ts(x.errors.v[i]));
 	if (x.errors.n)
 		rc = gr_errf(&ctx->err, GR_EREMOTE, "%zu file%s could not be synced",
 			     x.errors.n, x.errors.n == 1 ? "" : "s");

@@ -115,12 +115,14 @@ static void fill(struct gr_config *c)
 	c->sync.warn_size = size_of(p, "sync.warn_size");
 	c->sync.delta_min = size_of(p, "sync.delta_min");
 	c->sync.include_git = !strcmp(text_of(p, "sync.include_git"), "true");
+	c->sync.preserve_perms = !strcmp(text_of(p, "sync.preserve_perms"), "true");
 	set_str(&c->build.command, text_of(p, "build.command"));
 	set_str(&c->train.command, text_of(p, "train.command"));
 	set_str(&c->train.gpus, text_of(p, "train.gpus"));
 	c->train.stop_grace = int_of(p, "train.stop_grace");
 	split_list(&c->artifacts.pull, text_of(p, "artifacts.pull"));
 	c->artifacts.interval = int_of(p, "artifacts.interval");
+	c->artifacts.min_free = int_of(p, "artifacts.min_free");
 	set_str(&c->hooks.pre_push, text_of(p, "hooks.pre_push"));
 }
 

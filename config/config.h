@@ -60,6 +60,7 @@ struct gr_config {
 		uint64_t warn_size;    /* ask before sending more than this */
 		uint64_t delta_min;    /* files at least this big travel as deltas */
 		int include_git;       /* send .git/ too */
+		int preserve_perms;    /* keep group/other mode bits on the host */
 	} sync;
 	struct {
 		char *command;         /* run on the host before each job; "" = none */
@@ -72,6 +73,7 @@ struct gr_config {
 	struct {
 		struct strvec pull;    /* globs relative to the job folder */
 		int interval;          /* seconds between pulls while a job runs; 0 = off */
+		int min_free;          /* percent of the local filesystem a pull leaves free */
 	} artifacts;
 	struct {
 		char *pre_push;        /* smoke test run on the host by the pre-push hook */

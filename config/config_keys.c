@@ -45,6 +45,8 @@ static const struct gr_config_key keys[] = {
 	  .help = "changed files at least this big travel as deltas" },
 	{ .section = "sync", .name = "include_git", .type = GR_KEY_BOOL, .def = "false",
 	  .help = "send the .git folder too" },
+	{ .section = "sync", .name = "preserve_perms", .type = GR_KEY_BOOL, .def = "false",
+	  .help = "keep group and other permissions on the host; false: files keep only the owner's" },
 
 	{ .section = "build", .name = "command", .type = GR_KEY_STRING, .def = "make -C kernels",
 	  .help = "run with sh -c in the remote project folder before each job; empty: none",
@@ -66,6 +68,9 @@ static const struct gr_config_key keys[] = {
 	{ .section = "artifacts", .name = "interval", .type = GR_KEY_INT, .def = "60",
 	  .min = 0, .max = 86400,
 	  .help = "seconds between pulls while a job runs; 0: only when it ends" },
+	{ .section = "artifacts", .name = "min_free", .type = GR_KEY_INT, .def = "5",
+	  .min = 0, .max = 90,
+	  .help = "percent of the local disk a pull must leave free; else it is refused" },
 
 	{ .section = "hooks", .name = "pre_push", .type = GR_KEY_STRING, .def = "",
 	  .help = "smoke test the git pre-push hook runs on the host; empty: none",

@@ -25,6 +25,7 @@
 #include "job_proc.h"
 #include "job_snap.h"
 #include "job_store.h"
+#include "safe_dir.h"
 
 int job_supervise(int argc, char **argv);
 
@@ -228,13 +229,15 @@ static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_er
 		rc = gr_errf(err, GR_ENOTFOUND, "remote folder '%s' does not exist", full);
 		goto out;
 	}
+	if ((rc = safe_dir_check_path(full, 1, NULL, err)) < 0) /* another user's folder runs their code */
+		goto out;
 	root = job_root(project);
 	if ((rc = mkdir_p(root, 0700, err)) < 0)
 		goto out;
 	for (int tries = 0;; tries++) {
 		id = job_new_id();
 		dir = xasprintf("%s/%s", root, id);
-		if (mkdir(dir, 0755) == 0)
+		if (mkdir(dir, 0700) == 0) /* the job's files are the user's alone */
 			break;
 		if (errno != EEXIST || tries > 20) {
 			rc = gr_errf(err, GR_EIO, "cannot create '%s': %s", dir, strerror(errno));

@@ -1,6 +1,8 @@
 /* Pack a job's artifacts as tar.zst (see job_pack.h). Only regular files
  * travel: a symlink in the job folder is not followed, so a job cannot
- * make gpurun send files from outside its folder. */
+ * make gpurun send files from outside its folder. The walk plans (which
+ * files, how big) so the stream can open with what it will hold; then
+ * exactly those are packed, however the files change meanwhile. */
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
@@ -13,7 +15,13 @@
 
 #include "job_glob.h"
 #include "job_pack.h"
+#include "job_proto.h"
 #include "util.h"
+
+struct planned {
+	char *rel;
+	uint64_t size;
+};
 
 struct packer {
 	struct archive *a;
@@ -23,7 +31,11 @@ struct packer {
 	size_t nhave;
 	struct pack_stats *st;
 	struct gr_err *err;
+	struct planned *plan;    /* what the walk found to send, in its order */
+	size_t nplan, aplan;
+	uint64_t plan_bytes;
 };
+
 
 static int cmp_have(const void *x, const void *y)
 {
@@ -45,29 +57,78 @@ static int arc_fail(struct packer *p, const char *what)
 		       archive_error_string(p->a) ? archive_error_string(p->a) : "unknown error");
 }
 
+/* First pass: a file the patterns select; planned unless the client has
+ * it already. Nothing is read yet: a stat (never through a link) tells
+ * what the plan needs. */
 static int add_file(struct packer *p, int dfd, const char *name, const char *rel)
+{
+	struct stat st;
+
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : gr_errf(p->err, GR_EIO, "cannot stat '%s': %s", rel, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return 0;
+	p->st->matched++;
+	if (unchanged(p, rel, &st))
+		return 0;
+	if (p->nplan == p->aplan) {
+		p->aplan = p->aplan ? 2 * p->aplan : 64;
+		p->plan = xrealloc(p->plan, p->aplan * sizeof(*p->plan));
+	}
+	p->plan[p->nplan++] = (struct planned){ xstrdup(rel), (uint64_t)st.st_size };
+	p->plan_bytes += (uint64_t)st.st_size;
+	return 0;
+}
+
+/* rel below the folder root, opened one component at a time, never
+ * through a link (the walk saw no link; if one appeared since, the file
+ * is left out). -1 when it cannot be opened so. */
+static int open_below(int root, const char *rel)
+{
+	char *copy = xstrdup(rel), *part = copy, *slash;
+	int dfd = root, fd = -1;
+
+	while ((slash = strchr(part, '/'))) {
+		*slash = '\0';
+		int next = openat(dfd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd != root)
+			close(dfd);
+		dfd = next;
+		if (dfd < 0)
+			break;
+		part = slash + 1;
+	}
+	if (dfd >= 0)
+		fd = openat(dfd, part, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd >= 0 && dfd != root)
+		close(dfd);
+	free(copy);
+	return fd;
+}
+
+/* Second pass: one planned file, never more of it than announced (a file
+ * that grew since is cut at its planned size). */
+static int pack_file(struct packer *p, int root, const struct planned *pl)
 {
 	struct archive_entry *e = NULL;
 	struct stat st;
 	char buf[65536];
-	int fd, rc = 0;
+	int fd = open_below(root, pl->rel), rc = 0;
 
-	fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
-		return errno == ENOENT ? 0 : gr_errf(p->err, GR_EIO, "cannot open '%s': %s", rel, strerror(errno));
+		return 0; /* gone since it was planned: less than announced */
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		goto out;
-	p->st->matched++;
-	if (unchanged(p, rel, &st))
-		goto out;
+	if ((uint64_t)st.st_size > pl->size)
+		st.st_size = (off_t)pl->size;
 	e = archive_entry_new();
-	archive_entry_set_pathname(e, rel);
+	archive_entry_set_pathname(e, pl->rel);
 	archive_entry_set_filetype(e, AE_IFREG);
 	archive_entry_set_perm(e, st.st_mode & 0755);
 	archive_entry_set_size(e, st.st_size);
 	archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 	if (archive_write_header(p->a, e) != ARCHIVE_OK) {
-		rc = arc_fail(p, rel);
+		rc = arc_fail(p, pl->rel);
 		goto out;
 	}
 	/* Send exactly the size in the header: a file that shrinks while we
@@ -83,7 +144,7 @@ static int add_file(struct packer *p, int dfd, const char *name, const char *rel
 			r = (ssize_t)want;
 		}
 		if (archive_write_data(p->a, buf, (size_t)r) != r) {
-			rc = arc_fail(p, rel);
+			rc = arc_fail(p, pl->rel);
 			goto out;
 		}
 		left -= r;
@@ -159,12 +220,29 @@ int job_pack(const char *dir, const char *const *patterns, size_t npat,
 	     struct pack_have *have, size_t nhave, int out_fd,
 	     struct pack_stats *st, struct gr_err *err)
 {
-	struct packer p = { NULL, patterns, npat, have, nhave, st, err };
+	struct packer p = { NULL, patterns, npat, have, nhave, st, err, NULL, 0, 0, 0 };
+	unsigned char hdr[GR_ART_ANNOUNCE_LEN];
 	int rc = 0, dfd;
 
 	*st = (struct pack_stats){ 0 };
 	if (nhave)
 		qsort(have, nhave, sizeof(*have), cmp_have);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return gr_errf(err, GR_EIO, "cannot open '%s': %s", dir, strerror(errno));
+	if ((rc = walk(&p, dfd, "", 0)) < 0)
+		goto out;
+	/* The announcement (PROTOCOL.md, ART_PULL): "GRA1", u32 files,
+	 * u64 bytes, big-endian. */
+	memcpy(hdr, GR_ART_MAGIC, 4);
+	for (int i = 0; i < 4; i++)
+		hdr[4 + i] = (unsigned char)((uint32_t)p.nplan >> (24 - 8 * i));
+	for (int i = 0; i < 8; i++)
+		hdr[8 + i] = (unsigned char)(p.plan_bytes >> (56 - 8 * i));
+	if (write_full(out_fd, hdr, sizeof(hdr)) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot send the artifacts: %s", strerror(errno));
+		goto out;
+	}
 	p.a = archive_write_new();
 	if (archive_write_add_filter_zstd(p.a) != ARCHIVE_OK ||
 	    archive_write_set_format_pax(p.a) != ARCHIVE_OK ||
@@ -174,16 +252,25 @@ int job_pack(const char *dir, const char *const *patterns, size_t npat,
 		rc = arc_fail(&p, "start");
 		goto out;
 	}
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot open '%s': %s", dir, strerror(errno));
-		goto out;
+	if (p.nplan) { /* else an empty archive */
+		dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0) {
+			rc = gr_errf(err, GR_EIO, "cannot open '%s': %s", dir, strerror(errno));
+			goto out;
+		}
+		for (size_t i = 0; i < p.nplan && rc == 0; i++)
+			rc = pack_file(&p, dfd, &p.plan[i]);
+		close(dfd);
+		if (rc < 0)
+			goto out;
 	}
-	if ((rc = walk(&p, dfd, "", 0)) < 0)
-		goto out;
 	if (archive_write_close(p.a) != ARCHIVE_OK)
 		rc = arc_fail(&p, "finish");
 out:
-	archive_write_free(p.a);
+	if (p.a)
+		archive_write_free(p.a);
+	for (size_t i = 0; i < p.nplan; i++)
+		free(p.plan[i].rel);
+	free(p.plan);
 	return rc;
 }

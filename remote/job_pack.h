@@ -22,7 +22,9 @@ struct pack_stats {
 	uint64_t bytes;       /* their contents, before compression */
 };
 
-/* Write the archive to out_fd (blocking). dir: the job folder; its
+/* Write the announcement (GR_ART_MAGIC, files, bytes: job_proto.h) and
+ * then the archive to out_fd (blocking); the archive holds exactly the
+ * files announced, none larger than announced. dir: the job folder; its
  * .gpurun/ is never packed. have need not be sorted. Returns 0 or GR_EIO
  * with err set. */
 int job_pack(const char *dir, const char *const *patterns, size_t npat,

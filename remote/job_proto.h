@@ -40,6 +40,13 @@ enum gr_job_msg {
 	GR_MSG_ART_PULL = 0x60,
 };
 
+/* ART_PULL's DATA stream opens with an announcement, then the tar.zst:
+ * "GRA1", u32 files, u64 bytes (the sum of the entries' sizes). The
+ * client refuses a pull that would not fit, and any archive that sends
+ * more than it announced. */
+#define GR_ART_MAGIC "GRA1"
+#define GR_ART_ANNOUNCE_LEN 16
+
 /* A job record on the wire:
  *   str id, str state, u64 created_ms, u64 start_ms, u64 end_ms,
  *   u8 has_status, u8 signalled, u32 code, str gpus, u32 pid,
@@ -47,6 +54,27 @@ enum gr_job_msg {
  * state is one of: starting, queued, running, exited, failed, stopped,
  * lost. Times are Unix milliseconds on the host, 0 when unknown. */
 #define GR_JOB_ID_LEN 20 /* "20261122-003512-a1b2" */
+
+/* 1 if id has exactly the shape the agent makes, YYYYMMDD-HHMMSS-xxxx
+ * (digits, then 4 lowercase hex digits): safe as a file name. The client
+ * refuses any other id the host sends before it touches a path. */
+static inline int job_id_ok(const char *id)
+{
+	static const char shape[] = "dddddddd-dddddd-xxxx";
+
+	if (!id || strlen(id) != GR_JOB_ID_LEN)
+		return 0;
+	for (size_t i = 0; i < GR_JOB_ID_LEN; i++) {
+		char c = id[i];
+		if (shape[i] == '-' && c != '-')
+			return 0;
+		if (shape[i] == 'd' && !(c >= '0' && c <= '9'))
+			return 0;
+		if (shape[i] == 'x' && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return 0;
+	}
+	return 1;
+}
 
 struct job_rec {
 	char *id, *state, *gpus, *command, *dir;

@@ -64,20 +64,7 @@ char *job_new_id(void)
 
 int job_id_valid(const char *id)
 {
-	static const char shape[] = "dddddddd-dddddd-xxxx";
-
-	if (strlen(id) != GR_JOB_ID_LEN)
-		return 0;
-	for (size_t i = 0; i < GR_JOB_ID_LEN; i++) {
-		char c = id[i];
-		if (shape[i] == '-' && c != '-')
-			return 0;
-		if (shape[i] == 'd' && !(c >= '0' && c <= '9'))
-			return 0;
-		if (shape[i] == 'x' && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-			return 0;
-	}
-	return 1;
+	return job_id_ok(id);
 }
 
 char *job_meta(const char *dir, const char *name)

@@ -586,8 +586,9 @@ static void test_schema(void)
 	static const char *const want[] = {
 		"remote.host", "remote.path", "remote.transport", "remote.identity",
 		"remote.known_hosts", "remote.connect_timeout", "sync.exclude", "sync.warn_size",
-		"sync.delta_min", "sync.include_git", "build.command", "train.command", "train.gpus",
-		"train.stop_grace", "artifacts.pull", "artifacts.interval", "hooks.pre_push" };
+		"sync.delta_min", "sync.include_git", "sync.preserve_perms", "build.command",
+		"train.command", "train.gpus", "train.stop_grace", "artifacts.pull",
+		"artifacts.interval", "artifacts.min_free", "hooks.pre_push" };
 
 	CHECK_EQ_INT(n, GR_ARRAY_SIZE(want));
 	for (size_t i = 0; i < n && i < GR_ARRAY_SIZE(want); i++) {
