@@ -35,6 +35,8 @@ else
 fi
 echo "install-deps: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq >&2
+# Wait for another apt/dpkg (a second checkout installing at once) rather than fail.
+APT="apt-get -o DPkg::Lock::Timeout=900"
+$SUDO $APT update -qq >&2
 # shellcheck disable=SC2086
-$SUDO apt-get install -y -qq --no-install-recommends $missing >&2
+$SUDO $APT install -y -qq --no-install-recommends $missing >&2
