@@ -43,7 +43,7 @@ test_expect_success 'config KEY prints the value alone; --json is valid JSON' '
 	"$GPURUN" config --json >j &&
 	python3 -c "import json; d = json.load(open(\"j\"))[\"keys\"]; \
 assert d[\"remote.host\"] == {\"value\": \"from-file\", \"origin\": \"gpurun.ini:2\"}, d; \
-assert d[\"artifacts.pull\"][\"value\"] == [\"*.bin\", \"metrics.csv\"], d" &&
+assert d[\"sync.exclude\"][\"value\"] == [\"runs/\"] and d[\"artifacts.pull\"][\"value\"] == [], d" &&
 	test_expect_code 1 "$GPURUN" config remote.hots 2>err &&
 	test_grep "^hint: did you mean .remote.host.?" err
 '
