@@ -1,6 +1,7 @@
 /* Pack a job's artifacts as tar.zst (see job_pack.h). Only regular files
- * travel: a symlink in the job folder is not followed, so a job cannot
- * make gpurun send files from outside its folder. */
+ * travel: a symlink in the job folder is not followed (but for the
+ * persistent paths gpurun made), so a job cannot make gpurun send files
+ * from outside its folder and the project's. */
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
@@ -15,8 +16,18 @@
 #include "job_pack.h"
 #include "util.h"
 
+static int S_ISLNK_AT(int dfd, const char *name)
+{
+	struct stat st;
+
+	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+}
+
+#define WINDOW_SLACK_MS 2000 /* mtime granularity and clock steps */
+
 struct packer {
 	struct archive *a;
+	const struct pack_opts *o;
 	const char *const *pat;
 	size_t npat;
 	struct pack_have *have;
@@ -45,17 +56,28 @@ static int arc_fail(struct packer *p, const char *what)
 		       archive_error_string(p->a) ? archive_error_string(p->a) : "unknown error");
 }
 
-static int add_file(struct packer *p, int dfd, const char *name, const char *rel)
+/* In a persistent path: modified while the job ran? */
+static int in_window(const struct pack_opts *o, const struct stat *st)
+{
+	uint64_t ms = (uint64_t)st->st_mtim.tv_sec * 1000 + (uint64_t)st->st_mtim.tv_nsec / 1000000;
+
+	return ms + WINDOW_SLACK_MS >= o->since_ms &&
+	       (!o->until_ms || ms <= o->until_ms + WINDOW_SLACK_MS);
+}
+
+/* follow: a persistent path's own link (the only links followed). */
+static int add_file(struct packer *p, int dfd, const char *name, const char *rel, int shared,
+		    int follow)
 {
 	struct archive_entry *e = NULL;
 	struct stat st;
 	char buf[65536];
 	int fd, rc = 0;
 
-	fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
 	if (fd < 0)
 		return errno == ENOENT ? 0 : gr_errf(p->err, GR_EIO, "cannot open '%s': %s", rel, strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (shared && !in_window(p->o, &st)))
 		goto out;
 	p->st->matched++;
 	if (unchanged(p, rel, &st))
@@ -108,9 +130,15 @@ static int wanted(struct packer *p, const char *rel, int *descend)
 	return 0;
 }
 
+static int is_persist(const struct pack_opts *o, const char *rel)
+{
+	return o && o->persist && job_persist_is(o->persist, rel);
+}
+
 /* Walk dfd (relative path prefix rel, "" at the top). all: every file
- * below is wanted (a pattern named this folder). */
-static int walk(struct packer *p, int dfd, const char *rel, int all)
+ * below is wanted (a pattern named this folder). shared: inside a
+ * persistent path. */
+static int walk(struct packer *p, int dfd, const char *rel, int all, int shared)
 {
 	DIR *d = fdopendir(dfd);
 	struct dirent *de;
@@ -137,15 +165,16 @@ static int walk(struct packer *p, int dfd, const char *rel, int all)
 		struct stat st;
 		int descend = 0, want;
 
-		if (fstatat(dirfd(d), names.v[i], &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		int follow = !shared && S_ISLNK_AT(dirfd(d), names.v[i]) && is_persist(p->o, sub);
+		if (fstatat(dirfd(d), names.v[i], &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) == 0) {
 			want = all || wanted(p, sub, &descend);
 			if (S_ISREG(st.st_mode) && want) {
-				rc = add_file(p, dirfd(d), names.v[i], sub);
+				rc = add_file(p, dirfd(d), names.v[i], sub, shared || follow, follow);
 			} else if (S_ISDIR(st.st_mode) && (want || descend)) {
-				int sfd = openat(dirfd(d), names.v[i],
-						 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+				int sfd = openat(dirfd(d), names.v[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+						 (follow ? 0 : O_NOFOLLOW));
 				if (sfd >= 0)
-					rc = walk(p, sfd, sub, want);
+					rc = walk(p, sfd, sub, want, shared || follow);
 			}
 		}
 		free(sub);
@@ -156,10 +185,11 @@ static int walk(struct packer *p, int dfd, const char *rel, int all)
 }
 
 int job_pack(const char *dir, const char *const *patterns, size_t npat,
-	     struct pack_have *have, size_t nhave, int out_fd,
+	     struct pack_have *have, size_t nhave, const struct pack_opts *o, int out_fd,
 	     struct pack_stats *st, struct gr_err *err)
 {
-	struct packer p = { NULL, patterns, npat, have, nhave, st, err };
+	static const struct pack_opts none = { NULL, 0, 0 };
+	struct packer p = { NULL, o ? o : &none, patterns, npat, have, nhave, st, err };
 	int rc = 0, dfd;
 
 	*st = (struct pack_stats){ 0 };
@@ -179,11 +209,100 @@ int job_pack(const char *dir, const char *const *patterns, size_t npat,
 		rc = gr_errf(err, GR_EIO, "cannot open '%s': %s", dir, strerror(errno));
 		goto out;
 	}
-	if ((rc = walk(&p, dfd, "", 0)) < 0)
+	if ((rc = walk(&p, dfd, "", 0, 0)) < 0)
 		goto out;
 	if (archive_write_close(p.a) != ARCHIVE_OK)
 		rc = arc_fail(&p, "finish");
 out:
 	archive_write_free(p.a);
 	return rc;
+}
+
+/* ---- what the job wrote ---- */
+
+struct wctx {
+	const struct pack_opts *o;
+	size_t max;
+	struct written *w;
+	struct strvec all;
+	struct strvec sizes;
+};
+
+static void wwalk(struct wctx *c, int dfd, const char *rel, int shared)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+
+	if (!d) {
+		close(dfd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    (!*rel && !strcmp(de->d_name, ".gpurun")))
+			continue;
+		char *sub = *rel ? xasprintf("%s/%s", rel, de->d_name) : xstrdup(de->d_name);
+		int follow = !shared && S_ISLNK_AT(dirfd(d), de->d_name) && is_persist(c->o, sub);
+		struct stat st;
+		if (fstatat(dirfd(d), de->d_name, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) == 0) {
+			uint64_t ms = (uint64_t)st.st_mtim.tv_sec * 1000 +
+				      (uint64_t)st.st_mtim.tv_nsec / 1000000;
+			if (S_ISREG(st.st_mode) &&
+			    ((shared || follow) ? in_window(c->o, &st)
+						: ms + WINDOW_SLACK_MS >= c->o->since_ms)) {
+				c->w->total++;
+				sv_push(&c->all, sub);
+				sv_pushf(&c->sizes, "%llu", (unsigned long long)st.st_size);
+			} else if (S_ISDIR(st.st_mode)) {
+				int sfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+						 (follow ? 0 : O_NOFOLLOW));
+				if (sfd >= 0)
+					wwalk(c, sfd, sub, shared || follow);
+			}
+		}
+		free(sub);
+	}
+	closedir(d);
+}
+
+struct wpair {
+	const char *path, *size;
+};
+
+static int cmp_wpair(const void *a, const void *b)
+{
+	return strcmp(((const struct wpair *)a)->path, ((const struct wpair *)b)->path);
+}
+
+void job_written(const char *dir, const struct pack_opts *o, size_t max, struct written *w)
+{
+	static const struct pack_opts none = { NULL, 0, 0 };
+	struct wctx c = { o ? o : &none, max, w, STRVEC_INIT, STRVEC_INIT };
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	*w = (struct written){ STRVEC_INIT, NULL, 0 };
+	if (fd >= 0)
+		wwalk(&c, fd, "", 0);
+	struct wpair *v = xcalloc(c.all.n ? c.all.n : 1, sizeof(*v));
+	for (size_t i = 0; i < c.all.n; i++)
+		v[i] = (struct wpair){ c.all.v[i], c.sizes.v[i] };
+	if (c.all.n > 1)
+		qsort(v, c.all.n, sizeof(*v), cmp_wpair);
+	w->sizes = xcalloc(max ? max : 1, sizeof(*w->sizes));
+	for (size_t i = 0; i < c.all.n && i < max; i++) {
+		long long n = 0;
+		parse_ll(v[i].size, 0, (long long)(~0ULL >> 1), &n);
+		sv_push(&w->paths, v[i].path);
+		w->sizes[i] = (uint64_t)n;
+	}
+	free(v);
+	sv_clear(&c.all);
+	sv_clear(&c.sizes);
+}
+
+void job_written_free(struct written *w)
+{
+	sv_clear(&w->paths);
+	free(w->sizes);
+	*w = (struct written){ STRVEC_INIT, NULL, 0 };
 }

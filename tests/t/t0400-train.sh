@@ -1,14 +1,15 @@
 #!/bin/bash
 # gpurun train / logs / status / stop on the local transport: exit status
-# passthrough, a failed build starts nothing, output as it is written, the
-# job's snapshot, stop reaching grandchildren, GPU choice with a recorded
-# nvidia-smi, a lost supervisor, and the .gpurun/jobs cache.
+# passthrough, a failed build ends the job before its command, output as
+# it is written, the job's snapshot and own build folder, stop reaching
+# grandchildren, GPU choice with a recorded nvidia-smi, a lost supervisor,
+# and the .gpurun/jobs cache.
 . "$(dirname "$0")/../lib.sh"
 
 P=$TRASH/proj R=$TRASH/rproj
 mkdir -p "$P" "$R"
 # ini [KEY=VALUE...]: gpurun.ini for the local host, sections as given.
-# No build unless a case asks for one (the default builds kernels/).
+# No build unless a case asks for one.
 ini() {
 	write_ini "$P" local local "$R"
 	case " $* " in *" [build] "*) ;; *) printf '[build]\ncommand =\n' >> "$P/gpurun.ini" ;; esac
@@ -50,17 +51,20 @@ test_expect_success 'the log has stdout and stderr; train prints it live' '
 	test_grep "started job $id" err && test_grep "exited with status 0" err
 '
 
-test_expect_success 'a failed build stops train with its status and starts no job' '
-	cd "$P" && rm -rf "$(jobs_root)" &&
+test_expect_success 'a failed build ends the job with its status; the command does not run' '
+	cd "$P" &&
 	ini "[build]" "command = echo compiling; echo broken >&2; exit 4" "[train]" "command = touch $TRASH/ran" &&
 	test_expect_code 4 "$GPURUN" train >out 2>err &&
-	test_grep compiling err && test_grep broken err && test_grep "no job started" err &&
-	! test -e "$TRASH/ran" && ! ls "$(jobs_root)"/*/2* 2>/dev/null
+	test_grep compiling out && test_grep broken out && test_grep "build failed with status 4" err &&
+	! test -e "$TRASH/ran" && id=$(head -n1 .gpurun/jobs | cut -f1) &&
+	"$GPURUN" status --json "$id" >js &&
+	python3 -c "import json; j = json.load(open(\"js\"))[\"jobs\"][0]; assert j[\"state\"] == \"failed\" and j[\"phase\"] == \"build\" and j[\"exit_code\"] == 4, j"
 '
 
-test_expect_success 'a build that works runs before the job, in the project folder' '
-	cd "$P" && ini "[build]" "command = pwd > built-here" "[train]" "command = cat built-here" &&
-	"$GPURUN" -q train >out && test_grep -x "$R" out
+test_expect_success 'the build runs before the job, in the job'"'"'s own folder' '
+	cd "$P" && ini "[build]" "command = pwd > built-here" "[train]" "command = cat built-here; pwd" &&
+	"$GPURUN" -q train >out && id=$(head -n1 .gpurun/jobs | cut -f1) &&
+	test $(grep -c "/$id\$" out) = 2 && ! test -e "$R/built-here"
 '
 
 test_expect_success 'a block-buffering program still shows each line as it is written' '
@@ -157,14 +161,14 @@ test_expect_success 'the job runs the code it was started with, whatever syncs d
 	printf "v1\nv1\naaa\n" >want && test_cmp want out
 '
 
-test_expect_success 'a big build output rewritten in place later does not change a running job' '
+test_expect_success 'two jobs build at once, each in its own folder; the second says the first runs' '
 	cd "$P" && rm -f "$TRASH/go5" &&
-	ini "[build]" "command = head -c 2000000 /dev/zero | tr \"\\\\0\" x > built.bin" \
-		"[train]" "command = while ! test -e $TRASH/go5; do sleep 0.1; done; head -c 3 built.bin; echo" &&
-	id=$("$GPURUN" -q train --detach) && test "$(head -c 3 "$R/built.bin")" = xxx &&
-	head -c 2000000 /dev/zero | tr "\0" y >>"$R/built.bin.y" && cat "$R/built.bin.y" >"$R/built.bin" &&
-	test "$(head -c 3 "$R/built.bin")" = yyy &&
-	touch "$TRASH/go5" && "$GPURUN" logs -f "$id" >out && test "$(cat out)" = xxx
+	ini "[build]" "command = echo \$GPURUN_JOB_ID > built.txt" \
+		"[train]" "command = while ! test -e $TRASH/go5; do sleep 0.1; done; cat built.txt" &&
+	a=$("$GPURUN" -q train --detach) && b=$("$GPURUN" train --detach 2>err) &&
+	test_grep "job $a of this project is .* this one builds and runs in its own folder" err &&
+	touch "$TRASH/go5" && "$GPURUN" logs -f "$a" >oa && "$GPURUN" logs -f "$b" >ob &&
+	test_grep -x "$a" oa && test_grep -x "$b" ob && ! test -e "$R/built.txt"
 '
 
 test_expect_success 'a supervisor killed with -9 leaves the job lost (exit 248), not hanging' '
