@@ -194,7 +194,8 @@ static void explain_wording(void)
 	CHECK_STR(out.buf, "ignored: 'a.o' by .gitignore:1 '*.o'\n");
 	sb_reset(&out);
 	CHECK_EQ_INT(ignore_explain(root, &o, "./sub//keep.o", &out, &err), 0);
-	CHECK_STR(out.buf, "synced: 'sub/keep.o' re-included by sub/.gitignore:1 '!keep.o'\n");
+	CHECK_STR(out.buf, "synced: 'sub/keep.o' re-included by sub/.gitignore:1 '!keep.o'\n"
+			   "note: it overrides .gitignore:1 '*.o'\n");
 	sb_reset(&out);
 	CHECK_EQ_INT(ignore_explain(root, &o, "data.csv", &out, &err), 0);
 	CHECK_STR(out.buf, "synced: 'data.csv' (no rule matches)\n");
