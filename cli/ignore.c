@@ -350,7 +350,8 @@ int ig_include_match(struct ignore *ig, const char *path, size_t len, int is_dir
 	return x->flags & IG_NEGATIVE ? -1 : 1;
 }
 
-/* Could pattern x (anchored, with a '/') match something below dir? */
+/* Could pattern x (anchored: with a '/' before its end) match something
+ * below dir? */
 static int pattern_may_descend(unsigned wmflags, const struct ig_pattern *x, const char *dir,
 			       size_t len)
 {
@@ -379,9 +380,12 @@ int ig_include_may_descend(struct ignore *ig, const char *dir, size_t len)
 {
 	for (size_t i = 0; ig->include && i < ig->include->n; i++) {
 		const struct ig_pattern *x = &ig->include->v[i];
-		if (x->flags & IG_NEGATIVE)
+		/* A pattern without a '/' matches at any depth; the scan does
+		 * not look inside every ignored folder (.venv, node_modules)
+		 * for it, only at the paths it reaches anyway. */
+		if (x->flags & (IG_NEGATIVE | IG_NODIR))
 			continue;
-		if ((x->flags & IG_NODIR) || pattern_may_descend(ig->wmflags, x, dir, len))
+		if (pattern_may_descend(ig->wmflags, x, dir, len))
 			return 1;
 	}
 	return 0;

@@ -185,7 +185,16 @@ again:
 	ret = scan_add(c, dfd, name, &st);
 	if (ret < 0 || !is_dir)
 		return ret;
-	return scan_enter(c, dfd, name, child);
+	size_t at = c->n;
+	ret = scan_enter(c, dfd, name, child);
+	/* A folder entered only to look for tracked or included paths, that
+	 * held none: it is ignored after all. */
+	if (ret == 0 && child == SCAN_TRACKED_ONLY && c->n == at) {
+		c->n--;
+		free(c->v[c->n].path);
+		free(c->v[c->n].link);
+	}
+	return ret;
 
 stat_failed:
 	if (errno == ENOENT)

@@ -91,7 +91,7 @@ static const struct gr_config_key keys[] = {
 
 	{ .section = "hooks", .name = "pre_push", .type = GR_KEY_STRING, .def = "",
 	  .help = "smoke test the git pre-push hook runs on the host; empty: none",
-	  .example = "make -C kernels test", .check = check_text },
+	  .example = "python3 train.py --steps 20", .check = check_text },
 };
 
 const struct gr_config_key *config_keys(size_t *n)

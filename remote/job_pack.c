@@ -23,7 +23,6 @@ static int S_ISLNK_AT(int dfd, const char *name)
 	return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
 }
 
-#define WINDOW_SLACK_MS 2000 /* mtime granularity and clock steps */
 
 struct packer {
 	struct archive *a;
@@ -56,13 +55,19 @@ static int arc_fail(struct packer *p, const char *what)
 		       archive_error_string(p->a) ? archive_error_string(p->a) : "unknown error");
 }
 
+/* Modified at or after since_ms? A file system that keeps whole seconds
+ * only (no nanoseconds at all) is compared by the second. */
+static int since(const struct stat *st, uint64_t ms)
+{
+	if (!st->st_mtim.tv_nsec)
+		return (uint64_t)st->st_mtim.tv_sec >= ms / 1000;
+	return (uint64_t)st->st_mtim.tv_sec * 1000 + (uint64_t)st->st_mtim.tv_nsec / 1000000 >= ms;
+}
+
 /* In a persistent path: modified while the job ran? */
 static int in_window(const struct pack_opts *o, const struct stat *st)
 {
-	uint64_t ms = (uint64_t)st->st_mtim.tv_sec * 1000 + (uint64_t)st->st_mtim.tv_nsec / 1000000;
-
-	return ms + WINDOW_SLACK_MS >= o->since_ms &&
-	       (!o->until_ms || ms <= o->until_ms + WINDOW_SLACK_MS);
+	return since(st, o->since_ms) && (!o->until_ms || !since(st, o->until_ms + 1000));
 }
 
 /* follow: a persistent path's own link (the only links followed). */
@@ -245,11 +250,8 @@ static void wwalk(struct wctx *c, int dfd, const char *rel, int shared)
 		int follow = !shared && S_ISLNK_AT(dirfd(d), de->d_name) && is_persist(c->o, sub);
 		struct stat st;
 		if (fstatat(dirfd(d), de->d_name, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) == 0) {
-			uint64_t ms = (uint64_t)st.st_mtim.tv_sec * 1000 +
-				      (uint64_t)st.st_mtim.tv_nsec / 1000000;
 			if (S_ISREG(st.st_mode) &&
-			    ((shared || follow) ? in_window(c->o, &st)
-						: ms + WINDOW_SLACK_MS >= c->o->since_ms)) {
+			    ((shared || follow) ? in_window(c->o, &st) : since(&st, c->o->since_ms))) {
 				c->w->total++;
 				sv_push(&c->all, sub);
 				sv_pushf(&c->sizes, "%llu", (unsigned long long)st.st_size);
