@@ -59,6 +59,10 @@ uint64_t job_du(const char *dir, int ended)
 		bytes = job_kv_u64(&kv, "bytes");
 		goto out;
 	}
+	/* The cache is part of what it measures: there first, with the same
+	 * size in blocks as its final text. */
+	if (ended)
+		write_file_atomic(p, "bytes=0\n", 8, 0644, NULL);
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	bytes = 0;
 	if (fd >= 0) {
@@ -68,8 +72,6 @@ uint64_t job_du(const char *dir, int ended)
 		bytes += du_at(fd);
 	}
 	if (ended) {
-		/* The cache's own block is counted already: it is written
-		 * after the walk but the next walk never happens. */
 		char *t = xasprintf("bytes=%llu\n", (unsigned long long)bytes);
 		write_file_atomic(p, t, strlen(t), 0644, NULL);
 		free(t);

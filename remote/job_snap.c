@@ -73,22 +73,33 @@ static int copy_into(struct snap *s, int in, int dfd, const char *name, mode_t m
 
 /* Link the store's copy of manifest entry e (whose file in the project
  * is open as in) to name in dfd: 1 linked, 0 not possible (copy it
- * instead), <0 error. */
+ * instead), <0 error. An object is named by content, mode and mtime,
+ * which it keeps: one whose size or mtime changed was written in place by
+ * a job, so it is set aside (still in the store, for the jobs sharing it,
+ * until they are gone) and a fresh copy takes its name. */
 static int link_object(struct snap *s, const struct sm_entry *e, int in, int dfd,
 		       const char *name, const char *rel)
 {
-	char hex[2 * SM_HASH_LEN + 1], obj[2 * SM_HASH_LEN + 16];
+	char hex[2 * SM_HASH_LEN + 1], obj[2 * SM_HASH_LEN + 48];
 	struct stat st;
 
 	if (s->store < 0)
 		return 0;
 	sm_hex(e->hash, hex);
-	snprintf(obj, sizeof(obj), "%s-%03o", hex, (unsigned)(e->mode & 0777));
+	snprintf(obj, sizeof(obj), "%s-%03o-%lld", hex, (unsigned)(e->mode & 0777),
+		 (long long)e->mtime_ns);
 	for (int tries = 0; tries < 3; tries++) {
-		/* A copy whose size or mtime changed was written in place by a
-		 * job: it is no longer this version. */
-		if (fstatat(s->store, obj, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
-		    (uint64_t)st.st_size != e->size || ns_of(st.st_mtim) != e->mtime_ns) {
+		int have = fstatat(s->store, obj, &st, AT_SYMLINK_NOFOLLOW) == 0;
+		if (have && (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != e->size ||
+			     ns_of(st.st_mtim) != e->mtime_ns)) {
+			char aside[sizeof(obj) + 48];
+			snprintf(aside, sizeof(aside), "%s.changed-%llu", obj,
+				 (unsigned long long)st.st_ino);
+			if (renameat(s->store, obj, s->store, aside) < 0)
+				return 0;
+			have = 0;
+		}
+		if (!have) {
 			char tmp[64];
 			struct timespec mt = { (time_t)(e->mtime_ns / 1000000000),
 					       (long)(e->mtime_ns % 1000000000) };
@@ -99,11 +110,10 @@ static int link_object(struct snap *s, const struct sm_entry *e, int in, int dfd
 					   &s->st->bytes_objects);
 			if (rc < 0)
 				return rc;
-			if (renameat(s->store, tmp, s->store, obj) < 0) {
-				unlinkat(s->store, tmp, 0);
-				return 0;
-			}
-			s->st->objects_made++;
+			/* Never over a name: one made meanwhile is as good. */
+			if (linkat(s->store, tmp, s->store, obj, 0) == 0)
+				s->st->objects_made++;
+			unlinkat(s->store, tmp, 0);
 		}
 		if (linkat(s->store, obj, dfd, name, 0) == 0) {
 			s->st->shared++;

@@ -4,13 +4,14 @@
  * since the last job, never a copy of the environment:
  *  - A file the last sync wrote and nobody changed since (the sync
  *    manifest's inode, size, mtime and ctime still match) is hard-linked
- *    from the project's store (<jobs root>/.objects/<content hash>-<mode>),
- *    which holds one copy of each version any job uses. Sync replaces
- *    files by rename, so the project folder's own files are never linked
- *    (their ctime stays what the sync saw) and no later sync reaches a
- *    job's files. A job that writes into such a file in place changes the
- *    store's copy for the jobs sharing it; the next snapshot notices the
- *    changed mtime and makes a fresh copy.
+ *    from the project's store (<jobs root>/.objects/<content hash>-<mode>-
+ *    <mtime>), which holds one copy of each version any job uses. Sync
+ *    replaces files by rename, so the project folder's own files are
+ *    never linked (their ctime stays what the sync saw) and no later sync
+ *    reaches a job's files. A job that writes into such a file in place
+ *    changes the store's copy for the jobs sharing it; the next snapshot
+ *    notices the changed size or mtime, sets that copy aside and makes a
+ *    fresh one.
  *  - Other files in the project folder (made on the host) are copied, or
  *    hard-linked from the project folder when larger than SNAP_COPY_MAX
  *    (datasets downloaded there); symlinks are copied as links.
