@@ -521,26 +521,31 @@ int ig_path_len(struct ignore *ig, const char *path, size_t len, int is_dir,
 			return 1;
 		}
 	/* [sync] include: the deepest of the path and its folders that an
-	 * include pattern names decides, before any ignore rule. */
+	 * include pattern names decides, before any ignore rule; when that is
+	 * a '!' pattern, the ignore rules decide, as without include. */
 	if (ig->include) {
+		int m = 0;
 		buf = xstrndup(path, len);
-		for (size_t i = len; i > 0; i--) {
+		for (size_t i = len; i > 0 && !m; i--) {
 			if (i < len && buf[i] != '/')
 				continue;
 			buf[i] = '\0';
-			int m = ig_include_match(ig, buf, i, i < len || is_dir, why);
+			m = ig_include_match(ig, buf, i, i < len || is_dir, why);
 			if (i < len)
 				buf[i] = '/';
-			if (m) {
+			if (m > 0) {
 				free(buf);
-				if (m > 0) {
-					*decided_len = i;
-					return 0;
-				}
-				break;
+				*decided_len = i;
+				return 0;
 			}
 		}
 		free(buf);
+		if (m < 0) {
+			ig_include_enable(ig, 0);
+			ret = ig_path_len(ig, path, len, is_dir, why, decided_len, err);
+			ig_include_enable(ig, 1);
+			return ret;
+		}
 	}
 	/* Parents first: git never looks inside an ignored folder, nor reads
 	 * the ignore files there. The matcher wants each prefix NUL-ended. */

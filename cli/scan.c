@@ -164,7 +164,18 @@ again:
 		if (ig_persist_match(c->ig, c->path.buf, c->path.len, NULL))
 			return 0;
 		if (ig_include_match(c->ig, c->path.buf, c->path.len, is_dir, NULL) < 0) {
-			mode = child = SCAN_RULES; /* taken back by a '!' include */
+			/* Taken back by a '!' include: as if it were not
+			 * included, folders above it considered. */
+			size_t decided;
+			int ig = ig_path_len(c->ig, c->path.buf, c->path.len, is_dir, NULL, &decided,
+					     c->err);
+			if (ig < 0)
+				return ig;
+			if (!ig) {
+				child = SCAN_RULES;
+				break;
+			}
+			mode = child = SCAN_TRACKED_ONLY;
 			goto again;
 		}
 		break;
