@@ -156,8 +156,8 @@ static char *state_dir(const char *project)
 }
 
 int job_setup_lock(const char *project, const char *job_id,
-		   void (*waiting)(void *arg, const char *holder), void *arg,
-		   struct gr_err *err)
+		   void (*waiting)(void *arg, const char *holder), int (*stopped)(void *arg),
+		   void *arg, struct gr_err *err)
 {
 	char *dir = state_dir(project), *p = xasprintf("%s/%s", project, SETUP_LOCK);
 	int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -169,21 +169,24 @@ int job_setup_lock(const char *project, const char *job_id,
 		return -1;
 	}
 	free(p);
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		if (waiting) {
+	for (int told = 0; flock(fd, LOCK_EX | LOCK_NB) < 0;) {
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			gr_errf(err, GR_EIO, "cannot lock the setup: %s", strerror(errno));
+			close(fd);
+			return -1;
+		}
+		if (!told++ && waiting) {
 			char holder[64] = "";
 			ssize_t n = pread(fd, holder, sizeof(holder) - 1, 0);
 			holder[n > 0 ? n : 0] = '\0';
 			holder[strcspn(holder, "\n")] = '\0';
 			waiting(arg, holder);
 		}
-		while (flock(fd, LOCK_EX) < 0) {
-			if (errno != EINTR) {
-				gr_errf(err, GR_EIO, "cannot lock the setup: %s", strerror(errno));
-				close(fd);
-				return -1;
-			}
+		if (stopped && stopped(arg)) {
+			close(fd);
+			return -2;
 		}
+		usleep(500 * 1000);
 	}
 	/* Say who holds it, for the next one waiting. */
 	if (ftruncate(fd, 0) == 0 && pwrite(fd, job_id, strlen(job_id), 0) < 0) {

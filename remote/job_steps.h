@@ -38,11 +38,12 @@ int job_shell_valid(const char *shell);
 void job_setup_key(const char *project, const struct job_spec *s, char out[65]);
 
 /* The project's setup lock (<project>/.gpurun/setup.lock): an fd holding
- * a flock, or -1 with err set. Blocks; `waiting` (if set) is called once
- * if another job holds it, with that job's id (or ""). */
+ * a flock, -1 with err set, or -2 when stopped() said to give up. Waits
+ * while another job holds it: `waiting` (if set) is called once with that
+ * job's id (or ""), stopped (if set) every half second. */
 int job_setup_lock(const char *project, const char *job_id,
-		   void (*waiting)(void *arg, const char *holder), void *arg,
-		   struct gr_err *err);
+		   void (*waiting)(void *arg, const char *holder), int (*stopped)(void *arg),
+		   void *arg, struct gr_err *err);
 void job_setup_unlock(int fd);
 
 /* The stamp of the last setup that succeeded in project ("" if none);

@@ -256,6 +256,11 @@ static void on_setup_wait(void *arg, const char *holder)
 	free(why);
 }
 
+static int setup_stopped(void *arg)
+{
+	return stop_asked(arg);
+}
+
 /* Setup, when its key changed. 0 to go on, else the status to end with. */
 static int do_setup(struct sup *s)
 {
@@ -267,8 +272,12 @@ static int do_setup(struct sup *s)
 	if (!*cmd)
 		return 0;
 	set_phase(s, JOB_STEP_SETUP);
-	fd = job_setup_lock(s->project, s->id, on_setup_wait, s, &err);
+	fd = job_setup_lock(s->project, s->id, on_setup_wait, setup_stopped, s, &err);
 	set_queued(s, NULL);
+	if (fd == -2) {
+		note(s, "stopped before it started");
+		return SIGTERM;
+	}
 	if (fd < 0) {
 		note(s, "setup: %s", err.msg);
 		return 1 << 8;

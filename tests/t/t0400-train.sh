@@ -171,6 +171,17 @@ test_expect_success 'two jobs build at once, each in its own folder; the second 
 	test_grep -x "$a" oa && test_grep -x "$b" ob && ! test -e "$R/built.txt"
 '
 
+test_expect_success 'a job waiting for another'"'"'s setup says so, and stops at once when asked' '
+	cd "$P" && rm -f "$TRASH/go6" &&
+	ini "[setup]" "command = while ! test -e $TRASH/go6; do sleep 0.1; done" "[train]" "command = echo ran" &&
+	a=$("$GPURUN" -q train --detach) && sleep 0.5 && b=$("$GPURUN" -q train --detach) &&
+	for i in $(seq 1 100); do "$GPURUN" status "$b" >st && grep -q queued st && break; sleep 0.1; done &&
+	test_grep "queued" st && "$GPURUN" status "$a" >sa && test_grep " setup " sa &&
+	"$GPURUN" logs "$b" >lb && test_grep "waiting for job $a.s setup to finish" lb &&
+	"$GPURUN" -q -o train.stop_grace=1 stop "$b" && "$GPURUN" status "$b" >sb && test_grep stopped sb &&
+	touch "$TRASH/go6" && "$GPURUN" logs -f "$a" >la && test_grep -x ran la
+'
+
 test_expect_success 'a supervisor killed with -9 leaves the job lost (exit 248), not hanging' '
 	cd "$P" && ini "[train]" "command = sleep 1000" &&
 	id=$("$GPURUN" -q train --detach) && sleep 0.5 &&
