@@ -43,8 +43,9 @@ static void say_others(const struct gr_ctx *ctx, const struct job_rec *others, s
 	}
 }
 
-/* [jobs] keep: remove the oldest ended jobs beyond it. A failure only
- * warns: the job has started. */
+/* [jobs] keep: remove the oldest ended jobs beyond it, once the job has
+ * ended or been left to run (deleting a large folder must not hold its
+ * log back). A failure only warns. */
 static void keep_jobs(struct gr_ctx *ctx)
 {
 	struct job_rm_report rep;
@@ -135,8 +136,8 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	job_cache_update(ctx->cfg->root, &rec, 1);
 	say_others(ctx, others, nothers);
 	job_recs_free(others, nothers);
-	keep_jobs(ctx);
 	if (detach) {
+		keep_jobs(ctx);
 		printf("%s\n", id);
 		if (!ctx->quiet)
 			fprintf(stderr, "gpurun: started job %s\nhint: follow it with 'gpurun logs -f %s'\n",
@@ -162,6 +163,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	}
 	if (res.detached) {
 		job_print_detached(ctx, id);
+		keep_jobs(ctx);
 		rc = GR_EXIT_DETACHED;
 		goto out;
 	}
@@ -182,6 +184,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	}
 	if (res.stop_asked)
 		rc = GR_EXIT_INTERRUPTED;
+	keep_jobs(ctx);
 out:
 	job_rec_clear(&res.rec);
 	free(dest);

@@ -74,8 +74,9 @@ const struct gr_cmd gr_commands[] = {
 	  "train says so and lists what the job wrote.\n"
 	  "\n"
 	  "Another job of the project running or building meanwhile is named;\n"
-	  "each builds in its own folder. After the start, ended jobs beyond\n"
-	  "[jobs] keep are removed from the host. Exits with the job's status.\n"
+	  "each builds in its own folder. When it ends (or is left running),\n"
+	  "ended jobs beyond [jobs] keep are removed from the host. Exits with\n"
+	  "the job's status.\n"
 	  "Ctrl-C asks whether to stop the job or detach (detaches without a\n"
 	  "terminal); a second Ctrl-C leaves at once. Reattach with\n"
 	  "'gpurun logs -f JOB'.", COMPLETE_NONE },

@@ -350,32 +350,6 @@ int ig_include_match(struct ignore *ig, const char *path, size_t len, int is_dir
 	return x->flags & IG_NEGATIVE ? -1 : 1;
 }
 
-/* Could pattern x (anchored: with a '/' before its end) match something
- * below dir? */
-static int pattern_may_descend(unsigned wmflags, const struct ig_pattern *x, const char *dir,
-			       size_t len)
-{
-	const char *p = x->pat, *d = dir, *dend = dir + len;
-
-	while (d < dend) {
-		const char *pe = strchr(p, '/'), *de = memchr(d, '/', (size_t)(dend - d));
-		size_t pl = pe ? (size_t)(pe - p) : strlen(p), dl = de ? (size_t)(de - d) : (size_t)(dend - d);
-		if (pl == 2 && p[0] == '*' && p[1] == '*')
-			return 1;
-		if (!pe)
-			return 0; /* the pattern ends at or above dir: it names dir or a parent */
-		char *pc = xstrndup(p, pl), *dc = xstrndup(d, dl);
-		int ok = wildmatch(pc, dc, wmflags) == WM_MATCH;
-		free(pc);
-		free(dc);
-		if (!ok)
-			return 0;
-		p = pe + 1;
-		d = de ? de + 1 : dend;
-	}
-	return 1;
-}
-
 int ig_include_may_descend(struct ignore *ig, const char *dir, size_t len)
 {
 	for (size_t i = 0; ig->include && i < ig->include->n; i++) {
@@ -385,7 +359,7 @@ int ig_include_may_descend(struct ignore *ig, const char *dir, size_t len)
 		 * for it, only at the paths it reaches anyway. */
 		if (x->flags & (IG_NEGATIVE | IG_NODIR))
 			continue;
-		if (pattern_may_descend(ig->wmflags, x, dir, len))
+		if (ig_pattern_may_descend(ig->wmflags, x, dir, len))
 			return 1;
 	}
 	return 0;

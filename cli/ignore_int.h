@@ -49,6 +49,11 @@ const struct ig_pattern *ig_list_match(unsigned wmflags, const struct ig_list *l
 				       const char *path, int pathlen,
 				       const char *base, int is_dir);
 
+/* Could pattern x (anchored: a '/' before its end) match something below
+ * folder dir[0..len)? */
+int ig_pattern_may_descend(unsigned wmflags, const struct ig_pattern *x, const char *dir,
+			   size_t len);
+
 /* Load the ignore files of folder dir[0..len) (and of its parents first).
  * dirfd is an open descriptor of that folder, or -1 to open it by path. */
 int ig_load(struct ignore *ig, int dirfd, const char *dir, size_t len, struct gr_err *err);

@@ -218,7 +218,36 @@ static int walk(struct snap *s, int sdfd, int ddfd, const char *rel)
 	return rc;
 }
 
-/* Each persistent path: made in the project if missing, linked here. */
+/* The folder rel[0..len) below base, made where missing, one component
+ * at a time and never through a symlink: an fd, or -1 (errno set). */
+static int open_dirs(const char *base, const char *rel, size_t len)
+{
+	int fd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	for (size_t i = 0; fd >= 0 && i < len;) {
+		size_t c = i;
+		while (c < len && rel[c] != '/')
+			c++;
+		char *name = xstrndup(rel + i, c - i);
+		if (mkdirat(fd, name, 0755) < 0 && errno != EEXIST) {
+			free(name);
+			close(fd);
+			return -1;
+		}
+		int sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int e = errno;
+		free(name);
+		close(fd);
+		fd = sub;
+		errno = e;
+		i = c + 1;
+	}
+	return fd;
+}
+
+/* Each persistent path: made in the project if missing (a folder for an
+ * entry ending in '/'), linked here. No symlink on the way is followed,
+ * in the project folder or in the job's. */
 static int link_persist(struct snap *s, const char *dst)
 {
 	for (size_t i = 0; s->persist && i < s->persist->n; i++) {
@@ -226,35 +255,28 @@ static int link_persist(struct snap *s, const char *dst)
 		size_t n = strlen(e);
 		while (n && e[n - 1] == '/')
 			n--;
-		int is_dir = n < strlen(e);
+		int is_dir = n < strlen(e), rc = 0;
 		char *rel = xstrndup(e, n), *src = xasprintf("%s/%s", s->project, rel);
-		char *link = xasprintf("%s/%s", dst, rel), *slash = strrchr(link, '/');
-		char *sslash = strrchr(src, '/');
-		struct stat st;
-		int rc = 0;
+		const char *slash = strrchr(rel, '/'), *base = slash ? slash + 1 : rel;
+		size_t plen = slash ? (size_t)(slash - rel) : 0;
+		int pfd = open_dirs(s->project, rel, is_dir ? n : plen);
+		int dfd = pfd < 0 ? -1 : open_dirs(dst, rel, plen);
 
-		*sslash = '\0';
-		if (lstat(src, &st) < 0 && (rc = mkdir_p(src, 0755, s->err)) < 0)
-			goto next;
-		*sslash = '/';
-		if (is_dir && lstat(src, &st) < 0 && mkdir(src, 0755) < 0 && errno != EEXIST) {
-			rc = gr_errf(s->err, GR_EIO, "cannot create the persistent folder '%s': %s", src,
+		if (pfd < 0 || dfd < 0)
+			rc = gr_errf(s->err, GR_EIO, "cannot make the persistent path '%s%s' (a symlink "
+				     "on the way is not followed): %s", rel, is_dir ? "/" : "",
 				     strerror(errno));
-			goto next;
-		}
-		*slash = '\0';
-		if ((rc = mkdir_p(link, 0755, s->err)) < 0)
-			goto next;
-		*slash = '/';
-		if (symlink(src, link) < 0)
+		else if (symlinkat(src, dfd, base) < 0)
 			rc = gr_errf(s->err, GR_EIO, "cannot link the persistent path '%s': %s", rel,
 				     strerror(errno));
 		else
 			s->st->persistent++;
-next:
+		if (pfd >= 0)
+			close(pfd);
+		if (dfd >= 0)
+			close(dfd);
 		free(rel);
 		free(src);
-		free(link);
 		if (rc < 0)
 			return rc;
 	}

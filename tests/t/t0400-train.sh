@@ -182,6 +182,17 @@ test_expect_success 'a job waiting for another'"'"'s setup says so, and stops at
 	touch "$TRASH/go6" && "$GPURUN" logs -f "$a" >la && test_grep -x ran la
 '
 
+test_expect_success 'persistent paths: shared by jobs, made where missing, never through a symlink' '
+	cd "$P" && ini "[train]" "command = echo \$GPURUN_JOB_ID >>state/ids; cat state/ids | wc -l" \
+		"persist = state/ cache/x/" &&
+	"$GPURUN" -q train >o1 && "$GPURUN" -q train >o2 && test "$(cat o2)" = 2 &&
+	test -d "$R/state" && test -d "$R/cache/x" && test $(wc -l <"$R/state/ids") = 2 &&
+	mkdir -p "$TRASH/elsewhere" && ln -s "$TRASH/elsewhere" "$R/link" &&
+	ini "[train]" "command = true" "persist = link/cache/" &&
+	test_expect_code 1 "$GPURUN" train 2>err && test_grep "a symlink on the way is not followed" err &&
+	! test -e "$TRASH/elsewhere/cache" && rm "$R/link"
+'
+
 test_expect_success 'a supervisor killed with -9 leaves the job lost (exit 248), not hanging' '
 	cd "$P" && ini "[train]" "command = sleep 1000" &&
 	id=$("$GPURUN" -q train --detach) && sleep 0.5 &&
@@ -220,7 +231,8 @@ test_expect_success 'without a terminal, Ctrl-C detaches (exit 0); the job keeps
 	rm -f out err && { "$GPURUN" train </dev/null >out 2>err & } && tpid=$! &&
 	wait_grep up out && kill -INT $tpid && wait $tpid; rc=$? &&
 	test $rc = 0 && test_grep "detached from job" err && test_grep "gpurun logs -f" err &&
-	id=$(head -n1 .gpurun/jobs | cut -f1) && "$GPURUN" status "$id" >st && test_grep running st &&
+	id=$(sed -n "s/.*detached from job \([0-9a-f-]*\);.*/\1/p" err) &&
+	"$GPURUN" status "$id" >st && test_grep running st &&
 	touch "$TRASH/go4" && "$GPURUN" logs -f "$id" >out2 && test_grep -x end out2
 '
 
@@ -229,7 +241,8 @@ test_expect_success '--stop-on-interrupt: Ctrl-C stops the job (exit 249)' '
 	rm -f out err && { "$GPURUN" train --stop-on-interrupt </dev/null >out 2>err & } && tpid=$! &&
 	wait_grep up out && kill -INT $tpid && wait $tpid; rc=$? &&
 	test $rc = 249 && test_grep "stopping job" err &&
-	id=$(head -n1 .gpurun/jobs | cut -f1) && "$GPURUN" status "$id" >st && test_grep stopped st
+	id=$(sed -n "s/.*stopping job \([0-9a-f-]*\) .*/\1/p" err) &&
+	"$GPURUN" status "$id" >st && test_grep stopped st
 '
 
 test_done
