@@ -301,7 +301,7 @@ static int h_status(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_e
 	if (rc == 0)
 		rc = rd_done(rd, err, "JOB_STATUS");
 	if (rc == 0)
-		rc = job_load(dir, &r, JOB_LOAD_DU, err);
+		rc = job_load(dir, &r, 0, err); /* disk use: JOB_LIST */
 	if (rc == 0) {
 		job_rec_put(&pl, &r);
 		agent_ok(a, rid, pl.buf, pl.len);
