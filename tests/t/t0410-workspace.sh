@@ -16,6 +16,8 @@ trust_sshd gpuhost
 HH=$TRASH/gpuhost-home   # the host's home
 P=$TRASH/proj R=$HH/proj
 jobs_root() { echo "$HH/.cache/gpurun/jobs"; }
+# Jobs a failing case left waiting end at exit.
+test_atexit 'touch "$TRASH/go" "$TRASH/go2" "$TRASH/go3"'
 
 # A small trainer: resumes from the newest checkpoint, writes STEPS more
 # steps, a checkpoint of CKPT bytes, metrics.jsonl and out/model.bin
