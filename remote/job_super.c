@@ -211,7 +211,7 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 		set_queued(s, NULL);
 	}
 
-	int pty_done = 0, exited = 0;
+	int pty_done = 0, exited = 0, forwarded = 0;
 	while (!exited) {
 		struct pollfd pfd[2] = { { sig_pipe[0], POLLIN, 0 }, { pty_done ? -1 : master, POLLIN, 0 } };
 		if (poll(pfd, 2, 1000) < 0 && errno != EINTR)
@@ -223,8 +223,10 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 			while (read(sig_pipe[0], buf, sizeof(buf)) > 0)
 				;
 		}
-		if (got_term)
-			kill(-pid, SIGTERM); /* pass it on (the flag stays: no next step) */
+		if (got_term && !forwarded) {
+			kill(-pid, SIGTERM); /* pass it on, once (the flag stays: no next step) */
+			forwarded = 1;
+		}
 		if (waitpid(pid, &status, WNOHANG) == pid)
 			exited = 1;
 	}
