@@ -7,10 +7,11 @@
 #include "gpurun.h"
 #include "remote_exec.h"
 
-enum { O_NO_STDIN = 1, O_TTY, O_FORWARD };
+enum { O_NO_STDIN = 1, O_RAW, O_TTY, O_FORWARD };
 
 const struct gr_opt cmd_exec_opts[] = {
 	{ O_NO_STDIN, NULL, 'n', OPT_FLAG, NULL, "do not forward standard input (like ssh -n)", NULL, 0, 0, 0 },
+	{ O_RAW, "raw", 0, OPT_FLAG, NULL, "on a terminal too, pass the output's bytes unfiltered", NULL, 0, 0, 0 },
 	{ O_TTY, "tty", 't', OPT_FLAG, NULL, "run under a terminal on the host (python3, htop, pdb); -tt: even when stdin is not one", NULL, 0, 0, 0 },
 	{ O_FORWARD, "forward", 'L', OPT_STRING, "PORT[:HOST]:HOSTPORT", "forward a local port to the host while it runs (as ssh -L; repeatable)", NULL, 0, 0, 0 },
 	{ 0 },
@@ -21,7 +22,7 @@ int cmd_exec(int argc, char **argv, struct gr_ctx *ctx)
 	struct gr_getopt st;
 	struct remote_exec_opts o = { 0 };
 	struct strvec fwd = STRVEC_INIT;
-	int id, rc, tty = 0;
+	int id, rc, tty = 0, raw = 0;
 
 	gr_getopt_init(&st, argc, argv);
 	st.stop_at_positional = 1;
@@ -34,6 +35,8 @@ int cmd_exec(int argc, char **argv, struct gr_ctx *ctx)
 		}
 		if (id == O_NO_STDIN)
 			o.forward_stdin = 0;
+		if (id == O_RAW)
+			raw = 1;
 		if (id == O_TTY)
 			tty++;
 		if (id == O_FORWARD)
@@ -61,6 +64,13 @@ int cmd_exec(int argc, char **argv, struct gr_ctx *ctx)
 	o.argv = (const char *const *)st.args.v;
 	o.out_fd = 1;
 	o.err_fd = 2;
+	/* On a terminal the output is for eyes: without a pty on the host
+	 * nothing full-screen can run, so the filter takes only what could
+	 * hurt (OSC 52, title, DCS, screen clears). In a pipe or file the
+	 * command's bytes are its data and pass exactly. With -t the host
+	 * drives this terminal, as with ssh -t: the user asked for it. */
+	o.filter_out = !raw && !o.pty && isatty(1);
+	o.filter_err = !raw && !o.pty && isatty(2);
 	rc = remote_exec(ctx->conn, &o, &ctx->err);
 out:
 	sv_clear(&fwd);

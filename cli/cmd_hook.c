@@ -440,6 +440,8 @@ static int hook_run(struct gr_ctx *ctx)
 	o.argv = argv;
 	o.out_fd = 1;
 	o.err_fd = 2;
+	o.filter_out = isatty(1);
+	o.filter_err = isatty(2);
 	rc = remote_exec(ctx->conn, &o, &ctx->err);
 	if (rc < 0) {
 		gr_err_prefix(&ctx->err, "pre-push check on '%s'", host);

@@ -3,16 +3,18 @@
  * ends (surviving dropped connections) and exits with the job's status. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "gpurun.h"
 #include "job_attach.h"
 #include "job_client.h"
 
-enum { O_FOLLOW = 1, O_TAIL };
+enum { O_FOLLOW = 1, O_TAIL, O_RAW };
 
 const struct gr_opt cmd_logs_opts[] = {
 	{ O_FOLLOW, "follow", 'f', OPT_FLAG, NULL, "keep printing as the job writes, until it ends", NULL, 0, 0, 0 },
 	{ O_TAIL, "tail", 'n', OPT_INT, "N", "start with the last N lines", NULL, 0, 100000000, 0 },
+	{ O_RAW, "raw", 0, OPT_FLAG, NULL, "on a terminal too, pass every byte (escape sequences included)", NULL, 0, 0, 0 },
 	{ 0 },
 };
 
@@ -21,7 +23,7 @@ int cmd_logs(int argc, char **argv, struct gr_ctx *ctx)
 	struct gr_getopt st;
 	struct job_rec r = { 0 };
 	struct attach_result res = { 0 };
-	int follow = 0, opt, rc;
+	int follow = 0, raw = 0, opt, rc;
 	long long tail = 0;
 
 	gr_getopt_init(&st, argc, argv);
@@ -35,6 +37,8 @@ int cmd_logs(int argc, char **argv, struct gr_ctx *ctx)
 			follow = 1;
 		if (opt == O_TAIL)
 			tail = st.num;
+		if (opt == O_RAW)
+			raw = 1;
 	}
 	if (opt == 0 && st.args.n > 1)
 		opt = gr_errf(&ctx->err, GR_EUSAGE, "logs takes at most one job");
@@ -49,6 +53,7 @@ int cmd_logs(int argc, char **argv, struct gr_ctx *ctx)
 	job_cache_update(ctx->cfg->root, &r, 1);
 	struct attach_opts ao = {
 		.id = r.id, .tail = (uint32_t)tail, .follow = follow, .out_fd = 1,
+		.filter = !raw && isatty(1),
 		.on_interrupt = ATTACH_INT_LEAVE,
 	};
 	rc = job_attach(ctx, &ao, &res);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "completion.h"
+#include "job_proto.h"
 
 struct cstate {
 	const struct complete_src *src;
@@ -135,13 +136,18 @@ static void complete_jobs(struct cstate *s)
 			*nl = 0;
 		char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
 		size_t idlen = t1 ? (size_t)(t1 - line) : strlen(line);
-		if (!plain_word(line, idlen))
-			continue;
 		line[idlen] = 0;
+		/* Only ids of the agent's shape: the cache holds what a host
+		 * sent, and a shell inserts what we offer. */
+		if (!job_id_ok(line))
+			continue;
 		struct strbuf desc = STRBUF_INIT;
 		if (t1) {
-			const char *state = t1 + 1;
+			char *state = t1 + 1;
 			size_t slen = t2 ? (size_t)(t2 - state) : strlen(state);
+			state[slen] = 0;
+			if (!plain_word(state, slen))
+				slen = 0; /* not a state gpurun writes: left out */
 			sb_add(&desc, state, slen);
 			long long start;
 			if (t2 && parse_ll(t2 + 1, 0, LLONG_MAX, &start) == 0) {

@@ -11,10 +11,20 @@
 
 #include "conn.h"
 #include "forward.h"
+#include "term_filter.h"
 
 #include "agent_hash.h"
 
 extern const unsigned char gr_agent_blob[], gr_agent_blob_end[];
+
+/* What the host can make us hold. Unparsed input: one whole frame and a
+ * little more while we read frames (conn_wait then has a frame to hand
+ * out, so reading stops until it is taken); while we are busy writing
+ * (conn_flush) we must keep reading so the agent never blocks on us, up to
+ * CONN_HELD_MAX. Frames for other requests kept by conn_request: at most
+ * CONN_HELD_MAX bytes too. Past that, the host is not an agent. */
+#define CONN_IN_SOFT (GR_FRAME_HDR + GR_FRAME_MAX + (256u << 10))
+#define CONN_HELD_MAX (256u << 20)
 
 struct pending {
 	uint16_t type, flags;
@@ -33,6 +43,7 @@ struct gr_conn {
 	struct gr_hello hello;
 	struct pending *pend;
 	size_t npend;
+	size_t npend_bytes; /* bytes in pend (payloads and headers) */
 	struct strbuf held; /* payload of the last pending frame handed out */
 	int verbose;
 	const struct conn_opts *opts; /* during conn_open only */
@@ -109,15 +120,17 @@ int conn_pump(struct gr_conn *c, struct gr_err *err)
 	return 0;
 }
 
-/* Read what is there now into c->in. Returns 1 if bytes came, 0 if none,
- * or an error. EOF sets c->eof. */
-static int fill(struct gr_conn *c, struct gr_err *err)
+/* Read what is there now into c->in, until limit bytes wait unparsed.
+ * Returns 1 if bytes came, 0 if none, or an error. EOF sets c->eof. */
+static int fill(struct gr_conn *c, size_t limit, struct gr_err *err)
 {
 	int got = 0;
 
 	for (;;) {
 		if (c->in_off && c->in_off == c->in.len)
 			c->in.len = c->in_off = 0;
+		if (c->in.len - c->in_off >= limit)
+			return got;
 		sb_grow(&c->in, 256 * 1024);
 		ssize_t r = c->t->ops->read(c->t, c->in.buf + c->in.len,
 					    c->in.alloc - c->in.len - 1, err);
@@ -196,8 +209,11 @@ int conn_flush(struct gr_conn *c, struct gr_err *err)
 		if (!conn_pending(c))
 			break;
 		/* Keep reading while we write, so a chatty agent can't block us. */
-		if ((rc = fill(c, err)) < 0)
+		if ((rc = fill(c, CONN_HELD_MAX, err)) < 0)
 			return rc;
+		if (c->in.len - c->in_off >= CONN_HELD_MAX)
+			return gr_errf(err, GR_EPROTO, "the host sent %zu MiB without reading what we sent",
+				       (c->in.len - c->in_off) >> 20);
 		if (c->eof)
 			return gr_errf(err, GR_ESSH, "connection to %s closed", c->t->desc);
 		if ((rc = wait_io(c, NULL, 0, -1, err)) < 0)
@@ -217,7 +233,8 @@ int conn_error_from_frame(const struct gr_frame *f, struct gr_err *err)
 	msg = get_str(&rd);
 	if (rd.bad || code >= 0 || code < -99)
 		code = GR_EREMOTE;
-	gr_errf(err, code, "%s", msg ? msg : "the agent reported an error");
+	/* The host's words, shown on a terminal: escaped (term_filter.h). */
+	gr_errf(err, code, "%s", msg ? ts(msg) : "the agent reported an error");
 	free(msg);
 	return code;
 }
@@ -266,6 +283,7 @@ int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 		f->len = (uint32_t)c->held.len;
 		f->payload = (const uint8_t *)c->held.buf;
 		memmove(c->pend, c->pend + 1, --c->npend * sizeof(*c->pend));
+		c->npend_bytes -= c->held.len + GR_FRAME_HDR;
 		return 1;
 	}
 	fwd_tick(c);
@@ -274,7 +292,7 @@ int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 			return rc;
 		if ((rc = conn_pump(c, err)) < 0)
 			return rc;
-		if ((rc = fill(c, err)) < 0)
+		if ((rc = fill(c, CONN_IN_SOFT, err)) < 0)
 			return rc;
 		if ((rc = try_parse(c, f, err)) != 0)
 			return rc;
@@ -315,6 +333,11 @@ int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n
 		if (rc < 0)
 			return rc;
 		if (f.id != id) {
+			if (c->npend_bytes + f.len + GR_FRAME_HDR > CONN_HELD_MAX)
+				return gr_errf(err, GR_EPROTO, "the host sent more than %u MiB of "
+					       "answers to requests still waiting their turn",
+					       CONN_HELD_MAX >> 20);
+			c->npend_bytes += f.len + GR_FRAME_HDR;
 			c->pend = xrealloc(c->pend, (c->npend + 1) * sizeof(*c->pend));
 			struct pending *p = &c->pend[c->npend++];
 			p->type = f.type;
@@ -351,7 +374,7 @@ static int read_line(struct gr_conn *c, struct strbuf *line, uint64_t deadline,
 			return gr_errf(err, GR_EAGENT, "the host sent a line too long to be gpurun's bootstrap");
 		if ((rc = conn_pump(c, err)) < 0)
 			return rc;
-		if ((rc = fill(c, err)) < 0)
+		if ((rc = fill(c, CONN_IN_SOFT, err)) < 0)
 			return rc;
 		if (rc == 1)
 			continue;
@@ -388,7 +411,7 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 				conn_flush(c, NULL);
 				rc = gr_errf(err, GR_EUNSUPP,
 					     "the host is '%s'; this gpurun carries an agent for '%s' only",
-					     line.buf + 17, want);
+					     ts(line.buf + 17), want);
 				gr_hintf(err, "use 'transport = openssh' with a gpurun built on that platform, or build gpurun there");
 				goto out;
 			}
@@ -411,11 +434,11 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 		}
 		/* A banner or an rc file talking: not ours, skip it. */
 		if (c->verbose >= 2)
-			fprintf(stderr, "gpurun: remote said: %s\n", line.buf);
+			fprintf(stderr, "gpurun: remote said: %s\n", ts(line.buf));
 	}
 	if (strcmp(line.buf + 13, GR_AGENT_HASH)) {
 		rc = gr_errf(err, GR_EAGENT, "the host started agent %s, expected %s",
-			     line.buf + 13, GR_AGENT_HASH);
+			     ts(line.buf + 13), GR_AGENT_HASH);
 		goto out;
 	}
 out:

@@ -7,6 +7,7 @@
 
 #include "forward.h"
 #include "gpurun.h"
+#include "term_filter.h"
 
 void gr_report(const struct gr_ctx *ctx)
 {
@@ -14,9 +15,11 @@ void gr_report(const struct gr_ctx *ctx)
 	const char *red = ctx->color ? "\033[1;31m" : "", *yellow = ctx->color ? "\033[33m" : "";
 	const char *reset = ctx->color ? "\033[m" : "";
 
-	fprintf(stderr, "%sgpurun:%s %s\n", red, reset, msg);
+	/* Messages quote the host's words (names, paths, its errors): no
+	 * control byte of theirs reaches the terminal (term_filter.h). */
+	fprintf(stderr, "%sgpurun:%s %s\n", red, reset, ts(msg));
 	if (ctx->err.hint[0])
-		fprintf(stderr, "%shint:%s %s\n", yellow, reset, ctx->err.hint);
+		fprintf(stderr, "%shint:%s %s\n", yellow, reset, ts(ctx->err.hint));
 }
 
 /* "unknown option '-v'" for an option that is global: say where it goes. */

@@ -12,8 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "art_limits.h"
+#include "config.h"
 #include "job_art.h"
 #include "job_proto.h"
+#include "term_filter.h"
 
 #define PART_SUFFIX ".gpurun-part"
 
@@ -35,7 +38,8 @@ static const char *bad_name(const char *name)
 	return NULL;
 }
 
-int art_extract_fd(int fd, const char *dest, uint32_t *files, struct gr_err *err)
+int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *files,
+		   struct gr_err *err)
 {
 	struct archive *in = archive_read_new(), *out = archive_write_disk_new();
 	struct archive_entry *e;
@@ -50,7 +54,7 @@ int art_extract_fd(int fd, const char *dest, uint32_t *files, struct gr_err *err
 				       ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
 				       ARCHIVE_EXTRACT_TIME);
 	if (cwd < 0 || chdir(dest) < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot enter '%s': %s", dest, strerror(errno));
+		rc = gr_errf(err, GR_EIO, "cannot enter '%s': %s", ts(dest), strerror(errno));
 		goto out;
 	}
 	if (archive_read_open_fd(in, fd, 65536) != ARCHIVE_OK) {
@@ -68,12 +72,17 @@ int art_extract_fd(int fd, const char *dest, uint32_t *files, struct gr_err *err
 		else if (!why && type != AE_IFREG && type != AE_IFDIR)
 			why = "it is not a regular file";
 		if (why) {
-			rc = gr_errf(err, GR_EINVAL, "refusing artifact '%s': %s", name ? name : "", why);
+			rc = gr_errf(err, GR_EINVAL, "refusing artifact '%s': %s", name ? ts(name) : "", why);
 			gr_hintf(err, "the archive from the host is not one gpurun's agent makes; nothing after it was written");
 			goto out;
 		}
 		if (type == AE_IFDIR)
 			continue; /* folders come with the files in them */
+		int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1;
+		if ((rc = art_admit(lim, ".", name, size, err)) < 0) {
+			gr_hintf(err, "nothing from this entry on was written");
+			goto out;
+		}
 		free(final);
 		free(part);
 		final = xstrdup(name);
@@ -83,27 +92,35 @@ int art_extract_fd(int fd, const char *dest, uint32_t *files, struct gr_err *err
 		archive_entry_set_pathname(e, part);
 		archive_entry_set_perm(e, archive_entry_perm(e) & 0755);
 		if (archive_write_header(out, e) != ARCHIVE_OK) {
-			rc = gr_errf(err, GR_EINVAL, "refusing artifact '%s': %s", final,
+			rc = gr_errf(err, GR_EINVAL, "refusing artifact '%s': %s", ts(final),
 				     archive_error_string(out));
 			goto out;
 		}
 		const void *buf;
 		size_t len;
 		int64_t off;
-		while ((r = archive_read_data_block(in, &buf, &len, &off)) == ARCHIVE_OK)
+		while ((r = archive_read_data_block(in, &buf, &len, &off)) == ARCHIVE_OK) {
+			if (!art_data_ok(off, len, size)) {
+				rc = gr_errf(err, GR_EPROTO, "refusing artifact '%s': its data runs past "
+					     "the %lld bytes its header announced", ts(final), (long long)size);
+				archive_write_finish_entry(out);
+				unlink(part);
+				goto out;
+			}
 			if (archive_write_data_block(out, buf, len, off) != ARCHIVE_OK) {
 				r = ARCHIVE_FATAL;
 				break;
 			}
+		}
 		if (r != ARCHIVE_EOF || archive_write_finish_entry(out) != ARCHIVE_OK) {
-			rc = gr_errf(err, GR_EIO, "cannot extract artifact '%s': %s", final,
+			rc = gr_errf(err, GR_EIO, "cannot extract artifact '%s': %s", ts(final),
 				     archive_error_string(r != ARCHIVE_EOF ? in : out)
 					     ? archive_error_string(r != ARCHIVE_EOF ? in : out) : "truncated");
 			unlink(part);
 			goto out;
 		}
 		if (rename(part, final) < 0) {
-			rc = gr_errf(err, GR_EIO, "cannot rename '%s' into place: %s", final, strerror(errno));
+			rc = gr_errf(err, GR_EIO, "cannot rename '%s' into place: %s", ts(final), strerror(errno));
 			unlink(part);
 			goto out;
 		}
@@ -123,6 +140,26 @@ out:
 	free(part);
 	free(final);
 	return rc;
+}
+
+int art_extract_announced(int fd, const char *dest, int min_free_pct, uint32_t *files,
+			  struct gr_err *err)
+{
+	unsigned char hdr[GR_ART_ANNOUNCE_LEN];
+	struct art_limits lim = { .min_free_pct = min_free_pct };
+	ssize_t n = read_full(fd, hdr, sizeof(hdr));
+	int rc;
+
+	*files = 0;
+	if (n != (ssize_t)sizeof(hdr))
+		return gr_errf(err, GR_EPROTO, "the host's artifact stream ended before it began");
+	if ((rc = art_announce_parse(hdr, &lim, err)) < 0)
+		return rc;
+	if ((rc = art_space_check(dest, lim.bytes, lim.files, min_free_pct, err)) < 0) {
+		gr_err_prefix(err, "%u file%s to pull", lim.files, lim.files == 1 ? "" : "s");
+		return rc;
+	}
+	return art_extract_fd(fd, dest, &lim, files, err);
 }
 
 /* What the client has already: every complete file under dest. */
@@ -165,7 +202,7 @@ uint32_t art_pull_id(const struct art_pull *p)
 }
 
 int art_pull_start(struct gr_conn *c, const char *project, const char *id,
-		   const struct strvec *patterns, const char *dest,
+		   const struct strvec *patterns, const char *dest, int min_free_pct,
 		   struct art_pull **out, struct gr_err *err)
 {
 	struct strbuf pl = STRBUF_INIT, have = STRBUF_INIT;
@@ -203,14 +240,18 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 			if (fd != dp[0] && fd != rp[1])
 				close(fd);
 		signal(SIGINT, SIG_IGN); /* gpurun decides what Ctrl-C means */
-		if (art_extract_fd(dp[0], dest, &files, &e) == 0)
+		if (art_extract_announced(dp[0], dest, min_free_pct, &files, &e) == 0) {
 			n = snprintf(res, sizeof(res), "0 %u\n", files);
-		else
+			/* Drain what is left so the writer never blocks on us. */
+			char buf[65536];
+			while (read(dp[0], buf, sizeof(buf)) > 0)
+				;
+		} else {
+			/* Refused: stop reading, so gpurun sees the pipe break
+			 * and cancels the request rather than take it all. */
 			n = snprintf(res, sizeof(res), "1 %s\n%s", e.msg, e.hint);
-		/* Drain what is left so the writer never blocks on us. */
-		char buf[65536];
-		while (read(dp[0], buf, sizeof(buf)) > 0)
-			;
+			close(dp[0]);
+		}
 		if (write_full(rp[1], res, (size_t)n) < 0)
 			_exit(1);
 		_exit(0);
@@ -227,7 +268,7 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 	put_str(&pl, id);
 	put_u32(&pl, (uint32_t)patterns->n);
 	for (size_t i = 0; i < patterns->n; i++)
-		put_str(&pl, patterns->v[i]);
+		put_str(&pl, patterns->v[i] + config_job_dir_prefix(patterns->v[i]));
 	put_u32(&pl, have_n);
 	sb_add(&pl, have.buf, have.len);
 	conn_send(c, GR_MSG_ART_PULL, 0, p->id, pl.buf, pl.len);
@@ -242,8 +283,14 @@ int art_pull_frame(struct art_pull *p, const struct gr_frame *f)
 	struct gr_rd rd;
 
 	if (f->type == GR_MSG_DATA) {
-		if (!p->broken && write_full(p->wfd, f->payload, f->len) < 0)
-			p->broken = 1; /* the extractor gave up; it says why */
+		if (!p->broken && write_full(p->wfd, f->payload, f->len) < 0) {
+			/* The extractor refused the rest (it says why): stop the
+			 * transfer here rather than receive it for nothing. The
+			 * agent answers nothing more to a cancelled request. */
+			p->broken = 1;
+			conn_send(p->c, GR_MSG_CANCEL, 0, p->id, NULL, 0);
+			return 1;
+		}
 		return 0;
 	}
 	if (f->type == GR_MSG_ERROR) {
@@ -256,6 +303,15 @@ int art_pull_frame(struct art_pull *p, const struct gr_frame *f)
 		p->st.matched = get_u32(&rd);
 		p->st.sent = get_u32(&rd);
 		p->st.bytes = get_u64(&rd);
+		p->st.written = get_u32(&rd);
+		uint32_t n = get_u32(&rd);
+		for (uint32_t i = 0; i < n && i < 64 && !rd.bad; i++) {
+			char *path = get_str(&rd);
+			uint64_t size = get_u64(&rd);
+			if (path)
+				sv_pushf(&p->st.names, "%s\t%llu", path, (unsigned long long)size);
+			free(path);
+		}
 		if (rd_done(&rd, &p->agent_err, "ART_PULL") < 0)
 			p->failed = 1;
 		return 1;
@@ -265,6 +321,7 @@ int art_pull_frame(struct art_pull *p, const struct gr_frame *f)
 
 static void pull_free(struct art_pull *p, int kill_it)
 {
+	sv_clear(&p->st.names);
 	if (p->wfd >= 0)
 		close(p->wfd);
 	if (kill_it)
@@ -307,11 +364,18 @@ int art_pull_finish(struct art_pull *p, struct art_stats *st, struct gr_err *err
 	} else {
 		rc = gr_errf(err, GR_EIO, "the artifact extraction stopped without a word");
 	}
-	if (st)
+	if (st) {
 		*st = p->st;
+		p->st.names = (struct strvec)STRVEC_INIT;
+	}
 	sb_release(&res);
 	pull_free(p, 0);
 	return rc;
+}
+
+void art_stats_release(struct art_stats *st)
+{
+	sv_clear(&st->names);
 }
 
 void art_pull_abort(struct art_pull *p)
@@ -321,12 +385,12 @@ void art_pull_abort(struct art_pull *p)
 }
 
 int art_pull(struct gr_conn *c, const char *project, const char *id,
-	     const struct strvec *patterns, const char *dest,
+	     const struct strvec *patterns, const char *dest, int min_free_pct,
 	     struct art_stats *st, struct gr_err *err)
 {
 	struct art_pull *p;
 	struct gr_frame f;
-	int rc = art_pull_start(c, project, id, patterns, dest, &p, err);
+	int rc = art_pull_start(c, project, id, patterns, dest, min_free_pct, &p, err);
 
 	if (rc < 0)
 		return rc;

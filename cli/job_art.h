@@ -15,22 +15,36 @@ struct art_stats {
 	uint32_t sent;      /* of those, new or changed: sent */
 	uint32_t extracted; /* files written here */
 	uint64_t bytes;     /* their size */
+	/* When nothing matched: what the job wrote (written files in all,
+	 * the first of them in names, "PATH\tSIZE", as the host said). */
+	uint32_t written;
+	struct strvec names;
 };
+void art_stats_release(struct art_stats *st);
 
-/* Extract the tar.zst read from fd into dest (an existing folder). On a
- * hostile entry it stops with GR_EINVAL and err naming the entry (files
- * before it are in place). Changes the working directory while it runs
- * and restores it: call it from one thread. *files: files extracted. */
-int art_extract_fd(int fd, const char *dest, uint32_t *files, struct gr_err *err);
+struct art_limits;
+/* Extract the tar.zst read from fd into dest (an existing folder), within
+ * lim (art_limits.h: what the host announced, min_free). On a hostile
+ * entry it stops with GR_EINVAL or GR_EPROTO and err naming the entry,
+ * on a full disk with GR_EIO (files before it are in place). Changes the
+ * working directory while it runs and restores it: call it from one
+ * thread. *files: files extracted. */
+int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *files,
+		   struct gr_err *err);
+/* The same for ART_PULL's stream: the announcement first (PROTOCOL.md),
+ * then a pre-flight check that what it announces fits (min_free_pct),
+ * then the archive within it. */
+int art_extract_announced(int fd, const char *dest, int min_free_pct, uint32_t *files,
+			  struct gr_err *err);
 
 /* A pull in flight on a connection, so train can pull while it follows a
  * log on the same connection. The extraction runs in a child process fed
  * through a pipe. */
 struct art_pull;
-/* Send the request (patterns relative to the job folder; dest created if
- * missing). */
+/* Send the request (patterns relative to the job's folder, a leading
+ * $GPURUN_JOB_DIR/ allowed; dest created if missing). */
 int art_pull_start(struct gr_conn *c, const char *project, const char *id,
-		   const struct strvec *patterns, const char *dest,
+		   const struct strvec *patterns, const char *dest, int min_free_pct,
 		   struct art_pull **out, struct gr_err *err);
 uint32_t art_pull_id(const struct art_pull *p);
 /* Feed a frame addressed to art_pull_id: 1 when the request has ended
@@ -43,13 +57,13 @@ void art_pull_abort(struct art_pull *p);
 
 /* The whole pull, blocking. */
 int art_pull(struct gr_conn *c, const char *project, const char *id,
-	     const struct strvec *patterns, const char *dest,
+	     const struct strvec *patterns, const char *dest, int min_free_pct,
 	     struct art_stats *st, struct gr_err *err);
 
 /* For commands: pull job id's artifacts into <project>/runs/<id>/ and say
- * on stderr what came (verbose_none: say so when nothing was new). One
+ * on stderr what came, or, when no file matched, what the job wrote. One
  * reconnect is tried. 0 or a GR_E* code with ctx->err set. */
 struct gr_ctx;
-int job_pull_artifacts(struct gr_ctx *ctx, const char *id, int verbose_none);
+int job_pull_artifacts(struct gr_ctx *ctx, const char *id);
 
 #endif

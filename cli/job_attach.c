@@ -17,6 +17,7 @@
 #include "job_client.h"
 #include "log_out.h"
 #include "term.h"
+#include "term_filter.h"
 
 #define PING_AFTER_MS 15000    /* silence before we ask the agent */
 #define DEAD_AFTER_MS 20000    /* an unanswered ping this old: reconnect */
@@ -51,13 +52,34 @@ struct att {
 	struct art_pull *pull;
 	struct log_out lo;        /* the log, and our status lines beside it */
 	int keys;                 /* the terminal gives us single keys while we ask */
+	struct term_filter tf;    /* o->filter: what the terminal may see */
+	struct strbuf safe;       /* the filter's output */
 };
 
 static int out(struct att *t, const void *p, size_t n)
 {
+	if (t->o->filter) {
+		sb_reset(&t->safe);
+		tf_feed(&t->tf, p, n, &t->safe);
+		p = t->safe.buf;
+		n = t->safe.len;
+	}
+	/* The log goes on while we ask a question (below it). */
 	if (log_out_write(&t->lo, p, n) < 0)
 		return gr_errf(&t->ctx->err, GR_EIO, "cannot write the log: %s", strerror(errno));
 	return 0;
+}
+
+/* The log ended: a partial character or sequence held by the filter. */
+static void out_finish(struct att *t)
+{
+	if (!t->o->filter)
+		return;
+	sb_reset(&t->safe);
+	tf_finish(&t->tf, &t->safe);
+	if (t->safe.len && log_out_write(&t->lo, t->safe.buf, t->safe.len) < 0) {
+		/* stdout is gone: nothing left to tell it */
+	}
 }
 
 static void send_log(struct att *t)
@@ -218,10 +240,11 @@ static void pull_done(struct att *t)
 	struct gr_err e = { 0 };
 
 	if (art_pull_finish(t->pull, &st, &e) < 0)
-		log_out_notice(&t->lo, "warning: artifact pull failed: %s", e.msg);
+		log_out_notice(&t->lo, "warning: artifact pull failed: %s", ts(e.msg));
 	else if (st.extracted && !t->ctx->quiet)
 		log_out_notice(&t->lo, "pulled %u file%s to %s/", st.extracted,
 			       st.extracted == 1 ? "" : "s", shown_path(t->o->pull_dest));
+	art_stats_release(&st);
 	t->pull = NULL;
 	t->next_pull = now_ms() + (uint64_t)t->o->pull_interval * 1000;
 }
@@ -269,6 +292,10 @@ static int on_log_frame(struct att *t, const struct gr_frame *f)
 		job_rec_get(&rd, &t->res->rec);
 		if (rd_done(&rd, err, "JOB_LOG_END") < 0)
 			return GR_EPROTO;
+		if (job_rec_check(&t->res->rec, err) < 0) {
+			job_rec_clear(&t->res->rec);
+			return GR_EPROTO;
+		}
 		(void)end;
 		t->log_done = 1;
 		t->res->ended = job_rec_ended(&t->res->rec);
@@ -287,11 +314,11 @@ static void on_stop_frame(struct att *t, const struct gr_frame *f)
 	t->stop_id = 0;
 	if (f->type == GR_MSG_ERROR) {
 		conn_error_from_frame(f, &e);
-		fprintf(stderr, "gpurun: cannot stop job %s: %s\n", t->o->id, e.msg);
+		fprintf(stderr, "gpurun: cannot stop job %s: %s\n", t->o->id, ts(e.msg));
 		return;
 	}
 	if (job_stop_parse(f->payload, f->len, &s, &e) < 0) {
-		fprintf(stderr, "gpurun: %s\n", e.msg);
+		fprintf(stderr, "gpurun: %s\n", ts(e.msg));
 		return;
 	}
 	job_stop_print(&s, t->ctx->quiet);
@@ -303,7 +330,7 @@ static void lose_conn(struct att *t, const char *why)
 	if (!t->lost_since) {
 		t->lost_since = now_ms();
 		if (!t->ctx->quiet)
-			log_out_notice(&t->lo, "connection lost (%s); reconnecting", why);
+			log_out_notice(&t->lo, "connection lost (%s); reconnecting", ts(why));
 	}
 	if (t->pull) {
 		art_pull_abort(t->pull);
@@ -347,7 +374,7 @@ static int reconnect(struct att *t)
 		}
 		if (t->ctx->verbose)
 			log_out_notice(&t->lo, "reconnect failed (%s); next try in %d ms",
-				       t->ctx->err.msg, backoff);
+				       ts(t->ctx->err.msg), backoff);
 		int sig = sleep_sig(backoff);
 		if (sig) {
 			/* No connection to ask a stop on: leave it running. */
@@ -388,8 +415,9 @@ static int loop(struct att *t)
 			if (now >= t->next_pull) {
 				struct gr_err e = { 0 };
 				if (art_pull_start(t->ctx->conn, t->ctx->cfg->remote.path, o->id, o->pull,
-						   o->pull_dest, &t->pull, &e) < 0) {
-					log_out_notice(&t->lo, "warning: artifact pull failed: %s", e.msg);
+						   o->pull_dest, t->ctx->cfg->artifacts.min_free,
+						   &t->pull, &e) < 0) {
+					log_out_notice(&t->lo, "warning: artifact pull failed: %s", ts(e.msg));
 					t->next_pull = now + (uint64_t)o->pull_interval * 1000;
 				}
 			} else if (t->next_pull - now < (uint64_t)timeout) {
@@ -452,6 +480,7 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	t.first = 1;
 	t.last_rx = now_ms();
 	t.next_pull = now_ms() + (uint64_t)o->pull_interval * 1000;
+	tf_init(&t.tf);
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
 		return gr_errf(&ctx->err, GR_EIO, "pipe: %s", strerror(errno));
 	sa.sa_handler = on_signal;
@@ -480,6 +509,7 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	end_asking(&t);
 	/* After a Ctrl-C, keys typed were answers, never for the shell. */
 	term_restore(t.ints > 0);
+	out_finish(&t);
 	log_out_flush(&t.lo);
 	if (ctx->fwd)
 		fwd_swap_notify(ctx->fwd, &fwd_fn, &fwd_arg);
@@ -490,5 +520,6 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	close(sig_pipe[1]);
 	sig_pipe[0] = sig_pipe[1] = -1;
 	log_out_release(&t.lo);
+	sb_release(&t.safe);
 	return rc;
 }

@@ -23,6 +23,7 @@ struct attach_opts {
 	uint32_t tail;            /* start at the last N lines (0: at offset) */
 	int follow;               /* keep going until the job ends */
 	int out_fd;               /* where the log goes */
+	int filter;               /* out_fd is a terminal: only safe bytes (term_filter.h) */
 	enum attach_interrupt on_interrupt;
 	int stop_on_interrupt;    /* Ctrl-C stops the job without asking */
 	const struct strvec *pull; /* artifact globs; NULL: no pulls */

@@ -10,6 +10,7 @@
 
 #include "remote_exec.h"
 #include "term.h"
+#include "term_filter.h"
 
 static int sig_pipe[2] = { -1, -1 };
 
@@ -70,9 +71,12 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 	struct strbuf pl = STRBUF_INIT;
 	struct sigaction sa = { 0 }, old_int, old_term, old_hup, old_winch;
 	struct pollfd extra[2];
+	struct term_filter tf_out, tf_err;
 	uint32_t id = conn_next_id(c);
 	int stdin_open = o->forward_stdin, interrupts = 0, raw = 0, rc;
 
+	tf_init(&tf_out);
+	tf_init(&tf_err);
 	send_exec(c, id, o);
 	if (!stdin_open)
 		conn_send(c, GR_MSG_STDIN, GR_F_END, id, NULL, 0);
@@ -135,8 +139,11 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 		if (rc == 0 || f.id != id)
 			continue;
 		if (f.type == GR_MSG_STDOUT || f.type == GR_MSG_STDERR) {
-			int fd = f.type == GR_MSG_STDOUT ? o->out_fd : o->err_fd;
-			if (write_full(fd, f.payload, f.len) < 0 && errno != EPIPE) {
+			int is_out = f.type == GR_MSG_STDOUT;
+			int fd = is_out ? o->out_fd : o->err_fd;
+			struct term_filter *tf = (is_out ? o->filter_out : o->filter_err)
+							 ? (is_out ? &tf_out : &tf_err) : NULL;
+			if (tf_write(tf, fd, f.payload, f.len) < 0 && errno != EPIPE) {
 				rc = gr_errf(err, GR_EIO, "cannot write output: %s", strerror(errno));
 				break;
 			}
@@ -164,6 +171,15 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 	}
 	if (raw)
 		term_restore(0);
+	/* A character cut short at the end shows as U+FFFD, as less does. */
+	sb_reset(&pl);
+	if (o->filter_out && (tf_finish(&tf_out, &pl), pl.len) && write_full(o->out_fd, pl.buf, pl.len) < 0) {
+		/* nothing more to say to it */
+	}
+	sb_reset(&pl);
+	if (o->filter_err && (tf_finish(&tf_err, &pl), pl.len) && write_full(o->err_fd, pl.buf, pl.len) < 0) {
+		/* nothing more to say to it */
+	}
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	sigaction(SIGHUP, &old_hup, NULL);

@@ -13,9 +13,11 @@ struct remote_exec_opts {
 	const char *const *env;       /* "K=V" strings, NULL-terminated; may be NULL */
 	int forward_stdin;            /* relay our stdin to the command */
 	int out_fd, err_fd;           /* where its stdout / stderr go */
+	int filter_out, filter_err;   /* that fd is a terminal: only safe bytes (term_filter.h) */
 	/* Under a pty on the host (exec -t, shell): one output stream (to
 	 * out_fd), TERM and the window size passed on and kept up to date
-	 * (SIGWINCH), our terminal raw meanwhile when stdin is one. */
+	 * (SIGWINCH), our terminal raw meanwhile when stdin is one. The
+	 * host then drives this terminal, as with ssh -t: no filter. */
 	int pty;
 	int login_shell;              /* the user's login shell; argv is empty */
 };

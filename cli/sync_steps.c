@@ -8,6 +8,7 @@
 #include "sync_index.h"
 #include "sync_proto.h"
 #include "sync_steps.h"
+#include "term_filter.h"
 
 enum { CHANGE_UPDATED = 1, CHANGE_MISSING = 2 };
 
@@ -120,7 +121,7 @@ void warn_host_changes(const struct host_state *h, const struct sm_list *local)
 		free(q);
 	}
 	for (size_t i = 0; i < h->warnings.n; i++)
-		fprintf(stderr, "gpurun: %s\n", h->warnings.v[i]);
+		fprintf(stderr, "gpurun: %s\n", ts(h->warnings.v[i]));
 }
 
 

@@ -425,3 +425,27 @@ int set_cloexec(int fd)
 
 	return fl < 0 ? -1 : fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
 }
+
+void uid_name(uid_t uid, char *buf, size_t n)
+{
+	struct strbuf pw = STRBUF_INIT;
+	char *save = NULL;
+
+	snprintf(buf, n, "uid %lu", (unsigned long)uid);
+	if (read_file("/etc/passwd", &pw, NULL) < 0 || !pw.buf)
+		goto out;
+	for (char *l = strtok_r(pw.buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		char *c1 = strchr(l, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		char *c3 = c2 ? strchr(c2 + 1, ':') : NULL;
+		long long v;
+		if (!c3)
+			continue;
+		*c1 = *c3 = '\0';
+		if (parse_ll(c2 + 1, 0, UINT32_MAX, &v) == 0 && (uid_t)v == uid) {
+			snprintf(buf, n, "%s", l);
+			break;
+		}
+	}
+out:
+	sb_release(&pw);
+}

@@ -65,6 +65,10 @@ int mkdir_p(const char *path, int mode, struct gr_err *err);
  * tests can point it at another home). Returns a new string. */
 char *expand_home(const char *path);
 
+/* The user name of uid from /etc/passwd itself (no NSS: the agent is a
+ * static binary), or "uid N". */
+void uid_name(uid_t uid, char *buf, size_t n);
+
 /* Parse a whole string as a number in [min, max]; 0 or GR_EINVAL. */
 int parse_ll(const char *s, long long min, long long max, long long *out);
 /* "10", "10k", "1.5M", "2G", "1GiB" -> bytes. */

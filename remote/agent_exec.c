@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "safe_dir.h"
 
 struct exec_state {
 	uint32_t id;
@@ -339,6 +340,17 @@ static int h_exec(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err 
 		rc = gr_errf(err, GR_ENOTFOUND, "remote folder '%s' does not exist", full);
 		goto out;
 	}
+	/* Another user's folder would run their code as us; the checked
+	 * path, links resolved, is where the command runs. */
+	char *real = NULL;
+	if ((rc = safe_dir_check_path(full, 1, &real, err)) < 0)
+		goto out;
+	if (!real) {
+		rc = gr_errf(err, GR_ENOTFOUND, "remote folder '%s' does not exist", full);
+		goto out;
+	}
+	free(full);
+	full = real;
 	if (pipe2(pexec, O_CLOEXEC) < 0 ||
 	    (!(flags & GR_EXEC_PTY) &&
 	     (pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0 ||

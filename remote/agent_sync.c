@@ -12,6 +12,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "safe_dir.h"
 #include "sync_agent.h"
 #include "sync_proto.h"
 
@@ -111,7 +112,7 @@ int sync_tmp_finish(int fd, uint32_t mode, int64_t mtime_ns)
 		ts[1].tv_sec--;
 		ts[1].tv_nsec += 1000000000L;
 	}
-	if (fchmod(fd, (mode_t)(mode & 0777)) < 0 || futimens(fd, ts) < 0)
+	if (fchmod(fd, safe_file_mode(mode)) < 0 || futimens(fd, ts) < 0)
 		rc = -1;
 	/* Start writeback now; COMMIT waits for all of it with one syncfs. */
 	if (!rc)
@@ -176,6 +177,7 @@ static int h_open(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err 
 		rc = gr_errf(err, GR_EPROTO, "a sync session is already open on this connection");
 		goto out;
 	}
+	safe_perms_preserve(flags & SYNC_OPEN_PRESERVE_PERMS);
 	rc = sync_session_open(a, id, path, flags, elen ? expect : NULL, local, &s, err);
 	if (rc < 0 || !s)
 		goto out;

@@ -1,5 +1,6 @@
 /* GPUs: nvidia-smi queries, per-GPU flock()s, and the choice of GPUs for
  * a job (see job_gpu.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -9,10 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "job_gpu.h"
+#include "job_proto.h"
 
 int gpu_run_capture(const char *const *argv, int timeout_ms, struct strbuf *out)
 {
@@ -133,7 +136,7 @@ void gpu_parse_gpus(const char *csv, struct gpu_report *r)
 		r->gpus = xrealloc(r->gpus, (r->ngpus + 1) * sizeof(*r->gpus));
 		r->gpus[r->ngpus++] = (struct gpu_info){
 			(uint32_t)idx, xstrdup(f[1]), xstrdup(f[2]), (uint32_t)num(f[3]),
-			num(f[4]), num(f[5]), NULL };
+			num(f[4]), num(f[5]), NULL, 0 };
 	}
 	free(copy);
 }
@@ -155,52 +158,195 @@ void gpu_parse_apps(const char *csv, struct gpu_report *r)
 	free(copy);
 }
 
-static char *lock_path(uint32_t index)
+/* The locks, shared by every account on the host. Each user has a
+ * folder of their own, <base>/gpurun-locks-<uid> (0755), holding
+ * gpu-<index>.lock files (0644) that their jobs flock and write their id
+ * in; base is GPURUN_LOCK_DIR or /tmp, and must be root's (or this
+ * user's) and either closed to others or sticky, as /tmp is. So anyone
+ * can see every lock, and nobody but its owner (and root) can remove,
+ * rename or replace one: the sticky bit keeps others from renaming the
+ * folder, its mode from touching the files. A GPU is taken by locking
+ * one's own file, then checking that no other user's file for it is
+ * locked (else letting go and trying later): two users taking one GPU
+ * at once both see the other and back off, never both win. */
+static char *lock_base(void)
 {
-	char *dir = expand_home("~/.cache/gpurun");
-	char *p = xasprintf("%s/gpu-%u.lock", dir, index);
+	const char *e = getenv("GPURUN_LOCK_DIR");
 
-	mkdir_p(dir, 0700, NULL);
-	free(dir);
-	return p;
+	return xstrdup(e && *e ? e : "/tmp");
 }
 
-/* The job holding index's lock, or NULL when it is free. */
-static char *lock_holder(uint32_t index)
+static int base_ok(int fd, const char *base, struct gr_err *err)
 {
-	char *p = lock_path(index), buf[64];
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	char *who = NULL;
+	struct stat st;
 
-	free(p);
+	if (fstat(fd, &st) < 0)
+		return gr_errf(err, GR_EIO, "cannot check '%s': %s", base, strerror(errno));
+	if (st.st_uid != 0 && st.st_uid != geteuid())
+		return gr_errf(err, GR_EINVAL, "GPU lock folder '%s' belongs to uid %lu: its owner "
+			       "could remove other users' locks; use root's /tmp or set GPURUN_LOCK_DIR "
+			       "to a folder root made (mode 1777)", base, (unsigned long)st.st_uid);
+	if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))
+		return gr_errf(err, GR_EINVAL, "GPU lock folder '%s' is writable by others without "
+			       "the sticky bit (mode %04o): anyone could replace the locks in it; "
+			       "fix: chmod +t '%s'", base, (unsigned)(st.st_mode & 07777), base);
+	return 0;
+}
+
+/* This user's lock folder, made if need be; an fd on it, or -1 with err. */
+static int own_dir(struct gr_err *err)
+{
+	char *base = lock_base(), name[64];
+	int bfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd = -1;
+	struct stat st;
+
+	snprintf(name, sizeof(name), "gpurun-locks-%lu", (unsigned long)geteuid());
+	if (bfd < 0) {
+		gr_errf(err, GR_EIO, "cannot open GPU lock folder '%s': %s", base, strerror(errno));
+		goto out;
+	}
+	if (base_ok(bfd, base, err) < 0)
+		goto out;
+	if (mkdirat(bfd, name, 0755) < 0 && errno != EEXIST) {
+		gr_errf(err, GR_EIO, "cannot create '%s/%s': %s", base, name, strerror(errno));
+		goto out;
+	}
+	fd = openat(bfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid()) {
+		/* Someone made it first, or it is a link: their folder is not
+		 * ours to lock in, and a lock there would protect nothing. */
+		gr_errf(err, GR_EINVAL, "GPU lock folder '%s/%s' is not yours%s; ask root to remove it",
+			base, name, fd < 0 ? " (or not a folder)" : "");
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		goto out;
+	}
+	if ((st.st_mode & 07777) != 0755 && fchmod(fd, 0755) < 0) {
+		gr_errf(err, GR_EIO, "cannot chmod '%s/%s': %s", base, name, strerror(errno));
+		close(fd);
+		fd = -1;
+	}
+out:
+	if (bfd >= 0)
+		close(bfd);
+	free(base);
+	return fd;
+}
+
+/* Is this folder entry another user's lock folder? Its uid, else -1. */
+static long long lock_dir_uid(const char *name)
+{
+	long long uid;
+
+	if (strncmp(name, "gpurun-locks-", 13) || parse_ll(name + 13, 0, UINT32_MAX, &uid) < 0)
+		return -1;
+	return uid;
+}
+
+/* Who holds lock file name in dfd (owned by uid): "ID" (this user) or
+ * "USER:ID" (another), or NULL when nobody. Never follows a link, never
+ * blocks on a FIFO, reads only a regular file owned by uid. */
+static char *probe(int dfd, uid_t uid, const char *name)
+{
+	struct stat st, st2;
+	char buf[64], *who = NULL;
+	int fd;
+
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) || st.st_uid != uid)
+		return NULL;
+	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
-	if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
+	if (fstat(fd, &st2) == 0 && st2.st_ino == st.st_ino && st2.st_dev == st.st_dev &&
+	    flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
 		ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
 		buf[n > 0 ? n : 0] = '\0';
 		buf[strcspn(buf, "\n")] = '\0';
-		who = xstrdup(buf[0] ? buf : "?");
+		const char *id = job_id_ok(buf) ? buf : "?";
+		if (uid == geteuid()) {
+			who = xstrdup(id);
+		} else {
+			char user[64];
+			uid_name(uid, user, sizeof(user));
+			who = xasprintf("%s:%s", user, id);
+		}
 	}
 	close(fd);
 	return who;
 }
 
-static int lock_try(uint32_t index, const char *job_id)
+/* Who holds GPU index, among every user's locks (others_only: every
+ * other user's). NULL when nobody. */
+static char *holder(uint32_t index, int others_only)
 {
-	char *p = lock_path(index);
-	int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	char *base = lock_base(), name[64], *who = NULL;
+	DIR *d = opendir(base);
+	struct dirent *e;
 
-	free(p);
-	if (fd < 0)
-		return -1;
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+	snprintf(name, sizeof(name), "gpu-%u.lock", index);
+	while (d && !who && (e = readdir(d))) {
+		long long uid = lock_dir_uid(e->d_name);
+		struct stat st;
+		if (uid < 0 || (others_only && (uid_t)uid == geteuid()))
+			continue;
+		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		/* A folder that is not in the hands of the uid it is named
+		 * after is nobody's lock: ignored. */
+		if (fstat(fd, &st) == 0 && st.st_uid == (uid_t)uid && !(st.st_mode & 022))
+			who = probe(fd, (uid_t)uid, name);
 		close(fd);
-		return -1;
+	}
+	if (d)
+		closedir(d);
+	free(base);
+	return who;
+}
+
+static char *lock_holder(uint32_t index)
+{
+	return holder(index, 0);
+}
+
+/* Take GPU index for job_id. 0 with *out an fd holding the lock, 1 when
+ * someone (this user or another) has it, or a GR_E* code with err set
+ * when no lock can be taken at all. */
+static int lock_try(uint32_t index, const char *job_id, int *out, struct gr_err *err)
+{
+	char name[64], *who;
+	int dfd = own_dir(err), fd;
+	struct stat st;
+
+	*out = -1;
+	if (dfd < 0)
+		return err->code ? err->code : GR_EIO;
+	snprintf(name, sizeof(name), "gpu-%u.lock", index);
+	fd = openat(dfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	close(dfd);
+	if (fd < 0)
+		return gr_errf(err, GR_EIO, "cannot create GPU lock '%s': %s", name, strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		return 1;
+	}
+	if ((st.st_mode & 07777) != 0644 && fchmod(fd, 0644) < 0) {
+		/* others then cannot see it: better to fail than to share */
+		close(fd);
+		return gr_errf(err, GR_EIO, "cannot chmod GPU lock '%s': %s", name, strerror(errno));
 	}
 	if (ftruncate(fd, 0) == 0 && pwrite(fd, job_id, strlen(job_id), 0) < 0) {
 		/* the id is only informative */
 	}
-	return fd;
+	/* Ours is held; now no other user's may be. */
+	if ((who = holder(index, 1))) {
+		free(who);
+		close(fd);
+		return 1;
+	}
+	*out = fd;
+	return 0;
 }
 
 void gpu_report_load(struct gpu_report *r, int with_apps)
@@ -266,9 +412,13 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Idle GPUs first (no process of any user on them, as nvidia-smi sees
+ * it), then the least used. */
 static int cmp_load(const void *a, const void *b)
 {
 	const struct gpu_info *x = a, *y = b;
+	if (x->busy != y->busy)
+		return x->busy - y->busy;
 	if (x->mem_used != y->mem_used)
 		return x->mem_used < y->mem_used ? -1 : 1;
 	if (x->util != y->util)
@@ -318,7 +468,7 @@ int gpu_acquire(const char *spec, const char *job_id, char **assigned,
 		return 0;
 	}
 	if (!explicit) {
-		gpu_report_load(&r, 0);
+		gpu_report_load(&r, 1); /* with processes: a GPU in use is a last resort */
 		if (!r.have_smi) {
 			*why = xasprintf("no GPUs assigned: %s", r.error ? r.error : "nvidia-smi is not on this host");
 			*assigned = xstrdup("");
@@ -328,6 +478,9 @@ int gpu_acquire(const char *spec, const char *job_id, char **assigned,
 			rc = gr_errf(err, GR_EINVAL, "[train] gpus asks for %zu GPUs; the host has %zu", want, r.ngpus);
 			goto out;
 		}
+		for (size_t i = 0; i < r.ngpus; i++)
+			for (size_t j = 0; j < r.napps && !r.gpus[i].busy; j++)
+				r.gpus[i].busy = !strcmp(r.apps[j].gpu_uuid, r.gpus[i].uuid);
 		qsort(r.gpus, r.ngpus, sizeof(*r.gpus), cmp_load);
 		for (size_t i = 0; i < r.ngpus; i++)
 			idx[n++] = r.gpus[i].index;
@@ -335,8 +488,16 @@ int gpu_acquire(const char *spec, const char *job_id, char **assigned,
 	*fds = xcalloc(want, sizeof(int));
 	uint32_t got[64];
 	for (size_t i = 0; i < n && *nfds < want; i++) {
-		int fd = lock_try(idx[i], job_id);
-		if (fd < 0) {
+		int fd, taken = lock_try(idx[i], job_id, &fd, err);
+		if (taken < 0) {
+			rc = taken;
+			release(*fds, *nfds);
+			free(*fds);
+			*fds = NULL;
+			*nfds = 0;
+			goto out;
+		}
+		if (taken == 1) {
 			if (explicit) {
 				char *who = lock_holder(idx[i]);
 				*why = xasprintf("waiting for GPU %u (held by job %s)", idx[i], who ? who : "?");

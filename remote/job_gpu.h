@@ -1,6 +1,7 @@
 /* GPUs on the host: nvidia-smi's view (utilisation, memory, compute
  * processes), advisory per-GPU locks that keep two gpurun jobs off one
- * GPU, and the choice behind [train] gpus = all | N | 0,2.
+ * GPU whoever's they are (shared by every account: GPURUN_LOCK_DIR or
+ * /tmp, see job_gpu.c), and the choice behind [train] gpus = all | N | 0,2.
  * GPURUN_NVIDIA_SMI names another program to ask (tests point it at a
  * recorded output). Blocking: called by the supervisor and by the agent's
  * forked helpers, never in the agent's loop. */
@@ -17,7 +18,9 @@ struct gpu_info {
 	char *uuid, *name;
 	uint32_t util;            /* percent */
 	uint64_t mem_used, mem_total; /* MiB */
-	char *locked_by;          /* gpurun job holding its lock, or NULL */
+	char *locked_by;          /* gpurun job holding its lock ("ID", or "USER:ID"
+				     for another user's), or NULL */
+	int busy;                 /* gpu_acquire: a process (any user's) is on it */
 };
 
 struct gpu_app {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "safe_dir.h"
 #include "sync_agent.h"
 #include "sync_apply.h"
 
@@ -49,7 +50,7 @@ static void op_mkdir(struct sync_session *s, const char *path)
 		sync_add_error(s, path, "cannot create folder: %s", strerror(errno));
 		return;
 	}
-	if (mkdirat(dfd, base, 0755) < 0 && errno != EEXIST) {
+	if (mkdirat(dfd, base, safe_dir_mode()) < 0 && errno != EEXIST) {
 		sync_add_error(s, path, "cannot create folder: %s", strerror(errno));
 		return;
 	}
@@ -144,7 +145,7 @@ static int set_meta(struct sync_session *s, const char *path, uint32_t mode,
 		errno = EINVAL;
 		return -1;
 	}
-	if (fchmodat(dfd, base, (mode_t)(mode & 0777), 0) < 0 ||
+	if (fchmodat(dfd, base, safe_file_mode(mode), 0) < 0 ||
 	    utimensat(dfd, base, ts, AT_SYMLINK_NOFOLLOW) < 0)
 		return -1;
 	return fstatat(dfd, base, st, AT_SYMLINK_NOFOLLOW);

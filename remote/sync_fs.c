@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "safe_dir.h"
 #include "sync_fs.h"
 #include "sync_manifest.h"
 #include "sync_proto.h"
@@ -54,7 +55,8 @@ int sfs_open_root(const char *path, int create, int *rootfd, char **real,
 				     "cannot open remote folder '%s': %s", clean, strerror(errno));
 			goto out;
 		}
-		if ((rc = mkdir_p(clean, 0755, err)) < 0)
+		if ((rc = safe_dir_check_path(clean, 1, NULL, err)) < 0 ||
+		    (rc = mkdir_p(clean, SAFE_PROJECT_MODE, err)) < 0)
 			goto out;
 		if (created)
 			*created = 1;
@@ -69,6 +71,8 @@ int sfs_open_root(const char *path, int create, int *rootfd, char **real,
 			     clean, buf, why);
 		goto out;
 	}
+	if ((rc = safe_dir_check(buf, 1, err)) < 0)
+		goto out;
 	*rootfd = open(buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (*rootfd < 0) {
 		rc = gr_errf(err, GR_EIO, "cannot open remote folder '%s': %s", buf,

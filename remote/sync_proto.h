@@ -41,6 +41,8 @@ enum {
 	SYNC_OPEN_OPTIMISTIC = 4, /* the client streams its changes at once, planned
 				     against `expect`: refuse the session unless the
 				     folder holds exactly that */
+	SYNC_OPEN_PRESERVE_PERMS = 8, /* [sync] preserve_perms: files keep group and
+					 other bits (else only the owner's) */
 };
 
 /* STATE flags */

@@ -7,13 +7,14 @@ set -eu
 # Build: the client's libraries, their static archives for the agent, and
 # the static libs libarchive pulls in. Test: a real sshd, rsync as the
 # benchmark peer, git as the ignore oracle, three shells for completions,
-# man and groff to render the man page.
+# python3 with venv for the Python project the job tests make, man and
+# groff to render the man page.
 pkgs="build-essential pkg-config make
 libssh2-1-dev librsync-dev libarchive-dev libinih-dev libzstd-dev
 zlib1g-dev liblzma-dev liblz4-dev libbz2-dev libacl1-dev nettle-dev
 libxml2-dev libicu-dev libssl-dev libb2-dev
 openssh-server openssh-client rsync git zstd gzip clang libclang-rt-14-dev
-bash-completion zsh fish tmux procps psmisc python3 bc man-db groff-base"
+bash-completion zsh fish tmux procps psmisc python3 python3-venv bc man-db groff-base"
 
 missing=""
 for p in $pkgs; do
@@ -36,6 +37,8 @@ else
 fi
 echo "install-deps: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq >&2
+# Wait for another apt/dpkg (a second checkout installing at once) rather than fail.
+APT="apt-get -o DPkg::Lock::Timeout=900"
+$SUDO $APT update -qq >&2
 # shellcheck disable=SC2086
-$SUDO apt-get install -y -qq --no-install-recommends $missing >&2
+$SUDO $APT install -y -qq --no-install-recommends $missing >&2

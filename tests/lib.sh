@@ -23,6 +23,11 @@ export HOME=$TRASH/home
 mkdir -p "$HOME/.ssh"
 chmod 700 "$HOME/.ssh"
 unset GPURUN_REMOTE_HOST GPURUN_REMOTE_PATH GPURUN_REMOTE_TRANSPORT SSH_AUTH_SOCK
+# GPU locks are shared by every account on a host (/tmp by default): each
+# test file gets its own lock folder, as root makes one (sticky, 1777), so
+# tests running at once do not see each other's fake GPUs taken.
+export GPURUN_LOCK_DIR=$TRASH/gpu-locks
+mkdir -p "$GPURUN_LOCK_DIR" && chmod 1777 "$GPURUN_LOCK_DIR"
 export NO_COLOR=1
 test_count=0
 test_failures=0
@@ -215,10 +220,13 @@ CFG
 # tree_sig DIR [NAME...]: one line per entry under DIR (type, file mode,
 # mtime and sha256, symlink target; names repr()-quoted, so any byte goes),
 # sorted, leaving out the top-level NAMEs and .gpurun/. Two trees hold the
-# same files exactly when their tree_sig outputs are equal.
+# same files exactly when their tree_sig outputs are equal. File modes are
+# masked with TREE_SIG_MASK (default 0700: the owner's bits, all the host
+# keeps unless [sync] preserve_perms = true).
 tree_sig() {
-	python3 - "$@" <<'PY'
+	TREE_SIG_MASK=${TREE_SIG_MASK:-0700} python3 - "$@" <<'PY'
 import hashlib, os, stat, sys
+mask = int(os.environ['TREE_SIG_MASK'], 8)
 root = os.fsencode(sys.argv[1])
 skip = {os.fsencode(n) for n in sys.argv[2:]} | {b'.gpurun'}
 out = []
@@ -241,8 +249,90 @@ for dp, dns, fns in os.walk(root):
             with open(p, 'rb') as f:
                 for b in iter(lambda: f.read(1 << 20), b''):
                     h.update(b)
-            out.append((r, 'F %o %d %s' % (st.st_mode & 0o777, st.st_mtime_ns, h.hexdigest())))
+            out.append((r, 'F %o %d %s' % (st.st_mode & mask, st.st_mtime_ns, h.hexdigest())))
 for r, d in sorted(out):
     print(repr(r), d)
 PY
+}
+
+# make_user VAR TAG: add a real local account (name unique to this run,
+# "gr<TAG><pid>") for tests of a host shared by several users; its name
+# goes into VAR. It is removed at exit with its home, after its processes
+# (the test's own: sshd sessions, agents, jobs) are ended by pid. Needs
+# root. The password is '*': not locked, so sshd (UsePAM no) lets the
+# key in, and no password logs in.
+make_user() {
+	_u="gr$2$$"
+	useradd -m -s /bin/sh "$_u" >/dev/null || return 1
+	usermod -p '*' "$_u" || return 1
+	test_atexit "_end_user $_u"
+	eval "$1=\$_u"
+}
+_end_user() {
+	for _try in 1 2 3; do
+		_pids=$(pgrep -u "$1") || break
+		kill -9 $_pids 2>/dev/null
+		sleep 0.2
+	done
+	userdel -r "$1" >/dev/null 2>&1
+}
+
+# start_sshd_users NAME EXTRA USER...: like start_sshd, but sessions are
+# the real accounts USER... with their own homes (from passwd), keys in
+# each ~/.ssh/authorized_keys and StrictModes on; adds "Host NAME-USER"
+# for each to $HOME/.ssh/config. EXTRA: sshd_config lines put first (one
+# SetEnv line for the environment sessions need). Trust it with
+# trust_sshd NAME.
+start_sshd_users() {
+	_n=$1 _extra=$2
+	shift 2
+	_d=$TRASH/sshd-$_n
+	mkdir -p "$_d" /run/sshd
+	make_client_key
+	ssh-keygen -q -t ed25519 -N '' -f "$_d/hostkey"
+	for _u in "$@"; do
+		_h=$(getent passwd "$_u" | cut -d: -f6)
+		mkdir -p "$_h/.ssh" && cp "$HOME/.ssh/id_ed25519.pub" "$_h/.ssh/authorized_keys" &&
+			chown -R "$_u:" "$_h/.ssh" && chmod 700 "$_h/.ssh" && chmod 600 "$_h/.ssh/authorized_keys" ||
+			return 1
+	done
+	for _try in 1 2 3 4 5; do
+		_port=$(free_port)
+		cat > "$_d/sshd_config" <<CFG
+$_extra
+Port $_port
+ListenAddress 127.0.0.1
+HostKey $_d/hostkey
+StrictModes yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin no
+UsePAM no
+PidFile $_d/sshd.pid
+LogLevel ERROR
+CFG
+		rm -f "$_d/sshd.pid"
+		/usr/sbin/sshd -f "$_d/sshd_config" -E "$_d/sshd.log" || continue
+		for _i in $(seq 1 50); do
+			[ -s "$_d/sshd.pid" ] && break
+			sleep 0.05
+		done
+		[ -s "$_d/sshd.pid" ] || continue
+		eval "SSHD_PORT_$_n=$_port"
+		test_atexit "kill \$(cat '$_d/sshd.pid' 2>/dev/null) 2>/dev/null"
+		for _u in "$@"; do
+			cat >> "$HOME/.ssh/config" <<CFG
+Host $_n-$_u
+	HostName 127.0.0.1
+	Port $_port
+	User $_u
+	IdentityFile $HOME/.ssh/id_ed25519
+	UserKnownHostsFile $HOME/.ssh/known_hosts
+
+CFG
+		done
+		return 0
+	done
+	say "could not start sshd; see $_d/sshd.log"
+	return 1
 }

@@ -155,9 +155,9 @@ now=$(date +%s)
 mkdir -p proj/.gpurun proj/src/deep proj/data
 write_ini "$TRASH/proj" local local "$TRASH/remote"
 printf '%s\t%s\t%s\n' \
-	20240611-120501-b7 running $((now - 300)) \
-	20240610-090000-a3 done $((now - 259200)) \
-	20240609-080000-ff failed $((now - 345600)) > proj/.gpurun/jobs
+	20240611-120501-b7c0 running $((now - 300)) \
+	20240610-090000-a3d1 done $((now - 259200)) \
+	20240609-080000-ff00 failed $((now - 345600)) > proj/.gpurun/jobs
 "$GPURUN" help | help_section commands > commands.want
 "$GPURUN" help | help_section "help topics" > topics.want
 cat commands.want topics.want > help-args.want
@@ -178,14 +178,14 @@ for sh in bash bash-plain zsh zsh-sourced fish; do
 	'
 	test_expect_success "$sh: 'gpurun logs ' offers the cached job ids, newest first" '
 		cd proj &&
-		offers $sh "gpurun logs " 20240611-120501-b7 20240610-090000-a3 20240609-080000-ff &&
-		offers $sh "gpurun stop 2024061" 20240611-120501-b7 20240610-090000-a3 &&
-		offers $sh "gpurun pull 20240609" 20240609-080000-ff &&
-		offers $sh "gpurun status " 20240611-120501-b7 20240610-090000-a3 20240609-080000-ff &&
-		cd src/deep && offers $sh "gpurun -v logs 202406" 20240611-120501-b7 20240610-090000-a3 20240609-080000-ff
+		offers $sh "gpurun logs " 20240611-120501-b7c0 20240610-090000-a3d1 20240609-080000-ff00 &&
+		offers $sh "gpurun stop 2024061" 20240611-120501-b7c0 20240610-090000-a3d1 &&
+		offers $sh "gpurun pull 20240609" 20240609-080000-ff00 &&
+		offers $sh "gpurun status " 20240611-120501-b7c0 20240610-090000-a3d1 20240609-080000-ff00 &&
+		cd src/deep && offers $sh "gpurun -v logs 202406" 20240611-120501-b7c0 20240610-090000-a3d1 20240609-080000-ff00
 	'
 	test_expect_success "$sh: job ids follow -C, and none outside a project" '
-		offers $sh "gpurun -C proj logs 20240610" 20240610-090000-a3 &&
+		offers $sh "gpurun -C proj logs 20240610" 20240610-090000-a3d1 &&
 		offers $sh "gpurun logs "
 	'
 	test_expect_success "$sh: 'gpurun sync --' offers the flags 'gpurun sync --help' lists" '
@@ -284,20 +284,20 @@ if command -v tmux >/dev/null; then
 	test_expect_success 'interactive bash: TAB completes a job id and a flag value' '
 		cd proj &&
 		tab_inserts "bash --noprofile --rcfile $LIBD/bashrc -i" "gpurun logs 20240610" \
-			"gpurun logs 20240610-090000-a3 " &&
+			"gpurun logs 20240610-090000-a3d1 " &&
 		tab_inserts "bash --noprofile --rcfile $LIBD/bashrc -i" "gpurun --color=ne" \
 			"gpurun --color=never "
 	'
 	test_expect_success 'interactive zsh: TAB completes a job id and a flag value' '
 		cd proj &&
 		tab_inserts "ZDOTDIR=$LIBD/zdot zsh -i" "gpurun stop 20240609" \
-			"gpurun stop 20240609-080000-ff " &&
+			"gpurun stop 20240609-080000-ff00 " &&
 		tab_inserts "ZDOTDIR=$LIBD/zdot zsh -i" "gpurun --color=ne" "gpurun --color=never "
 	'
 	test_expect_success 'interactive fish: TAB completes a job id and a flag value' '
 		cd proj &&
 		tab_inserts "fish --no-config -i -C \"source $LIBD/init.fish\"" "gpurun pull 20240609" \
-			"gpurun pull 20240609-080000-ff " &&
+			"gpurun pull 20240609-080000-ff00 " &&
 		tab_inserts "fish --no-config -i -C \"source $LIBD/init.fish\"" "gpurun --color=ne" \
 			"gpurun --color=never "
 	'

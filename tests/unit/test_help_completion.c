@@ -144,8 +144,8 @@ static void descriptions_are_one_line(void)
 
 static void command_options_and_passthrough(void)
 {
-	CHECK_COMPLETES("exec -", "-n|--tty|--forward|--help;");
-	CHECK_COMPLETES("exec --", "--tty|--forward|--help;");
+	CHECK_COMPLETES("exec -", "-n|--raw|--tty|--forward|--help;");
+	CHECK_COMPLETES("exec --", "--raw|--tty|--forward|--help;");
 	CHECK_COMPLETES("exec --forward ", ";");
 	CHECK_COMPLETES("exec ls -", ";");
 	CHECK_COMPLETES("exec -n ls --", ";");
@@ -204,14 +204,17 @@ static void job_ids_from_the_local_cache(void)
 {
 	char tmpl[] = "/tmp/gpurun-unit-jobs.XXXXXX";
 	const char *jobs =
-		"20240611-120501-b7\trunning\t1699999700\n"
-		"20240610-090000-a3\tdone\t1699740800\n"
+		"20240611-120501-b7c0\trunning\t1699999700\n"
+		"20240610-090000-a3d1\tdone\t1699740800\n"
 		"\tno-id\t1\n"
 		"bad\x01id\tdone\t1\n"
-		"20240609-080000-ff\tfailed\n"
-		"20240608-000000-00\n";
+		"../../home\tdone\t1\n"
+		"20240607-000000-beef\x1b]0;t\a\tdone\t1\n"
+		"20240607-000000-bee\tdone\t1\n"
+		"20240609-080000-ff00\tfailed\n"
+		"20240608-000000-0000\n";
 	char *root = make_project(tmpl, jobs);
-	const char *ids = "20240611-120501-b7|20240610-090000-a3|20240609-080000-ff|20240608-000000-00;";
+	const char *ids = "20240611-120501-b7c0|20240610-090000-a3d1|20240609-080000-ff00|20240608-000000-0000;";
 	char line[PATH_MAX + 64];
 
 	if (!root)
@@ -221,13 +224,13 @@ static void job_ids_from_the_local_cache(void)
 	snprintf(line, sizeof(line), "-C %s/sub/deeper stop ", root);
 	CHECK_COMPLETES(line, ids);
 	snprintf(line, sizeof(line), "-c %s/gpurun.ini -v pull 2024061", root);
-	CHECK_COMPLETES(line, "20240611-120501-b7|20240610-090000-a3;");
+	CHECK_COMPLETES(line, "20240611-120501-b7c0|20240610-090000-a3d1;");
 	snprintf(line, sizeof(line), "-C %s status 2024061 ", root);
 	CHECK_COMPLETES(line, ";");
 	snprintf(line, sizeof(line), "-C %s logs 2024061", root);
 	char *got = complete_line(line, 1);
-	CHECK_STR(got, "20240611-120501-b7\trunning, started 5 min ago|"
-		       "20240610-090000-a3\tdone, started 3 days ago;");
+	CHECK_STR(got, "20240611-120501-b7c0\trunning, started 5 min ago|"
+		       "20240610-090000-a3d1\tdone, started 3 days ago;");
 	free(got);
 	remove_tree(root);
 }

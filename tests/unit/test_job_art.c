@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "t.h"
@@ -18,9 +19,17 @@
 #include "../../remote/job_glob.c"
 #include "../../remote/job_gpu.c"
 #include "../../remote/job_pack.c"
+#include "art_limits.h"
 #include "job_art.h"
+#include "job_proto.h"
 
 static char tmp[256];
+
+/* Limits for crafted archives (no announcement): roomy, checked anyway. */
+static struct art_limits roomy(void)
+{
+	return (struct art_limits){ .files = 100, .bytes = 1u << 30, .min_free_pct = 0 };
+}
 
 static void mk(const char *rel, const char *content)
 {
@@ -68,7 +77,7 @@ static int pack(const char *const *pat, size_t npat, struct pack_have *have, siz
 	snprintf(dir, sizeof(dir), "%s/job", tmp);
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	struct gr_err err = { 0 };
-	int rc = job_pack(dir, pat, npat, have, nhave, fd, st, &err);
+	int rc = job_pack(dir, pat, npat, have, nhave, NULL, fd, st, &err);
 	if (rc < 0)
 		fprintf(stderr, "  pack: %s\n", err.msg);
 	lseek(fd, 0, SEEK_SET);
@@ -95,7 +104,15 @@ static void test_roundtrip(void)
 	CHECK_EQ_INT(st.sent, 3);
 	snprintf(dest, sizeof(dest), "%s/runs", tmp);
 	mkdir(dest, 0755);
-	CHECK_EQ_INT(art_extract_fd(fd, dest, &files, &err), 0);
+	/* The stream opens with what it holds: 3 files, 16 + 4 + 2 bytes. */
+	unsigned char hdr[GR_ART_ANNOUNCE_LEN];
+	struct art_limits lim = { 0 };
+	CHECK(read(fd, hdr, sizeof(hdr)) == (ssize_t)sizeof(hdr));
+	CHECK_EQ_INT(art_announce_parse(hdr, &lim, &err), 0);
+	CHECK_EQ_INT(lim.files, 3);
+	CHECK_EQ_INT(lim.bytes, 22);
+	lseek(fd, 0, SEEK_SET);
+	CHECK_EQ_INT(art_extract_announced(fd, dest, 0, &files, &err), 0);
 	close(fd);
 	CHECK_EQ_INT(files, 3);
 	snprintf(p, sizeof(p), "%s/metrics.csv", dest);
@@ -163,7 +180,8 @@ static int extract_crafted(const struct craft *c, size_t n, struct gr_err *err)
 	snprintf(dest, sizeof(dest), "%s/hostile", tmp);
 	mkdir(dest, 0755);
 	int fd = craft(c, n);
-	int rc = art_extract_fd(fd, dest, &files, err);
+	struct art_limits lim = roomy();
+	int rc = art_extract_fd(fd, dest, &lim, &files, err);
 	close(fd);
 	if (rc < 0)
 		printf("# refused as wanted: %s\n", err->msg);
@@ -230,7 +248,8 @@ static void test_existing_symlink_in_dest(void)
 	struct gr_err err = { 0 };
 	uint32_t files;
 	int fd = craft(c, 1);
-	CHECK(art_extract_fd(fd, dest, &files, &err) < 0);
+	struct art_limits lim = roomy();
+	CHECK(art_extract_fd(fd, dest, &lim, &files, &err) < 0);
 	close(fd);
 	printf("# refused as wanted: %s\n", err.msg);
 	snprintf(p, sizeof(p), "%s/x.txt", target);
@@ -253,9 +272,112 @@ static void test_truncated(void)
 	fd = open(path, O_RDONLY);
 	snprintf(dest, sizeof(dest), "%s/trunc", tmp);
 	mkdir(dest, 0755);
-	CHECK(art_extract_fd(fd, dest, &files, &err) < 0);
+	struct art_limits lim = roomy();
+	CHECK(art_extract_fd(fd, dest, &lim, &files, &err) < 0);
 	close(fd);
 	snprintf(p, sizeof(p), "%s/big.bin", dest);
+	CHECK(access(p, F_OK) < 0);
+}
+
+/* Extract a crafted archive into a fresh dest within lim. */
+static int extract_within(const struct craft *c, size_t n, const char *name,
+			  struct art_limits *lim, struct gr_err *err, char *dest, size_t dn)
+{
+	uint32_t files;
+	snprintf(dest, dn, "%s/%s", tmp, name);
+	mkdir(dest, 0755);
+	int fd = craft(c, n);
+	int rc = art_extract_fd(fd, dest, lim, &files, err);
+	close(fd);
+	if (rc < 0)
+		printf("# refused as wanted: %s\n", err->msg);
+	return rc;
+}
+
+static void test_larger_than_announced(void)
+{
+	/* An entry bigger than the whole pull was announced to be. */
+	struct craft c[] = { { "a.bin", 'f', NULL, "0123456789" } };
+	struct art_limits lim = { .files = 1, .bytes = 5 };
+	struct gr_err err = { 0 };
+	char dest[300], p[400];
+	CHECK(extract_within(c, 1, "ann1", &lim, &err, dest, sizeof(dest)) < 0);
+	CHECK(strstr(err.msg, "larger than the host announced") != NULL);
+	snprintf(p, sizeof(p), "%s/a.bin", dest);
+	CHECK(access(p, F_OK) < 0);
+	snprintf(p, sizeof(p), "%s/.a.bin.gpurun-part", dest);
+	CHECK(access(p, F_OK) < 0);
+
+	/* Each within, together past it: the second is refused. */
+	struct craft two[] = { { "x.bin", 'f', NULL, "12345" }, { "y.bin", 'f', NULL, "12345" } };
+	lim = (struct art_limits){ .files = 2, .bytes = 8 };
+	CHECK(extract_within(two, 2, "ann2", &lim, &err, dest, sizeof(dest)) < 0);
+	snprintf(p, sizeof(p), "%s/x.bin", dest);
+	CHECK(access(p, F_OK) == 0);
+	snprintf(p, sizeof(p), "%s/y.bin", dest);
+	CHECK(access(p, F_OK) < 0);
+
+	/* More files than announced. */
+	lim = (struct art_limits){ .files = 1, .bytes = 100 };
+	CHECK(extract_within(two, 2, "ann3", &lim, &err, dest, sizeof(dest)) < 0);
+	CHECK(strstr(err.msg, "announced 1 file") != NULL);
+
+	/* No announcement at all. */
+	uint32_t files;
+	int fd = craft(two, 2);
+	CHECK(art_extract_announced(fd, dest, 0, &files, &err) < 0);
+	CHECK(strstr(err.msg, "without announcing") != NULL);
+	close(fd);
+
+	CHECK(art_data_ok(0, 10, 10));
+	CHECK(!art_data_ok(0, 11, 10));
+	CHECK(!art_data_ok(8, 3, 10));
+	CHECK(!art_data_ok(11, 0, 10));
+	CHECK(!art_data_ok(-1, 1, 10));
+	CHECK(!art_data_ok(1, UINT64_MAX, 10));
+}
+
+static void test_min_free(void)
+{
+	struct statvfs v;
+	struct gr_err err = { 0 };
+	CHECK(statvfs(tmp, &v) == 0);
+	uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+	CHECK_EQ_INT(art_space_check(tmp, 0, 0, 0, &err), 0);
+	CHECK_EQ_INT(art_space_check(tmp, 4096, 1, 0, &err), 0);
+	/* More than is free: refused, with the numbers. */
+	CHECK(art_space_check(tmp, avail + (1u << 30), 1, 0, &err) < 0);
+	printf("# refused as wanted: %s\n", err.msg);
+	CHECK(strstr(err.msg, "needed") && strstr(err.msg, "free of") && strstr(err.msg, "min_free"));
+	/* Fits, but not with 90% kept free (this disk is not that empty). */
+	if ((double)v.f_bavail / (double)v.f_blocks < 0.9) {
+		CHECK(art_space_check(tmp, 4096, 1, 90, &err) < 0);
+		CHECK(strstr(err.msg, "keeps 90%") != NULL);
+	}
+	/* And the announced path refuses before it writes anything. */
+	struct craft c[] = { { "a.bin", 'f', NULL, "x" } };
+	char dest[300], p[400], path[300];
+	snprintf(dest, sizeof(dest), "%s/full", tmp);
+	mkdir(dest, 0755);
+	snprintf(path, sizeof(path), "%s/announced.bin", tmp);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644), in = craft(c, 1);
+	unsigned char hdr[GR_ART_ANNOUNCE_LEN] = "GRA1";
+	uint64_t huge = avail + (1ull << 40);
+	hdr[7] = 1;
+	for (int i = 0; i < 8; i++)
+		hdr[8 + i] = (unsigned char)(huge >> (56 - 8 * i));
+	CHECK(write(fd, hdr, sizeof(hdr)) == (ssize_t)sizeof(hdr));
+	char buf[4096];
+	ssize_t n;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		CHECK(write(fd, buf, (size_t)n) == n);
+	close(in);
+	lseek(fd, 0, SEEK_SET);
+	uint32_t files;
+	CHECK(art_extract_announced(fd, dest, 5, &files, &err) < 0);
+	printf("# refused as wanted: %s\n", err.msg);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/a.bin", dest);
 	CHECK(access(p, F_OK) < 0);
 }
 
@@ -291,6 +413,8 @@ int main(void)
 	RUN(test_hostile_hardlink);
 	RUN(test_existing_symlink_in_dest);
 	RUN(test_truncated);
+	RUN(test_larger_than_announced);
+	RUN(test_min_free);
 	RUN(test_smi_parse);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);

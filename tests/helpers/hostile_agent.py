@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""A lying gpurun agent, for the hostile-host tests (tests/t/t0600-*).
+
+Installed as $HOME/.cache/gpurun/agent-<HASH>, where the bootstrap runs
+the agent from, it starts the real agent ($HOSTILE_REAL_AGENT) and stands
+between it and gpurun, speaking the frames of remote/PROTOCOL.md: the real
+agent does the work (sync, builds, jobs), and what it answers is rewritten
+as $HOSTILE says (comma-separated):
+
+  id          the job id in JOB_START, JOB_STATUS, JOB_STOP, LOG_END and
+              the first JOB_LIST record becomes $HOSTILE_ID_HEX (any bytes)
+  state       the state of those records becomes $HOSTILE_STATE_HEX
+  log-bytes   every LOG_DATA frame is cut into one-byte frames, so escape
+              sequences and UTF-8 characters straddle frames
+  art-bytes   ART_PULL's announcement says $HOSTILE_ART_BYTES bytes
+              (and $HOSTILE_ART_FILES files, when set)
+  count       JOB_LIST is answered with a count of 2^32-1 and 100 bytes
+  flood       before its first JOB_STATUS answer, $HOSTILE_FLOOD_MB MiB of
+              DATA frames for a request nobody made
+  bigframe    JOB_STATUS is answered with a header announcing 4 GiB
+
+Only what the scenario names changes; everything else passes through, so
+the client meets a host that behaves until it lies.
+"""
+import os
+import struct
+import subprocess
+import sys
+import threading
+
+HDR = struct.Struct(">IHHI")
+OK, ERROR, DATA = 0x02, 0x03, 0x04
+JOB_START, JOB_LIST, JOB_STATUS, JOB_LOG = 0x40, 0x41, 0x42, 0x43
+LOG_DATA, LOG_END, JOB_STOP, ART_PULL = 0x45, 0x46, 0x47, 0x60
+
+SCEN = set(filter(None, os.environ.get("HOSTILE", "").split(",")))
+out = sys.stdout.buffer
+out_lock = threading.Lock()
+types = {}            # request id -> type, from what the client sent
+art_started = set()   # ART_PULL ids whose announcement went by
+
+
+def env_bytes(name):
+    return bytes.fromhex(os.environ.get(name, ""))
+
+
+def read_exact(f, n):
+    buf = b""
+    while len(buf) < n:
+        b = f.read(n - len(buf))
+        if not b:
+            return None
+        buf += b
+    return buf
+
+
+def read_frame(f):
+    h = read_exact(f, HDR.size)
+    if h is None:
+        return None
+    ln, typ, flags, rid = HDR.unpack(h)
+    p = read_exact(f, ln) if ln else b""
+    if p is None:
+        return None
+    return typ, flags, rid, p
+
+
+def frame(typ, flags, rid, payload):
+    return HDR.pack(len(payload), typ, flags, rid) + payload
+
+
+def send(b):
+    with out_lock:
+        out.write(b)
+        out.flush()
+
+
+def str_at(p, off):
+    ln = struct.unpack_from(">I", p, off)[0]
+    return off + 4 + ln
+
+
+def replace_str(p, off, new):
+    end = str_at(p, off)
+    return p[:off] + struct.pack(">I", len(new)) + new + p[end:]
+
+
+def rewrite_record(p, off):
+    """A job record starts at off: u32 n, then n (str key, str value)
+    pairs (remote/job_rec.h); the values of "id" and "state" are
+    replaced (added when the agent left them out)."""
+    n = struct.unpack_from(">I", p, off)[0]
+    want = {}
+    if "id" in SCEN:
+        want[b"id"] = env_bytes("HOSTILE_ID_HEX")
+    if "state" in SCEN:
+        want[b"state"] = env_bytes("HOSTILE_STATE_HEX")
+    pos = off + 4
+    for _ in range(n):
+        kl = struct.unpack_from(">I", p, pos)[0]
+        key = p[pos + 4:pos + 4 + kl]
+        vpos = pos + 4 + kl
+        if key in want:
+            p = replace_str(p, vpos, want.pop(key))
+        pos = str_at(p, vpos)
+    for key, val in want.items():
+        pair = struct.pack(">I", len(key)) + key + struct.pack(">I", len(val)) + val
+        p = p[:pos] + pair + p[pos:]
+        pos += len(pair)
+        n += 1
+    return p[:off] + struct.pack(">I", n) + p[off + 4:]
+
+
+def from_agent(typ, flags, rid, p):
+    """Frames the real agent sends: rewritten, then passed on."""
+    req = types.get(rid)
+    if typ == OK and req in (JOB_START, JOB_STATUS, JOB_STOP):
+        if req == JOB_START and "id" in SCEN:
+            p = replace_str(p, 0, env_bytes("HOSTILE_ID_HEX"))
+        elif req != JOB_START:
+            p = rewrite_record(p, 0)
+    elif typ == OK and req == JOB_LIST and struct.unpack_from(">I", p, 0)[0] > 0:
+        p = rewrite_record(p, 4)
+    elif typ == LOG_END:
+        p = rewrite_record(p, 8)
+    elif typ == LOG_DATA and "log-bytes" in SCEN:
+        off = struct.unpack_from(">Q", p, 0)[0]
+        data = p[8:]
+        send(b"".join(frame(LOG_DATA, flags, rid, struct.pack(">Q", off + i) + data[i:i + 1])
+                      for i in range(len(data))))
+        return
+    elif typ == DATA and req == ART_PULL and rid not in art_started:
+        art_started.add(rid)
+        if "art-bytes" in SCEN and p[:4] == b"GRA1":
+            files = int(os.environ.get("HOSTILE_ART_FILES", struct.unpack_from(">I", p, 4)[0]))
+            p = b"GRA1" + struct.pack(">IQ", files, int(os.environ["HOSTILE_ART_BYTES"])) + p[16:]
+    send(frame(typ, flags, rid, p))
+
+
+def pump_up(agent):
+    while True:
+        f = read_frame(agent.stdout)
+        if f is None:
+            break
+        from_agent(*f)
+
+
+def main():
+    agent = subprocess.Popen([os.environ["HOSTILE_REAL_AGENT"]] + sys.argv[1:],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    # Its greeting line, as the bootstrap expects it.
+    while True:
+        line = agent.stdout.readline()
+        if not line:
+            sys.exit(1)
+        if line.startswith(b"GPURUN-AGENT "):
+            send(line)
+            break
+    up = threading.Thread(target=pump_up, args=(agent,), daemon=True)
+    up.start()
+    flooded = False
+    while True:
+        f = read_frame(sys.stdin.buffer)
+        if f is None:
+            break
+        typ, flags, rid, p = f
+        if typ >= 0x06 and typ != DATA:
+            types[rid] = typ
+        if typ == JOB_LIST and "count" in SCEN:
+            send(frame(OK, 1, rid, struct.pack(">I", 0xFFFFFFFF) + b"x" * 100))
+            continue
+        if typ == JOB_STATUS and "bigframe" in SCEN:
+            send(HDR.pack(0xFFFFFFFF, OK, 1, rid))
+            continue
+        if typ == JOB_STATUS and "flood" in SCEN and not flooded:
+            flooded = True
+            chunk = frame(DATA, 0, 0x7FFFFFF0, b"\0" * (4 << 20))
+            for _ in range(int(os.environ.get("HOSTILE_FLOOD_MB", "300")) // 4):
+                send(chunk)
+        agent.stdin.write(frame(typ, flags, rid, p))
+        agent.stdin.flush()
+    try:
+        agent.stdin.close()
+    except OSError:
+        pass
+    up.join(timeout=30)
+    agent.wait()
+
+
+if __name__ == "__main__":
+    main()
