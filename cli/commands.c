@@ -72,7 +72,7 @@ const struct gr_cmd gr_commands[] = {
 	  "leaves every file old or new and the next one finishes the job. A file\n"
 	  "changed on the host since the last sync is reported, then overwritten;\n"
 	  "files gpurun never sent (job outputs) are left alone.", COMPLETE_NONE },
-	{ "train", cmd_train, CMD_CONFIG, cmd_train_opts, "",
+	{ "train", cmd_train, CMD_CONFIG | CMD_PASSTHROUGH, cmd_train_opts, "[--] [CMD [ARGS...]]",
 	  "sync, then set up, build and run the training job detached; stream its log; pull artifacts",
 	  "Syncs, then starts a job on the host that outlives the connection and\n"
 	  "streams its log (reconnecting after a drop). The job runs, each step\n"
@@ -81,6 +81,16 @@ const struct gr_cmd gr_commands[] = {
 	  "                   inputs changed since it last succeeded (--setup: anyway)\n"
 	  "  [build] command  in the job's own folder\n"
 	  "  [train] command  in the job's own folder\n"
+	  "\n"
+	  "CMD [ARGS...] after the options replaces [train] command for this run:\n"
+	  "the words are passed as they are (as exec does), never through a shell\n"
+	  "(with [train] shell = login, the login shell sets up the environment,\n"
+	  "then runs them as \"$@\"). --env NAME=VALUE adds to [train] env.\n"
+	  "--name NAME names the job: the name works wherever a job id does (logs,\n"
+	  "status, stop, pull, rm), means its newest job, and is refused while\n"
+	  "another job of that name has not ended. Each job records the local git\n"
+	  "commit and branch it was started from, and whether (and how: a hash of\n"
+	  "the diff) the work tree differed; 'gpurun status JOB' shows them.\n"
 	  "\n"
 	  "Where a job runs: its own folder on the host, $GPURUN_JOB_DIR\n"
 	  "(~/.cache/gpurun/jobs/<project>/<job>/). It holds a snapshot of the\n"
@@ -102,16 +112,19 @@ const struct gr_cmd gr_commands[] = {
 	  "leaves at once. Reattach with 'gpurun logs -f JOB'.", COMPLETE_NONE },
 	{ "logs", cmd_logs, CMD_CONFIG, cmd_logs_opts, "[JOB]",
 	  "show a job's log (default: the latest job)",
-	  "JOB is an id or a unique prefix of one. With -f, follows the log until\n"
-	  "the job ends and exits with its status; a dropped connection is\n"
-	  "retried with backoff and the log continues at the exact byte.", COMPLETE_JOB },
+	  "JOB is an id, a name (--name) or a unique prefix of an id. With -f,\n"
+	  "follows the log until the job ends and exits with its status; a\n"
+	  "dropped connection is retried with backoff and the log continues at\n"
+	  "the exact byte.", COMPLETE_JOB },
 	{ "status", cmd_status, CMD_CONFIG, cmd_status_opts, "[JOB]",
 	  "list jobs and the host's GPUs",
 	  "Shows the 20 newest jobs (--all: every one): state (starting, setup,\n"
-	  "building, queued, running, done, failed, stopped, lost), start,\n"
-	  "duration, exit status, the disk each uses on the host alone, GPUs;\n"
-	  "the disk the project's jobs use in all; and where the host has\n"
-	  "nvidia-smi, each GPU's use, memory and processes.", COMPLETE_JOB },
+	  "building, queued, running, done, failed, stopped, lost), name, start,\n"
+	  "duration, exit status, the disk each uses on the host alone, GPUs, the\n"
+	  "commit it ran from ('+': with changes) and its command, shortened; the\n"
+	  "disk the project's jobs use in all; and where the host has nvidia-smi,\n"
+	  "each GPU's use, memory and processes. With JOB (an id, a name or a\n"
+	  "prefix), everything its record holds. --json has every field.", COMPLETE_JOB },
 	{ "stop", cmd_stop, CMD_CONFIG, cmd_stop_opts, "[JOB]",
 	  "stop a job and everything it started, freeing its GPUs",
 	  "SIGTERM to every process of the job (children that left its session\n"
@@ -126,9 +139,9 @@ const struct gr_cmd gr_commands[] = {
 	{ "rm", cmd_rm, CMD_CONFIG, cmd_rm_opts, "JOB...",
 	  "remove jobs from the host",
 	  "Removes each job's folder on the host (its snapshot, outputs and log);\n"
-	  "JOB is an id or a unique prefix of one. A job that has not ended is\n"
-	  "refused: stop it first. runs/JOB/ here is left alone. Exits 1 when a\n"
-	  "job could not be removed.", COMPLETE_JOB },
+	  "JOB is an id, a name or a unique prefix of an id. A job that has not\n"
+	  "ended is refused: stop it first. runs/JOB/ here is left alone. Exits 1\n"
+	  "when a job could not be removed.", COMPLETE_JOB },
 	{ "prune", cmd_prune, CMD_CONFIG, cmd_prune_opts, "",
 	  "remove old jobs from the host",
 	  "Removes the project's ended jobs but the N newest (--keep N) and/or\n"

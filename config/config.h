@@ -55,6 +55,13 @@ struct gr_env_var {
 };
 const struct gr_env_var *config_env_vars(size_t *n);
 
+/* [train] env: NAME=VALUE words, separated by blanks, quoted as in a
+ * shell ('...', "..." with \" \\ \$ \`, \x), nothing expanded. Each word
+ * is appended to out (may be NULL: only check). 0, or -1 with why set. */
+int config_env_parse(const char *s, struct strvec *out, struct strbuf *why);
+/* One NAME=VALUE (--env): a variable name, no control characters. */
+int config_env_word_ok(const char *kv, struct strbuf *why);
+
 struct gr_config {
 	char *file;  /* the gpurun.ini in use, or NULL when none was found */
 	char *root;  /* the folder holding it (the project root); else cwd */
@@ -83,6 +90,7 @@ struct gr_config {
 	} build;
 	struct {
 		char *command;         /* the job */
+		char *env;             /* [train] env: config_env_parse's input */
 		char *shell;           /* "sh" or "login" */
 		struct strvec persist; /* paths shared by every job, kept in the project folder */
 		char *gpus;            /* "all", "N" or "0,2" */

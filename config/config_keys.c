@@ -3,6 +3,7 @@
  * template `gpurun init` writes, help and completions, so they cannot
  * disagree. Loading and precedence live in config.c. */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -13,6 +14,7 @@ static const char *check_host(const char *v, struct strbuf *norm);
 static const char *check_gpus(const char *v, struct strbuf *norm);
 static const char *check_pull(const char *v, struct strbuf *norm);
 static const char *check_text(const char *v, struct strbuf *norm);
+static const char *check_env(const char *v, struct strbuf *norm);
 static const char *check_persist(const char *v, struct strbuf *norm);
 static const char *check_inputs(const char *v, struct strbuf *norm);
 
@@ -73,6 +75,9 @@ static const struct gr_config_key keys[] = {
 	{ .section = "train", .name = "persist", .type = GR_KEY_LIST, .def = "",
 	  .help = "paths kept in the project folder and shared by every job ('dir/': a folder); never synced",
 	  .example = "checkpoints/ .venv/", .check = check_persist },
+	{ .section = "train", .name = "env", .type = GR_KEY_STRING, .def = "",
+	  .help = "the job's environment: K=V words, quoted as in a shell (K=\"a b\"); --env adds",
+	  .example = "WANDB_MODE=offline OMP_NUM_THREADS=8", .check = check_env },
 	{ .section = "train", .name = "gpus", .type = GR_KEY_STRING, .def = "all",
 	  .help = "GPUs for the job: all, a count (2), or device indices (0,2)",
 	  .check = check_gpus },
@@ -356,6 +361,103 @@ static const char *check_text(const char *v, struct strbuf *norm)
 {
 	(void)norm;
 	return control_chars(v);
+}
+
+/* ---- [train] env and --env ---------------------------------------------- */
+
+int config_env_word_ok(const char *kv, struct strbuf *why)
+{
+	const char *eq = strchr(kv, '=');
+
+	if (!eq || eq == kv) {
+		sb_addf(why, "'%s' is not NAME=VALUE", kv);
+		return -1;
+	}
+	for (const char *p = kv; p < eq; p++)
+		if (!(isalpha((unsigned char)*p) || *p == '_' || (p > kv && isdigit((unsigned char)*p)))) {
+			sb_addf(why, "'%.*s' is not a variable name (letters, digits, _; not a digit "
+				"first)", (int)(eq - kv), kv);
+			return -1;
+		}
+	for (const char *p = eq + 1; *p; p++)
+		if (iscntrl((unsigned char)*p) && *p != '\t') {
+			sb_addf(why, "the value of %.*s holds a control character", (int)(eq - kv), kv);
+			return -1;
+		}
+	return 0;
+}
+
+int config_env_parse(const char *s, struct strvec *out, struct strbuf *why)
+{
+	struct strbuf w = STRBUF_INIT;
+	int rc = 0;
+
+	for (const char *p = s; rc == 0;) {
+		int have = 0;
+		p += strspn(p, " \t");
+		if (!*p)
+			break;
+		sb_reset(&w);
+		while (*p && *p != ' ' && *p != '\t' && rc == 0) {
+			have = 1;
+			if (*p == '\'') {
+				const char *end = strchr(p + 1, '\'');
+				if (!end) {
+					sb_adds(why, "a ' is not closed");
+					rc = -1;
+					break;
+				}
+				sb_add(&w, p + 1, (size_t)(end - p - 1));
+				p = end + 1;
+			} else if (*p == '"') {
+				for (p++; *p && *p != '"'; p++) {
+					if (*p == '\\' && p[1] && strchr("\"\\$`", p[1]))
+						p++;
+					sb_add(&w, p, 1);
+				}
+				if (*p != '"') {
+					sb_adds(why, "a \" is not closed");
+					rc = -1;
+					break;
+				}
+				p++;
+			} else if (*p == '\\') {
+				if (!p[1]) {
+					sb_adds(why, "a \\ ends the value");
+					rc = -1;
+					break;
+				}
+				sb_add(&w, p + 1, 1);
+				p += 2;
+			} else {
+				sb_add(&w, p, 1);
+				p++;
+			}
+		}
+		if (rc == 0 && have) {
+			if (config_env_word_ok(w.buf ? w.buf : "", why) < 0)
+				rc = -1;
+			else if (out)
+				sv_push(out, w.buf);
+		}
+	}
+	sb_release(&w);
+	return rc;
+}
+
+static const char *check_env(const char *v, struct strbuf *norm)
+{
+	static char msg[256];
+	struct strbuf why = STRBUF_INIT;
+	const char *bad = NULL;
+
+	(void)norm;
+	if (config_env_parse(v, NULL, &why) < 0) {
+		snprintf(msg, sizeof(msg), "%s", why.buf ? why.buf : "malformed");
+		bad = msg;
+	}
+	sb_release(&why);
+	return bad;
 }
 
 static const char *check_port(const char *p)
