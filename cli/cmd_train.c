@@ -205,7 +205,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		goto out;
 	}
 	if (res.detached) {
-		job_print_detached(ctx, id);
+		job_print_detached(ctx, id, tr.name);
 		keep_jobs(ctx);
 		rc = GR_EXIT_DETACHED;
 		goto out;
@@ -217,7 +217,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	struct strbuf end = STRBUF_INIT;
 	job_describe_end(&res.rec, &end);
 	if (!ctx->quiet || job_rec_exit_code(&res.rec) != 0)
-		fprintf(stderr, "gpurun: job %s %s\n", id, end.buf);
+		fprintf(stderr, "gpurun: job %s%s %s\n", id, named, end.buf);
 	sb_release(&end);
 	rc = job_rec_exit_code(&res.rec);
 	if (ctx->cfg->artifacts.pull.n && job_pull_artifacts(ctx, id) < 0) {

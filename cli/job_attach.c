@@ -35,11 +35,15 @@ static void on_signal(int sig)
 	errno = e;
 }
 
-void job_print_detached(const struct gr_ctx *ctx, const char *id)
+void job_print_detached(const struct gr_ctx *ctx, const char *id, const char *name)
 {
-	fprintf(stderr, "gpurun: detached from job %s; it keeps running on %s\n", id,
+	const char *ref = name && *name ? name : id;
+
+	fprintf(stderr, "gpurun: detached from job %s%s%s%s; it keeps running on %s\n", id,
+		ref != id ? " (" : "", ref != id ? ref : "", ref != id ? ")" : "",
 		ctx->cfg->remote.host && *ctx->cfg->remote.host ? ctx->cfg->remote.host : "the host");
-	fprintf(stderr, "hint: reattach with 'gpurun logs -f %s'; stop it with 'gpurun stop %s'\n", id, id);
+	fprintf(stderr, "hint: reattach with 'gpurun logs -f %s'; stop it with 'gpurun stop %s'\n",
+		ref, ref);
 }
 
 struct att {

@@ -263,17 +263,19 @@ int job_stop(struct gr_conn *c, const char *project, const char *id, int grace_s
 int job_stop_print(const struct job_stop_report *s, int quiet)
 {
 	struct strbuf end = STRBUF_INIT;
+	char who[JOB_SHOWN_MAX];
 
+	job_shown(&s->rec, who, sizeof(who));
 	if (!quiet) {
 		if (s->nterm)
 			fprintf(stderr, "gpurun: stopped job %s: SIGTERM to %u process%s%s\n",
-				s->rec.id, s->nterm, s->nterm == 1 ? "" : "es",
+				who, s->nterm, s->nterm == 1 ? "" : "es",
 				s->killed ? ", SIGKILL to those left after the grace period" : "");
 		else
-			fprintf(stderr, "gpurun: job %s had no processes left to stop\n", s->rec.id);
+			fprintf(stderr, "gpurun: job %s had no processes left to stop\n", who);
 		if (job_rec_ended(&s->rec)) {
 			job_describe_end(&s->rec, &end);
-			fprintf(stderr, "gpurun: job %s %s\n", s->rec.id, end.buf);
+			fprintf(stderr, "gpurun: job %s %s\n", who, end.buf);
 		}
 	}
 	sb_release(&end);
@@ -585,6 +587,15 @@ out:
 	sb_release(&old);
 	sb_release(&out);
 	free(path);
+}
+
+const char *job_shown(const struct job_rec *r, char *buf, size_t n)
+{
+	if (r->name && *r->name && job_name_ok(r->name))
+		snprintf(buf, n, "%s (%s)", r->id, r->name);
+	else
+		snprintf(buf, n, "%s", r->id);
+	return buf;
 }
 
 const char *job_fmt_time(uint64_t ms, char *buf, size_t n)

@@ -116,6 +116,11 @@ void job_cache_update(const char *root, const struct job_rec *recs, size_t n);
 /* Drop ids (removed from the host) from the cache. */
 void job_cache_forget(const char *root, const struct strvec *ids);
 
+/* "ID (NAME)" for a named job, else "ID", into buf (at least
+ * JOB_SHOWN_MAX bytes); the record passed job_rec_check. */
+#define JOB_SHOWN_MAX (GR_JOB_ID_LEN + GR_JOB_NAME_MAX + 4)
+const char *job_shown(const struct job_rec *r, char *buf, size_t n);
+
 /* "2026-11-22 00:35:12" (local time) for a Unix ms time; "-" for 0. */
 const char *job_fmt_time(uint64_t ms, char *buf, size_t n);
 /* "1h02m", "3m05s", "12s". */
