@@ -159,6 +159,12 @@ static int wait_io(struct gr_conn *c, struct pollfd *extra, int nextra,
 
 	if ((rc = c->t->ops->tick(c->t, &tick_ms, err)) < 0)
 		return rc;
+	/* Forwarded connections first: what the last reads took in for them
+	 * (an open's confirmation, data, a close) wakes no poll. Their reads
+	 * may take in the agent's bytes in turn: the transport's pollfds,
+	 * asked next, sees those. */
+	if (c->fwd)
+		fwd_service(c->fwd, NULL, 0);
 	if (c->pfd_cap < 16) {
 		c->pfd_cap = 32;
 		c->pfd = xrealloc(c->pfd, c->pfd_cap * sizeof(*c->pfd));

@@ -136,6 +136,14 @@ struct ssh_transport {
 	int eof_sent;
 };
 
+/* 1 when libssh2 already holds bytes for ch (data or stderr), read from
+ * the socket while another call ran: no poll() will report them. (Not
+ * libssh2_poll_channel_read: in 1.10 it gives up at the first queued
+ * packet shorter than 5 bytes, and the 1-byte answer to every keepalive
+ * is one, queued for good, so after the first keepalive it said "nothing"
+ * for every channel.) */
+int ssh_channel_held(LIBSSH2_CHANNEL *ch);
+
 /* Port forwarding over the same session: direct-tcpip channels
  * (ssh_fwd.c). */
 extern const struct tr_tunnel_ops ssh_tunnel_ops;

@@ -107,7 +107,7 @@ static int sf_ready(struct gr_transport *gt, struct tr_tunnel *tu, int want_read
 	(void)gt;
 	/* libssh2 takes in every channel's packets whichever channel reads:
 	 * data, an EOF or a window for this one may be waiting inside. */
-	if (want_read && (libssh2_poll_channel_read(tu->ch, 0) == 1 || libssh2_channel_eof(tu->ch)))
+	if (want_read && (ssh_channel_held(tu->ch) || libssh2_channel_eof(tu->ch)))
 		return 1;
 	if (want_write && libssh2_channel_window_write(tu->ch) > 0)
 		return 1;
