@@ -47,6 +47,7 @@ start_forward() {
 	rm -f "$TRASH/fwd.err"
 	(cd "$_d" && exec "$GPURUN" forward "$@") 2>"$TRASH/fwd.err" &
 	FWD_PID=$!
+	test_atexit "kill $FWD_PID 2>/dev/null" # a failing case leaves none behind
 	for _i in $(seq 1 300); do
 		grep -q "press Ctrl-C" "$TRASH/fwd.err" 2>/dev/null && return 0
 		kill -0 $FWD_PID 2>/dev/null || break
