@@ -36,6 +36,7 @@ struct gr_conn {
 	int verbose;
 	const struct conn_opts *opts; /* during conn_open only */
 	struct strbuf later;          /* early frames too many for the command */
+	uint64_t last_io;             /* now_ms() when a byte last moved either way */
 };
 
 static char *conn_bootstrap_script(const char *hash)
@@ -92,6 +93,8 @@ int conn_pump(struct gr_conn *c, struct gr_err *err)
 			break;
 		if (w < 0)
 			return (int)w;
+		if (w > 0)
+			c->last_io = now_ms();
 		c->out_off += (size_t)w;
 	}
 	if (c->out_off == c->out.len) {
@@ -126,6 +129,7 @@ static int fill(struct gr_conn *c, struct gr_err *err)
 		}
 		c->in.len += (size_t)r;
 		c->in.buf[c->in.len] = '\0';
+		c->last_io = now_ms();
 		got = 1;
 	}
 }
@@ -205,10 +209,14 @@ int conn_error_from_frame(const struct gr_frame *f, struct gr_err *err)
 static int try_parse(struct gr_conn *c, struct gr_frame *f, struct gr_err *err)
 {
 	size_t used;
-	int rc = proto_parse((uint8_t *)c->in.buf + c->in_off, c->in.len - c->in_off,
-			     f, &used, err);
-	if (rc == 1)
-		c->in_off += used;
+	int rc;
+
+	do { /* a KEEPALIVE only says the agent is busy: it moved bytes, that is all */
+		rc = proto_parse((uint8_t *)c->in.buf + c->in_off, c->in.len - c->in_off, f,
+				 &used, err);
+		if (rc == 1)
+			c->in_off += used;
+	} while (rc == 1 && f->type == GR_MSG_KEEPALIVE && f->id == 0);
 	return rc;
 }
 
@@ -257,6 +265,54 @@ int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 int conn_recv(struct gr_conn *c, struct gr_frame *f, int timeout_ms, struct gr_err *err)
 {
 	return conn_wait(c, f, NULL, 0, timeout_ms, err);
+}
+
+uint64_t conn_last_io(const struct gr_conn *c)
+{
+	return c->last_io;
+}
+
+int conn_recv_idle(struct gr_conn *c, struct gr_frame *f, int idle_ms, struct gr_err *err)
+{
+	for (;;) {
+		uint64_t now = now_ms(), since = c->last_io > now ? now : c->last_io;
+		if (now - since >= (uint64_t)idle_ms) {
+			gr_errf(err, GR_ETIMEOUT, "%s sent and took nothing for %d s",
+				c->t->desc, idle_ms / 1000);
+			gr_hintf(err, "the agent on the host may be stuck, or the network gone; "
+				 "GPURUN_IO_TIMEOUT sets how long gpurun waits");
+			return GR_ETIMEOUT;
+		}
+		uint64_t left = (uint64_t)idle_ms - (now - since);
+		int rc = conn_recv(c, f, left > 1000 ? 1000 : (int)left, err);
+		if (rc != 0)
+			return rc;
+	}
+}
+
+int conn_flush_idle(struct gr_conn *c, int idle_ms, struct gr_err *err)
+{
+	int rc;
+
+	while (conn_pending(c)) {
+		if ((rc = conn_pump(c, err)) < 0)
+			return rc;
+		if (!conn_pending(c))
+			break;
+		/* Keep reading while we write, so a chatty agent can't block us. */
+		if ((rc = fill(c, err)) < 0)
+			return rc;
+		if (c->eof)
+			return gr_errf(err, GR_ESSH, "connection to %s closed", c->t->desc);
+		if (now_ms() - c->last_io >= (uint64_t)idle_ms) {
+			gr_errf(err, GR_ETIMEOUT, "%s took nothing for %d s", c->t->desc,
+				idle_ms / 1000);
+			return GR_ETIMEOUT;
+		}
+		if ((rc = wait_io(c, NULL, 0, 1000, err)) < 0)
+			return rc;
+	}
+	return 0;
 }
 
 int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
@@ -473,6 +529,7 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 	}
 	if (c->later.len)
 		sb_add(&c->out, c->later.buf, c->later.len);
+	c->last_io = now_ms();
 	sb_release(&c->later);
 	*out = c;
 	return 0;

@@ -159,14 +159,25 @@ int sync_hash_file(const char *abspath, uint64_t size, uint8_t hash[SM_HASH_LEN]
 		   uint8_t **leaves, struct gr_err *err)
 {
 	int fd = open(abspath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	struct stat st;
-	int rc = 0;
 
 	if (leaves)
 		*leaves = NULL;
 	if (fd < 0)
 		return gr_errf(err, errno == ENOENT ? GR_ENOTFOUND : GR_EIO,
 			       "cannot open '%s': %s", abspath, strerror(errno));
+	int rc = sync_hash_fd(fd, abspath, size, hash, leaves, err);
+	close(fd);
+	return rc;
+}
+
+int sync_hash_fd(int fd, const char *abspath, uint64_t size, uint8_t hash[SM_HASH_LEN],
+		 uint8_t **leaves, struct gr_err *err)
+{
+	struct stat st;
+	int rc = 0;
+
+	if (leaves)
+		*leaves = NULL;
 	if (fstat(fd, &st) == 0)
 		size = (uint64_t)st.st_size;
 	uint32_t block = sm_block_len(size);
@@ -215,7 +226,6 @@ int sync_hash_file(const char *abspath, uint64_t size, uint8_t hash[SM_HASH_LEN]
 	}
 	thash_final(&t, hash);
 out:
-	close(fd);
 	return rc;
 }
 
@@ -255,6 +265,8 @@ int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index 
 			m->mode = s->mode & 0777;
 			m->size = s->size;
 			m->mtime_ns = s->mtime_ns;
+			m->dev = s->dev;
+			m->ino = s->ino;
 			if (c && !c->unhashed && c->size == s->size && c->mtime_ns == s->mtime_ns &&
 			    c->ino == s->ino && c->mode == s->mode &&
 			    c->mtime_ns < idx->scan_ns - RACY_NS) {
@@ -297,13 +309,15 @@ int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index 
 	return 0;
 }
 
-int sync_hash_entry(const char *root, struct sm_entry *m, uint8_t **leaves,
+int sync_hash_entry(struct sync_tree *t, struct sm_entry *m, uint8_t **leaves,
 		    struct sync_hash_stats *hs, struct gr_err *err)
 {
-	char *abs = xasprintf("%s/%s", root, m->path);
-	int rc = sync_hash_file(abs, m->size, m->hash, leaves, err);
+	int fd = sync_tree_open_file(t, m->path, m->dev, m->ino, err);
 
-	free(abs);
+	if (fd < 0)
+		return fd;
+	int rc = sync_hash_fd(fd, m->path, m->size, m->hash, leaves, err);
+	close(fd);
 	if (rc < 0)
 		return rc;
 	m->flags &= (uint8_t)~SM_F_UNHASHED;

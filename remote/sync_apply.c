@@ -38,6 +38,7 @@ void dapply_release(struct dapply *d)
 
 static int fail(struct dapply *d, const char *what)
 {
+	d->errnum = errno;
 	snprintf(d->err, sizeof(d->err), "%s%s%s", what, errno ? ": " : "",
 		 errno ? strerror(errno) : "");
 	return -1;

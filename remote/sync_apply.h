@@ -26,6 +26,7 @@ struct dapply {
 	struct { uint64_t off, len; } *same; /* output ranges copied in place */
 	size_t nsame, asame;
 	char err[160];
+	int errnum;      /* errno of a failed read or write, 0 for a bad delta */
 };
 
 void dapply_init(struct dapply *d, int basefd, uint64_t base_size, int outfd, uint64_t max_out);
