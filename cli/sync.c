@@ -171,7 +171,7 @@ static int report_errors(struct run *r, const struct sync_xfer *x, const struct 
 		unsigned long long mib = (need + (1u << 20) - 1) >> 20;
 		gr_errf(err, GR_EREMOTE, "no space left on the host (needs %llu MiB more)",
 			mib ? mib : 1);
-		gr_hintf(err, "make room in '%s' on the host, then run 'gpurun sync' again", root);
+		gr_hintf(err, "make room in '%s' on the host; the next sync sends the rest", root);
 	} else if (n[SYNC_ERR_DENIED]) {
 		gr_errf(err, GR_EREMOTE, "%zu file%s could not be synced: permission denied on the "
 			"host", files, s);

@@ -149,16 +149,20 @@ static const char *type_name(uint8_t type)
 	return type == SM_DIR ? "a folder" : type == SM_LINK ? "a symlink" : "a file";
 }
 
+#define CHANGES_SHOWN 20
+
 /* Say which files someone changed on the host, where we undo it: once
- * for a folder, not for each file it held. */
+ * for a folder, not for each file it held, and the first CHANGES_SHOWN
+ * only (then how many more). */
 void warn_host_changes(const struct host_state *h, const struct sm_list *local)
 {
 	struct strvec dead = STRVEC_INIT;
+	size_t said = 0;
 
 	dead_folders(h, &dead);
 	for (size_t i = 0; i < h->changed.n; i++) {
 		const struct sm_entry *e = &h->changed.e[i], *l = sm_find(local, e->path);
-		if ((l && sm_same(l, e)) || under_dead(&dead, e->path))
+		if ((l && sm_same(l, e)) || under_dead(&dead, e->path) || ++said > CHANGES_SHOWN)
 			continue;
 		char *q = sync_quote(e->path);
 		if (!l)
@@ -174,13 +178,17 @@ void warn_host_changes(const struct host_state *h, const struct sm_list *local)
 		free(q);
 	}
 	for (size_t i = 0; i < h->missing.n; i++) {
-		if (!sm_find(local, h->missing.v[i]) || under_dead(&dead, h->missing.v[i]))
+		if (!sm_find(local, h->missing.v[i]) || under_dead(&dead, h->missing.v[i]) ||
+		    ++said > CHANGES_SHOWN)
 			continue;
 		char *q = sync_quote(h->missing.v[i]);
 		fprintf(stderr, "gpurun: %s was deleted on the host since the last sync; "
 			"sending it again\n", q);
 		free(q);
 	}
+	if (said > CHANGES_SHOWN)
+		fprintf(stderr, "gpurun: (and %zu more changed on the host; all are undone)\n",
+			said - CHANGES_SHOWN);
 	for (size_t i = 0; i < h->warnings.n; i++)
 		fprintf(stderr, "gpurun: %s\n", h->warnings.v[i]);
 	sv_clear(&dead);

@@ -54,7 +54,7 @@ static int out_write(struct fstream *f, const void *p, size_t n, struct gr_err *
 	thash_update(&f->th, p, n);
 	if (write_full(f->fd, p, n) < 0) {
 		f->errnum = errno;
-		return gr_errf(err, GR_EIO, "cannot write '%s' on the host: %s", f->path,
+		return gr_errf(err, GR_EIO, "cannot write on the host: %s",
 			       strerror(errno));
 	}
 	return 0;
@@ -143,7 +143,7 @@ static int fs_data_do(struct agent *a, uint32_t id, struct fstream *f, const uin
 	f->fd = -1;
 	if (sync_tmp_finish(fd, f->desc.mode, f->desc.mtime_ns) < 0) {
 		f->errnum = errno;
-		return gr_errf(err, GR_EIO, "cannot write '%s' on the host: %s", f->path,
+		return gr_errf(err, GR_EIO, "cannot write on the host: %s",
 			       strerror(errno));
 	}
 	struct sync_session *s = sync_session_get(f->sid);
@@ -290,8 +290,7 @@ int sync_h_file(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *e
 	if (f->fd < 0 || f->dirfd < 0) {
 		int e = errno;
 		f->tmp[0] = '\0';
-		gr_errf(err, GR_EIO, "cannot create a file beside '%s' on the host: %s", f->path,
-			strerror(e));
+		gr_errf(err, GR_EIO, "cannot create a file beside it on the host: %s", strerror(e));
 		sync_fail(a, id, GR_EIO, sync_err_kind(e), err->msg);
 		rc = 0; /* answered */
 		goto out;

@@ -104,6 +104,25 @@ static int all_zero(const uint8_t *p, size_t n)
 	return 1;
 }
 
+/* pwrite all of it (a write may be short just before the disk fills). */
+static int pwrite_full(int fd, const void *p, size_t n, uint64_t off)
+{
+	while (n) {
+		ssize_t w = pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		p = (const char *)p + w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
 static int copy_data(struct untar *u, struct archive *ar, int fd, struct thash *t,
 		     uint64_t size)
 {
@@ -137,8 +156,8 @@ static int copy_data(struct untar *u, struct archive *ar, int fd, struct thash *
 			pos += n; /* left as a hole */
 			continue;
 		}
-		if (!werr && pwrite(fd, p, n, (off_t)pos) != (ssize_t)n) {
-			werr = errno ? errno : EIO;
+		if (!werr && pwrite_full(fd, p, n, pos) < 0) {
+			werr = errno;
 			if (sync_err_kind(werr) == SYNC_ERR_NOSPACE) {
 				errno = werr; /* no point reading the rest */
 				return -2;
@@ -204,7 +223,8 @@ static void unpack(struct untar *u, struct archive *ar)
 		int fd = sync_tmp_create(s, &dir, path, tmp);
 		if (fd < 0) {
 			int e = errno;
-			sync_add_errno(s, path, e, "cannot create a file beside it: %s", strerror(e));
+			sync_add_errno(s, path, e, "cannot create a file beside it on the host: %s",
+				       strerror(e));
 			sb_release(&leaves);
 			if (out_of_space(u, e))
 				break;
@@ -220,7 +240,7 @@ static void unpack(struct untar *u, struct archive *ar)
 			int dfd = sfs_parent(&dir, path, &base);
 			if (dfd >= 0)
 				unlinkat(dfd, tmp, 0);
-			sync_add_errno(s, path, e, "cannot write: %s", strerror(e));
+			sync_add_errno(s, path, e, "cannot write on the host: %s", strerror(e));
 			sb_release(&leaves);
 			if (out_of_space(u, e))
 				break;
