@@ -13,6 +13,7 @@
 
 #include "proto.h"
 #include "sync_index.h"
+#include "sync_proto.h"
 
 #define IDX_MAGIC "GRIX"
 #define IDX_VERSION 1u
@@ -240,6 +241,20 @@ static void add_parents(struct sm_list *out, const char *path)
 	free(p);
 }
 
+/* A name the agent keeps for its temp files (and removes as strays): such
+ * a file or folder cannot be carried, and is left out. */
+static int unsendable(const char *path)
+{
+	static const char pre[] = SYNC_TMP_PREFIX;
+
+	for (const char *c = path; c; c = strchr(c, '/')) {
+		c += *c == '/';
+		if (!strncmp(c, pre, sizeof(pre) - 1))
+			return 1;
+	}
+	return 0;
+}
+
 int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
 			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err)
 {
@@ -250,7 +265,7 @@ int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index 
 	(void)err;
 	for (size_t i = 0; i < n; i++) {
 		const struct scan_entry *s = &e[i];
-		if (!sm_path_ok(s->path))
+		if (!sm_path_ok(s->path) || unsendable(s->path))
 			continue;
 		if (s->type == SCAN_DIR) {
 			sm_add(out, s->path, SM_DIR);
@@ -481,6 +496,11 @@ int sync_sig_save(const char *root, const uint8_t hash[SM_HASH_LEN], const void 
 	return rc;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 void sync_sig_gc(const char *root, const struct sm_list *keep)
 {
 	char *dir = state_path(root, "sigs");
@@ -499,13 +519,13 @@ void sync_sig_gc(const char *root, const struct sm_list *keep)
 		sm_hex(keep->e[i].hash, hex);
 		sv_push(&want, hex);
 	}
+	if (want.n > 1)
+		qsort(want.v, want.n, sizeof(*want.v), cmp_str);
 	while ((de = readdir(d))) {
 		if (de->d_name[0] == '.' || strlen(de->d_name) != 2 * SM_HASH_LEN)
 			continue;
-		int used = 0;
-		for (size_t i = 0; i < want.n && !used; i++)
-			used = !strcmp(want.v[i], de->d_name);
-		if (!used)
+		const char *name = de->d_name;
+		if (!want.n || !bsearch(&name, want.v, want.n, sizeof(*want.v), cmp_str))
 			unlinkat(dirfd(d), de->d_name, 0);
 	}
 	closedir(d);

@@ -360,6 +360,11 @@ void sync_leaves_save(int statefd, const uint8_t hash[SM_HASH_LEN], const uint8_
 	close(dfd);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 void sync_leaves_gc(int statefd, const struct sm_list *man)
 {
 	int dfd = statefd < 0 ? -1 : leaves_dir(statefd, 0);
@@ -371,19 +376,23 @@ void sync_leaves_gc(int statefd, const struct sm_list *man)
 			close(dfd);
 		return;
 	}
+	struct strvec want = STRVEC_INIT;
+	for (size_t i = 0; i < man->n; i++) {
+		char hex[2 * SM_HASH_LEN + 1];
+		if (man->e[i].type != SM_FILE || man->e[i].size < SYNC_LEAVES_MIN)
+			continue;
+		sm_hex(man->e[i].hash, hex);
+		sv_push(&want, hex);
+	}
+	if (want.n > 1)
+		qsort(want.v, want.n, sizeof(*want.v), cmp_str);
 	while ((de = readdir(dir))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		int keep = 0;
-		for (size_t i = 0; i < man->n && !keep; i++) {
-			char hex[2 * SM_HASH_LEN + 1];
-			if (man->e[i].type != SM_FILE || man->e[i].size < SYNC_LEAVES_MIN)
-				continue;
-			sm_hex(man->e[i].hash, hex);
-			keep = !strcmp(hex, de->d_name);
-		}
-		if (!keep)
+		const char *name = de->d_name;
+		if (!want.n || !bsearch(&name, want.v, want.n, sizeof(*want.v), cmp_str))
 			unlinkat(dirfd(dir), de->d_name, 0);
 	}
 	closedir(dir);
+	sv_clear(&want);
 }

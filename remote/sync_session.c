@@ -312,8 +312,11 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 		}
 		if (!dry && (rc = take_lock(s, statefd, err)) < 0)
 			goto out;
-		if (!dry)
+		if (!dry) {
 			clean_journal(s, statefd);
+			/* and the manifest's own, had an agent died writing it */
+			sfs_clean_tmps(&s->dir, SYNC_STATE_DIR);
+		}
 		load_manifest(s, statefd);
 		sm_digest(&s->man, base);
 		nchanged = refresh(s, &changes);
