@@ -3,6 +3,7 @@
 #   make test       every test (unit, end-to-end, fuzz, kernels) under ASan+UBSan
 #   make demo       the main job end to end on the embedded default
 #   make bench      benchmarks against ssh / rsync
+#   make soak       the model-based sync test, SEEDS=N seeds of 20 batches (default 1000)
 #   make deps       install the Debian packages the build and tests need
 
 CC      ?= cc
@@ -52,7 +53,7 @@ HASH_H := $(O)/gen/agent_hash.h
 $(shell mkdir -p $(O)/gen; echo '#define GR_AGENT_HASH "$(AGENT_HASH)"' > $(HASH_H).new; \
 	cmp -s $(HASH_H).new $(HASH_H) || mv $(HASH_H).new $(HASH_H); rm -f $(HASH_H).new)
 
-.PHONY: all test unit-bins demo bench deps deps-check clean install kernels completions
+.PHONY: all test unit-bins demo bench soak deps deps-check clean install kernels completions
 all: deps-check $(O)/gpurun $(O)/gpurun-agent
 
 deps:
@@ -136,6 +137,15 @@ demo: all
 
 bench: all $(HELPER_BIN)
 	tests/bench/run.sh $(O)
+
+# The model-based randomized sync test at length (tests/sync_model.py):
+# odd seeds over the local transport, even ones over libssh2, every 100th
+# with 100,000 files. The release build unless SAN=1.
+SEEDS ?= 1000
+soak: all $(HELPER_BIN)
+	MODEL_SPLIT=1 MODEL_SEEDS=1-$(SEEDS) MODEL_BATCHES=20 MODEL_BIG_EVERY=100 \
+		MODEL_LOG=$(CURDIR)/$(O)/soak.log GPURUN_BUILD=$(CURDIR)/$(O) \
+		bash tests/t/t0316-sync-model.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin

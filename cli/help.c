@@ -248,6 +248,8 @@ void help_environment(FILE *out)
 		"  GPURUN_SKIP_HOOK=1      skip gpurun's pre-push hook for one push\n"
 		"                          (git push --no-verify skips every hook)\n"
 		"  GPURUN_TRACE=1          time each step on stderr (\"trace: <ms> <step>\")\n"
+		"  GPURUN_IO_TIMEOUT=S     a sync gives up after S seconds in which the\n"
+		"                          connection moved no byte (default 120)\n"
 		"  NO_COLOR                no colour (https://no-color.org); --color=always wins\n"
 		"  CI                      no progress bars\n"
 		"  HOME                    where ~, ~/.ssh/config and ~/.cache/gpurun are\n");

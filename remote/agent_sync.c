@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sync_agent.h"
+#include "sync_apply.h"
 #include "sync_proto.h"
 
 static struct sync_session *current;
@@ -213,6 +214,7 @@ static const struct agent_stream_ops session_ops = {
 
 static int h_open(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
 {
+	sync_apply_busy = agent_keepalive;
 	char *path = get_str(rd);
 	uint32_t flags = get_u32(rd);
 	size_t elen = 0, llen = 0;

@@ -19,6 +19,14 @@
 
 enum { ST_MAGIC, ST_CMD, ST_PARAM, ST_LITERAL, ST_DONE };
 
+void (*sync_apply_busy)(void);
+
+static void busy(void)
+{
+	if (sync_apply_busy)
+		sync_apply_busy();
+}
+
 void dapply_init(struct dapply *d, int basefd, uint64_t base_size, int outfd, uint64_t max_out)
 {
 	memset(d, 0, sizeof(*d));
@@ -83,9 +91,10 @@ static int do_copy(struct dapply *d, uint64_t pos, uint64_t len)
 		return fail(d, "the delta copies outside the old file");
 	while (left) {
 		ssize_t r = copy_file_range(d->basefd, &src, d->outfd, &dst,
-					    left > (1u << 30) ? (1u << 30) : (size_t)left, 0);
+					    left > (1u << 28) ? (1u << 28) : (size_t)left, 0);
 		if (r > 0) {
 			left -= (uint64_t)r;
+			busy();
 			continue;
 		}
 		if (r < 0 && errno == EINTR)
@@ -259,6 +268,8 @@ static void *hash_part_main(void *arg)
 			break;
 		}
 		blake2b(h->leaves + k * SM_HASH_LEN, buf, NULL, SM_HASH_LEN, len, 0);
+		if (k % 1024 == 0)
+			busy(); /* (the keepalive does nothing off the agent's main thread) */
 	}
 	free(buf);
 	return NULL;

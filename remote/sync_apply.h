@@ -16,6 +16,10 @@
 /* Large files (at least this big) keep their block hashes on the host. */
 #define SYNC_LEAVES_MIN (1u << 20)
 
+/* Called now and then during long work here (copying, hashing a large
+ * file): the agent sets its keepalive; NULL elsewhere (the unit tests). */
+extern void (*sync_apply_busy)(void);
+
 struct dapply {
 	int basefd, outfd;
 	uint64_t base_size, max_out, out;

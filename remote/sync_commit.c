@@ -323,6 +323,8 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 		struct sync_pending *p = &s->pend[i];
 		const char *base;
 		struct stat st;
+		if (i % 256 == 0)
+			agent_keepalive();
 		int dfd = sfs_parent(&s->dir, p->path, &base);
 		if (dfd < 0 || rename_over(dfd, p->tmp, base) < 0) {
 			int e = errno;

@@ -351,6 +351,7 @@ int sync_h_sig(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *er
 		}
 		eof = r == 0;
 		thash_update(&th, in, (size_t)r);
+		agent_keepalive(); /* and out go the DATA frames queued so far */
 		rs_buffers_t b = { in, (size_t)r, eof, out, OUTBUF };
 		rs_result res;
 		for (;;) {

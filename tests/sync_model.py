@@ -112,8 +112,11 @@ def signature(root, local, content=True):
         if local and (e[0] == "O" or any(UNSENDABLE.match(x) for x in parts)):
             continue
         if e[0] == "F":
-            sig[rp] = ("F", e[1], e[2], file_hash(os.path.join(root, rp))) if content else \
-                ("F", file_hash(os.path.join(root, rp)))
+            try:
+                h = file_hash(os.path.join(root, rp))
+            except FileNotFoundError:  # an agent still cleaning up after a fault
+                continue
+            sig[rp] = ("F", e[1], e[2], h) if content else ("F", h)
         else:
             sig[rp] = e
     return sig
@@ -269,7 +272,11 @@ class Run:
         for rp, e in walk(self.R).items():
             if not temps_ok and UNSENDABLE.match(os.path.basename(rp)):
                 raise Failure("%s: a temp file was left on the host: %s" % (what, rel(rp)))
-            if e[0] == "F" and SECRET in open(os.path.join(self.R, rp), "rb").read():
+            try:
+                leaked = e[0] == "F" and SECRET in open(os.path.join(self.R, rp), "rb").read()
+            except FileNotFoundError:  # an agent still cleaning up after a fault
+                continue
+            if leaked:
                 raise Failure("%s: a file from outside the project reached the host: %s"
                               % (what, rel(rp)))
 
@@ -561,8 +568,8 @@ def generate(a, seed, nbatches, big):
                     d = run.gen_host(r)
                     if d and run.apply_host(d):
                         b["host"].append(d)
-            if r.random() < 0.08:
-                b["lose_state"] = True
+            if r.random() < 0.08 or (big and i == 0):
+                b["lose_state"] = True  # a fresh clone (big: the manifest past a frame)
             if r.random() < 0.25:
                 b["fault"] = run.gen_fault(r)
             batches.append(b)
