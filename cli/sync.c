@@ -317,7 +317,7 @@ static int exchange(struct run *r)
 		goto out;
 	warn_host_changes(&h, &r->local);
 	free(r->host_root);
-	r->host_root = h.root ? xstrdup(h.root) : NULL;
+	r->host_root = h.root ? sync_tame(h.root) : NULL;
 	r->host_free = h.free;
 	rc = transfer(r, &r->view, 0, &sid, &rejected);
 out:

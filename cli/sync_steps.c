@@ -20,6 +20,16 @@ void host_state_release(struct host_state *h)
 	sv_clear(&h->warnings);
 }
 
+char *sync_tame(const char *msg)
+{
+	char *m = xstrdup(msg);
+
+	for (unsigned char *c = (unsigned char *)m; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	return m;
+}
+
 int parse_state(const uint8_t *p, size_t len, struct host_state *h, struct gr_err *err)
 {
 	struct gr_rd rd;
@@ -54,10 +64,11 @@ int parse_state(const uint8_t *p, size_t len, struct host_state *h, struct gr_er
 	    sm_decode_z(z, n, &h->manifest, err) < 0)
 		return GR_EPROTO;
 	for (uint32_t i = 0, k = get_u32(&rd); i < k && !rd.bad; i++) {
-		char *w = get_str(&rd);
-		if (w)
-			sv_push(&h->warnings, w);
+		char *w = get_str(&rd), *t = w ? sync_tame(w) : NULL;
+		if (t)
+			sv_push(&h->warnings, t);
 		free(w);
+		free(t);
 	}
 	sm_sort(&h->changed);
 	return rd_done(&rd, err, "SYNC_STATE");

@@ -12,6 +12,8 @@
 #include "sync_open.h"
 #include "sync_plan.h"
 
+struct sync_hash_stats;
+
 struct host_state {
 	uint32_t flags;
 	uint8_t digest[SM_HASH_LEN];
@@ -24,6 +26,9 @@ struct host_state {
 };
 
 void host_state_release(struct host_state *h);
+/* A copy of a message from the host, fit for a terminal (control bytes
+ * become '?'). */
+char *sync_tame(const char *msg);
 /* STATE's payload (with its long part before it, if any). */
 int parse_state(const uint8_t *p, size_t n, struct host_state *h, struct gr_err *err);
 /* What the host holds: the manifest it sent, or known with the changes it

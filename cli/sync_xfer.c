@@ -53,12 +53,14 @@ struct sm_entry *item_entry(struct sync_xfer *x, size_t item)
 
 void add_error(struct sync_xfer *x, const char *path, int kind, const char *msg, uint64_t size)
 {
+	if (kind != SYNC_ERR_LOCAL && (kind < SYNC_ERR_OTHER || kind > SYNC_ERR_IN_THE_WAY))
+		kind = SYNC_ERR_OTHER; /* a kind from the host we do not know */
 	/* One per file: a later, more precise word on it replaces the first. */
 	for (size_t i = 0; path && i < x->nerrs; i++) {
 		struct sync_error *e = &x->errs[i];
 		if (e->path && !strcmp(e->path, path)) {
 			free(e->msg);
-			e->msg = xstrdup(msg);
+			e->msg = sync_tame(msg);
 			if (kind != SYNC_ERR_OTHER)
 				e->kind = kind;
 			return;
@@ -66,7 +68,7 @@ void add_error(struct sync_xfer *x, const char *path, int kind, const char *msg,
 	}
 	x->errs = xrealloc(x->errs, (x->nerrs + 1) * sizeof(*x->errs));
 	x->errs[x->nerrs++] = (struct sync_error){ path ? xstrdup(path) : NULL, kind,
-						   xstrdup(msg), size };
+						   sync_tame(msg), size };
 	if (kind == SYNC_ERR_NOSPACE)
 		x->nospace = 1; /* what is left would not fit either */
 }
@@ -88,8 +90,7 @@ static void session_state(struct sync_xfer *x, struct xreq *r, const struct gr_f
 	if (parse_state((const uint8_t *)r->data.buf, r->data.len, &h, &e) == 0) {
 		x->host_free = h.free;
 		free(x->host_root);
-		x->host_root = h.root;
-		h.root = NULL;
+		x->host_root = h.root ? sync_tame(h.root) : NULL;
 	}
 	host_state_release(&h);
 	sb_release(&r->data);
@@ -498,10 +499,11 @@ static int parse_commit(struct sync_xfer *x, struct xreq *r)
 		free(msg);
 	}
 	for (uint32_t i = 0, k = get_u32(&rd); i < k && !rd.bad; i++) {
-		char *w = get_str(&rd);
-		if (w)
-			sv_push(&x->warnings, w);
+		char *w = get_str(&rd), *t = w ? sync_tame(w) : NULL;
+		if (t)
+			sv_push(&x->warnings, t);
 		free(w);
+		free(t);
 	}
 	return rd_done(&rd, x->err, "SYNC_COMMIT answer");
 }
