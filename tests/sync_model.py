@@ -204,6 +204,7 @@ class Run:
         self.delta_min = "64k" if seed % 2 else "1M"
         self.last_sync = 0.2
         self.counts = {"ops": 0, "faults": 0, "syncs": 0}
+        self.linked = []  # host files hard-linked and not changed otherwise since
 
     # -- setup
 
@@ -249,7 +250,14 @@ class Run:
             p.communicate()
             raise Failure("gpurun sync did not end within %d s" % TIMEOUT)
         self.counts["syncs"] += 1
-        return p.returncode, err.decode("utf-8", "backslashreplace")
+        err = err.decode("utf-8", "backslashreplace")
+        # A hard link made on the host (a job's snapshot) is no change.
+        for path in self.linked:
+            if re.search(r"^gpurun: %s changed on the host" % re.escape(rel(path)), err, re.M):
+                raise Failure("a hard link to %s made on the host was reported as a change:\n%s"
+                              % (rel(path), err.rstrip()))
+        self.linked = []
+        return p.returncode, err
 
     def clean_sync(self, what):
         t0 = time.monotonic()
@@ -421,6 +429,9 @@ class Run:
         p = os.path.join(self.R, d["path"])
         r = random.Random(d["seed"])
         op = d["op"]
+        # another change to a path hard-linked before may be reported
+        self.linked = [x for x in self.linked if x != d["path"] and
+                       not x.startswith(d["path"] + b"/")]
         try:
             if op == "hedit":
                 size = os.path.getsize(p)
@@ -447,6 +458,9 @@ class Run:
                 os.mkdir(p)
             elif op == "hhardlink":  # what a job's snapshot does
                 os.link(p, os.path.join(self.work, b"hardlink-%d" % d["seed"]))
+                if re.fullmatch(rb"[ -~]+", d["path"]) and b'"' not in d["path"] and \
+                        b"\\" not in d["path"]:
+                    self.linked.append(d["path"])
             else:
                 return False
         except OSError:
