@@ -382,6 +382,8 @@ static int read_line(struct gr_conn *c, struct strbuf *line, uint64_t deadline,
 	}
 }
 
+#define BOOT_IDLE_MS 60000
+
 static int bootstrap(struct gr_conn *c, struct gr_err *err)
 {
 	struct strbuf line = STRBUF_INIT;
@@ -402,7 +404,7 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 			snprintf(want, sizeof(want), "%s %s", u.sysname, u.machine);
 			if (strcmp(line.buf + 17, want)) {
 				raw_send(c, "abort\n", 6);
-				conn_flush(c, NULL);
+				conn_flush_idle(c, BOOT_IDLE_MS, NULL);
 				rc = gr_errf(err, GR_EUNSUPP,
 					     "the host is '%s'; this gpurun carries an agent for '%s' only",
 					     line.buf + 17, want);
@@ -415,7 +417,8 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 					c->t->desc);
 			raw_send(c, "send\n", 5);
 			raw_send(c, gr_agent_blob, (size_t)(gr_agent_blob_end - gr_agent_blob));
-			if ((rc = conn_flush(c, err)) < 0)
+			/* Bounded too: a host that stops taking the upload fails it. */
+			if ((rc = conn_flush_idle(c, BOOT_IDLE_MS, err)) < 0)
 				goto out;
 			c->hello.uploaded = 1;
 			continue;
@@ -523,6 +526,7 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 		free(c);
 		return rc;
 	}
+	c->last_io = now_ms();
 	if ((rc = bootstrap(c, err)) < 0 || (rc = hello(c, err)) < 0) {
 		conn_close(c);
 		return rc;
