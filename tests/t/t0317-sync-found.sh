@@ -1,9 +1,11 @@
 #!/bin/bash
 # What the model-based sync test (tests/sync_model.py, t0316) found, each
 # as the smallest case that failed: names sync cannot carry, a file on the
-# host replaced by a folder, a killed agent's manifest temp file, a fresh
-# clone syncing to a folder changed on the host, a signature from the host
-# that did not parse (the seed that found each is in its title).
+# host replaced by a folder, entries replaced on the host that the project
+# no longer has, a killed agent's manifest temp file, a fresh clone
+# syncing to a folder changed on the host (the seed that found each is in
+# its title; on main, cecc5ff, every case fails); and a signature from the
+# host that did not parse.
 . "$(dirname "$0")/../lib.sh"
 
 P=$TRASH/proj
@@ -33,6 +35,19 @@ test_expect_success 'a file replaced on the host by an empty folder is put back;
 	test -f "$R/f1" && test_grep "f2.*in the way" "$TRASH/err" && test -f "$R/f2/out" &&
 	test_grep "^hint: move those files away on the host" "$TRASH/err" &&
 	rm -r "$R/f2" && (cd "$P" && "$GPURUN" -q sync) && same_trees
+'
+
+# The host reported such an entry as gone, so nothing deleted it when the
+# project no longer had it: the host kept a stray folder or symlink.
+test_expect_success 'a file or folder deleted here and replaced on the host goes (seeds 1, 19, 21)' '
+	mkdir -p "$P/gone-dir" "$TRASH/outside" && echo x >"$P/gone-dir/x" && echo y >"$P/gone-file" &&
+	(cd "$P" && "$GPURUN" -q sync) &&
+	rm -r "$R/gone-dir" && ln -s "$TRASH/outside" "$R/gone-dir" &&
+	rm "$R/gone-file" && mkdir "$R/gone-file" &&
+	rm -r "$P/gone-dir" "$P/gone-file" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && cat "$TRASH/err" &&
+	! test -e "$R/gone-dir" && ! test -L "$R/gone-dir" && ! test -e "$R/gone-file" &&
+	test -d "$TRASH/outside" && same_trees
 '
 
 test_expect_success 'a temp file a killed agent left in the host state folder goes at the next sync (seeds 16, 86)' '
