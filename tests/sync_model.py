@@ -205,6 +205,7 @@ class Run:
         self.last_sync = 0.2
         self.counts = {"ops": 0, "faults": 0, "syncs": 0}
         self.linked = []  # host files hard-linked and not changed otherwise since
+        self.tampered = set()  # host paths changed since the last sync
 
     # -- setup
 
@@ -256,7 +257,7 @@ class Run:
             if re.search(r"^gpurun: %s changed on the host" % re.escape(rel(path)), err, re.M):
                 raise Failure("a hard link to %s made on the host was reported as a change:\n%s"
                               % (rel(path), err.rstrip()))
-        self.linked = []
+        self.linked, self.tampered = [], set()
         return p.returncode, err
 
     def clean_sync(self, what):
@@ -432,6 +433,8 @@ class Run:
         # another change to a path hard-linked before may be reported
         self.linked = [x for x in self.linked if x != d["path"] and
                        not x.startswith(d["path"] + b"/")]
+        if op != "hhardlink":
+            self.tampered.add(d["path"])
         try:
             if op == "hedit":
                 size = os.path.getsize(p)
@@ -459,7 +462,7 @@ class Run:
             elif op == "hhardlink":  # what a job's snapshot does
                 os.link(p, os.path.join(self.work, b"hardlink-%d" % d["seed"]))
                 if re.fullmatch(rb"[ -~]+", d["path"]) and b'"' not in d["path"] and \
-                        b"\\" not in d["path"]:
+                        b"\\" not in d["path"] and d["path"] not in self.tampered:
                     self.linked.append(d["path"])
             else:
                 return False
@@ -471,7 +474,7 @@ class Run:
     # -- faults: a sync that something interrupts
 
     def gen_fault(self, r):
-        kinds = ["kill-client", "kill-agent", "swap-local"]
+        kinds = ["kill-client", "kill-agent", "swap-local", "stall-agent"]
         if self.a.transport == "libssh2" and self.a.proxy_pid:
             kinds.append("cut")
         if self.a.tmpfs:
@@ -497,8 +500,10 @@ class Run:
                 with open(ballast, "wb") as fh:
                     os.posix_fallocate(fh.fileno(), 0, size)
         swapped = None
+        stopped = []
         delay = f["when"] * max(0.05, 1.5 * self.last_sync)
-        p = self.gpurun("sync", "--yes")
+        p = self.gpurun("sync", "--yes", env={"GPURUN_IO_TIMEOUT": "2"}
+                        if f["fault"] == "stall-agent" else None)
         if f["fault"] != "disk-full":
             time.sleep(delay)
             if f["fault"] == "kill-client":
@@ -511,6 +516,14 @@ class Run:
                         pass
             elif f["fault"] == "cut":
                 os.kill(self.a.proxy_pid, signal.SIGUSR1)
+            elif f["fault"] == "stall-agent":  # alive, and silent
+                for pid in self.agent_pids():
+                    try:
+                        os.kill(pid, signal.SIGSTOP)
+                        stopped.append(pid)
+                    except ProcessLookupError:
+                        pass
+                t_stop = time.monotonic()
             elif f["fault"] == "swap-local":
                 dirs = self.files(kinds="D")
                 if dirs:
@@ -520,6 +533,19 @@ class Run:
         rc, err = self.finish(p)
         self.counts["faults"] += 1
         what = "a sync with fault %s" % f["fault"]
+        if stopped:
+            waited = time.monotonic() - t_stop
+            for pid in stopped:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if waited > 60:
+                raise Failure("%s: gpurun waited %.0f s for a silent agent (limit 2 s)"
+                              % (what, waited))
+            if rc != 0 and "nothing for 2 s" not in err:
+                raise Failure("%s: it failed (exit %d), not for the silence:\n%s"
+                              % (what, rc, err.rstrip()))
         if ballast and os.path.exists(ballast):
             os.unlink(ballast)
         if swapped is not None:

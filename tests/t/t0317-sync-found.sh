@@ -61,6 +61,30 @@ test_expect_success 'a clone without local state syncs to a folder changed on th
 	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err"
 '
 
+# The local transport's agent is gpurun's child: a stopped one never acted
+# on SIGTERM, and gpurun waited for it forever on its way out.
+stalled_local_agent() {
+	head -c 40000000 /dev/urandom >"$P/stall.bin" || return 1
+	(cd "$P" && GPURUN_IO_TIMEOUT=3 timeout -k 5 120 "$GPURUN" sync --yes 2>"$TRASH/err"
+	 echo $? >"$TRASH/rc") &
+	bg=$!
+	for _i in $(seq 1 3000); do
+		find "$R" -name ".gpurun-tmp-*" 2>/dev/null | grep -q . && break
+		sleep 0.01
+	done
+	agent=$(pgrep -f "$HOME/.cache/gpurun/agent-.* serve" | head -1)
+	test -n "$agent" && kill -STOP "$agent" || return 1
+	wait $bg
+	kill -KILL "$agent" 2>/dev/null
+	cat "$TRASH/err" >&2
+	test "$(cat "$TRASH/rc")" = 255 && test_grep "nothing for 3 s" "$TRASH/err" &&
+	(cd "$P" && "$GPURUN" -q sync --yes) && same_trees
+}
+
+test_expect_success 'an agent stopped over the local transport: gpurun gives up and exits (seed 302)' '
+	stalled_local_agent
+'
+
 # The host's signature of a 500 kB file has 6-byte strong sums; the 44
 # bytes of SIG's OK were taken as part of it, which then did not parse,
 # and the file went whole.
