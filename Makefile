@@ -139,8 +139,8 @@ bench: all $(HELPER_BIN)
 	tests/bench/run.sh $(O)
 
 # The model-based randomized sync test at length (tests/sync_model.py):
-# odd seeds over the local transport, even ones over libssh2, every 100th
-# with 100,000 files. The release build unless SAN=1.
+# odd seeds over the local transport, even ones over libssh2, two in every
+# hundred with 100,000 files. The release build unless SAN=1.
 SEEDS ?= 1000
 soak: all $(HELPER_BIN)
 	MODEL_SPLIT=1 MODEL_SEEDS=1-$(SEEDS) MODEL_BATCHES=20 MODEL_BIG_EVERY=100 \

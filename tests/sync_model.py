@@ -210,7 +210,9 @@ class Run:
     # -- setup
 
     def fresh(self):
-        for d in (self.P, self.R, self.outside_local, self.outside_host, self.aside):
+        base = os.path.dirname(self.R)  # earlier seeds' host folders go too
+        old = [os.path.join(base, n) for n in os.listdir(base) if n.startswith(b"remote-")]
+        for d in [self.P, self.outside_local, self.outside_host, self.aside] + old:
             if os.path.lexists(d):
                 subprocess.run(["rm", "-rf", d])
         for n in os.listdir(self.work):
@@ -780,7 +782,9 @@ def main():
     for seed in seeds_of(a.seeds):
         if (a.parity == "odd" and seed % 2 == 0) or (a.parity == "even" and seed % 2):
             continue
-        big = a.big_every and seed % a.big_every == 0
+        # 100k files: seeds N*K and N*K+K/2+1 (one even, one odd: both
+        # transports when make soak splits them by parity)
+        big = a.big_every and seed % a.big_every in (0, a.big_every // 2 + 1)
         ts = time.monotonic()
         batches, run, err = generate(a, seed, 3 if big else a.batches, big)
         totals["seeds"] += 1

@@ -5,8 +5,8 @@
 # connection cut by the delay proxy, the host's disk full), each followed
 # by a clean sync that must converge. A fixed set of seeds over the local
 # transport and over libssh2 here; `make soak SEEDS=N` runs N seeds of 20
-# batches (odd seeds local, even ones libssh2, every 100th with a tree of
-# 100,000 files).
+# batches (odd seeds local, even ones libssh2, two in every hundred with a
+# tree of 100,000 files).
 #   MODEL_SEEDS=A-B MODEL_BATCHES=N MODEL_BIG_EVERY=N  (defaults: 1-10, 10, none)
 #   MODEL_LOG=FILE: every seed's line appended there too (make soak: BUILD/soak.log)
 . "$(dirname "$0")/../lib.sh"
