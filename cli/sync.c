@@ -246,7 +246,8 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	gr_trace("sync: transfer starts (%zu files, %llu bytes)", plan.nfiles,
 		 (unsigned long long)plan.send_bytes);
 	rc = sync_xfer_run(&x, &ctx->err);
-	gr_trace("sync: transfer done");
+	gr_trace("sync: transfer done (progress %llu of %llu bytes)",
+		 (unsigned long long)prog.done, (unsigned long long)prog.total);
 	sync_progress_clear(&prog);
 	if (x.rejected) {
 		*rejected = 1;
