@@ -143,6 +143,7 @@ bench: all $(HELPER_BIN)
 # hundred with 100,000 files. The release build unless SAN=1.
 SEEDS ?= 1000
 soak: all $(HELPER_BIN)
+	rm -f $(O)/soak.log
 	MODEL_SPLIT=1 MODEL_SEEDS=1-$(SEEDS) MODEL_BATCHES=20 MODEL_BIG_EVERY=100 \
 		MODEL_LOG=$(CURDIR)/$(O)/soak.log GPURUN_BUILD=$(CURDIR)/$(O) \
 		bash tests/t/t0316-sync-model.sh
