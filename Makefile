@@ -3,7 +3,8 @@
 #   make test       every test (unit, end-to-end, fuzz, kernels) under ASan+UBSan
 #   make demo       the main job end to end on the embedded default
 #   make bench      benchmarks against ssh / rsync
-#   make soak       the randomized model tests with many seeds (SEEDS=N)
+#   make soak       the randomized model tests at length: sync (SEEDS=N seeds
+#                   of 20 batches, default 1000) and the job house (JOB_SEEDS)
 #   make deps       install the Debian packages the build and tests need
 
 CC      ?= cc
@@ -138,11 +139,19 @@ demo: all
 bench: all $(HELPER_BIN)
 	tests/bench/run.sh $(O)
 
-# make test runs a fixed set of seeds; this runs SEEDS of them.
-SEEDS ?= 500
-soak: deps-check
+# The randomized model tests at length. The job house: JOB_SEEDS seeds.
+# The model-based sync test (tests/sync_model.py): odd seeds over the local
+# transport, even ones over libssh2, two in every hundred with 100,000 files;
+# the release build unless SAN=1.
+SEEDS ?= 1000
+JOB_SEEDS ?= 500
+soak: all $(HELPER_BIN)
 	$(MAKE) SAN=1 all unit-bins
-	GPURUN_MODEL_SEEDS=$(SEEDS) build-san/tests/test_job_house
+	GPURUN_MODEL_SEEDS=$(JOB_SEEDS) build-san/tests/test_job_house
+	rm -f $(O)/soak.log
+	MODEL_SPLIT=1 MODEL_SEEDS=1-$(SEEDS) MODEL_BATCHES=20 MODEL_BIG_EVERY=100 \
+		MODEL_LOG=$(CURDIR)/$(O)/soak.log GPURUN_BUILD=$(CURDIR)/$(O) \
+		bash tests/t/t0316-sync-model.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin

@@ -52,6 +52,7 @@ struct gr_conn {
 	uint64_t fwd_at;              /* now_ms() when they were last served */
 	struct pollfd *pfd;           /* wait_io's array */
 	size_t pfd_cap;
+	uint64_t last_io;             /* now_ms() when a byte last moved either way */
 };
 
 static char *conn_bootstrap_script(const char *hash)
@@ -108,6 +109,8 @@ int conn_pump(struct gr_conn *c, struct gr_err *err)
 			break;
 		if (w < 0)
 			return (int)w;
+		if (w > 0)
+			c->last_io = now_ms();
 		c->out_off += (size_t)w;
 	}
 	if (c->out_off == c->out.len) {
@@ -144,6 +147,7 @@ static int fill(struct gr_conn *c, size_t limit, struct gr_err *err)
 		}
 		c->in.len += (size_t)r;
 		c->in.buf[c->in.len] = '\0';
+		c->last_io = now_ms();
 		got = 1;
 	}
 }
@@ -248,10 +252,14 @@ int conn_error_from_frame(const struct gr_frame *f, struct gr_err *err)
 static int try_parse(struct gr_conn *c, struct gr_frame *f, struct gr_err *err)
 {
 	size_t used;
-	int rc = proto_parse((uint8_t *)c->in.buf + c->in_off, c->in.len - c->in_off,
-			     f, &used, err);
-	if (rc == 1)
-		c->in_off += used;
+	int rc;
+
+	do { /* a KEEPALIVE only says the agent is busy: it moved bytes, that is all */
+		rc = proto_parse((uint8_t *)c->in.buf + c->in_off, c->in.len - c->in_off, f,
+				 &used, err);
+		if (rc == 1)
+			c->in_off += used;
+	} while (rc == 1 && f->type == GR_MSG_KEEPALIVE && f->id == 0);
 	return rc;
 }
 
@@ -320,6 +328,57 @@ int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 int conn_recv(struct gr_conn *c, struct gr_frame *f, int timeout_ms, struct gr_err *err)
 {
 	return conn_wait(c, f, NULL, 0, timeout_ms, err);
+}
+
+uint64_t conn_last_io(const struct gr_conn *c)
+{
+	return c->last_io;
+}
+
+int conn_recv_idle(struct gr_conn *c, struct gr_frame *f, int idle_ms, struct gr_err *err)
+{
+	for (;;) {
+		uint64_t now = now_ms(), since = c->last_io > now ? now : c->last_io;
+		if (now - since >= (uint64_t)idle_ms) {
+			gr_errf(err, GR_ETIMEOUT, "%s sent and took nothing for %d s",
+				c->t->desc, idle_ms / 1000);
+			gr_hintf(err, "the agent on the host may be stuck, or the network gone; "
+				 "GPURUN_IO_TIMEOUT sets how long gpurun waits");
+			return GR_ETIMEOUT;
+		}
+		uint64_t left = (uint64_t)idle_ms - (now - since);
+		int rc = conn_recv(c, f, left > 1000 ? 1000 : (int)left, err);
+		if (rc != 0)
+			return rc;
+	}
+}
+
+int conn_flush_idle(struct gr_conn *c, int idle_ms, struct gr_err *err)
+{
+	int rc;
+
+	while (conn_pending(c)) {
+		if ((rc = conn_pump(c, err)) < 0)
+			return rc;
+		if (!conn_pending(c))
+			break;
+		/* Keep reading while we write, so a chatty agent can't block us. */
+		if ((rc = fill(c, CONN_HELD_MAX, err)) < 0)
+			return rc;
+		if (c->in.len - c->in_off >= CONN_HELD_MAX)
+			return gr_errf(err, GR_EPROTO, "the host sent %zu MiB without reading what we sent",
+				       (c->in.len - c->in_off) >> 20);
+		if (c->eof)
+			return gr_errf(err, GR_ESSH, "connection to %s closed", c->t->desc);
+		if (now_ms() - c->last_io >= (uint64_t)idle_ms) {
+			gr_errf(err, GR_ETIMEOUT, "%s took nothing for %d s", c->t->desc,
+				idle_ms / 1000);
+			return GR_ETIMEOUT;
+		}
+		if ((rc = wait_io(c, NULL, 0, 1000, err)) < 0)
+			return rc;
+	}
+	return 0;
 }
 
 int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
@@ -394,6 +453,8 @@ static int read_line(struct gr_conn *c, struct strbuf *line, uint64_t deadline,
 	}
 }
 
+#define BOOT_IDLE_MS 60000
+
 static int bootstrap(struct gr_conn *c, struct gr_err *err)
 {
 	struct strbuf line = STRBUF_INIT;
@@ -414,7 +475,7 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 			snprintf(want, sizeof(want), "%s %s", u.sysname, u.machine);
 			if (strcmp(line.buf + 17, want)) {
 				raw_send(c, "abort\n", 6);
-				conn_flush(c, NULL);
+				conn_flush_idle(c, BOOT_IDLE_MS, NULL);
 				rc = gr_errf(err, GR_EUNSUPP,
 					     "the host is '%s'; this gpurun carries an agent for '%s' only",
 					     ts(line.buf + 17), want);
@@ -427,7 +488,8 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 					c->t->desc);
 			raw_send(c, "send\n", 5);
 			raw_send(c, gr_agent_blob, (size_t)(gr_agent_blob_end - gr_agent_blob));
-			if ((rc = conn_flush(c, err)) < 0)
+			/* Bounded too: a host that stops taking the upload fails it. */
+			if ((rc = conn_flush_idle(c, BOOT_IDLE_MS, err)) < 0)
 				goto out;
 			c->hello.uploaded = 1;
 			continue;
@@ -537,12 +599,14 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 		free(c);
 		return rc;
 	}
+	c->last_io = now_ms();
 	if ((rc = bootstrap(c, err)) < 0 || (rc = hello(c, err)) < 0) {
 		conn_close(c);
 		return rc;
 	}
 	if (c->later.len)
 		sb_add(&c->out, c->later.buf, c->later.len);
+	c->last_io = now_ms();
 	sb_release(&c->later);
 	if (o && o->fwd) {
 		c->fwd = o->fwd;

@@ -77,6 +77,16 @@ int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 	      int nextra, int timeout_ms, struct gr_err *err);
 int conn_recv(struct gr_conn *c, struct gr_frame *f, int timeout_ms, struct gr_err *err);
 
+/* Like conn_recv, but waits only while the connection is alive: fails
+ * with GR_ETIMEOUT (err says so) once no byte has moved either way for
+ * idle_ms (queued output is written meanwhile; the agent sends KEEPALIVE
+ * frames, which this layer swallows, while it is busy with local work). */
+int conn_recv_idle(struct gr_conn *c, struct gr_frame *f, int idle_ms, struct gr_err *err);
+/* conn_flush with the same bound (frames that arrive stay queued). */
+int conn_flush_idle(struct gr_conn *c, int idle_ms, struct gr_err *err);
+/* now_ms() when a byte last moved either way. */
+uint64_t conn_last_io(const struct gr_conn *c);
+
 /* One request, one answer: send type+payload under a new id and wait for
  * its OK (payload appended to reply if non-NULL) or ERROR (returned as its
  * code with err set to the agent's message). Frames for other ids that

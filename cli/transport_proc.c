@@ -102,7 +102,15 @@ static void proc_free(struct gr_transport *t)
 				goto reaped;
 			usleep(10000);
 		}
+		/* A stopped or stuck process never acts on SIGTERM: it gets
+		 * SIGKILL after a while, so gpurun itself never hangs here. */
 		kill(p->pid, SIGTERM);
+		for (int i = 0; i < 200; i++) {
+			if (waitpid(p->pid, &status, WNOHANG) != 0)
+				goto reaped;
+			usleep(10000);
+		}
+		kill(p->pid, SIGKILL);
 		waitpid(p->pid, &status, 0);
 	}
 reaped:

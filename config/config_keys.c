@@ -186,6 +186,8 @@ static const struct gr_env_var env_vars[] = {
 	{ "GPURUN_SKIP_HOOK", "1", "skip gpurun's pre-push hook for one push\n"
 	  "(git push --no-verify skips every hook)", 0 },
 	{ "GPURUN_TRACE", "1", "time each step on stderr (\"trace: <ms> <step>\")", 0 },
+	{ "GPURUN_IO_TIMEOUT", "S", "a sync gives up after S seconds in which the\n"
+	  "connection moved no byte (default 120)", 0 },
 	{ "GPURUN_SSH", "PROG", "the ssh that transport = openssh runs (default: ssh)", 0 },
 	{ "GPURUN_JOB_ID", NULL, "set for a job on the host: its id", 1 },
 	{ "GPURUN_JOB_DIR", NULL, "set for a job on the host: its folder", 1 },

@@ -28,6 +28,7 @@ enum gr_msg {
 	GR_MSG_CANCEL = 0x05, /* c->a: abandon request id */
 	GR_MSG_PING = 0x06,   /* c->a: answered by OK (round-trip measure, keepalive) */
 	GR_MSG_PROBE = 0x07,  /* c->a: str path; a->c OK: see PROTOCOL.md (doctor) */
+	GR_MSG_KEEPALIVE = 0x08, /* a->c, id 0, empty: busy with local work (conn swallows it) */
 	/* exec 0x10-0x1f (remote/agent_exec.c) */
 	GR_MSG_EXEC = 0x10,   /* c->a: str cwd, u32 argc, str argv..., u32 envc, str env...,
 			       * u32 flags (GR_EXEC_*), str term, u16 rows, u16 cols */
