@@ -154,7 +154,11 @@ static int describe(struct sync_session *s, struct sm_entry *e, const struct sta
 				return -1;
 			e->size = size;
 		}
-		e->mode = (uint32_t)st->st_mode & 0777;
+		/* The host keeps only the owner's bits of what was sent unless
+		 * [sync] preserve_perms (safe_file_mode): either is no change. */
+		uint32_t m = (uint32_t)st->st_mode & 0777;
+		if (!same_type || (m != (e->mode & 0777) && m != (e->mode & 0700)))
+			e->mode = m;
 		e->mtime_ns = sfs_mtime_ns(st);
 	} else if (type == SM_LINK) {
 		char buf[4097];
