@@ -31,12 +31,15 @@ static void print_table(const struct job_rec *recs, size_t n, uint64_t disk_tota
 			const struct job_gpus *g, struct strbuf *o)
 {
 	char t[32], d[32], code[16], sz[32];
+	int images = 0; /* an IMAGE column when a job ran in a container */
 
+	for (size_t i = 0; i < n; i++)
+		images |= recs[i].image && *recs[i].image;
 	if (!n)
 		sb_adds(o, "no jobs for this project yet\n");
 	else
-		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %9s  %s\n", "JOB", "STATE", "STARTED",
-			"DURATION", "EXIT", "DISK", "GPUS");
+		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %9s  %-*s%s\n", "JOB", "STATE", "STARTED",
+			"DURATION", "EXIT", "DISK", images ? 7 : 0, "GPUS", images ? "IMAGE" : "");
 	for (size_t i = 0; i < n; i++) {
 		const struct job_rec *r = &recs[i];
 		int ec = job_rec_exit_code(r);
@@ -45,10 +48,14 @@ static void print_table(const struct job_rec *recs, size_t n, uint64_t disk_tota
 		else
 			snprintf(code, sizeof(code), "-");
 		/* The id passed job_rec_check; the rest is the host's text. */
-		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %9s  %s\n", r->id, ts(r->state),
+		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %9s  %-*s", r->id, ts(r->state),
 			job_fmt_time(r->start_ms ? r->start_ms : r->created_ms, t, sizeof(t)),
 			job_fmt_duration(duration(r), d, sizeof(d)), code,
-			fmt_size(r->disk_bytes, sz, sizeof(sz)), r->gpus && *r->gpus ? ts(r->gpus) : "-");
+			fmt_size(r->disk_bytes, sz, sizeof(sz)), images ? 5 : 0,
+			r->gpus && *r->gpus ? ts(r->gpus) : "-");
+		if (images)
+			sb_addf(o, "  %s", r->image && *r->image ? ts(r->image) : "-");
+		sb_adds(o, "\n");
 	}
 	if (n)
 		sb_addf(o, "disk used on the host by this project's jobs: %s in all"

@@ -54,6 +54,10 @@ enum gr_job_msg {
 	 * PATH through that shell: python3, python, nvcc, nvidia-smi (paths
 	 * or ""), python_version, path (its PATH), shell (what ran) */
 	GR_MSG_JOB_ENV = 0x4b,
+	/* c->a: str project, str runtime (auto, podman, docker), str image.
+	 * a->c OK: u32 n, n x (str key, str value): what a job's container
+	 * would get on this host (job_container.h, job_ctr_check) */
+	GR_MSG_CONTAINER_CHECK = 0x4c,
 	/* artifacts: c->a: str project, str id, u32 npat, str pattern...,
 	 * u32 nhave, nhave x (str path, u64 size, i64 mtime_s, u32 mtime_ns).
 	 * Patterns are relative to the job's working directory.
@@ -87,7 +91,12 @@ enum gr_job_msg {
 	X(backend, ONE)       /* "local" (default): job_backend.h */         \
 	/* issue 15 */                                                       \
 	/* issue 14 */                                                       \
-	/* issue 16 */
+	/* issue 16: [container], job_container.h */                       \
+	X(container_image, ONE)    /* runs every step in this image */     \
+	X(container_runtime, ONE)  /* auto (default), podman or docker */  \
+	X(container_option, LIST)  /* one word of [container] options */   \
+	X(container_mount, LIST)   /* SRC[:DST[:ro]] */                     \
+	X(container_user, ONE)     /* --user; "" = the caller's uid:gid */
 
 /* Put one spec pair. */
 static inline void job_spec_put(struct strbuf *b, const char *key, const char *value)

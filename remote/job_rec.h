@@ -55,7 +55,9 @@
 	X(disk_bytes, U64, AUTO)     /* bytes the job alone holds on disk */ \
 	/* names, commits (issue 15) */                                      \
 	/* scheduler (issue 14) */                                           \
-	/* containers (issue 16) */
+	/* containers (issue 16) */                                          \
+	X(image, STR, AUTO)          /* [container] image; "" = none */      \
+	X(runtime, STR, AUTO)        /* podman or docker, as resolved */
 
 #define JR_CTYPE_STR char *
 #define JR_CTYPE_U64 uint64_t

@@ -32,7 +32,8 @@ void job_step_argv(const char *shell, const char *cmd, struct strvec *argv);
 int job_shell_valid(const char *shell);
 
 /* The key that decides whether setup must run again: BLAKE2b of the shell
- * mode, the command and, for each input (a path or glob relative to the
+ * mode, the command, the container image and runtime (if any) and, for
+ * each input (a path or glob relative to the
  * project folder; sorted matches), its path and content; a missing input
  * counts as missing. Hex in out. */
 void job_setup_key(const char *project, const struct job_spec *s, char out[65]);

@@ -23,7 +23,8 @@
 #   addresses hold 108 bytes), no iptables, no bridge; the client reaches it
 #   through DOCKER_HOST.
 # The image (CONTAINER_IMAGE) is imported from a rootfs made here from
-# busybox (no registry is reachable): /bin/sh and busybox's applets.
+# busybox (no registry is reachable): /bin/sh and busybox's applets, and
+# /etc/gpurun-test-image, which only the image has.
 # container_stop (registered with test_atexit) removes exactly what
 # container_start made: its containers, images and mounts, and the daemon
 # it started, by pid.
@@ -98,6 +99,8 @@ _container_rootfs() {
 		[ "$_a" = busybox ] || ln -s busybox "$_r/bin/$_a"
 	done
 	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' >"$_r/etc/passwd"
+	# Only the image has it: a step that reads it ran in a container.
+	echo "gpurun test image" >"$_r/etc/gpurun-test-image"
 	printf 'root:x:0:\nnogroup:x:65534:\n' >"$_r/etc/group"
 	tar -C "$_r" -cf "$_tar.tmp" . && mv "$_tar.tmp" "$_tar"
 }
