@@ -24,8 +24,8 @@ extern const char *const job_step_names[]; /* "setup", "build", "run" */
 const char *job_login_shell(void);
 
 /* The argv that runs cmd through shell mode ("sh" or "login"), appended
- * to argv. This is the one place a step's command line is made: a
- * container wrapper (issue 16) wraps it here. */
+ * to argv: the one place a step's command line is made on the host. In a
+ * container, job_ctr_run_argv() (job_container.h) makes it instead. */
 void job_step_argv(const char *shell, const char *cmd, struct strvec *argv);
 
 /* 1 if shell is a mode job_step_argv knows. */
