@@ -96,8 +96,9 @@ int job_ctr_load(const char *dir, struct job_ctr *c, struct gr_err *err)
 	struct strvec kv = STRVEC_INIT;
 	char *p = job_meta(dir, "container");
 	int rc = job_kv_read(p, &kv, NULL);
-	const char *const keys[] = { "runtime", "path", "image", "user", "gpu", "project" };
-	char **const fields[] = { &c->runtime, &c->path, &c->image, &c->user, &c->gpu, &c->project };
+	const char *const keys[] = { "runtime", "path", "image", "user", "gpu", "project", "shm_size" };
+	char **const fields[] = { &c->runtime, &c->path, &c->image, &c->user, &c->gpu, &c->project,
+				  &c->shm_size };
 
 	free(p);
 	*c = (struct job_ctr){ .options = STRVEC_INIT, .mounts = STRVEC_INIT };
@@ -132,6 +133,7 @@ void job_ctr_free(struct job_ctr *c)
 	free(c->user);
 	free(c->gpu);
 	free(c->project);
+	free(c->shm_size);
 	sv_clear(&c->options);
 	sv_clear(&c->mounts);
 	*c = (struct job_ctr){ 0 };
@@ -162,7 +164,10 @@ void job_ctr_run_argv(const struct job_ctr *c, const struct job_ctr_step *st, st
 	/* What training wants (NCCL, rendezvous ports, DataLoader workers'
 	 * shared memory); [container] options come later, so they win. */
 	sv_push(out, "--network=host");
-	sv_push(out, "--ipc=host");
+	if (c->shm_size && *c->shm_size)
+		sv_pushf(out, "--shm-size=%s", c->shm_size);
+	else
+		sv_push(out, "--ipc=host");
 	/* The job folder is bind-mounted as it is, as the job on the host
 	 * would see it: no SELinux relabelling of the user's files. */
 	sv_push(out, "--security-opt=label=disable");

@@ -3,7 +3,7 @@
  * becomes the host's podman's or docker's
  *
  *   RUNTIME run --rm -t --init --name=gpurun-ID[-setup|-build]
- *       --label=gpurun.job=ID --network=host --ipc=host
+ *       --label=gpurun.job=ID --network=host --ipc=host (or --shm-size)
  *       --security-opt=label=disable --user=UID:GID [--userns=keep-id]
  *       --workdir=CWD --mount=type=bind,source=P,target=P (job folder,
  *       project folder, [container] mounts) --env=... GPUS
@@ -44,6 +44,7 @@ struct job_ctr {
 	char *user;             /* --user: "UID:GID" unless [container] user */
 	char *gpu;              /* "cdi", "toolkit" or "none" */
 	char *project;          /* the project folder, mounted at its path */
+	char *shm_size;         /* bytes of /dev/shm instead of --ipc=host; "" */
 	int keep_id;            /* rootless podman: --userns=keep-id */
 	struct strvec options;  /* [container] options, one word each */
 	struct strvec mounts;   /* [container] mounts as --mount values */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -312,6 +313,17 @@ int job_ctr_prepare(const char *dir, const char *project, char **warning, struct
 	 * itself, so --user UID:GID writes files the caller owns. */
 	kv_line(&meta, "keep_id", !strcmp(kind, "podman") && geteuid() != 0 && !*user ? "1" : "0");
 	kv_line(&meta, "gpu", way);
+	/* Rootless podman shares the host's IPC namespace by mounting its
+	 * /dev/mqueue, which not every host has: there, as much /dev/shm as
+	 * the host's instead (what data loaders need of it). */
+	struct statvfs vfs;
+	if (!strcmp(kind, "podman") && geteuid() != 0 && access("/dev/mqueue", F_OK) != 0) {
+		char n[32];
+		unsigned long long b = statvfs("/dev/shm", &vfs) == 0 ?
+			(unsigned long long)vfs.f_blocks * vfs.f_frsize : 0;
+		snprintf(n, sizeof(n), "%llu", b ? b : 8ULL << 30);
+		kv_line(&meta, "shm_size", n);
+	}
 	kv_line(&meta, "project", project);
 	job_spec_list(&spec, "container_option", &v);
 	for (size_t i = 0; i < v.n; i++)

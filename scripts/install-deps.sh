@@ -20,7 +20,8 @@ bash-completion zsh fish tmux procps psmisc python3 python3-venv bc"
 # first alternative), each runtime's init for --init (catatonit, tini via
 # docker.io), and a static busybox to build the test image from, with no
 # registry. busybox-static conflicts with busybox: either one will do.
-pkgs="$pkgs podman runc catatonit docker.io"
+# uidmap: newuidmap/newgidmap, for rootless podman (a non-root account).
+pkgs="$pkgs podman runc catatonit uidmap docker.io"
 if ! dpkg-query -W -f='${Status}' busybox 2>/dev/null | grep -q 'install ok installed'; then
 	pkgs="$pkgs busybox-static"
 fi

@@ -248,3 +248,67 @@ _container_umount_under() {
 	awk -v d="$1" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r |
 		while read -r _m; do umount "$_m" 2>/dev/null || umount -l "$_m"; done
 }
+
+# container_start_rootless USER: rootless podman for an account (made
+# with make_user): its storage in the account's home, its run root and
+# tmp dir in a short folder of its own, the test image imported as it.
+# Sets CONTAINER_ROOTLESS_ENV (NAME=VALUE words for sshd's SetEnv); on
+# failure CONTAINER_WHY says why.
+container_start_rootless() {
+	_u=$1
+	CONTAINER_WHY=$(container_missing podman) && return 1
+	command -v newuidmap >/dev/null 2>&1 ||
+		{ CONTAINER_WHY="rootless podman needs newuidmap (install uidmap)"; return 1; }
+	grep -q "^$_u:" /etc/subuid 2>/dev/null ||
+		{ CONTAINER_WHY="no /etc/subuid range for $_u (useradd made none)"; return 1; }
+	_container_rootfs || { CONTAINER_WHY="cannot make the image's rootfs"; return 1; }
+	_h=$(getent passwd "$_u" | cut -d: -f6)
+	_rr=$(mktemp -d /tmp/grr.XXXXXX) || return 1
+	chown "$_u" "$_rr" && chmod 700 "$_rr" || return 1
+	test_atexit "container_stop_rootless $_u $_rr"
+	cat >"$_rr/containers.conf" <<CONF
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+netns = "host"
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+events_logfile_path = "$_rr/events.log"
+tmp_dir = "$_rr/tmp"
+lock_type = "file"
+pull_policy = "never"
+CONF
+	cat >"$_rr/storage.conf" <<CONF
+[storage]
+driver = "overlay"
+runroot = "$_rr/run"
+graphroot = "$_h/.local/share/containers/storage"
+CONF
+	cp "$TRASH/container-rootfs.tar" "$_rr/rootfs.tar" &&
+		chown "$_u" "$_rr"/* || return 1
+	CONTAINER_ROOTLESS_ENV="CONTAINERS_CONF=$_rr/containers.conf CONTAINERS_STORAGE_CONF=$_rr/storage.conf XDG_RUNTIME_DIR=$_rr"
+	# shellcheck disable=SC2086
+	if ! (cd "$_rr" && runuser -u "$_u" -- env HOME="$_h" $CONTAINER_ROOTLESS_ENV \
+		podman import "$_rr/rootfs.tar" "$CONTAINER_IMAGE") >"$TRASH/rootless-import.log" 2>&1; then
+		CONTAINER_WHY="rootless podman import failed: $(tail -n 1 "$TRASH/rootless-import.log")"
+		return 1
+	fi
+	# shellcheck disable=SC2086
+	if ! (cd "$_rr" && runuser -u "$_u" -- env HOME="$_h" $CONTAINER_ROOTLESS_ENV \
+		podman run --rm "$CONTAINER_IMAGE" true) >"$TRASH/rootless-probe.log" 2>&1; then
+		CONTAINER_WHY="rootless podman cannot run a container here: $(tail -n 1 "$TRASH/rootless-probe.log")"
+		return 1
+	fi
+}
+
+# container_stop_rootless USER RUNDIR: its containers and storage go (the
+# account's processes, its pause process among them, go with the account).
+container_stop_rootless() {
+	_h=$(getent passwd "$1" | cut -d: -f6)
+	[ -n "$_h" ] && (cd "$2" && runuser -u "$1" -- env HOME="$_h" CONTAINERS_CONF="$2/containers.conf" \
+		CONTAINERS_STORAGE_CONF="$2/storage.conf" XDG_RUNTIME_DIR="$2" \
+		podman system reset -f) >/dev/null 2>&1
+	rm -rf "$2"
+}

@@ -4,8 +4,9 @@
 # beside a recorded nvidia-smi: the container gets exactly the job's GPUs,
 # numbered from 0), a host whose GPUs no container can get (docker without
 # the NVIDIA toolkit: train and doctor say so), setup running again when
-# the image changes, the whole path over a real sshd (libssh2), and a
-# non-root account (docker) whose job's files are its own.
+# the image changes, the whole path over a real sshd (libssh2), and
+# non-root accounts (rootless podman, docker) whose job's files are their
+# own.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../container.sh"
 
@@ -88,6 +89,27 @@ else
 		test_grep -x "$TRASH/podhost-home/.cache/gpurun/jobs/proj-.*/$id" $T/out &&
 		test "$(cat $TRASH/podhost-home/proj/checkpoints/where)" = "gpurun test image" &&
 		no_container podman $id
+	'
+fi
+
+# ---- rootless podman: a non-root account's podman ----
+if [ $have_podman = 0 ]; then
+	test_skip "rootless podman: the job runs as the account, its files are its own" "$why_podman"
+elif [ "$(id -u)" != 0 ]; then
+	test_skip "rootless podman: the job runs as the account, its files are its own" "making an account needs root"
+elif ! make_user V r; then
+	test_skip "rootless podman: the job runs as the account, its files are its own" "useradd failed"
+elif ! container_start_rootless "$V"; then
+	test_skip "rootless podman: the job runs as the account, its files are its own" "$CONTAINER_WHY"
+else
+	test_expect_success 'rootless podman: the job runs as the account, its files are its own' '
+		start_sshd_users pbox "SetEnv $CONTAINER_ROOTLESS_ENV" "$V" && trust_sshd pbox &&
+		P4=$TRASH/proj-r && mkdir -p $P4 && cd $P4 &&
+		ini $P4 pbox-$V libssh2 proj podman "[train]" "command = id -u; mkdir -p out && echo mine >out/f" &&
+		"$GPURUN" -q train >$T/out 2>$T/err; cat $T/err; id=$(last_id) && VH=$(getent passwd $V | cut -d: -f6) &&
+		test_grep -x "$(id -u $V)" $T/out &&
+		f=$(echo $VH/.cache/gpurun/jobs/proj-*/$id/out/f) &&
+		test "$(stat -c %u:%g $f)" = "$(id -u $V):$(id -g $V)" && test "$(cat $f)" = mine
 	'
 fi
 

@@ -95,6 +95,12 @@ static void test_run_argv(void)
 	CHECK(has_word(&out, "--userns=keep-id"));
 	CHECK(has_word(&out, "--workdir=/home/u/proj"));
 	CHECK_STR(out.v[out.n - 3], "-l");
+	CHECK(has_word(&out, "--ipc=host"));
+	sv_clear(&out);
+	/* A rootless podman without the host's /dev/mqueue: shm instead. */
+	c.shm_size = xstrdup("1073741824");
+	job_ctr_run_argv(&c, &st, &out);
+	CHECK(has_word(&out, "--shm-size=1073741824") && !has_word(&out, "--ipc=host"));
 	sv_clear(&out);
 	sv_clear(&env);
 	job_ctr_free(&c);
