@@ -26,7 +26,18 @@
  * in .gpurun/container; every later use reads it back (job_ctr_load).
  * Containers are found by their label, so a stop reaches each of the
  * job's containers whatever step made it. Blocking: runs in the agent's
- * helpers and in the supervisor, never in the agent's loop. */
+ * helpers and in the supervisor, never in the agent's loop.
+ *
+ * Under a scheduler (the Slurm backend): the record is made at JOB_START
+ * on the login node, like any job's; on the compute node the step runner
+ * (best: a mode of the agent binary, which knows the GPUs only then)
+ * calls job_ctr_load() and job_ctr_run_argv() with .gpus = the host
+ * indices Slurm gave the job (SLURM_JOB_GPUS: CUDA_VISIBLE_DEVICES may be
+ * renumbered inside Slurm's device cgroup, CDI names the host's), and the
+ * batch script traps TERM with job_ctr_stop_sh(), since scancel does not
+ * reach a container (its client, under proctrack/linuxproc, survives
+ * too). A script that runs a step itself quotes job_ctr_run_argv()'s
+ * words with job_ctr_sh_quote(). */
 #ifndef GR_JOB_CONTAINER_H
 #define GR_JOB_CONTAINER_H
 
