@@ -287,7 +287,7 @@ int job_ctr_stop_all(const struct job_ctr *c, const char *job_id, int grace_s,
 	struct strvec names = STRVEC_INIT, argv = STRVEC_INIT;
 	int rc;
 
-	if ((rc = job_ctr_list(c, job_id, &names, err)) < 0)
+	if ((rc = job_ctr_list(c, job_id, &names, err)) < 0 || !names.n)
 		goto out;
 	for (size_t i = 0; i < names.n; i++) {
 		/* Errors are the container going away on its own (--rm). */
@@ -321,7 +321,8 @@ void job_ctr_sh_quote(const struct strvec *argv, struct strbuf *out)
 	for (size_t i = 0; i < argv->n; i++) {
 		const char *w = argv->v[i];
 		size_t plain = strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-				      "0123456789_./:=,+@%-");
+				      "0123456789_./:,+@%-"); /* no '=': a first word
+									  would assign */
 		if (i)
 			sb_adds(out, " ");
 		if (*w && !w[plain]) {

@@ -312,9 +312,10 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 		if (got_term && !forwarded) {
 			kill(-pid, SIGTERM); /* pass it on, once (the flag stays: no next step) */
 			forwarded = 1;
-			/* The client may pass it on, or not (docker with -t does
-			 * not): stop the container through the runtime, without
-			 * waiting here, so its output still reaches the log. */
+			/* The client may pass it on, or not (docker documents its
+			 * signal proxy for non-TTY mode only): stop the container
+			 * through the runtime, without waiting here, so its output
+			 * still reaches the log. */
 			if (s->has_ctr)
 				stopper = spawn_stop(s, name);
 		}
@@ -341,10 +342,11 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 		job_ctr_rm_argv(&s->ctr, name, &rm);
 		job_ctr_exec((const char *const *)rm.v, CTR_ASK_MS, NULL, NULL);
 		sv_clear(&rm);
-		/* 125-127: the runtime's own failure, not the command's. */
-		if (WIFEXITED(status) && WEXITSTATUS(status) >= 125 && WEXITSTATUS(status) <= 127)
-			note(s, "%s could not run the %s step in %s (exit %d): see the lines above",
-			     s->ctr.runtime, job_step_names[step], s->ctr.image, WEXITSTATUS(status));
+		/* 125: the runtime's own failure, not the command's (126 and
+		 * 127 may be the command's shell's too). */
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 125)
+			note(s, "%s could not run the %s step in %s (exit 125): see the lines above",
+			     s->ctr.runtime, job_step_names[step], s->ctr.image);
 	}
 	return status;
 }
