@@ -53,7 +53,7 @@ HASH_H := $(O)/gen/agent_hash.h
 $(shell mkdir -p $(O)/gen; echo '#define GR_AGENT_HASH "$(AGENT_HASH)"' > $(HASH_H).new; \
 	cmp -s $(HASH_H).new $(HASH_H) || mv $(HASH_H).new $(HASH_H); rm -f $(HASH_H).new)
 
-.PHONY: all test unit-bins demo bench soak deps deps-check clean install kernels completions
+.PHONY: all test unit-bins demo bench soak deps deps-check clean install kernels completions man
 all: deps-check $(O)/gpurun $(O)/gpurun-agent
 
 deps:
@@ -150,6 +150,7 @@ install: all
 	install -D -m 644 completions/gpurun.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/gpurun
 	install -D -m 644 completions/_gpurun $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_gpurun
 	install -D -m 644 completions/gpurun.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/gpurun.fish
+	install -D -m 644 cli/gpurun.1 $(DESTDIR)$(PREFIX)/share/man/man1/gpurun.1
 
 # completions/ holds what `gpurun completion SHELL` prints (the scripts live
 # in cli/completion_scripts.c); tests/t/t0500-completion.sh fails if they differ.
@@ -157,6 +158,12 @@ completions: $(O)/gpurun
 	$(O)/gpurun completion bash > completions/gpurun.bash
 	$(O)/gpurun completion zsh > completions/_gpurun
 	$(O)/gpurun completion fish > completions/gpurun.fish
+
+# cli/gpurun.1 is what `gpurun __man` prints, from the same tables as help;
+# tests/t/t0511-man.sh fails if they differ.
+man: $(O)/gpurun
+	$(O)/gpurun __man > cli/gpurun.1
+
 PREFIX ?= /usr/local
 
 clean:

@@ -10,6 +10,7 @@
 #include <sys/utsname.h>
 
 #include "conn.h"
+#include "forward.h"
 #include "term_filter.h"
 
 #include "agent_hash.h"
@@ -47,6 +48,10 @@ struct gr_conn {
 	int verbose;
 	const struct conn_opts *opts; /* during conn_open only */
 	struct strbuf later;          /* early frames too many for the command */
+	struct fwd *fwd;              /* forwarded ports, served while waiting */
+	uint64_t fwd_at;              /* now_ms() when they were last served */
+	struct pollfd *pfd;           /* wait_io's array */
+	size_t pfd_cap;
 };
 
 static char *conn_bootstrap_script(const char *hash)
@@ -148,11 +153,23 @@ static int fill(struct gr_conn *c, size_t limit, struct gr_err *err)
 static int wait_io(struct gr_conn *c, struct pollfd *extra, int nextra,
 		   int timeout_ms, struct gr_err *err)
 {
-	struct pollfd pfd[16];
+	struct pollfd *pfd;
 	int tick_ms = -1, n, rc;
+	size_t nall;
 
 	if ((rc = c->t->ops->tick(c->t, &tick_ms, err)) < 0)
 		return rc;
+	/* Forwarded connections first: what the last reads took in for them
+	 * (an open's confirmation, data, a close) wakes no poll. Their reads
+	 * may take in the agent's bytes in turn: the transport's pollfds,
+	 * asked next, sees those. */
+	if (c->fwd)
+		fwd_service(c->fwd, NULL, 0);
+	if (c->pfd_cap < 16) {
+		c->pfd_cap = 32;
+		c->pfd = xrealloc(c->pfd, c->pfd_cap * sizeof(*c->pfd));
+	}
+	pfd = c->pfd;
 	n = c->t->ops->pollfds(c->t, pfd, 1, conn_pending(c) > 0);
 	if (nextra > 16 - n)
 		nextra = 16 - n;
@@ -162,11 +179,20 @@ static int wait_io(struct gr_conn *c, struct pollfd *extra, int nextra,
 	}
 	if (tick_ms >= 0 && (timeout_ms < 0 || tick_ms < timeout_ms))
 		timeout_ms = tick_ms;
-	rc = poll(pfd, (nfds_t)(n + nextra), timeout_ms);
+	/* Forwarded connections wait in the same poll: one loop, one thread
+	 * for the whole session (libssh2 allows nothing else). */
+	nall = (size_t)(n + nextra);
+	fwd_pollfds(c->fwd, &c->pfd, &c->pfd_cap, &nall, &timeout_ms);
+	pfd = c->pfd;
+	rc = poll(pfd, (nfds_t)nall, timeout_ms);
 	if (rc < 0) {
 		if (errno == EINTR)
 			return 2 * (nextra > 0); /* let the caller check its signal pipe */
 		return gr_errf(err, GR_EIO, "poll: %s", strerror(errno));
+	}
+	if (c->fwd) {
+		fwd_service(c->fwd, pfd + n + nextra, nall - (size_t)(n + nextra));
+		c->fwd_at = now_ms();
 	}
 	if (rc == 0)
 		return 0;
@@ -229,6 +255,24 @@ static int try_parse(struct gr_conn *c, struct gr_frame *f, struct gr_err *err)
 	return rc;
 }
 
+/* While frames keep coming, wait_io may not run for a long time: serve
+ * the forwarded ports now and then anyway (a chatty log must not starve
+ * a browser). */
+static void fwd_tick(struct gr_conn *c)
+{
+	size_t n = 0;
+	int timeout = 0;
+	uint64_t now;
+
+	if (!c->fwd || (now = now_ms()) - c->fwd_at < 20)
+		return;
+	c->fwd_at = now;
+	fwd_pollfds(c->fwd, &c->pfd, &c->pfd_cap, &n, &timeout);
+	if (n && poll(c->pfd, (nfds_t)n, 0) < 0)
+		return;
+	fwd_service(c->fwd, c->pfd, n);
+}
+
 int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 	      int nextra, int timeout_ms, struct gr_err *err)
 {
@@ -248,6 +292,7 @@ int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 		c->npend_bytes -= c->held.len + GR_FRAME_HDR;
 		return 1;
 	}
+	fwd_tick(c);
 	for (;;) {
 		if ((rc = try_parse(c, f, err)) != 0)
 			return rc;
@@ -474,7 +519,7 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 {
 	struct gr_conn *c = xcalloc(1, sizeof(*c));
 	char *script = conn_bootstrap_script(GR_AGENT_HASH);
-	struct tr_cmd cmd = { script, NULL, c };
+	struct tr_cmd cmd = { script, NULL, c, NULL, 0 };
 	int rc;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -482,6 +527,8 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 	c->opts = o;
 	if (o && o->early)
 		cmd.late = early_arg;
+	if (o && o->fwd)
+		cmd.fwd = fwd_specs(o->fwd, &cmd.nfwd);
 	rc = transport_open(&c->t, cfg, &cmd, o ? o->accept_new : 0, c->verbose, err);
 	c->opts = NULL;
 	free(script);
@@ -497,6 +544,10 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 	if (c->later.len)
 		sb_add(&c->out, c->later.buf, c->later.len);
 	sb_release(&c->later);
+	if (o && o->fwd) {
+		c->fwd = o->fwd;
+		fwd_attach(c->fwd, c->t);
+	}
 	*out = c;
 	return 0;
 }
@@ -505,6 +556,8 @@ void conn_close(struct gr_conn *c)
 {
 	if (!c)
 		return;
+	if (c->fwd)
+		fwd_detach(c->fwd);
 	if (c->t) {
 		conn_pump(c, NULL);
 		c->t->ops->close_write(c->t, NULL);
@@ -515,6 +568,7 @@ void conn_close(struct gr_conn *c)
 	free(c->pend);
 	sb_release(&c->held);
 	sb_release(&c->later);
+	free(c->pfd);
 	sb_release(&c->in);
 	sb_release(&c->out);
 	free(c->hello.hash);

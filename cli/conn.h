@@ -29,6 +29,10 @@ struct conn_opts {
 	 * wipes its copy): no secrets in them. */
 	void (*early)(void *arg, struct gr_conn *c, struct strbuf *frames);
 	void *early_arg;
+	/* Ports forwarded while the connection is up (forward.h): served by
+	 * its waits (conn_wait, conn_flush), or by ssh itself for openssh. The
+	 * caller keeps it and frees it after conn_close. */
+	struct fwd *fwd;
 };
 
 #define CONN_EARLY_MAX GR_EARLY_MAX

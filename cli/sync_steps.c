@@ -145,7 +145,7 @@ static void *connect_main(void *arg)
 {
 	struct connect_job *j = arg;
 	struct conn_opts o = { .accept_new = j->ctx->accept_new, .verbose = j->ctx->verbose,
-			       .early = take_offer, .early_arg = j };
+			       .early = take_offer, .early_arg = j, .fwd = j->ctx->fwd };
 
 	j->rc = conn_open(&j->conn, j->ctx->cfg, &o, &j->err);
 	pthread_mutex_lock(&j->mu);
@@ -278,8 +278,9 @@ void summary(const struct sync_opts *o, const struct sync_stats *st)
 		return;
 	fmt_size(st->bytes_wire, w, sizeof(w));
 	if (o->dry_run)
-		fprintf(stderr, "would sync %llu files (%llu deleted), %.1f s\n",
-			(unsigned long long)st->files_sent, (unsigned long long)st->files_deleted,
+		fprintf(stderr, "would send %llu files, %s; delete %llu; update %llu (%.1f s)\n",
+			(unsigned long long)st->files_sent, fmt_size(st->bytes_total, w, sizeof(w)),
+			(unsigned long long)st->files_deleted, (unsigned long long)st->files_updated,
 			st->seconds);
 	else
 		fprintf(stderr, "synced %llu files (%llu deleted), %s on the wire, %.2f s%s\n",

@@ -217,11 +217,25 @@ void job_ctr_run_argv(const struct job_ctr *c, const struct job_ctr_step *st, st
 	for (size_t i = 0; i < c->options.n; i++)
 		sv_push(out, c->options.v[i]);
 	sv_push(out, c->image);
+	if (st->args && st->args->n && !(st->shell && !strcmp(st->shell, "login"))) {
+		/* train -- CMD ARGS: the words as given, never through sh -c. */
+		for (size_t i = 0; i < st->args->n; i++)
+			sv_push(out, st->args->v[i]);
+		return;
+	}
 	/* The image's shell; a login shell reads the image's /etc/profile. */
 	sv_push(out, "/bin/sh");
 	if (st->shell && !strcmp(st->shell, "login"))
 		sv_push(out, "-l");
 	sv_push(out, "-c");
+	if (st->args && st->args->n) {
+		/* The words reach the program as "$@": never parsed again. */
+		sv_push(out, "exec \"$@\"");
+		sv_push(out, "gpurun"); /* $0 */
+		for (size_t i = 0; i < st->args->n; i++)
+			sv_push(out, st->args->v[i]);
+		return;
+	}
 	sv_push(out, st->cmd);
 }
 

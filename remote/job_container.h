@@ -7,7 +7,8 @@
  *       --security-opt=label=disable --user=UID:GID [--userns=keep-id]
  *       --workdir=CWD --mount=type=bind,source=P,target=P (job folder,
  *       project folder, [container] mounts) --env=... GPUS
- *       [container] options... IMAGE /bin/sh -c CMD
+ *       [container] options... IMAGE /bin/sh -c CMD   (or IMAGE ARGS...
+ *       for train -- CMD ARGS)
  *
  * argv all the way: nothing is spliced into a shell string but the user's
  * own command, as on the host. The job folder and the project folder are
@@ -68,6 +69,8 @@ struct job_ctr_step {
 	const char *cwd;
 	const char *shell;      /* JOB_SPEC "shell": "sh" or "login" */
 	const char *cmd;
+	const struct strvec *args; /* train -- CMD ARGS (the run step): run
+				      as these words, not sh -c cmd; NULL */
 	const char *gpus;       /* host indices "0,2"; NULL: not restricted */
 	const struct strvec *env; /* the spec's K=V: passed by name (their
 				     values stay out of the process table) */
@@ -96,8 +99,9 @@ void job_ctr_free(struct job_ctr *c);
 /* The container's name for a step: gpurun-ID, gpurun-ID-setup, ... */
 void job_ctr_name(const char *job_id, enum job_step step, char *buf, size_t n);
 
-/* The argv that runs st in c (RUNTIME run ... IMAGE /bin/sh -c CMD),
- * appended to out. */
+/* The argv that runs st in c (RUNTIME run ... IMAGE /bin/sh -c CMD, or
+ * IMAGE ARGS... when st->args; with shell "login", IMAGE /bin/sh -l -c
+ * 'exec "$@"' gpurun ARGS...), appended to out. */
 void job_ctr_run_argv(const struct job_ctr *c, const struct job_ctr_step *st, struct strvec *out);
 
 /* RUNTIME stop --time=GRACE NAME / RUNTIME rm --force NAME. */

@@ -256,20 +256,27 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	pid_t pid, stopper = -1;
 	char name[64] = "";
 
+	/* train -- CMD ARGS: the words as given, never through sh -c. */
+	struct strvec args = STRVEC_INIT;
+	if (step == JOB_STEP_RUN)
+		job_spec_list(&s->spec, "argv", &args);
 	if (s->has_ctr) {
 		/* The step in the job's image: the runtime's client runs under
 		 * the pty, the container gets a terminal of its own (-t). */
 		struct job_ctr_step cs = {
 			.job_id = s->id, .job_dir = s->dir, .step = step, .cwd = cwd,
 			.shell = job_spec_get(&s->spec, "shell", "sh"), .cmd = cmd,
-			.gpus = gpus, .env = &env,
+			.args = args.n ? &args : NULL, .gpus = gpus, .env = &env,
 		};
 		job_spec_list(&s->spec, "env", &env);
 		job_ctr_run_argv(&s->ctr, &cs, &argv);
 		job_ctr_name(s->id, step, name, sizeof(name));
+	} else if (args.n) {
+		job_step_exec_argv(job_spec_get(&s->spec, "shell", "sh"), &args, &argv);
 	} else {
 		job_step_argv(job_spec_get(&s->spec, "shell", "sh"), cmd, &argv);
 	}
+	sv_clear(&args);
 	tio.c_cflag = CS8 | CREAD; /* raw: no \r added, no echo */
 	tio.c_cc[VMIN] = 1;
 	cfsetispeed(&tio, B38400);

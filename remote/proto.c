@@ -157,6 +157,7 @@ const char *proto_msg_name(uint16_t type)
 	case GR_MSG_EXIT: return "EXIT";
 	case GR_MSG_STDIN: return "STDIN";
 	case GR_MSG_SIGNAL: return "SIGNAL";
+	case GR_MSG_WINSIZE: return "WINSIZE";
 	}
 	if (type >= GR_MSG_SYNC_FIRST && type <= GR_MSG_SYNC_LAST)
 		return "SYNC*";

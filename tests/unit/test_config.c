@@ -592,7 +592,7 @@ static void test_schema(void)
 		"remote.known_hosts", "remote.connect_timeout", "sync.exclude", "sync.warn_size",
 		"sync.delta_min", "sync.include_git", "sync.preserve_perms", "sync.include",
 		"setup.command", "setup.inputs", "build.command", "train.command", "train.shell",
-		"train.persist", "train.gpus", "train.stop_grace", "artifacts.pull",
+		"train.persist", "train.env", "train.gpus", "train.stop_grace", "artifacts.pull",
 		"artifacts.interval", "artifacts.min_free", "jobs.keep", "hooks.pre_push" };
 
 	CHECK_EQ_INT(n, GR_ARRAY_SIZE(want));
