@@ -260,6 +260,15 @@ static void check_container(struct gr_ctx *ctx, struct doctor *d)
 		if (to)
 			*to = v;
 	}
+	/* The words the agent answers with are one of a few: anything else
+	 * is a host that does not run gpurun's agent as it should. */
+	if (!job_ctr_runtime_ok(rt) || (strcmp(img, "") && strcmp(img, "present") && strcmp(img, "absent")) ||
+	    (*rt && strcmp(gpu, "cdi") && strcmp(gpu, "toolkit") && strcmp(gpu, "none"))) {
+		gr_errf(&e, GR_EPROTO, "the host sent a malformed CONTAINER_CHECK answer "
+			"(runtime '%s', image '%s', gpu '%s'); refusing it", rt, img, gpu);
+		fail(d, "container", &e, GR_EPROTO);
+		goto out;
+	}
 	if (!*rt) {
 		gr_errf(&e, GR_EREMOTE, "%s", *why ? why : "no container runtime on the host");
 		gr_hintf(&e, "install podman or docker on the host, or leave [container] image empty "

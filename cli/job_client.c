@@ -24,6 +24,14 @@ int job_id_check(const char *id, struct gr_err *err)
 	return GR_EPROTO;
 }
 
+static int has_ctl(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 1;
+	return 0;
+}
+
 int job_rec_check(const struct job_rec *r, struct gr_err *err)
 {
 	int rc = job_id_check(r->id, err);
@@ -35,6 +43,15 @@ int job_rec_check(const struct job_rec *r, struct gr_err *err)
 			     "refusing it", ts(r->name), r->id);
 	if (rc == 0 && (!job_hex_ok(r->git_commit, 40, 64) || !job_hex_ok(r->git_diff, 64, 64)))
 		rc = gr_errf(err, GR_EPROTO, "the host sent a malformed commit for job %s", r->id);
+	/* The image is the user's own [container] image (the agent refused
+	 * one with a control character or a leading '-'); the runtime one
+	 * of two words. */
+	if (rc == 0 && !job_ctr_runtime_ok(r->runtime))
+		rc = gr_errf(err, GR_EPROTO, "the host sent an unknown container runtime '%s' for job %s; "
+			     "refusing it", ts(r->runtime), r->id);
+	if (rc == 0 && r->image && (r->image[0] == '-' || strlen(r->image) > 4096 || has_ctl(r->image)))
+		rc = gr_errf(err, GR_EPROTO, "the host sent an invalid image '%s' for job %s; refusing it",
+			     ts(r->image), r->id);
 	return rc;
 }
 
@@ -266,6 +283,14 @@ int job_stop_parse(const void *p, size_t n, struct job_stop_report *s, struct gr
 	int rc = rd_done(&rd, err, "JOB_STOP");
 	if (rc == 0)
 		rc = job_rec_check(&s->rec, err);
+	/* Names go into messages: only what a runtime allows. */
+	for (size_t i = 0; rc == 0 && i < s->ctr_stopped.n + s->ctr_left.n; i++) {
+		const char *nm = i < s->ctr_stopped.n ? s->ctr_stopped.v[i]
+						      : s->ctr_left.v[i - s->ctr_stopped.n];
+		if (!job_ctr_name_ok(nm))
+			rc = gr_errf(err, GR_EPROTO, "the host sent an invalid container name '%s' for "
+				     "job %s; refusing it", ts(nm), s->rec.id);
+	}
 	if (rc < 0)
 		job_stop_report_free(s);
 	return rc;

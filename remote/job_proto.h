@@ -156,6 +156,32 @@ static inline int job_name_ok(const char *name)
 	return 1;
 }
 
+#define GR_CTR_NAME_MAX 255
+
+/* 1 if name can name a container as podman and docker allow: a letter or
+ * digit, then letters, digits, '_', '.' or '-' (the host lists a job's
+ * containers by label, so [container] options may have named one). */
+static inline int job_ctr_name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (!n || n > GR_CTR_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      (i && (c == '.' || c == '_' || c == '-'))))
+			return 0;
+	}
+	return 1;
+}
+
+/* 1 if s is "", "podman" or "docker": the runtimes a job can run in. */
+static inline int job_ctr_runtime_ok(const char *s)
+{
+	return !s || !*s || !strcmp(s, "podman") || !strcmp(s, "docker");
+}
+
 /* 1 if s is empty or lowercase hex of a length in [min, max] (commits:
  * 40 or 64; hashes: 64). */
 static inline int job_hex_ok(const char *s, size_t min, size_t max)

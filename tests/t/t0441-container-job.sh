@@ -5,7 +5,8 @@
 # runtime found through the environment the agent inherits), per runtime:
 # the log streams live and without the container terminal's \r, the exit
 # status passes through; setup, build and the job run in the image, at the
-# same paths; outputs land in the job's folder and come back with pull,
+# same paths; train -- CMD ARGS and [train] env / --env reach the image
+# (sh and login shell); outputs land in the job's folder and come back with pull,
 # persistent paths are shared; files are written as the caller's uid:gid
 # or [container] user; status and --json show the image; stop stops and
 # removes the container (TERM, KILL after the grace); a job killed from
@@ -110,6 +111,19 @@ for rt in podman docker; do
 		no_container '$rt' $id
 	'
 
+	test_expect_success "$rt: train -- CMD ARGS reach the image word for word, [train] env and --env too" '
+		cd "$P" && ini '$rt' "[train]" "command = false" "env = FROM_INI=\"a b,c\" OVERRIDE=ini" &&
+		for sh in sh login; do
+			"$GPURUN" -q -o train.shell=$sh train --env OVERRIDE=cli --env "EXTRA=x, y" -- \
+				sh -c "cat /etc/gpurun-test-image; printf \"[%s]\" \"\$@\"; echo; echo \"\$FROM_INI/\$OVERRIDE/\$EXTRA\"" \
+				sh "a  b" "\$HOME;x" "" "*" >$T/out 2>$T/err || { cat $T/err; return 1; }
+			printf "%s\n" "gpurun test image" "[a  b][\$HOME;x][][*]" "a b,c/cli/x, y" >$T/want &&
+			test_cmp $T/want $T/out || return 1
+		done &&
+		id=$(last_id) && "$GPURUN" status $id >$T/st && test_grep "(as words, without a shell)" $T/st &&
+		no_container '$rt' $id
+	'
+
 	test_expect_success "$rt: outputs land in the job folder, as the caller; pull brings them; persistent paths are shared" '
 		cd "$P" && ini '$rt' "[train]" "persist = checkpoints/" \
 			"command = mkdir -p out && echo \"result of \$GPURUN_JOB_ID\" >out/r.txt && echo run >>checkpoints/runs.txt" \
@@ -129,7 +143,8 @@ for rt in podman docker; do
 
 	test_expect_success "$rt: status and status --json show the image" '
 		cd "$P" && id=$(last_id) && "$GPURUN" status >$T/st &&
-		test_grep "IMAGE" $T/st && test_grep "^$id .* $CONTAINER_IMAGE\$" $T/st &&
+		test_grep " IMAGE  *COMMAND\$" $T/st && test_grep "^$id .* $CONTAINER_IMAGE  echo " $T/st &&
+		"$GPURUN" status $id >$T/st && test_grep -E "^image +$CONTAINER_IMAGE \('$rt'\)\$" $T/st &&
 		"$GPURUN" status --json $id >$T/js &&
 		python3 -c "import json,sys; j=json.load(open(sys.argv[1]))[\"jobs\"][0]; assert (j[\"image\"], j[\"runtime\"]) == (sys.argv[2], sys.argv[3]), j" $T/js "$CONTAINER_IMAGE" '$rt'
 	'

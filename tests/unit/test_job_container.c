@@ -1,7 +1,7 @@
 /* The container wrapper's pure parts (remote/job_container.c): the
- * runtime's argv for each way GPUs go in, the stop line a batch script
- * traps with (run through a real sh, which must read back the same
- * words), the spec's checks, [container] options split into words
+ * runtime's argv for each way GPUs go in and for train -- CMD's words,
+ * the stop line a batch script traps with (run through a real sh, which
+ * must read back the same words), the spec's checks, [container] options split into words
  * (config), and the supervisor's undoing of the container terminal's
  * \r\n, across every split of its input into reads. */
 #include <stdio.h>
@@ -103,6 +103,50 @@ static void test_run_argv(void)
 	CHECK(has_word(&out, "--shm-size=1073741824") && !has_word(&out, "--ipc=host"));
 	sv_clear(&out);
 	sv_clear(&env);
+	job_ctr_free(&c);
+}
+
+/* train -- CMD ARGS: the words follow the image as they are (no sh -c),
+ * or as "$@" of the image's login shell; other steps keep their command. */
+static void test_run_argv_words(void)
+{
+	struct job_ctr c;
+	struct strvec args = STRVEC_INIT, out = STRVEC_INIT;
+	struct job_ctr_step st = { .job_id = "20261122-003512-a1b2", .job_dir = "/j/20261122-003512-a1b2",
+				   .step = JOB_STEP_RUN, .cwd = "/j/20261122-003512-a1b2", .shell = "sh",
+				   .cmd = "python3 'a b' '$HOME;x'", .args = &args };
+
+	ctr_init(&c, "docker", "none");
+	sv_push(&args, "python3");
+	sv_push(&args, "a b");
+	sv_push(&args, "$HOME;x");
+	sv_push(&args, "-c");
+	job_ctr_run_argv(&c, &st, &out);
+	CHECK(out.n > 5);
+	CHECK_STR(out.v[out.n - 5], "img:1");
+	CHECK_STR(out.v[out.n - 4], "python3");
+	CHECK_STR(out.v[out.n - 3], "a b");
+	CHECK_STR(out.v[out.n - 2], "$HOME;x");
+	CHECK_STR(out.v[out.n - 1], "-c");
+	CHECK(!has_word(&out, "/bin/sh"));
+	sv_clear(&out);
+
+	st.shell = "login";
+	job_ctr_run_argv(&c, &st, &out);
+	CHECK(out.n > 10);
+	const char *tail[] = { "img:1", "/bin/sh", "-l", "-c", "exec \"$@\"", "gpurun", "python3",
+			       "a b", "$HOME;x", "-c" };
+	for (size_t i = 0; i < GR_ARRAY_SIZE(tail); i++)
+		CHECK_STR(out.v[out.n - GR_ARRAY_SIZE(tail) + i], tail[i]);
+	sv_clear(&out);
+
+	/* An empty list is no list: the command line, through sh -c. */
+	st.shell = "sh";
+	sv_clear(&args);
+	job_ctr_run_argv(&c, &st, &out);
+	CHECK_STR(out.v[out.n - 3], "/bin/sh");
+	CHECK_STR(out.v[out.n - 1], "python3 'a b' '$HOME;x'");
+	sv_clear(&out);
 	job_ctr_free(&c);
 }
 
@@ -276,6 +320,7 @@ static void test_crlf_undo(void)
 int main(void)
 {
 	RUN(test_run_argv);
+	RUN(test_run_argv_words);
 	RUN(test_gpus);
 	RUN(test_stop_sh);
 	RUN(test_spec_check);
