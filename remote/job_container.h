@@ -34,7 +34,10 @@
  * (best: a mode of the agent binary, which knows the GPUs only then)
  * calls job_ctr_load() and job_ctr_run_argv() with .gpus = the host
  * indices Slurm gave the job (SLURM_JOB_GPUS: CUDA_VISIBLE_DEVICES may be
- * renumbered inside Slurm's device cgroup, CDI names the host's), and the
+ * renumbered inside Slurm's device cgroup, CDI names the host's), .env =
+ * the spec's "env" list (its values must be in the runtime client's own
+ * environment: they go in by name) and, for the run step, .args = the
+ * spec's "argv" list when it has one (train -- CMD ARGS), and the
  * batch script traps TERM with job_ctr_stop_sh(), since scancel does not
  * reach a container (its client, under proctrack/linuxproc, survives
  * too). A script that runs a step itself quotes job_ctr_run_argv()'s

@@ -6,7 +6,7 @@
 # the log streams live and without the container terminal's \r, the exit
 # status passes through; setup, build and the job run in the image, at the
 # same paths; train -- CMD ARGS and [train] env / --env reach the image
-# (sh and login shell); outputs land in the job's folder and come back with pull,
+# (sh and login shell); [container] options and mounts; outputs land in the job's folder and come back with pull,
 # persistent paths are shared; files are written as the caller's uid:gid
 # or [container] user; status and --json show the image; stop stops and
 # removes the container (TERM, KILL after the grace); a job killed from
@@ -134,6 +134,20 @@ for rt in podman docker; do
 		test "$(stat -c %u:%g "$(job_dir $id2)/out/r.txt")" = "$(id -u):$(id -g)" &&
 		test "$(cat $R/checkpoints/runs.txt)" = "$(printf "run\nrun")" &&
 		rm -rf runs && "$GPURUN" -q pull $id1 && test "$(cat runs/$id1/out/r.txt)" = "result of $id1"
+	'
+
+	test_expect_success "$rt: [container] options go to the runtime as written, mounts are mounted" '
+		cd "$P" && mkdir -p data && echo from-data >data/in.txt && mkdir -p "$HOME/shared-'$rt'" &&
+		echo from-home >"$HOME/shared-'$rt'/h.txt" &&
+		ini '$rt' "options = --env \"OPT_VAR=a  b\" --label=extra=1" "mounts = data:/data:ro" \
+			"mounts = ~/shared-'$rt'" "[train]" \
+			"command = cat /data/in.txt $HOME/shared-'$rt'/h.txt; echo \"[\$OPT_VAR]\"; if touch /data/x 2>/dev/null; then echo rw; else echo ro; fi" &&
+		"$GPURUN" -q train >$T/out 2>$T/err && id=$(last_id) &&
+		printf "%s\n" "[gpurun] in a container: $CONTAINER_IMAGE ('$rt')" from-data from-home "[a  b]" ro >$T/want && test_cmp $T/want $T/out &&
+		no_container '$rt' $id &&
+		ini '$rt' "mounts = no-such-dir:/x" "[train]" "command = touch $TRASH/ran-'$rt'" &&
+		! "$GPURUN" -q train 2>$T/err && ! test -e $TRASH/ran-'$rt' &&
+		test_grep "container mount .no-such-dir:/x.: cannot use .$R/no-such-dir.: No such file or directory" $T/err
 	'
 
 	test_expect_success "$rt: [container] user says who the job runs as" '
