@@ -105,7 +105,7 @@ static const struct gr_config_key keys[] = {
 	  .help = "ended jobs kept on the host; older ones are removed after each train (0: keep all)" },
 
 	{ .section = "container", .name = "image", .type = GR_KEY_STRING, .def = "",
-	  .help = "run setup, build and the job in this image, with the host's podman or docker; empty: on the host",
+	  .help = "setup, build and the job run in this image, with the host's podman or docker",
 	  .example = "nvcr.io/nvidia/pytorch:24.05-py3", .check = check_image },
 	{ .section = "container", .name = "runtime", .type = GR_KEY_ENUM, .def = "auto",
 	  .values = runtime_values,
@@ -114,10 +114,10 @@ static const struct gr_config_key keys[] = {
 	  .help = "more options for the runtime's run, passed as they are (quotes group words)",
 	  .example = "--shm-size=8g --env HF_HOME=/cache", .check = check_options },
 	{ .section = "container", .name = "mounts", .type = GR_KEY_LIST, .def = "",
-	  .help = "host paths to mount besides the job's folders: SRC[:DST[:ro]] (SRC relative to the project folder)",
+	  .help = "more host paths to mount: SRC[:DST[:ro]], a relative SRC in the project folder",
 	  .example = "/data/imagenet:/data:ro", .check = check_mounts },
 	{ .section = "container", .name = "user", .type = GR_KEY_STRING, .def = "",
-	  .help = "who the job runs as inside (--user); empty: your uid:gid on the host, so files stay yours",
+	  .help = "who the job runs as inside (--user); empty: your uid:gid, so files stay yours",
 	  .example = "root", .check = check_user },
 
 	{ .section = "hooks", .name = "pre_push", .type = GR_KEY_STRING, .def = "",
