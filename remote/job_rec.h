@@ -62,7 +62,9 @@
 	X(git_dirty, BOOL, AUTO)     /* the work tree differed from it */    \
 	X(git_diff, STR, AUTO)       /* BLAKE2b-256 of the difference */     \
 	/* scheduler (issue 14) */                                           \
-	/* containers (issue 16) */
+	/* containers (issue 16) */                                          \
+	X(image, STR, AUTO)          /* [container] image; "" = none */      \
+	X(runtime, STR, AUTO)        /* podman or docker, as resolved */
 
 #define JR_CTYPE_STR char *
 #define JR_CTYPE_U64 uint64_t

@@ -353,7 +353,7 @@ static void test_errors(void)
 		{ "# c\n[remot]\nhost = x\n", "gpurun.ini:2: unknown section [remot]",
 		  "did you mean [remote]?" },
 		{ "[gpu]\n", "gpurun.ini:1: unknown section [gpu]",
-		  "sections: [remote] [sync] [setup] [build] [train] [artifacts] [jobs] [hooks]" },
+		  "sections: [remote] [sync] [setup] [build] [train] [artifacts] [jobs] [container] [hooks]" },
 		{ "host = x\n[remote]\n", "gpurun.ini:1: key 'host' is outside any section",
 		  "put it under [remote]" },
 		{ "[remote]\ntransport = ssh\n",
@@ -593,7 +593,9 @@ static void test_schema(void)
 		"sync.delta_min", "sync.include_git", "sync.preserve_perms", "sync.include",
 		"setup.command", "setup.inputs", "build.command", "train.command", "train.shell",
 		"train.persist", "train.env", "train.gpus", "train.stop_grace", "artifacts.pull",
-		"artifacts.interval", "artifacts.min_free", "jobs.keep", "hooks.pre_push" };
+		"artifacts.interval", "artifacts.min_free", "jobs.keep", "container.image",
+		"container.runtime", "container.options", "container.mounts", "container.user",
+		"hooks.pre_push" };
 
 	CHECK_EQ_INT(n, GR_ARRAY_SIZE(want));
 	for (size_t i = 0; i < n && i < GR_ARRAY_SIZE(want); i++) {
