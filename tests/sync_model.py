@@ -116,7 +116,9 @@ def signature(root, local, content=True):
                 h = file_hash(os.path.join(root, rp))
             except FileNotFoundError:  # an agent still cleaning up after a fault
                 continue
-            sig[rp] = ("F", e[1], e[2], h) if content else ("F", h)
+            # The host keeps the owner's bits only ([sync] preserve_perms
+            # is off): 0644 here is 0600 there.
+            sig[rp] = ("F", e[1] & 0o700, e[2], h) if content else ("F", h)
         else:
             sig[rp] = e
     return sig
