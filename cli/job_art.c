@@ -38,6 +38,30 @@ static const char *bad_name(const char *name)
 	return NULL;
 }
 
+/* fsync the file at path (relative to the working folder: dest). */
+static int fsync_path(const char *path, struct gr_err *err)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
+
+	if (fd < 0 || fsync(fd) < 0)
+		rc = gr_errf(err, GR_EIO, "fsync: %s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* Make the renames under dest durable: one syncfs of its file system
+ * (cheaper than an fsync of every folder a pull touched). */
+static void sync_dest(const char *dest)
+{
+	int fd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		syncfs(fd);
+		close(fd);
+	}
+}
+
 int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *files,
 		   struct gr_err *err)
 {
@@ -119,6 +143,13 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 			unlink(part);
 			goto out;
 		}
+		/* Durable before it takes the name: a crash leaves the old
+		 * copy or the new one, never a torn file under its name. */
+		if ((rc = fsync_path(part, err)) < 0) {
+			gr_err_prefix(err, "cannot write artifact '%s'", ts(final));
+			unlink(part);
+			goto out;
+		}
 		if (rename(part, final) < 0) {
 			rc = gr_errf(err, GR_EIO, "cannot rename '%s' into place: %s", ts(final), strerror(errno));
 			unlink(part);
@@ -130,6 +161,9 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 		rc = gr_errf(err, GR_EPROTO, "cannot read the artifacts: %s",
 			     archive_error_string(in) ? archive_error_string(in) : "truncated");
 out:
+	/* The renames, durable too (the folders they are in). */
+	if (*files)
+		sync_dest(cwd >= 0 ? "." : dest);
 	archive_read_free(in);
 	archive_write_free(out);
 	if (cwd >= 0) {
