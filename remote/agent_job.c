@@ -401,9 +401,15 @@ static int h_status(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_e
 struct logf {
 	uint32_t rid;
 	char *dir;
-	int fd, ino, follow, fast;
+	int fd, ino, follow, fast, cool;
 	uint64_t off;
 };
+
+/* After a wakeup by inotify, the next ones gather this long: a job that
+ * writes fast (4 KiB through its pty at a time) would otherwise wake us
+ * for every write and take the CPU its writer needs. A line after a
+ * quiet spell still goes at once. */
+#define LOG_COOL_MS 5
 
 static void log_timer(struct agent *a, void *arg);
 static void log_fast(struct agent *a, void *arg);
@@ -495,14 +501,31 @@ static void log_timer(struct agent *a, void *arg)
 	log_step(a, arg, 1);
 }
 
+static void log_inotify(struct agent *a, int fd, short revents, void *arg);
+
+static void log_rearm(struct agent *a, void *arg)
+{
+	struct logf *l = arg;
+
+	agent_del_timer(a, log_rearm, l);
+	l->cool = 0;
+	agent_watch_fd(a, l->ino, POLLIN, log_inotify, l);
+	log_step(a, l, 0); /* what came meanwhile; may free l */
+}
+
 static void log_inotify(struct agent *a, int fd, short revents, void *arg)
 {
+	struct logf *l = arg;
 	char buf[4096];
 
 	(void)revents;
 	while (read(fd, buf, sizeof(buf)) > 0)
 		;
-	log_step(a, arg, 0);
+	if (log_step(a, l, 0))
+		return; /* ended: l is freed */
+	l->cool = 1;
+	agent_watch_fd(a, fd, 0, log_inotify, l);
+	agent_add_timer(a, LOG_COOL_MS, log_rearm, l);
 }
 
 static void log_close(struct agent *a, uint32_t id, void *st)
@@ -517,6 +540,8 @@ static void log_close(struct agent *a, uint32_t id, void *st)
 	agent_del_timer(a, log_timer, l);
 	if (l->fast)
 		agent_del_timer(a, log_fast, l);
+	if (l->cool)
+		agent_del_timer(a, log_rearm, l);
 	close(l->fd);
 	free(l->dir);
 	free(l);
