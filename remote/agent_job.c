@@ -693,6 +693,8 @@ struct art_arg {
 	struct strvec pat;
 	struct pack_have *have;
 	size_t nhave;
+	struct pack_part *parts;
+	size_t nparts;
 };
 
 static int art_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
@@ -709,7 +711,8 @@ static int art_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
 		return rc;
 	job_spec_read(s->dir, &spec, NULL);
 	job_spec_list(&spec, "persist", &persist);
-	struct pack_opts o = { &persist, r.created_ms, job_rec_ended(&r) ? r.end_ms : 0 };
+	struct pack_opts o = { &persist, r.created_ms, job_rec_ended(&r) ? r.end_ms : 0,
+			       s->parts, s->nparts };
 	rc = job_pack(s->dir, (const char *const *)s->pat.v, s->pat.n, s->have, s->nhave, &o,
 		      data_fd, &st, err);
 	if (rc == 0) {
@@ -734,7 +737,7 @@ static int art_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
 
 static int h_art(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
 {
-	struct art_arg s = { NULL, STRVEC_INIT, NULL, 0 };
+	struct art_arg s = { NULL, STRVEC_INIT, NULL, 0, NULL, 0 };
 	int rc = find_job(rd, &s.dir, err);
 	uint32_t n = get_u32(rd);
 
@@ -758,11 +761,31 @@ static int h_art(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err 
 		if (h->path)
 			s.nhave++;
 	}
+	/* The client's part files (a pull cut short): u32 n, n × (str path,
+	 * u64 have, u64 size, u64 mtime_s, u32 mtime_ns). */
+	n = get_u32(rd);
+	if (n <= rd->n / 32) /* each entry is at least 32 bytes */
+		s.parts = xcalloc(n ? n : 1, sizeof(*s.parts));
+	else
+		rd->bad = 1;
+	for (uint32_t i = 0; i < n && !rd->bad; i++) {
+		struct pack_part *h = &s.parts[s.nparts];
+		h->path = get_str(rd);
+		h->have = get_u64(rd);
+		h->size = get_u64(rd);
+		h->mtime_s = (int64_t)get_u64(rd);
+		h->mtime_ns = get_u32(rd);
+		if (h->path)
+			s.nparts++;
+	}
 	if (rc == 0 && (rc = rd_done(rd, err, "ART_PULL")) == 0)
 		rc = job_child_start(a, rid, 1, 1, art_fn, &s, err);
 	for (size_t i = 0; i < s.nhave; i++)
 		free(s.have[i].path);
 	free(s.have);
+	for (size_t i = 0; i < s.nparts; i++)
+		free(s.parts[i].path);
+	free(s.parts);
 	sv_clear(&s.pat);
 	free(s.dir);
 	return rc;

@@ -92,6 +92,7 @@ static la_ssize_t zout_write(struct archive *a, void *arg, const void *p, size_t
 struct planned {
 	char *rel;
 	uint64_t size;
+	uint64_t skip; /* the client has the first skip bytes (a resumed pull) */
 };
 
 struct packer {
@@ -149,6 +150,26 @@ static int is_persist(const struct pack_opts *o, const char *rel)
 	return o && o->persist && job_persist_is(o->persist, rel);
 }
 
+static int cmp_part(const void *x, const void *y)
+{
+	return strcmp(((const struct pack_part *)x)->path, ((const struct pack_part *)y)->path);
+}
+
+/* How much of rel the client holds already from a pull cut short: what
+ * its part file holds, if it was begun from the file as it is now (same
+ * size and mtime); else 0. */
+static uint64_t resumable(const struct pack_opts *o, const char *rel, const struct stat *st)
+{
+	struct pack_part key = { .path = (char *)rel };
+	const struct pack_part *h = o->nparts ? bsearch(&key, o->parts, o->nparts, sizeof(*h), cmp_part)
+					      : NULL;
+
+	if (!h || h->size != (uint64_t)st->st_size || h->mtime_s != (int64_t)st->st_mtim.tv_sec ||
+	    h->mtime_ns != (uint32_t)st->st_mtim.tv_nsec || h->have >= h->size)
+		return 0;
+	return h->have;
+}
+
 /* First pass: a file the patterns select; planned unless the client has
  * it already (or, in a persistent path, unless this job modified it).
  * Nothing is read yet: a stat (never through a link but a persistent
@@ -169,8 +190,9 @@ static int add_file(struct packer *p, int dfd, const char *name, const char *rel
 		p->aplan = p->aplan ? 2 * p->aplan : 64;
 		p->plan = xrealloc(p->plan, p->aplan * sizeof(*p->plan));
 	}
-	p->plan[p->nplan++] = (struct planned){ xstrdup(rel), (uint64_t)st.st_size };
-	p->plan_bytes += (uint64_t)st.st_size;
+	uint64_t skip = resumable(p->o, rel, &st);
+	p->plan[p->nplan++] = (struct planned){ xstrdup(rel), (uint64_t)st.st_size, skip };
+	p->plan_bytes += (uint64_t)st.st_size - skip;
 	return 0;
 }
 
@@ -220,11 +242,24 @@ static int pack_file(struct packer *p, int root, const struct planned *pl)
 		goto out;
 	if ((uint64_t)st.st_size > pl->size)
 		st.st_size = (off_t)pl->size;
+	/* Resumed: only the bytes past what the client has, from the
+	 * offset the entry names; the file was planned unchanged since its
+	 * part was begun. One that shrank below that offset since is left
+	 * out (the next pull fetches it again). */
+	uint64_t skip = pl->skip;
+	if (skip > (uint64_t)st.st_size || (skip && lseek(fd, (off_t)skip, SEEK_SET) != (off_t)skip))
+		goto out; /* shrank since it was planned: less than announced */
+	st.st_size -= (off_t)skip;
 	e = archive_entry_new();
 	archive_entry_set_pathname(e, pl->rel);
 	archive_entry_set_filetype(e, AE_IFREG);
 	archive_entry_set_perm(e, st.st_mode & 0755);
 	archive_entry_set_size(e, st.st_size);
+	if (skip) {
+		char v[32];
+		int n = snprintf(v, sizeof(v), "%llu", (unsigned long long)skip);
+		archive_entry_xattr_add_entry(e, GR_ART_RESUME_XATTR, v, (size_t)n);
+	}
 	archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 	if (archive_write_header(p->a, e) != ARCHIVE_OK) {
 		rc = arc_fail(p, pl->rel);
@@ -330,7 +365,7 @@ int job_pack(const char *dir, const char *const *patterns, size_t npat,
 	     struct pack_have *have, size_t nhave, const struct pack_opts *o, int out_fd,
 	     struct pack_stats *st, struct gr_err *err)
 {
-	static const struct pack_opts none = { NULL, 0, 0 };
+	static const struct pack_opts none = { NULL, 0, 0, NULL, 0 };
 	struct packer p = { NULL, o ? o : &none, patterns, npat, have, nhave, st, err, NULL, NULL, 0, 0, 0 };
 	unsigned char hdr[GR_ART_ANNOUNCE_LEN];
 	struct zout *zo = xcalloc(1, sizeof(*zo));
@@ -339,6 +374,8 @@ int job_pack(const char *dir, const char *const *patterns, size_t npat,
 	*st = (struct pack_stats){ 0 };
 	if (nhave)
 		qsort(have, nhave, sizeof(*have), cmp_have);
+	if (p.o->nparts)
+		qsort(p.o->parts, p.o->nparts, sizeof(*p.o->parts), cmp_part);
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return gr_errf(err, GR_EIO, "cannot open '%s': %s", dir, strerror(errno));
@@ -455,7 +492,7 @@ static int cmp_wpair(const void *a, const void *b)
 
 void job_written(const char *dir, const struct pack_opts *o, size_t max, struct written *w)
 {
-	static const struct pack_opts none = { NULL, 0, 0 };
+	static const struct pack_opts none = { NULL, 0, 0, NULL, 0 };
 	struct wctx c = { o ? o : &none, max, w, STRVEC_INIT, STRVEC_INIT };
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
