@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -448,6 +449,16 @@ static int have_one(const char *p, const struct stat *st, int flag, struct FTW *
 	return 0;
 }
 
+static int drop_part(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	size_t n = strlen(p);
+
+	if (flag == FTW_F && S_ISREG(st->st_mode) && p[f->base] == '.' &&
+	    (ends_with(p, n, PART_SUFFIX) || ends_with(p, n, INFO_SUFFIX)))
+		unlink(p);
+	return 0;
+}
+
 struct art_pull {
 	struct gr_conn *c;
 	uint32_t id;
@@ -475,6 +486,14 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 
 	if (mkdir_p(dest, 0755, err) < 0)
 		return err->code;
+	/* One pull at a time into dest, its extraction included: a pull
+	 * that follows one just cut short (its extractor still keeping its
+	 * part) waits for it, and so do two pulls of one job at once. The
+	 * extractor inherits the lock and holds it until it exits. */
+	int lk = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (lk >= 0)
+		while (flock(lk, LOCK_EX) < 0 && errno == EINTR)
+			;
 	have_root = dest;
 	have_out = &have;
 	part_out = &parts;
@@ -486,6 +505,8 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 			close(dp[0]);
 			close(dp[1]);
 		}
+		if (lk >= 0)
+			close(lk);
 		sb_release(&have);
 		sb_release(&parts);
 		return gr_errf(err, GR_EIO, "pipe: %s", strerror(e));
@@ -493,6 +514,8 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 	pid = fork();
 	if (pid < 0) {
 		close(dp[0]); close(dp[1]); close(rp[0]); close(rp[1]);
+		if (lk >= 0)
+			close(lk);
 		sb_release(&have);
 		sb_release(&parts);
 		return gr_errf(err, GR_EIO, "fork: %s", strerror(errno));
@@ -505,10 +528,13 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 
 		/* Hold none of gpurun's descriptors (the connection's pipes). */
 		for (int fd = 3; fd < 1024; fd++)
-			if (fd != dp[0] && fd != rp[1])
+			if (fd != dp[0] && fd != rp[1] && fd != lk)
 				close(fd);
 		signal(SIGINT, SIG_IGN); /* gpurun decides what Ctrl-C means */
 		if (art_extract_announced(dp[0], dest, min_free_pct, &files, &e) == 0) {
+			/* Every file the host sent is whole: a part left is of a
+			 * file it no longer sends. */
+			nftw(dest, drop_part, 16, FTW_PHYS);
 			n = snprintf(res, sizeof(res), "0 %u\n", files);
 			/* Drain what is left so the writer never blocks on us. */
 			char buf[65536];
@@ -526,6 +552,8 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 	}
 	close(dp[0]);
 	close(rp[1]);
+	if (lk >= 0)
+		close(lk);
 	p = xcalloc(1, sizeof(*p));
 	p->c = c;
 	p->pid = pid;
