@@ -123,20 +123,37 @@ int conn_pump(struct gr_conn *c, struct gr_err *err)
 	return 0;
 }
 
-/* Read what is there now into c->in, until limit bytes wait unparsed.
- * Returns 1 if bytes came, 0 if none, or an error. EOF sets c->eof. */
+/* Bytes taken from the transport in one read: the unparsed input may
+ * exceed its limit by at most this much. */
+#define CONN_READ_CHUNK (256u << 10)
+
+/* Read what is there now into c->in, until limit bytes wait unparsed:
+ * backpressure. Past that we stop reading the transport, so its window
+ * (ssh's, or the pipe's) fills and the agent stops sending, and what we
+ * hold stays bounded by limit whatever the stream's length: parsed bytes
+ * are dropped from the front as we go, so the buffer never holds more
+ * than about twice limit. Returns 1 if bytes came, 0 if none, or an
+ * error. EOF sets c->eof. */
 static int fill(struct gr_conn *c, size_t limit, struct gr_err *err)
 {
 	int got = 0;
 
 	for (;;) {
-		if (c->in_off && c->in_off == c->in.len)
-			c->in.len = c->in_off = 0;
-		if (c->in.len - c->in_off >= limit)
+		size_t held = c->in.len - c->in_off;
+		/* Drop what was parsed (a frame handed out is no longer
+		 * needed: its payload lives until the next receive, which is
+		 * this one). Moving at most what is freed keeps it cheap. */
+		if (c->in_off && (!held || c->in_off >= held)) {
+			memmove(c->in.buf, c->in.buf + c->in_off, held);
+			c->in.len = held;
+			c->in_off = 0;
+			c->in.buf[c->in.len] = '\0';
+		}
+		if (held >= limit)
 			return got;
-		sb_grow(&c->in, 256 * 1024);
-		ssize_t r = c->t->ops->read(c->t, c->in.buf + c->in.len,
-					    c->in.alloc - c->in.len - 1, err);
+		size_t want = limit - held < CONN_READ_CHUNK ? limit - held : CONN_READ_CHUNK;
+		sb_grow(&c->in, want);
+		ssize_t r = c->t->ops->read(c->t, c->in.buf + c->in.len, want, err);
 		if (r == GR_TR_AGAIN)
 			return got;
 		if (r < 0)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,11 @@
 #include "term_filter.h"
 
 #define PART_SUFFIX ".gpurun-part"
+/* Beside a part file of RESUME_MIN bytes or more: "size mtime_s
+ * mtime_ns" of the host's file it was begun from, so a pull cut short
+ * resumes from what the part holds (PROTOCOL.md, ART_PULL). */
+#define INFO_SUFFIX ".gpurun-partinfo"
+#define RESUME_MIN (1u << 20)
 
 /* Why name may not be extracted, or NULL when it is fine. */
 static const char *bad_name(const char *name)
@@ -38,12 +44,181 @@ static const char *bad_name(const char *name)
 	return NULL;
 }
 
+/* Open rel below the working folder (dest) through no symlink: each
+ * folder with O_NOFOLLOW, then the file with flags | O_NOFOLLOW. */
+static int open_below(const char *rel, int flags, mode_t mode)
+{
+	char *copy = xstrdup(rel), *part = copy, *slash;
+	int dfd = AT_FDCWD, fd = -1;
+
+	while ((slash = strchr(part, '/'))) {
+		*slash = '\0';
+		int next = openat(dfd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dfd != AT_FDCWD)
+			close(dfd);
+		dfd = next;
+		if (dfd < 0)
+			break;
+		part = slash + 1;
+	}
+	if (dfd >= 0 || dfd == AT_FDCWD)
+		fd = openat(dfd, part, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (dfd >= 0)
+		close(dfd);
+	free(copy);
+	return fd;
+}
+
+/* The part and info names for final. */
+static char *sibling(const char *final, const char *suffix)
+{
+	const char *slash = strrchr(final, '/');
+
+	return slash ? xasprintf("%.*s/.%s%s", (int)(slash - final), final, slash + 1, suffix)
+		     : xasprintf(".%s%s", final, suffix);
+}
+
+static void write_info(const char *info, int64_t size, struct archive_entry *e)
+{
+	char t[96];
+	int n = snprintf(t, sizeof(t), "%lld %lld %ld\n", (long long)size,
+			 (long long)archive_entry_mtime(e), (long)archive_entry_mtime_nsec(e));
+	int fd = open_below(info, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	if (fd >= 0) {
+		if (write_full(fd, t, (size_t)n) < 0)
+			unlink(info);
+		close(fd);
+	}
+}
+
+/* The offset an entry resumes from (its GR_ART_RESUME_XATTR), 0 if none,
+ * -1 if malformed. */
+static int64_t resume_offset(struct archive_entry *e)
+{
+	const char *name;
+	const void *val;
+	size_t len;
+	char v[24];
+	long long off = 0;
+
+	archive_entry_xattr_reset(e);
+	while (archive_entry_xattr_next(e, &name, &val, &len) == ARCHIVE_OK) {
+		if (strcmp(name, GR_ART_RESUME_XATTR))
+			continue;
+		if (!len || len >= sizeof(v))
+			return -1;
+		memcpy(v, val, len);
+		v[len] = '\0';
+		if (parse_ll(v, 1, INT64_MAX, &off) < 0)
+			return -1;
+	}
+	return off;
+}
+
+/* An entry that carries final's bytes from skip on: they go after what
+ * its part file holds, which must be exactly skip bytes. The part is
+ * kept (cut to what came) when the stream ends early, for the next
+ * pull to resume again. */
+static int resume_entry(struct archive *in, struct archive_entry *e, const char *final,
+			uint64_t skip, int64_t size, struct gr_err *err)
+{
+	char *part = sibling(final, PART_SUFFIX), *info = sibling(final, INFO_SUFFIX);
+	int fd = open_below(part, O_WRONLY, 0), rc = 0, r;
+	struct stat st;
+	uint64_t got = 0;
+	const void *buf;
+	size_t len;
+	int64_t off;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != skip) {
+		rc = gr_errf(err, GR_EPROTO, "refusing artifact '%s': the host resumes it at %llu "
+			     "bytes, and this pull has no part file of that size", ts(final),
+			     (unsigned long long)skip);
+		gr_hintf(err, "the next pull fetches it whole");
+		unlink(part);
+		unlink(info);
+		goto out;
+	}
+	while ((r = archive_read_data_block(in, &buf, &len, &off)) == ARCHIVE_OK) {
+		if (!art_data_ok(off, len, size)) {
+			rc = gr_errf(err, GR_EPROTO, "refusing artifact '%s': its data runs past "
+				     "the %lld bytes its header announced", ts(final), (long long)size);
+			unlink(part);
+			unlink(info);
+			goto out;
+		}
+		for (size_t done = 0; done < len;) {
+			ssize_t w = pwrite(fd, (const char *)buf + done, len - done,
+					   (off_t)(skip + (uint64_t)off + done));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				rc = gr_errf(err, GR_EIO, "cannot write artifact '%s': %s", ts(final),
+					     strerror(w < 0 ? errno : ENOSPC));
+				goto out;
+			}
+			done += (size_t)w;
+		}
+		if ((uint64_t)off == got)
+			got += len;
+	}
+	if (r != ARCHIVE_EOF) {
+		/* Cut short: keep what came in order, for the next pull. */
+		if (ftruncate(fd, (off_t)(skip + got)) < 0)
+			unlink(part);
+		rc = gr_errf(err, GR_EIO, "cannot extract artifact '%s': %s", ts(final),
+			     archive_error_string(in) ? archive_error_string(in) : "truncated");
+		goto out;
+	}
+	struct timespec ts2[2] = { { 0, UTIME_OMIT },
+				   { archive_entry_mtime(e), archive_entry_mtime_nsec(e) } };
+	if (ftruncate(fd, (off_t)(skip + (uint64_t)size)) < 0 ||
+	    fchmod(fd, archive_entry_perm(e) & 0755) < 0 || futimens(fd, ts2) < 0 || fsync(fd) < 0 ||
+	    rename(part, final) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot write artifact '%s': %s", ts(final), strerror(errno));
+		goto out;
+	}
+	unlink(info);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(part);
+	free(info);
+	return rc;
+}
+
+/* fsync the file at path (relative to the working folder: dest). */
+static int fsync_path(const char *path, struct gr_err *err)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
+
+	if (fd < 0 || fsync(fd) < 0)
+		rc = gr_errf(err, GR_EIO, "fsync: %s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* Make the renames under dest durable: one syncfs of its file system
+ * (cheaper than an fsync of every folder a pull touched). */
+static void sync_dest(const char *dest)
+{
+	int fd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		syncfs(fd);
+		close(fd);
+	}
+}
+
 int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *files,
 		   struct gr_err *err)
 {
 	struct archive *in = archive_read_new(), *out = archive_write_disk_new();
 	struct archive_entry *e;
-	char *part = NULL, *final = NULL;
+	char *part = NULL, *final = NULL, *info = NULL, *keep = NULL;
+	uint64_t got = 0;
 	int cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0, r;
 
 	*files = 0;
@@ -85,10 +260,22 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 		}
 		free(final);
 		free(part);
+		free(info);
 		final = xstrdup(name);
-		char *slash = strrchr(final, '/');
-		part = slash ? xasprintf("%.*s/.%s" PART_SUFFIX, (int)(slash - final), final, slash + 1)
-			     : xasprintf(".%s" PART_SUFFIX, final);
+		part = sibling(final, PART_SUFFIX);
+		info = sibling(final, INFO_SUFFIX);
+		int64_t skip = resume_offset(e);
+		if (skip < 0) {
+			rc = gr_errf(err, GR_EPROTO, "refusing artifact '%s': a malformed resume offset",
+				     ts(final));
+			goto out;
+		}
+		if (skip > 0) {
+			if ((rc = resume_entry(in, e, final, (uint64_t)skip, size, err)) < 0)
+				goto out;
+			(*files)++;
+			continue;
+		}
 		archive_entry_set_pathname(e, part);
 		archive_entry_set_perm(e, archive_entry_perm(e) & 0755);
 		if (archive_write_header(out, e) != ARCHIVE_OK) {
@@ -96,26 +283,52 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 				     archive_error_string(out));
 			goto out;
 		}
+		/* A large file: note what it is begun from, so a pull cut
+		 * short resumes from what its part holds. */
+		int resumable = size >= (int64_t)RESUME_MIN;
+		if (resumable)
+			write_info(info, size, e);
 		const void *buf;
 		size_t len;
 		int64_t off;
+		int write_failed = 0;
+		got = 0;
 		while ((r = archive_read_data_block(in, &buf, &len, &off)) == ARCHIVE_OK) {
 			if (!art_data_ok(off, len, size)) {
 				rc = gr_errf(err, GR_EPROTO, "refusing artifact '%s': its data runs past "
 					     "the %lld bytes its header announced", ts(final), (long long)size);
 				archive_write_finish_entry(out);
 				unlink(part);
+				unlink(info);
 				goto out;
 			}
 			if (archive_write_data_block(out, buf, len, off) != ARCHIVE_OK) {
 				r = ARCHIVE_FATAL;
+				write_failed = 1;
 				break;
 			}
+			if ((uint64_t)off == got)
+				got += len;
 		}
 		if (r != ARCHIVE_EOF || archive_write_finish_entry(out) != ARCHIVE_OK) {
 			rc = gr_errf(err, GR_EIO, "cannot extract artifact '%s': %s", ts(final),
 				     archive_error_string(r != ARCHIVE_EOF ? in : out)
 					     ? archive_error_string(r != ARCHIVE_EOF ? in : out) : "truncated");
+			if (resumable && r != ARCHIVE_EOF && !write_failed) {
+				/* The stream ended early: keep what came, cut to
+				 * it once libarchive lets go of the file. */
+				keep = part;
+				part = NULL;
+			} else {
+				unlink(part);
+				unlink(info);
+			}
+			goto out;
+		}
+		/* Durable before it takes the name: a crash leaves the old
+		 * copy or the new one, never a torn file under its name. */
+		if ((rc = fsync_path(part, err)) < 0) {
+			gr_err_prefix(err, "cannot write artifact '%s'", ts(final));
 			unlink(part);
 			goto out;
 		}
@@ -124,14 +337,24 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 			unlink(part);
 			goto out;
 		}
+		if (resumable)
+			unlink(info);
 		(*files)++;
 	}
 	if (r != ARCHIVE_EOF)
 		rc = gr_errf(err, GR_EPROTO, "cannot read the artifacts: %s",
 			     archive_error_string(in) ? archive_error_string(in) : "truncated");
 out:
+	/* The renames, durable too (the folders they are in). */
+	if (*files)
+		sync_dest(cwd >= 0 ? "." : dest);
 	archive_read_free(in);
 	archive_write_free(out);
+	if (keep) { /* closed now: what came in order, and no more */
+		if (truncate(keep, (off_t)got) < 0)
+			unlink(keep);
+		free(keep);
+	}
 	if (cwd >= 0) {
 		if (fchdir(cwd) < 0)
 			rc = rc ? rc : gr_errf(err, GR_EIO, "cannot return to the working folder: %s", strerror(errno));
@@ -139,6 +362,7 @@ out:
 	}
 	free(part);
 	free(final);
+	free(info);
 	return rc;
 }
 
@@ -162,10 +386,48 @@ int art_extract_announced(int fd, const char *dest, int min_free_pct, uint32_t *
 	return art_extract_fd(fd, dest, &lim, files, err);
 }
 
-/* What the client has already: every complete file under dest. */
+/* What the client has already: every complete file under dest; and the
+ * part files a pull cut short left, with what they were begun from. */
 static const char *have_root;
-static struct strbuf *have_out;
-static uint32_t have_n;
+static struct strbuf *have_out, *part_out;
+static uint32_t have_n, part_n;
+
+static int ends_with(const char *s, size_t n, const char *suffix)
+{
+	size_t k = strlen(suffix);
+	return n > k && !strcmp(s + n - k, suffix);
+}
+
+/* rel is ".NAME.gpurun-partinfo" in some folder: list NAME's part. */
+static void have_part(const char *abs, const char *rel, size_t n)
+{
+	struct strbuf t = STRBUF_INIT;
+	const char *base = strrchr(rel, '/');
+	size_t dir = base ? (size_t)(base - rel) + 1 : 0;
+	long long size, sec, nsec;
+	struct stat st;
+	char *part, *name;
+
+	base = rel + dir;
+	if (base[0] != '.' || n - dir <= 1 + strlen(INFO_SUFFIX))
+		return;
+	name = xasprintf("%.*s%.*s", (int)dir, rel, (int)(n - dir - 1 - strlen(INFO_SUFFIX)), base + 1);
+	part = xasprintf("%.*s" PART_SUFFIX, (int)(strlen(abs) - strlen(INFO_SUFFIX)), abs);
+	if (read_file(abs, &t, NULL) == 0 && t.len < 96 &&
+	    sscanf(t.buf, "%lld %lld %lld", &size, &sec, &nsec) == 3 && size > 0 && nsec >= 0 &&
+	    nsec < 1000000000 && lstat(part, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_size > 0 && st.st_size < size) {
+		put_str(part_out, name);
+		put_u64(part_out, (uint64_t)st.st_size);
+		put_u64(part_out, (uint64_t)size);
+		put_u64(part_out, (uint64_t)sec);
+		put_u32(part_out, (uint32_t)nsec);
+		part_n++;
+	}
+	sb_release(&t);
+	free(part);
+	free(name);
+}
 
 static int have_one(const char *p, const struct stat *st, int flag, struct FTW *f)
 {
@@ -175,13 +437,25 @@ static int have_one(const char *p, const struct stat *st, int flag, struct FTW *
 		return 0;
 	const char *rel = p + rl + 1;
 	size_t n = strlen(rel);
-	if (n > strlen(PART_SUFFIX) && !strcmp(rel + n - strlen(PART_SUFFIX), PART_SUFFIX))
+	if (ends_with(rel, n, INFO_SUFFIX))
+		have_part(p, rel, n);
+	if (ends_with(rel, n, PART_SUFFIX) || ends_with(rel, n, INFO_SUFFIX))
 		return 0;
 	put_str(have_out, rel);
 	put_u64(have_out, (uint64_t)st->st_size);
 	put_u64(have_out, (uint64_t)st->st_mtim.tv_sec);
 	put_u32(have_out, (uint32_t)st->st_mtim.tv_nsec);
 	have_n++;
+	return 0;
+}
+
+static int drop_part(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	size_t n = strlen(p);
+
+	if (flag == FTW_F && S_ISREG(st->st_mode) && p[f->base] == '.' &&
+	    (ends_with(p, n, PART_SUFFIX) || ends_with(p, n, INFO_SUFFIX)))
+		unlink(p);
 	return 0;
 }
 
@@ -205,28 +479,45 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 		   const struct strvec *patterns, const char *dest, int min_free_pct,
 		   struct art_pull **out, struct gr_err *err)
 {
-	struct strbuf pl = STRBUF_INIT, have = STRBUF_INIT;
-	int dp[2], rp[2];
+	struct strbuf pl = STRBUF_INIT, have = STRBUF_INIT, parts = STRBUF_INIT;
+	int dp[2] = { -1, -1 }, rp[2];
 	struct art_pull *p;
 	pid_t pid;
 
 	if (mkdir_p(dest, 0755, err) < 0)
 		return err->code;
+	/* One pull at a time into dest, its extraction included: a pull
+	 * that follows one just cut short (its extractor still keeping its
+	 * part) waits for it, and so do two pulls of one job at once. The
+	 * extractor inherits the lock and holds it until it exits. */
+	int lk = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (lk >= 0)
+		while (flock(lk, LOCK_EX) < 0 && errno == EINTR)
+			;
 	have_root = dest;
 	have_out = &have;
-	have_n = 0;
+	part_out = &parts;
+	have_n = part_n = 0;
 	nftw(dest, have_one, 16, FTW_PHYS);
-	if (pipe2(dp, O_CLOEXEC) < 0)
-		return gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));
-	if (pipe2(rp, O_CLOEXEC) < 0) {
-		close(dp[0]);
-		close(dp[1]);
-		return gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));
+	if (pipe2(dp, O_CLOEXEC) < 0 || pipe2(rp, O_CLOEXEC) < 0) {
+		int e = errno;
+		if (dp[0] >= 0) {
+			close(dp[0]);
+			close(dp[1]);
+		}
+		if (lk >= 0)
+			close(lk);
+		sb_release(&have);
+		sb_release(&parts);
+		return gr_errf(err, GR_EIO, "pipe: %s", strerror(e));
 	}
 	pid = fork();
 	if (pid < 0) {
 		close(dp[0]); close(dp[1]); close(rp[0]); close(rp[1]);
+		if (lk >= 0)
+			close(lk);
 		sb_release(&have);
+		sb_release(&parts);
 		return gr_errf(err, GR_EIO, "fork: %s", strerror(errno));
 	}
 	if (pid == 0) {
@@ -237,10 +528,13 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 
 		/* Hold none of gpurun's descriptors (the connection's pipes). */
 		for (int fd = 3; fd < 1024; fd++)
-			if (fd != dp[0] && fd != rp[1])
+			if (fd != dp[0] && fd != rp[1] && fd != lk)
 				close(fd);
 		signal(SIGINT, SIG_IGN); /* gpurun decides what Ctrl-C means */
 		if (art_extract_announced(dp[0], dest, min_free_pct, &files, &e) == 0) {
+			/* Every file the host sent is whole: a part left is of a
+			 * file it no longer sends. */
+			nftw(dest, drop_part, 16, FTW_PHYS);
 			n = snprintf(res, sizeof(res), "0 %u\n", files);
 			/* Drain what is left so the writer never blocks on us. */
 			char buf[65536];
@@ -258,6 +552,8 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 	}
 	close(dp[0]);
 	close(rp[1]);
+	if (lk >= 0)
+		close(lk);
 	p = xcalloc(1, sizeof(*p));
 	p->c = c;
 	p->pid = pid;
@@ -271,9 +567,12 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 		put_str(&pl, patterns->v[i] + config_job_dir_prefix(patterns->v[i]));
 	put_u32(&pl, have_n);
 	sb_add(&pl, have.buf, have.len);
+	put_u32(&pl, part_n);
+	sb_add(&pl, parts.buf, parts.len);
 	conn_send(c, GR_MSG_ART_PULL, 0, p->id, pl.buf, pl.len);
 	sb_release(&pl);
 	sb_release(&have);
+	sb_release(&parts);
 	*out = p;
 	return 0;
 }

@@ -1,8 +1,12 @@
 /* Artifacts on the client: ask the agent for a job's files (only those
  * new or changed since the last pull travel), and extract its tar.zst
  * into runs/<job>/ safely: libarchive's secure flags, no links, devices,
- * absolute or `..` names, and each file renamed into place only once it
- * is complete. */
+ * absolute or `..` names, and each file fsynced and renamed into place
+ * only once it is complete. A file cut short (1 MiB or more) keeps its
+ * part, and the next pull fetches only the rest (PROTOCOL.md, ART_PULL:
+ * resume). Memory stays bounded whatever the sizes: frames are written
+ * to the extractor as they come, and the connection reads no further
+ * ahead than a few MiB (conn.c). */
 #ifndef GR_JOB_ART_H
 #define GR_JOB_ART_H
 

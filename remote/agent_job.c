@@ -1,7 +1,7 @@
 /* The agent's job and artifact requests (0x40-0x6f, job_proto.h): start a
  * job (its folder, its snapshot, then its backend), list jobs and their
  * state and disk use, stream a log from a byte offset (following it as
- * it grows), stop a job, remove jobs, report GPUs and a job's
+ * it grows: agent_job_log.c), stop a job, remove jobs, report GPUs and a job's
  * environment, and pack artifacts. Also the agent binary's other modes,
  * the backends' (job_backend.h). */
 #include <dirent.h>
@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,7 +60,7 @@ char *job_root(const char *project)
 }
 
 /* Read "str project, str id" and find the job's folder. */
-static int find_job(struct gr_rd *rd, char **dir, struct gr_err *err)
+int agent_find_job(struct gr_rd *rd, char **dir, struct gr_err *err)
 {
 	char *project = get_str(rd), *want = get_str(rd), *root = NULL, *id = NULL;
 	int rc = rd->bad ? gr_errf(err, GR_EPROTO, "protocol error: malformed job request") : 0;
@@ -384,7 +383,7 @@ static int h_status(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_e
 	char *dir = NULL;
 	struct strbuf pl = STRBUF_INIT;
 	struct job_rec r = { 0 };
-	int rc = find_job(rd, &dir, err);
+	int rc = agent_find_job(rd, &dir, err);
 
 	if (rc == 0)
 		rc = rd_done(rd, err, "JOB_STATUS");
@@ -397,205 +396,6 @@ static int h_status(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_e
 	job_rec_clear(&r);
 	sb_release(&pl);
 	free(dir);
-	return rc;
-}
-
-/* LOG: bytes from an offset, then (follow) as they are written, until the
- * job has ended and every byte is sent. inotify on the job's .gpurun/
- * wakes us when the log grows or the status appears; a 1 s timer asks the
- * job's backend whether it ended another way (a supervisor that died:
- * the job is then "lost"). */
-
-#define LOG_CHUNK 65536
-#define LOG_BURST (4u << 20) /* at most this much per wakeup: stay fair */
-
-struct logf {
-	uint32_t rid;
-	char *dir;
-	int fd, ino, follow, fast;
-	uint64_t off;
-};
-
-static void log_timer(struct agent *a, void *arg);
-static void log_fast(struct agent *a, void *arg);
-
-static void log_end(struct agent *a, struct logf *l)
-{
-	struct strbuf pl = STRBUF_INIT;
-	struct job_rec r;
-
-	put_u64(&pl, l->off);
-	if (job_load(l->dir, &r, 0, NULL) < 0)
-		r = (struct job_rec){ 0 };
-	job_rec_put(&pl, &r);
-	job_rec_clear(&r);
-	agent_send(a, GR_MSG_JOB_LOG_END, GR_F_END, l->rid, pl.buf, pl.len);
-	sb_release(&pl);
-	agent_stream_close(a, l->rid); /* frees l */
-}
-
-/* Send what the log holds past l->off. Returns 1 at its end, 0 if more
- * is waiting (out queue full or burst used up). */
-static int log_pump(struct agent *a, struct logf *l)
-{
-	uint8_t buf[LOG_CHUNK + 8];
-	size_t sent = 0;
-
-	while (sent < LOG_BURST) {
-		if (agent_out_full(a))
-			return 0;
-		ssize_t n = pread(l->fd, buf + 8, LOG_CHUNK, (off_t)l->off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return 1;
-		for (int i = 0; i < 8; i++)
-			buf[i] = (uint8_t)(l->off >> (56 - 8 * i));
-		agent_send(a, GR_MSG_JOB_LOG_DATA, 0, l->rid, buf, (size_t)n + 8);
-		l->off += (uint64_t)n;
-		sent += (size_t)n;
-	}
-	return 0;
-}
-
-/* Ended another way than by writing its status (lost, or what a
- * scheduler says): the backend decides. */
-static int ended_otherwise(const char *dir)
-{
-	struct job_rec r;
-	int ended = job_load(dir, &r, 0, NULL) < 0 || job_rec_ended(&r);
-
-	job_rec_clear(&r);
-	return ended;
-}
-
-/* Pump, and end the stream when there is nothing more to come. Returns 1
- * if the stream was closed (l is freed). */
-static int log_step(struct agent *a, struct logf *l, int check_lost)
-{
-	/* Look for the end before reading: the supervisor writes the status
-	 * after the log's last byte, so reading after seeing it gets all. */
-	int ended = job_meta_exists(l->dir, "status");
-
-	/* A supervisor that died without a status: the job is lost, and
-	 * nothing more will come. */
-	if (!ended && check_lost)
-		ended = ended_otherwise(l->dir);
-	int at_end = log_pump(a, l);
-	if (at_end && (ended || !l->follow)) {
-		log_end(a, l);
-		return 1;
-	}
-	if (!at_end && !l->fast) {
-		l->fast = 1;
-		agent_add_timer(a, 10, log_fast, l);
-	} else if (at_end && l->fast) {
-		l->fast = 0;
-		agent_del_timer(a, log_fast, l);
-	}
-	return 0;
-}
-
-static void log_fast(struct agent *a, void *arg)
-{
-	log_step(a, arg, 0);
-}
-
-static void log_timer(struct agent *a, void *arg)
-{
-	log_step(a, arg, 1);
-}
-
-static void log_inotify(struct agent *a, int fd, short revents, void *arg)
-{
-	char buf[4096];
-
-	(void)revents;
-	while (read(fd, buf, sizeof(buf)) > 0)
-		;
-	log_step(a, arg, 0);
-}
-
-static void log_close(struct agent *a, uint32_t id, void *st)
-{
-	struct logf *l = st;
-
-	(void)id;
-	if (l->ino >= 0) {
-		agent_unwatch_fd(a, l->ino);
-		close(l->ino);
-	}
-	agent_del_timer(a, log_timer, l);
-	if (l->fast)
-		agent_del_timer(a, log_fast, l);
-	close(l->fd);
-	free(l->dir);
-	free(l);
-}
-
-static const struct agent_stream_ops log_ops = { .on_close = log_close };
-
-static int h_log(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
-{
-	char *dir = NULL, *p = NULL;
-	int rc = find_job(rd, &dir, err);
-	uint64_t off = get_u64(rd);
-	uint32_t tail = get_u32(rd);
-	uint8_t follow = get_u8(rd);
-	struct strbuf pl = STRBUF_INIT;
-	struct stat st;
-	struct logf *l;
-
-	if (rc < 0 || (rc = rd_done(rd, err, "JOB_LOG")) < 0)
-		goto out;
-	p = job_meta(dir, "log");
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot open the job's log '%s': %s", p, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		goto out;
-	}
-	if (tail)
-		off = job_tail_offset(p, tail);
-	if (off > (uint64_t)st.st_size) {
-		close(fd);
-		rc = gr_errf(err, GR_EINVAL, "offset %llu is past the log's end (%llu bytes)",
-			     (unsigned long long)off, (unsigned long long)st.st_size);
-		goto out;
-	}
-	l = xcalloc(1, sizeof(*l));
-	l->rid = rid;
-	l->dir = dir;
-	dir = NULL;
-	l->fd = fd;
-	l->off = off;
-	l->follow = follow;
-	l->ino = -1;
-	const char *slash = strrchr(l->dir, '/');
-	put_str(&pl, slash ? slash + 1 : l->dir);
-	put_u64(&pl, off);
-	agent_send(a, GR_MSG_JOB_LOG_INFO, 0, rid, pl.buf, pl.len);
-	agent_stream_open(a, rid, &log_ops, l);
-	if (follow) {
-		char *meta = job_meta(l->dir, "");
-		l->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-		if (l->ino >= 0 &&
-		    inotify_add_watch(l->ino, meta, IN_MODIFY | IN_MOVED_TO | IN_CREATE) < 0) {
-			close(l->ino);
-			l->ino = -1;
-		}
-		free(meta);
-		if (l->ino >= 0)
-			agent_watch_fd(a, l->ino, POLLIN, log_inotify, l);
-		/* Without inotify, poll the log often instead. */
-		agent_add_timer(a, l->ino >= 0 ? 1000 : 50, log_timer, l);
-	}
-	log_step(a, l, 1);
-out:
-	free(dir);
-	free(p);
-	sb_release(&pl);
 	return rc;
 }
 
@@ -620,7 +420,7 @@ static int stop_fn(void *arg, int data_fd, struct strbuf *reply, struct gr_err *
 static int h_stop(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
 {
 	struct stop_arg s = { NULL, 0 };
-	int rc = find_job(rd, &s.dir, err);
+	int rc = agent_find_job(rd, &s.dir, err);
 
 	s.grace = get_u32(rd);
 	if (rc == 0 && (rc = rd_done(rd, err, "JOB_STOP")) == 0)
@@ -679,6 +479,8 @@ struct art_arg {
 	struct strvec pat;
 	struct pack_have *have;
 	size_t nhave;
+	struct pack_part *parts;
+	size_t nparts;
 };
 
 static int art_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
@@ -695,7 +497,8 @@ static int art_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
 		return rc;
 	job_spec_read(s->dir, &spec, NULL);
 	job_spec_list(&spec, "persist", &persist);
-	struct pack_opts o = { &persist, r.created_ms, job_rec_ended(&r) ? r.end_ms : 0 };
+	struct pack_opts o = { &persist, r.created_ms, job_rec_ended(&r) ? r.end_ms : 0,
+			       s->parts, s->nparts };
 	rc = job_pack(s->dir, (const char *const *)s->pat.v, s->pat.n, s->have, s->nhave, &o,
 		      data_fd, &st, err);
 	if (rc == 0) {
@@ -720,8 +523,8 @@ static int art_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
 
 static int h_art(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
 {
-	struct art_arg s = { NULL, STRVEC_INIT, NULL, 0 };
-	int rc = find_job(rd, &s.dir, err);
+	struct art_arg s = { NULL, STRVEC_INIT, NULL, 0, NULL, 0 };
+	int rc = agent_find_job(rd, &s.dir, err);
 	uint32_t n = get_u32(rd);
 
 	for (uint32_t i = 0; i < n && !rd->bad; i++) {
@@ -744,11 +547,31 @@ static int h_art(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err 
 		if (h->path)
 			s.nhave++;
 	}
+	/* The client's part files (a pull cut short): u32 n, n × (str path,
+	 * u64 have, u64 size, u64 mtime_s, u32 mtime_ns). */
+	n = get_u32(rd);
+	if (n <= rd->n / 32) /* each entry is at least 32 bytes */
+		s.parts = xcalloc(n ? n : 1, sizeof(*s.parts));
+	else
+		rd->bad = 1;
+	for (uint32_t i = 0; i < n && !rd->bad; i++) {
+		struct pack_part *h = &s.parts[s.nparts];
+		h->path = get_str(rd);
+		h->have = get_u64(rd);
+		h->size = get_u64(rd);
+		h->mtime_s = (int64_t)get_u64(rd);
+		h->mtime_ns = get_u32(rd);
+		if (h->path)
+			s.nparts++;
+	}
 	if (rc == 0 && (rc = rd_done(rd, err, "ART_PULL")) == 0)
 		rc = job_child_start(a, rid, 1, 1, art_fn, &s, err);
 	for (size_t i = 0; i < s.nhave; i++)
 		free(s.have[i].path);
 	free(s.have);
+	for (size_t i = 0; i < s.nparts; i++)
+		free(s.parts[i].path);
+	free(s.parts);
 	sv_clear(&s.pat);
 	free(s.dir);
 	return rc;
@@ -758,7 +581,7 @@ const struct agent_handler agent_job_handlers[] = {
 	{ GR_MSG_JOB_START, "job-start", h_start },
 	{ GR_MSG_JOB_LIST, "job-list", h_list },
 	{ GR_MSG_JOB_STATUS, "job-status", h_status },
-	{ GR_MSG_JOB_LOG, "job-log", h_log },
+	{ GR_MSG_JOB_LOG, "job-log", agent_job_log },
 	{ GR_MSG_JOB_STOP, "job-stop", h_stop },
 	{ GR_MSG_JOB_GPUS, "job-gpus", h_gpus },
 	{ GR_MSG_JOB_RM, "job-rm", agent_job_rm },

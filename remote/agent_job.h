@@ -9,6 +9,12 @@
  * Returns a new string. */
 char *job_root(const char *project);
 
+/* Read "str project, str id" and find the job's folder (*dir, new). */
+int agent_find_job(struct gr_rd *rd, char **dir, struct gr_err *err);
+
+/* JOB_LOG, in agent_job_log.c. */
+int agent_job_log(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
+
 /* Handlers in agent_job_house.c. */
 int agent_job_rm(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
 int agent_job_prune(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);

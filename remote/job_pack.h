@@ -26,11 +26,25 @@ struct pack_stats {
 	uint64_t bytes;       /* their contents, before compression */
 };
 
+/* A file the client began and did not finish (a pull cut short): it
+ * holds the first have bytes of the host's version of size bytes and
+ * that mtime. If the host's file is still that one, only the rest
+ * travels (PROTOCOL.md, ART_PULL: resume). */
+struct pack_part {
+	char *path;
+	uint64_t have, size;
+	int64_t mtime_s;
+	uint32_t mtime_ns;
+};
+
 struct pack_opts {
 	const struct strvec *persist; /* the job's persistent paths (links to follow) */
 	uint64_t since_ms;            /* the job's creation: in persistent paths, */
 	uint64_t until_ms;            /* files modified in [since, until] (0: running) */
+	struct pack_part *parts;      /* the client's part files (job_pack sorts them) */
+	size_t nparts;
 };
+
 
 /* Write the announcement (GR_ART_MAGIC, files, bytes: job_proto.h) and
  * then the archive to out_fd (blocking); the archive holds exactly the

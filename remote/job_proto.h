@@ -74,6 +74,10 @@ enum gr_job_msg {
  * more than it announced. */
 #define GR_ART_MAGIC "GRA1"
 #define GR_ART_ANNOUNCE_LEN 16
+/* The pax attribute (a LIBARCHIVE.xattr) on an ART_PULL entry that
+ * carries a file's bytes from an offset on (a resumed pull): its value
+ * is that offset, decimal. */
+#define GR_ART_RESUME_XATTR "gpurun.resume"
 
 /* JOB_START's spec keys: X(name, LIST or ONE). A LIST key may repeat.
  * The agent refuses keys it does not know and a ONE key given twice; it

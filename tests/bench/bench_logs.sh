@@ -8,6 +8,10 @@
 # detached nohup job followed with tail -f, and a plain foreground ssh),
 # warm (agent uploaded, tree synced), median of RUNS runs.
 #   tests/bench/bench_logs.sh            (make bench calls it)
+# (3) Throughput: THRU_MB (default 200; 0 skips) of log output carried
+# by `gpurun train` (the job cats it) and by `gpurun logs JOB` of the
+# ended job, against `ssh host cat` of the same file, loopback, median of
+# RUNS, with the client's peak RSS.
 #   RUNS=9 LINES=500 PROFILES=wan TRANSPORT=openssh tests/bench/bench_logs.sh
 . "$(dirname "$0")/../lib.sh"
 
@@ -119,4 +123,50 @@ for prof in $PROFILES; do
 		"$(awk -v a="$g" -v b="$n" 'BEGIN{printf "%.2fx", a/b}')"
 done
 echo "(ratio: gpurun train / rsync+ssh_nohup; gpurun's sync is the placeholder that sends nothing until the sync engine lands, rsync's no-op still makes its round trips)"
+THRU_MB=${THRU_MB:-200}
+if [ "$THRU_MB" -gt 0 ]; then
+	big=$RH/big.log
+	python3 - "$big" "$THRU_MB" <<'PY'
+import random, sys
+r = random.Random(1)
+with open(sys.argv[1], 'w') as f:
+    n, want = 0, int(sys.argv[2]) << 20
+    while n < want:
+        line = 'step %d loss %.5f lr %.2e tokens/s %d %s\n' % (n, r.random(), r.random(), r.randrange(10**6), 'x' * r.randrange(40))
+        f.write(line)
+        n += len(line)
+PY
+	size=$(stat -c %s "$big")
+	write_ini "$P" gpuhost "$TRANSPORT" proj
+	printf '[build]\ncommand =\n[artifacts]\npull =\n[train]\ncommand = cat %s\n' "$big" >>"$P/gpurun.ini"
+	(cd "$P" && "$GPURUN" -q train >/dev/null 2>&1) # warm: agent uploaded, tree synced
+	tid=$(head -n1 "$P/.gpurun/jobs" | cut -f1)
+	# thru NAME CMD...: "NAME secs bytes_out rss_kb"
+	thru() {
+		_n=$1; shift
+		_t0=$(date +%s%N)
+		/usr/bin/time -f %M -o "$TRASH/thru.rss" "$@" >"$TRASH/thru.out" 2>/dev/null
+		_t1=$(date +%s%N)
+		echo "$_n $(awk -v a="$_t0" -v b="$_t1" 'BEGIN{printf "%.3f", (b-a)/1e9}') $(stat -c %s "$TRASH/thru.out") $(tail -n1 "$TRASH/thru.rss")"
+		rm -f "$TRASH/thru.out"
+	}
+	: >"$TRASH/thru"
+	for i in $(seq 1 "$RUNS"); do
+		thru ssh_cat ssh -F "$SSHCFG" gpuhost cat "$big" >>"$TRASH/thru"
+		thru gpurun_train sh -c "cd '$P' && exec '$GPURUN' -q train" >>"$TRASH/thru"
+		thru gpurun_logs sh -c "cd '$P' && exec '$GPURUN' -q logs $tid" >>"$TRASH/thru"
+	done
+	printf '\nlog throughput: %s bytes, loopback, transport %s (median of %s; load: %s)\n' "$size" "$TRANSPORT" "$RUNS" "$(cut -d' ' -f1-3 /proc/loadavg)"
+	printf '%-14s %8s %8s %14s %10s %10s\n' case secs MB/s bytes_out rss_MiB vs_ssh
+	sc=$(awk '$1=="ssh_cat"{print $2}' "$TRASH/thru" | median)
+	for n in ssh_cat gpurun_train gpurun_logs; do
+		t=$(awk -v n=$n '$1==n{print $2}' "$TRASH/thru" | median)
+		b=$(awk -v n=$n '$1==n{print $3}' "$TRASH/thru" | median)
+		m=$(awk -v n=$n '$1==n{print $4}' "$TRASH/thru" | median)
+		printf '%-14s %8s %8s %14s %10s %10s\n' "$n" "$t" "$(awk -v s="$size" -v t="$t" 'BEGIN{printf "%.0f", (t>0) ? s/(t*1e6) : 0}')" \
+			"$b" "$(awk -v k="$m" 'BEGIN{printf "%.1f", k/1024}')" \
+			"$(awk -v a="$sc" -v b="$t" 'BEGIN{if (b>0) printf "%.2fx", a/b; else print "n/a"}')"
+	done
+	echo "(vs_ssh: throughput relative to ssh cat, target >= 0.9x; gpurun_train includes the no-op sync and the job's start; bytes_out < the log's size means output was lost)"
+fi
 test_done

@@ -398,6 +398,141 @@ static void test_smi_parse(void)
 	gpu_report_free(&r);
 }
 
+/* Files that do not compress go at the fast level, one that does still
+ * shrinks, and the stream of several zstd frames (one per level change)
+ * extracts to the same bytes. (The time saved is make bench's to show.) */
+static void test_incompressible(void)
+{
+	const char *pat[] = { "w/**" };
+	struct pack_stats st;
+	struct gr_err err = { 0 };
+	char dest[300], p[400], q[1200];
+	uint32_t files = 0;
+	struct stat sb;
+	size_t n = 3u << 20;
+	char *rnd = xmalloc(n + 1), *txt = xmalloc(n + 1);
+
+	srand(7);
+	for (size_t i = 0; i < n; i++) {
+		rnd[i] = (char)(1 + rand() % 255);
+		txt[i] = "step,loss\n"[i % 10];
+	}
+	rnd[n] = txt[n] = '\0';
+	mk("job/w/a.txt", "small");
+	mk("job/w/b.bin", rnd);
+	mk("job/w/c.csv", txt);
+	mk("job/w/d.bin", rnd);
+	int fd = pack(pat, 1, NULL, 0, &st);
+	CHECK(fd >= 0);
+	CHECK_EQ_INT(st.sent, 4);
+	CHECK(fstat(fd, &sb) == 0);
+	printf("# packed %zu random + %zu text bytes into %lld\n", 2 * n, n, (long long)sb.st_size);
+	CHECK(sb.st_size < (off_t)(2 * n + n / 50)); /* the text shrank, the rest ~as is */
+	snprintf(dest, sizeof(dest), "%s/runs-z", tmp);
+	mkdir(dest, 0755);
+	CHECK_EQ_INT(art_extract_announced(fd, dest, 0, &files, &err), 0);
+	close(fd);
+	CHECK_EQ_INT(files, 4);
+	const char *names[] = { "a.txt", "b.bin", "c.csv", "d.bin" };
+	for (int i = 0; i < 4; i++) {
+		snprintf(p, sizeof(p), "%s/w/%s", dest, names[i]);
+		snprintf(q, sizeof(q), "cmp -s '%s' '%s/job/w/%s'", p, tmp, names[i]);
+		CHECK(system(q) == 0);
+	}
+	free(rnd);
+	free(txt);
+}
+
+/* A pull cut short keeps its part (cut to what came in order) and a note
+ * of what it was begun from; the packer, told of that part, sends only
+ * the rest, from the offset the entry names; the extractor appends it and
+ * the file is whole. A host that "resumes" a file for which there is no
+ * such part is refused. */
+static void test_resume(void)
+{
+	const char *pat[] = { "r/**" };
+	struct pack_stats st;
+	struct gr_err err = { 0 };
+	char dest[300], p[400], q[1200];
+	uint32_t files = 0;
+	struct stat sb, src;
+	size_t n = 4u << 20;
+	char *rnd = xmalloc(n + 1);
+
+	srand(11);
+	for (size_t i = 0; i < n; i++)
+		rnd[i] = (char)(1 + rand() % 255);
+	rnd[n] = '\0';
+	mk("job/r/big.bin", rnd);
+	free(rnd);
+	int fd = pack(pat, 1, NULL, 0, &st);
+	CHECK(fd >= 0);
+	CHECK(fstat(fd, &sb) == 0);
+	/* The stream, cut at 60 %. */
+	snprintf(p, sizeof(p), "%s/cut.tar.zst", tmp);
+	int cut = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	char *all = xmalloc((size_t)sb.st_size);
+	CHECK(read_full(fd, all, (size_t)sb.st_size) == sb.st_size);
+	CHECK(write_full(cut, all, (size_t)sb.st_size * 6 / 10) == 0);
+	free(all);
+	close(fd);
+	lseek(cut, 0, SEEK_SET);
+	snprintf(dest, sizeof(dest), "%s/runs-r", tmp);
+	mkdir(dest, 0755);
+	CHECK(art_extract_announced(cut, dest, 0, &files, &err) < 0);
+	close(cut);
+	CHECK_EQ_INT(files, 0);
+	snprintf(p, sizeof(p), "%s/r/.big.bin.gpurun-part", dest);
+	struct stat ps;
+	CHECK(stat(p, &ps) == 0);
+	printf("# cut at 60 %% of the stream: the part holds %lld of %zu bytes\n", (long long)ps.st_size, n);
+	CHECK(ps.st_size > (off_t)(n / 2) && ps.st_size < (off_t)n);
+	snprintf(p, sizeof(p), "%s/r/.big.bin.gpurun-partinfo", dest);
+	struct strbuf info = STRBUF_INIT;
+	CHECK(read_file(p, &info, NULL) == 0);
+	long long size = 0, sec = 0, nsec = 0;
+	CHECK(sscanf(info.buf, "%lld %lld %lld", &size, &sec, &nsec) == 3);
+	sb_release(&info);
+	snprintf(p, sizeof(p), "%s/job/r/big.bin", tmp);
+	CHECK(stat(p, &src) == 0);
+	CHECK(size == (long long)n && sec == src.st_mtim.tv_sec && nsec == src.st_mtim.tv_nsec);
+
+	/* The next pull names the part: only the rest travels. */
+	struct pack_part part = { (char *)"r/big.bin", (uint64_t)ps.st_size, (uint64_t)size, sec,
+				  (uint32_t)nsec };
+	struct pack_opts o = { NULL, 0, 0, &part, 1 };
+	char path[300], dir[300];
+	snprintf(path, sizeof(path), "%s/art2.tar.zst", tmp);
+	snprintf(dir, sizeof(dir), "%s/job", tmp);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK_EQ_INT(job_pack(dir, pat, 1, NULL, 0, &o, fd, &st, &err), 0);
+	CHECK_EQ_INT(st.bytes, (long long)(n - (size_t)ps.st_size));
+	lseek(fd, 0, SEEK_SET);
+	CHECK_EQ_INT(art_extract_announced(fd, dest, 0, &files, &err), 0);
+	close(fd);
+	CHECK_EQ_INT(files, 1);
+	snprintf(q, sizeof(q), "cmp -s '%s/r/big.bin' '%s/job/r/big.bin'", dest, tmp);
+	CHECK(system(q) == 0);
+	snprintf(p, sizeof(p), "%s/r/.big.bin.gpurun-partinfo", dest);
+	CHECK(access(p, F_OK) < 0);
+	snprintf(p, sizeof(p), "%s/r/big.bin", dest);
+	struct stat done;
+	CHECK(stat(p, &done) == 0);
+	CHECK(done.st_mtim.tv_sec == src.st_mtim.tv_sec && done.st_mtim.tv_nsec == src.st_mtim.tv_nsec);
+
+	/* The same again, but the part is gone: the host's "resume" is
+	 * refused, nothing is written under the name. */
+	unlink(p);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK_EQ_INT(job_pack(dir, pat, 1, NULL, 0, &o, fd, &st, &err), 0);
+	lseek(fd, 0, SEEK_SET);
+	CHECK(art_extract_announced(fd, dest, 0, &files, &err) < 0);
+	close(fd);
+	printf("# refused as wanted: %s\n", err.msg);
+	CHECK(strstr(err.msg, "no part file") != NULL);
+	CHECK(access(p, F_OK) < 0);
+}
+
 int main(void)
 {
 	snprintf(tmp, sizeof(tmp), "%s/gpurun-test-art.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -407,6 +542,8 @@ int main(void)
 	}
 	RUN(test_glob);
 	RUN(test_roundtrip);
+	RUN(test_incompressible);
+	RUN(test_resume);
 	RUN(test_hostile_dotdot);
 	RUN(test_hostile_absolute);
 	RUN(test_hostile_symlink_out);
