@@ -223,9 +223,12 @@ int sm_decode(const void *p, size_t n, int with_host, struct sm_list *l,
 	if (rd.bad || version != SM_VERSION || host != !!with_host)
 		return gr_errf(err, GR_EPROTO, "sync manifest of an unknown version");
 	/* Room for all at once, not by doubling (a third of it slack at
-	 * 100k entries); an entry takes at least 4 bytes, so a count that
-	 * lies reserves no more than the bytes could hold. */
-	sm_reserve(l, count < rd.n / 4 ? count : rd.n / 4);
+	 * 100k entries). The count comes from the other side: an entry
+	 * takes at least 6 bytes, so it reserves no more than the bytes
+	 * could hold, and no more than 1M entries (past that sm_add grows
+	 * the list as entries really arrive). */
+	size_t room = count < rd.n / 6 ? count : rd.n / 6;
+	sm_reserve(l, room < (1u << 20) ? room : (1u << 20));
 	for (uint32_t i = 0; i < count && !rd.bad; i++) {
 		struct sm_entry *e = sm_get_entry(&rd, l, with_host);
 		if (!e)
