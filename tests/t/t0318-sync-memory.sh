@@ -4,7 +4,8 @@
 # does not grow with a file's size, and grows with a tree by a bounded
 # amount per file. Measured on the release build (ASan's shadow memory and
 # quarantine would measure the sanitizer); `make test` builds it first.
-# GPURUN_TEST_BIG=1: a 20 GiB sparse file, and a tree of 100,000 files.
+# GPURUN_TEST_BIG=1 (CI sets it): a 5 GiB sparse file and a tree of
+# 100,000 files; GPURUN_TEST_HUGE=20G: a file of that size.
 . "$(dirname "$0")/../lib.sh"
 
 REL=${GPURUN_RELEASE_BUILD:-$TOP/build}
@@ -65,8 +66,8 @@ test_expect_success 'setup: sshd, the agent under /usr/bin/time' '
 
 # A file of any size streams through both sides: a sparse one with data
 # at both ends and in the middle, sent whole, then as a delta.
-HUGE=${GPURUN_TEST_BIG:+20G}
-HUGE=${HUGE:-1G}
+HUGE=${GPURUN_TEST_BIG:+5G}
+HUGE=${GPURUN_TEST_HUGE:-${HUGE:-1G}}
 poke() { # poke FILE OFFSET_MIB MIB: random bytes there
 	python3 -c 'import os,sys; f=open(sys.argv[1],"r+b"); f.seek(int(sys.argv[2])<<20); f.write(os.urandom(int(sys.argv[3])<<20))' "$@"
 }
