@@ -313,11 +313,12 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	r->st.bytes_literal = x.literal;
 	r->st.bytes_matched = x.matched;
 	uint8_t expect[SM_HASH_LEN];
-	sm_digest(&x.expect, expect);
+	const struct sm_list *expected = x.expected ? x.expected : &x.expect;
+	sm_digest(expected, expect);
 	if (x.committed && !x.nerrs && !memcmp(expect, x.digest, SM_HASH_LEN)) {
-		sync_rstate_save(cfg->root, r->key, &x.expect, NULL);
+		sync_rstate_save(cfg->root, r->key, expected, NULL);
 		sync_xfer_save_sigs(&x);
-		sync_sig_gc(cfg->root, &x.expect);
+		sync_sig_gc(cfg->root, expected);
 		goto out;
 	}
 	/* The next sync asks the host for its manifest and repairs. */
@@ -400,7 +401,11 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	}
 	gr_trace("sync: scanned %zu entries", nents);
 	idx = sync_index_load(cfg->root);
-	if ((rc = sync_local_manifest(ents, nents, idx, &r.local, &r.hs, &ctx->err)) < 0)
+	rc = sync_local_manifest(ents, nents, idx, &r.local, &r.hs, &ctx->err);
+	scan_free(ents, nents); /* r.local has it all now */
+	ents = NULL;
+	nents = 0;
+	if (rc < 0)
 		goto out;
 	gr_trace("sync: local manifest");
 	r.leaves = xcalloc(r.local.n ? r.local.n : 1, sizeof(*r.leaves));

@@ -89,66 +89,92 @@ void sync_plan_build(const struct sm_list *local, const struct sm_list *remote,
 	sv_clear(&del);
 }
 
-static void push_entry(struct sm_list *l, const struct sm_entry *e, size_t **m, size_t *n,
-		       size_t from)
+/* One merge of local and host for sync_plan_keep_ignored. With out NULL
+ * it only counts: the entries the new list would hold (returned), *kept,
+ * *changed. With out (room for that count, made by the first pass) and m
+ * it fills them. ign: one bit per host entry, ignored()'s answer, which
+ * the first pass asks for (entries on the host alone) and the second
+ * reads, so both passes see the same. */
+static size_t keep_pass(const struct sm_list *local, const struct sm_list *host,
+			int (*ignored)(void *arg, const char *path, int is_dir), void *arg,
+			uint8_t *ign, struct sm_entry *out, size_t *m, size_t *kept, int *changed)
 {
-	if (l->n == l->alloc) {
-		l->alloc = l->alloc ? 2 * l->alloc : 64;
-		l->e = xrealloc(l->e, l->alloc * sizeof(*l->e));
-	}
-	l->e[l->n++] = *e;
-	*m = xrealloc(*m, (*n + 1) * sizeof(**m));
-	(*m)[(*n)++] = from;
-}
+	size_t i = 0, j = 0, n = 0;
 
-size_t sync_plan_keep_ignored(struct sm_list *local, const struct sm_list *host,
-			      int (*ignored)(void *arg, const char *path, int is_dir), void *arg,
-			      size_t **map)
-{
-	struct sm_list out = { 0 };
-	size_t i = 0, j = 0, kept = 0, n = 0, *m = NULL;
-	int changed = 0;
-
-	*map = NULL;
+	*kept = 0;
+	*changed = 0;
 	while (i < local->n || j < host->n) {
 		const struct sm_entry *l = i < local->n ? &local->e[i] : NULL;
 		const struct sm_entry *h = j < host->n ? &host->e[j] : NULL;
 		int c = !l ? 1 : !h ? -1 : strcmp(l->path, h->path);
 		if (c <= 0 && !(l->flags & SM_F_KEPT)) { /* ours: as it is */
-			push_entry(&out, l, &m, &n, i++);
+			if (out) {
+				out[n] = *l;
+				m[n] = i;
+			}
+			n++;
+			i++;
 			j += c == 0;
 			continue;
 		}
 		if (c < 0) { /* kept before, gone from the host since */
-			changed = 1;
+			*changed = 1;
 			i++;
 			continue;
 		}
 		/* On the host only (or kept before). */
 		i += c == 0;
+		if (!out && ignored(arg, h->path, h->type == SM_DIR))
+			ign[j / 8] |= (uint8_t)(1u << (j % 8));
+		int is_ignored = ign[j / 8] >> (j % 8) & 1;
 		j++;
-		if (!ignored(arg, h->path, h->type == SM_DIR)) {
-			changed |= c == 0; /* kept before, synced again now */
+		if (!is_ignored) {
+			*changed |= c == 0; /* kept before, synced again now */
 			continue;
 		}
-		changed = 1;
-		struct sm_entry e = { 0 };
-		e.path = xstrdup(h->path);
-		e.type = h->type;
-		e.mode = h->mode;
-		e.size = h->size;
-		e.mtime_ns = h->mtime_ns;
-		memcpy(e.hash, h->hash, SM_HASH_LEN);
-		e.link = h->link ? xstrdup(h->link) : NULL;
-		e.flags = SM_F_KEPT;
-		push_entry(&out, &e, &m, &n, SIZE_MAX);
-		kept++;
+		*changed = 1;
+		if (out) {
+			struct sm_entry *e = &out[n];
+			memset(e, 0, sizeof(*e));
+			e->path = xstrdup(h->path);
+			e->type = h->type;
+			e->mode = h->mode;
+			e->size = h->size;
+			e->mtime_ns = h->mtime_ns;
+			memcpy(e->hash, h->hash, SM_HASH_LEN);
+			e->link = h->link ? xstrdup(h->link) : NULL;
+			e->flags = SM_F_KEPT;
+			m[n] = SIZE_MAX;
+		}
+		n++;
+		(*kept)++;
 	}
+	return n;
+}
+
+/* Two passes, so that in the usual case (nothing to keep) no second list
+ * is made at all, and otherwise one of the exact size: a copy of 100k
+ * entries grown by doubling cost 16 MiB beside the original. */
+size_t sync_plan_keep_ignored(struct sm_list *local, const struct sm_list *host,
+			      int (*ignored)(void *arg, const char *path, int is_dir), void *arg,
+			      size_t **map)
+{
+	size_t kept, n;
+	int changed;
+	uint8_t *ign = xcalloc(host->n / 8 + 1, 1);
+
+	*map = NULL;
+	n = keep_pass(local, host, ignored, arg, ign, NULL, NULL, &kept, &changed);
 	if (!changed) { /* nothing to keep: local stays as it was */
-		free(out.e);
-		free(m);
+		free(ign);
 		return 0;
 	}
+	struct sm_list out = { xcalloc(n ? n : 1, sizeof(*out.e)), 0, n ? n : 1 };
+	size_t *m = xcalloc(n ? n : 1, sizeof(*m));
+	size_t again;
+	int changed2;
+	out.n = keep_pass(local, host, ignored, arg, ign, out.e, m, &again, &changed2);
+	free(ign);
 	/* The entries moved to out: release only the kept-before ones. */
 	for (size_t k = 0; k < local->n; k++)
 		if (local->e[k].flags & SM_F_KEPT)
@@ -156,7 +182,7 @@ size_t sync_plan_keep_ignored(struct sm_list *local, const struct sm_list *host,
 	free(local->e);
 	*local = out;
 	*map = m;
-	return kept;
+	return again;
 }
 
 void sync_plan_free(struct sync_plan *p)

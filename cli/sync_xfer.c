@@ -443,8 +443,22 @@ static int delta_with(struct sync_xfer *x, size_t item, const struct strbuf *raw
 	return do_file(x, item, NULL);
 }
 
+/* What the host holds after the COMMIT: local, but for the files that
+ * went back to what the host had (revert). With none reverted that is
+ * local itself (the fields the manifest holds are the same): no copy,
+ * which at 100k files was 17 MiB of the client's peak. */
 static void build_expect(struct sync_xfer *x)
 {
+	size_t reverted = 0;
+
+	for (size_t i = 0; i < x->local->n && !reverted; i++)
+		reverted = x->revert[i];
+	if (!reverted) {
+		x->expected = x->local;
+		return;
+	}
+	x->expected = &x->expect;
+	sm_reserve(&x->expect, x->local->n);
 	for (size_t i = 0; i < x->local->n; i++) {
 		const struct sm_entry *src = &x->local->e[i];
 		if (x->revert[i]) {
@@ -467,7 +481,7 @@ static void send_commit(struct sync_xfer *x)
 	uint8_t digest[SM_HASH_LEN];
 
 	build_expect(x);
-	sm_digest(&x->expect, digest);
+	sm_digest(x->expected, digest);
 	put_bytes(&b, digest, SM_HASH_LEN);
 	xsend(x, SYNC_MSG_COMMIT, 0, x->sid, b.buf, b.len);
 	sb_release(&b);

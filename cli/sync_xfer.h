@@ -57,7 +57,8 @@ struct sync_xfer {
 	struct sync_error *errs;    /* what the host could not write */
 	size_t nerrs;
 	int nospace;                /* the host ran out of space: the rest stayed home */
-	struct sm_list expect;      /* what the host should hold now */
+	struct sm_list expect;      /* what the host should hold now, when it is not local */
+	const struct sm_list *expected; /* that: &expect or local (set at COMMIT; NULL before) */
 	uint8_t digest[SM_HASH_LEN];/* what the host says it holds */
 	int committed;              /* COMMIT answered OK */
 	int rejected;               /* optimistic: the host was not as planned for */

@@ -215,12 +215,15 @@ static int in_sorted(char **v, size_t n, const char *p)
 }
 
 /* The manifest after this session: old entries minus deletions, with the
- * new and replaced ones (s->added). */
+ * new and replaced ones (s->added, whose entries move into out: added is
+ * left empty). out gets its room at once: at 100k files a list grown by
+ * doubling, beside added, beside the old one, was half the agent's peak. */
 static void merge(struct sync_session *s, struct sm_list *out)
 {
 	sm_sort(&s->added);
 	if (s->deleted.n > 1)
 		qsort(s->deleted.v, s->deleted.n, sizeof(char *), cmp_str);
+	sm_reserve(out, s->man.n + s->added.n);
 	for (size_t i = 0; i < s->man.n; i++) {
 		struct sm_entry *e = &s->man.e[i];
 		if (sm_find(&s->added, e->path) || in_sorted(s->deleted.v, s->deleted.n, e->path))
@@ -232,15 +235,15 @@ static void merge(struct sync_session *s, struct sm_list *out)
 		c->link = e->link ? xstrdup(e->link) : NULL;
 	}
 	for (size_t i = 0; i < s->added.n; i++) {
-		if (i + 1 < s->added.n && !strcmp(s->added.e[i].path, s->added.e[i + 1].path))
-			continue; /* the later one wins */
 		struct sm_entry *e = &s->added.e[i];
-		struct sm_entry *c = sm_add(out, e->path, e->type);
-		struct sm_entry keep = *c;
-		*c = *e;
-		c->path = keep.path;
-		c->link = e->link ? xstrdup(e->link) : NULL;
+		if (i + 1 < s->added.n && !strcmp(e->path, s->added.e[i + 1].path))
+			continue; /* the later one wins */
+		if (out->n == out->alloc)
+			sm_reserve(out, 64);
+		out->e[out->n++] = *e; /* moved: path and link go with it */
+		e->path = e->link = NULL;
 	}
+	sm_list_free(&s->added);
 	sm_sort(out);
 }
 
@@ -320,6 +323,7 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 	/* Every temp file durable at once (their writeback started as each
 	 * was closed), before any of them replaces an old file. */
 	sync_disk(s->rootfd);
+	sm_reserve(&s->added, s->npend);
 	for (size_t i = 0; i < s->npend; i++) {
 		struct sync_pending *p = &s->pend[i];
 		const char *base;
@@ -344,6 +348,9 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 		free(p->path);
 	}
 	s->npend = 0;
+	free(s->pend); /* 200 bytes a file: gone before the new manifest is made */
+	s->pend = NULL;
+	s->apend = 0;
 	apply_metas(s);
 	merge(s, &next);
 	/* No second syncfs for the renames: if the host crashes before they

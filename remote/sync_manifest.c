@@ -25,6 +25,24 @@ struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type)
 	return e;
 }
 
+void sm_reserve(struct sm_list *l, size_t more)
+{
+	if (more > SIZE_MAX / sizeof(*l->e) - l->n)
+		return; /* sm_add grows it, or fails, as it goes */
+	if (l->alloc < l->n + more) {
+		l->alloc = l->n + more;
+		l->e = xrealloc(l->e, l->alloc * sizeof(*l->e));
+	}
+}
+
+void sm_shrink(struct sm_list *l)
+{
+	if (l->n && l->n < l->alloc) {
+		l->e = xrealloc(l->e, l->n * sizeof(*l->e));
+		l->alloc = l->n;
+	}
+}
+
 void sm_entry_release(struct sm_entry *e)
 {
 	free(e->path);
@@ -131,6 +149,28 @@ void sm_encode(const struct sm_list *l, int with_host, struct strbuf *out)
 		sm_put_entry(out, &l->e[i], with_host);
 }
 
+int sm_encode_fd(const struct sm_list *l, int with_host, int fd)
+{
+	struct strbuf b = STRBUF_INIT;
+	int rc = 0;
+
+	sb_add(&b, SM_MAGIC, 4);
+	put_u32(&b, SM_VERSION);
+	put_u8(&b, (uint8_t)!!with_host);
+	put_u32(&b, (uint32_t)l->n);
+	for (size_t i = 0; i < l->n && !rc; i++) {
+		sm_put_entry(&b, &l->e[i], with_host);
+		if (b.len >= (256u << 10) || i + 1 == l->n) {
+			rc = write_full(fd, b.buf, b.len);
+			sb_reset(&b);
+		}
+	}
+	if (!rc && b.len)
+		rc = write_full(fd, b.buf, b.len);
+	sb_release(&b);
+	return rc < 0 ? -1 : 0;
+}
+
 struct sm_entry *sm_get_entry(struct gr_rd *rd, struct sm_list *l, int with_host)
 {
 	char *path = get_str(rd);
@@ -182,6 +222,13 @@ int sm_decode(const void *p, size_t n, int with_host, struct sm_list *l,
 	uint32_t count = get_u32(&rd);
 	if (rd.bad || version != SM_VERSION || host != !!with_host)
 		return gr_errf(err, GR_EPROTO, "sync manifest of an unknown version");
+	/* Room for all at once, not by doubling (a third of it slack at
+	 * 100k entries). The count comes from the other side: an entry
+	 * takes at least 6 bytes, so it reserves no more than the bytes
+	 * could hold, and no more than 1M entries (past that sm_add grows
+	 * the list as entries really arrive). */
+	size_t room = count < rd.n / 6 ? count : rd.n / 6;
+	sm_reserve(l, room < (1u << 20) ? room : (1u << 20));
 	for (uint32_t i = 0; i < count && !rd.bad; i++) {
 		struct sm_entry *e = sm_get_entry(&rd, l, with_host);
 		if (!e)

@@ -52,6 +52,10 @@ struct sm_list {
 
 /* Append a copy of path (and link); returns the new entry, zeroed. */
 struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type);
+/* Room for more entries without growing (the memory is not touched);
+ * give back what sm_add's doubling left unused. */
+void sm_reserve(struct sm_list *l, size_t more);
+void sm_shrink(struct sm_list *l);
 void sm_entry_release(struct sm_entry *e);
 void sm_list_free(struct sm_list *l);
 /* Sort by path bytes (strcmp), the order scan_tree and the digest use. */
@@ -67,6 +71,9 @@ void sm_digest(const struct sm_list *l, uint8_t out[SM_HASH_LEN]);
 /* Serialise (with_host: also the host fields) / parse. sm_decode appends
  * to l and fails with GR_EPROTO on anything malformed or unsafe. */
 void sm_encode(const struct sm_list *l, int with_host, struct strbuf *out);
+/* The same, written to fd in pieces of 256 KiB (a manifest of 100k
+ * entries is 12 MiB); 0, or -1 with errno set. */
+int sm_encode_fd(const struct sm_list *l, int with_host, int fd);
 int sm_decode(const void *p, size_t n, int with_host, struct sm_list *l,
 	      struct gr_err *err);
 /* One entry (as in the encoding), for messages that carry a few. get

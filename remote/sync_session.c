@@ -254,7 +254,6 @@ static uint32_t refresh(struct sync_session *s, struct strbuf *changes)
 
 int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct gr_err *err)
 {
-	struct strbuf b = STRBUF_INIT;
 	char tmp[64];
 	int statefd = s->statefd, fd = -1, rc = 0;
 
@@ -263,9 +262,8 @@ int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct 
 			     strerror(errno));
 		goto out;
 	}
-	sm_encode(m, 1, &b);
 	fd = sfs_tmp_create(statefd, tmp, sizeof(tmp));
-	if (fd < 0 || write_full(fd, b.buf, b.len) < 0 || fsync(fd) < 0 ||
+	if (fd < 0 || sm_encode_fd(m, 1, fd) < 0 || fsync(fd) < 0 ||
 	    renameat(statefd, tmp, statefd, STATE_NAME(SYNC_MANIFEST_FILE)) < 0) {
 		rc = gr_errf(err, GR_EIO, "cannot write '%s/%s': %s", s->root,
 			     SYNC_MANIFEST_FILE, strerror(errno));
@@ -277,7 +275,6 @@ int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct 
 out:
 	if (fd >= 0)
 		close(fd);
-	sb_release(&b);
 	return rc;
 }
 

@@ -14,6 +14,7 @@ case $B in /*) ;; *) B=$TOP/$B ;; esac
 export GPURUN_BUILD=$B
 RUNS=${2:-15}
 . "$TOP/tests/lib.sh"
+. "$TOP/tests/bench/bench_lib.sh"
 
 [ -x "$GPURUN" ] || { say "no $GPURUN: run make first"; exit 1; }
 start_sshd gpuhost >/dev/null || exit 1
@@ -27,11 +28,9 @@ now_us() { echo $(( $(date +%s%N) / 1000 )); }
 time_cmd() {
 	local t0
 	t0=$(now_us)
-	"$@" >/dev/null 2>&1 || { say "failed: $*"; echo -1; return; }
+	"$@" >/dev/null 2>&1 || { say "failed: $*"; echo failed; return; }
 	echo $(( $(now_us) - t0 ))
 }
-
-median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
 # bench LABEL HOST: interleave gpurun and ssh runs, print one table row.
 bench() {
@@ -51,9 +50,9 @@ bench() {
 	g=$(median < "$TRASH/g.$label")
 	s=$(median < "$TRASH/s.$label")
 	c=$(median < "$TRASH/c.$label")
-	printf "%-24s %9.1f %9.1f %11.1f %9.2f %11.2f\n" "$label" "$(echo "$g / 1000" | bc -l)" \
-		"$(echo "$s / 1000" | bc -l)" "$(echo "$c / 1000" | bc -l)" \
-		"$(echo "$g / $s" | bc -l)" "$(echo "$g / $c" | bc -l)"
+	printf "%-24s %9s %9s %11s %9s %11s\n" "$label" "$(ratio "$g" 1000 %.1f)" \
+		"$(ratio "$s" 1000 %.1f)" "$(ratio "$c" 1000 %.1f)" \
+		"$(ratio "$g" "$s")" "$(ratio "$g" "$c")"
 }
 
 echo "connect + agent hello + exec true: median of $RUNS runs (ms)"

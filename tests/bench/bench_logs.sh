@@ -14,6 +14,7 @@
 # RUNS, with the client's peak RSS.
 #   RUNS=9 LINES=500 PROFILES=wan TRANSPORT=openssh tests/bench/bench_logs.sh
 . "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/bench_lib.sh"
 
 RUNS=${RUNS:-5}
 LINES=${LINES:-300}
@@ -57,7 +58,7 @@ def first_line(cmd):
     while b"first\n" not in buf:
         chunk = os.read(p.stdout.fileno(), 65536)
         if not chunk:
-            print("nan"); return
+            print("failed"); return
         buf += chunk
     ms = (time.time_ns() - t0) / 1e6
     try:
@@ -73,7 +74,6 @@ else:
     first_line(sys.argv[2:])
 PYEOF
 
-median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 start_sshd gpuhost || exit 1
 trust_sshd gpuhost
@@ -89,7 +89,7 @@ for i in range(n):
     print(i, time.time_ns(), flush=True)
     time.sleep(gap)
 EOF2
-cp -r "$P"/. "$RH/proj/"   # until sync lands, the tree is there already
+cp -r "$P"/. "$RH/proj/"   # the peers start from a synced tree, as gpurun does
 SSHCFG=$HOME/.ssh/config
 
 printf '\nlog latency: %s lines, 20 ms apart, printed by gpurun train (transport %s)\n' "$LINES" "$TRANSPORT"
@@ -120,9 +120,9 @@ for prof in $PROFILES; do
 	n=$(for i in $(seq 1 "$RUNS"); do (cd "$P" && python3 "$PY" first sh -c "$det"); done | median)
 	f=$(for i in $(seq 1 "$RUNS"); do (cd "$P" && python3 "$PY" first sh -c "$fg"); done | median)
 	printf '%-10s %12sms %16sms %14sms %10s\n' "$prof" "$g" "$n" "$f" \
-		"$(awk -v a="$g" -v b="$n" 'BEGIN{printf "%.2fx", a/b}')"
+		"$(ratio "$g" "$n" %.2fx)"
 done
-echo "(ratio: gpurun train / rsync+ssh_nohup; gpurun's sync is the placeholder that sends nothing until the sync engine lands, rsync's no-op still makes its round trips)"
+echo "(ratio: gpurun train / rsync+ssh_nohup; both start with a sync that finds nothing to send; 'failed': a run printed no first line)"
 THRU_MB=${THRU_MB:-200}
 if [ "$THRU_MB" -gt 0 ]; then
 	big=$RH/big.log

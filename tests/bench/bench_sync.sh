@@ -11,6 +11,7 @@
 #   RUNS=5 PROFILES=wan FILES=3000 tests/bench/bench_sync.sh
 # BENCH_RAW=1 prints every run as it ends.
 . "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/bench_lib.sh"
 
 RUNS=${RUNS:-3}
 FILES=${FILES:-3000}
@@ -85,7 +86,13 @@ measure() {
 	sleep 0.3
 	_b0=$(proxy_bytes "$PROXY")
 	_t0=$(now_ms)
-	"$@" >/dev/null 2>"$TRASH/cmd.err" || { say "$_name failed:"; cat "$TRASH/cmd.err" >&2; return 1; }
+	if ! "$@" >/dev/null 2>"$TRASH/cmd.err"; then
+		say "$PROFILE $_name failed:"
+		head -5 "$TRASH/cmd.err" >&2
+		echo "$PROFILE $_name failed failed" >>"$OUT" # the cell says so
+		FAILED=1
+		return 1
+	fi
 	_t1=$(now_ms)
 	sleep 0.3 # the proxy writes its counters every 100 ms and at a close
 	_b1=$(proxy_bytes "$PROXY")
@@ -116,12 +123,12 @@ bench_profile() {
 	"$GPURUN" -C "$P" exec true >/dev/null || return 1 # the agent is uploaded once
 	for i in $(seq 1 "$RUNS"); do
 		fresh_remote
-		measure first-rsync run_rsync "$host" || return 1
-		measure first-gpurun run_gpurun || return 1
+		measure first-rsync run_rsync "$host"
+		measure first-gpurun run_gpurun
 	done
 	for i in $(seq 1 "$RUNS"); do
-		measure noop-rsync run_rsync "$host" || return 1
-		measure noop-gpurun run_gpurun || return 1
+		measure noop-rsync run_rsync "$host"
+		measure noop-gpurun run_gpurun
 	done
 	measure conn-gpurun "$GPURUN" -C "$P" exec true
 	# gpurun's own frames in a no-op (its --stats count, headers included)
@@ -129,8 +136,8 @@ bench_profile() {
 		sed -n "s/^wire: \([0-9]*\) bytes.*/$PROFILE frames-noop 0 \1/p" >>"$OUT"
 	for i in $(seq 1 "$RUNS"); do
 		small_edit "$((i + ${EDIT_BASE:-0}))"
-		measure edit-rsync run_rsync "$host" || return 1
-		measure edit-gpurun run_gpurun || return 1
+		measure edit-rsync run_rsync "$host"
+		measure edit-gpurun run_gpurun
 	done
 	EDIT_BASE=$((${EDIT_BASE:-0} + RUNS))
 	# the copies must be equal, or the numbers mean nothing
@@ -139,7 +146,6 @@ bench_profile() {
 	cmp -s "$TRASH/a.sig" "$TRASH/b.sig" || { say "gpurun's and rsync's copies differ:"; diff "$TRASH/a.sig" "$TRASH/b.sig" | head -5 >&2; return 1; }
 }
 
-median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
 cell() { awk -v p="$1" -v n="$2" -v f="$3" '$1==p && $2==n {print $f}' "$OUT" | median; }
 
 report() {
@@ -150,21 +156,21 @@ report() {
 			rt=$(cell "$prof" "$sc-rsync" 3) gt=$(cell "$prof" "$sc-gpurun" 3)
 			rb=$(cell "$prof" "$sc-rsync" 4) gb=$(cell "$prof" "$sc-gpurun" 4)
 			printf '%-9s %-11s %10s %10s %7s %12s %12s %7s\n' "$prof" "$sc" "$rt" "$gt" \
-				"$(awk -v a="$gt" -v b="$rt" 'BEGIN{printf "%.2f", a/b}')" "$rb" "$gb" \
-				"$(awk -v a="$gb" -v b="$rb" 'BEGIN{printf "%.3f", a/b}')"
+				"$(ratio "$gt" "$rt")" "$rb" "$gb" "$(ratio "$gb" "$rb" %.3f)"
 		done
 		if [ "$prof" = wan ]; then
 			# What the link alone needs for the bytes gpurun sent, with
 			# no connection set-up at all: no tool beats it.
 			rt=$(cell "$prof" first-rsync 3) gb=$(cell "$prof" first-gpurun 4)
 			printf '%-9s first sync floor: %s B at %s B/s = %s ms = %s x rsync'"'"'s time\n' "$prof" \
-				"$gb" "$WAN_RATE" "$((gb * 1000 / WAN_RATE))" \
-				"$(awk -v a="$gb" -v r="$WAN_RATE" -v b="$rt" 'BEGIN{printf "%.2f", a*1000/r/b}')"
+				"$gb" "$WAN_RATE" "$(ratio "$gb" "$((WAN_RATE / 1000))" %.0f)" \
+				"$(ratio "$(ratio "$gb" "$((WAN_RATE / 1000))" %.3f)" "$rt")"
 		fi
 		cb=$(cell "$prof" conn-gpurun 4)
 		nb=$(cell "$prof" noop-gpurun 4)
 		printf '%-9s no-op: %s B of sync frames; %s B through the proxy, %s B beyond a bare connection (gpurun exec true: %s B)\n' \
-			"$prof" "$(cell "$prof" frames-noop 4)" "$nb" "$((nb - cb))" "$cb"
+			"$prof" "$(cell "$prof" frames-noop 4)" "$nb" \
+			"$(awk -v a="$nb" -v b="$cb" 'BEGIN{ if (a ~ /^[0-9]+$/ && b ~ /^[0-9]+$/) print a - b; else print "failed" }')" "$cb"
 	done
 	printf '\ntargets (gpurun/rsync): no-op <= 0.40 time and <= 2 KB beyond the connection; small edit <= 0.60 time and <= 1.0 bytes; first <= 0.90 time\n'
 	printf 'transport: %s; %s runs per cell (median); %s source files + 100 MB dataset\n' \
@@ -189,7 +195,8 @@ for prof in $PROFILES; do
 	esac
 	eval "ssh_host_via via$prof gpuhost \$PROXY_PORT_$prof"
 	say "== profile $prof"
-	bench_profile "$prof" || { say "profile $prof failed"; exit 1; }
+	bench_profile "$prof" || { say "profile $prof failed"; FAILED=1; }
 done
 report
+[ -z "${FAILED:-}" ] || test_failures=1 # a failed run fails the bench (the table says which)
 test_done

@@ -1,0 +1,254 @@
+#!/bin/bash
+# Benchmark at real sizes (opt-in: BENCH_BIG=1 make bench, or run it): each
+# case against its peer, interleaved in the same run, through the delay
+# proxy (bytes on the wire are the proxy's count, ssh included).
+#   big1      first sync of one 2 GiB random file        (rsync -az)
+#   bigedit   that file with 1 MiB changed + 16 MiB appended (rsync -az)
+#   tree      first sync of 100,000 files (~120 MB)        (rsync -az, tar|zstd|ssh)
+#   treenoop  no-op sync of those files, 50 ms RTT at 100 Mbit (rsync -az)
+#   huge      first sync of a 20 GiB sparse file: peak RSS only (BENCH_HUGE=1)
+# Every row: wall time, bytes on the wire, client CPU (user+sys), the
+# client's and the host side's peak RSS (gpurun-agent's; rsync's server;
+# "-" where a pipe has no single process).
+#   tests/bench/bench_big.sh                    (RUNS=3 by default)
+#   RUNS=1 CASES="tree treenoop" TREE_FILES=20000 tests/bench/bench_big.sh
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/bench_lib.sh"
+
+RUNS=${RUNS:-3}
+CASES=${CASES:-"big1 bigedit tree treenoop"}
+[ -z "${BENCH_HUGE:-}" ] || CASES="$CASES huge"
+BIG_MB=${BIG_MB:-2048}
+TREE_FILES=${TREE_FILES:-100000}
+HUGE_GB=${HUGE_GB:-20}
+TRANSPORT=${TRANSPORT:-libssh2}
+WAN_RATE=12500000 # bytes/s each way: 100 Mbit
+RH=$TRASH/gpuhost-home
+OUT=$TRASH/results
+: >"$OUT"
+SSHCFG=$HOME/.ssh/config
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# The agent runs under /usr/bin/time, which appends its peak RSS (KiB) to
+# $TRASH/srv.rss; rsync's server likewise through --rsync-path.
+wrap_agent() {
+	local a
+	for a in "$RH"/.cache/gpurun/agent-*; do
+		case $a in *.real | *.tmp.*) continue ;; esac
+		[ -f "$a.real" ] && continue
+		mv "$a" "$a.real" || return 1
+		printf '#!/bin/sh\nexec /usr/bin/time -a -f %%M -o %s %s "$@"\n' \
+			"$TRASH/srv.rss" "$a.real" >"$a"
+		chmod 755 "$a"
+	done
+}
+RSYNC_PATH="/usr/bin/time -a -f %M -o $TRASH/srv.rss rsync"
+
+# measure CASE TOOL PROXY CMDLINE: run once (sh -c: the client's peak RSS
+# is its biggest process's, as wait4 reports it); append "CASE TOOL ms bytes
+# cpu_ms client_kib server_kib" to $OUT ("failed" in every column when the
+# command fails). Written back to disk first, so no run pays for another.
+measure() {
+	local c=$1 t=$2 px=$3 b0 b1 t0 t1 cpu rss srv
+	shift 3
+	sync
+	sleep 0.3
+	: >"$TRASH/srv.rss"
+	b0=$(proxy_bytes "$px")
+	t0=$(now_ms)
+	if ! /usr/bin/time -f '%U %S %M' -o "$TRASH/cl.time" sh -c "$1" >/dev/null 2>"$TRASH/cmd.err"; then
+		say "$c $t failed:"
+		head -5 "$TRASH/cmd.err" >&2
+		echo "$c $t failed failed failed failed failed" >>"$OUT"
+		return 1
+	fi
+	t1=$(now_ms)
+	sleep 0.3 # the proxy writes its counters every 100 ms and at a close
+	b1=$(proxy_bytes "$px")
+	set -- $(tail -1 "$TRASH/cl.time")
+	cpu=$(awk -v u="$1" -v s="$2" 'BEGIN{printf "%d", (u + s) * 1000}')
+	rss=$3
+	srv=$(sort -n "$TRASH/srv.rss" | tail -1)
+	echo "$c $t $((t1 - t0)) $((b1 - b0)) $cpu $rss ${srv:--}" >>"$OUT"
+	[ -z "${BENCH_RAW:-}" ] || say "$c $t $((t1 - t0)) ms $((b1 - b0)) B cpu $cpu ms rss $rss/${srv:--} KiB"
+}
+
+# A pipe's peak RSS is no one process's: "-".
+measure_pipe() {
+	measure "$@" || return 1
+	awk 'NR == n { $6 = "-"; $7 = "-" } { print }' n="$(wc -l <"$OUT")" "$OUT" >"$OUT.t" && mv "$OUT.t" "$OUT"
+}
+
+# The commands measured (programs, for /usr/bin/time): rsync_to SRC HOST
+# DST; gpurun_sync PROJECT; tar_zstd_ssh SRC HOST DST. DST is under the
+# host's home, given whole: ssh starts in the passwd entry's home.
+RSYNC="rsync -az --exclude=/.gpurun/ --exclude=/gpurun.ini"
+rsync_to() {
+	echo $RSYNC --rsync-path="'$RSYNC_PATH'" -e "'ssh -F $SSHCFG -o BatchMode=yes'" "$1/" "$2:$RH/$3/"
+}
+gpurun_sync() { echo "$GPURUN" -C "$1" -q sync --yes; }
+tar_zstd_ssh() {
+	echo "tar -C $1 --exclude=./.gpurun --exclude=./gpurun.ini -cf - . | zstd -q -c |" \
+		"ssh -F $SSHCFG -o BatchMode=yes $2 'mkdir -p $RH/$3 && zstd -q -dc | tar -C $RH/$3 -xf -'"
+}
+
+# Earlier copies are moved aside, not deleted (see bench_sync.sh: ext4's
+# allocator steps over freshly freed inodes); they go when the bench ends.
+fresh() { # fresh PROJECT DST...
+	local p=$1 old=$TRASH/old/$(date +%s%N) d
+	shift
+	mkdir -p "$old"
+	for d in "$@"; do
+		[ ! -e "$RH/$d" ] || mv "$RH/$d" "$old/"
+	done
+	rm -rf "$p/.gpurun/remote-"* "$p/.gpurun/sigs" "$p/.gpurun/index"
+}
+
+setup_project() { # setup_project DIR HOST DST: gpurun.ini, agent uploaded and wrapped
+	write_ini "$1" "$2" "$TRANSPORT" "$3"
+	mkdir -p "$RH/$3"
+	"$GPURUN" -C "$1" exec true >/dev/null || return 1
+	wrap_agent
+}
+
+case_big1() {
+	local p=$TRASH/big i
+	mkdir -p "$p"
+	head -c "$((BIG_MB << 20))" /dev/urandom >"$p/model.ckpt"
+	setup_project "$p" vialo big-gp || return 1
+	for i in $(seq 1 "$RUNS"); do
+		fresh "$p" big-gp big-rs
+		measure big1 rsync loopback "$(rsync_to "$p" vialo big-rs)"
+		measure big1 gpurun loopback "$(gpurun_sync "$p")"
+	done
+	cmp -s "$p/model.ckpt" "$RH/big-gp/model.ckpt" || { say "big1: gpurun's copy differs"; return 1; }
+}
+
+case_bigedit() {
+	local p=$TRASH/big i
+	[ -f "$RH/big-gp/model.ckpt" ] || CASES=big1 case_big1 || return 1
+	[ -f "$RH/big-rs/model.ckpt" ] || sh -c "$(rsync_to "$p" vialo big-rs)" >/dev/null || return 1
+	for i in $(seq 1 "$RUNS"); do
+		python3 - "$p/model.ckpt" "$i" <<'PY'
+import os, sys
+path, k = sys.argv[1], int(sys.argv[2])
+with open(path, 'r+b') as f:
+    size = f.seek(0, 2)
+    f.seek(size // 3 + k * 7919 * 4096 % (size // 3))
+    f.write(os.urandom(1 << 20))
+    f.seek(0, 2)
+    f.write(os.urandom(16 << 20))
+PY
+		measure bigedit rsync loopback "$(rsync_to "$p" vialo big-rs)"
+		measure bigedit gpurun loopback "$(gpurun_sync "$p")"
+	done
+	cmp -s "$p/model.ckpt" "$RH/big-gp/model.ckpt" || { say "bigedit: gpurun's copy differs"; return 1; }
+}
+
+make_tree() {
+	python3 - "$1" "$TREE_FILES" <<'PY'
+import os, random, sys
+root, n = sys.argv[1], int(sys.argv[2])
+rnd = random.Random(7)
+words = [b'model', b'loss', b'grad', b'batch', b'layer', b'self', b'tensor', b'optim', b'step',
+         b'epoch', b'config', b'data', b'return', b'import', b'torch', b'np', b'lr', b'weight']
+for i in range(n):
+    d = os.path.join(root, 'src', 'pkg%03d' % (i % 500), 'mod%d' % (i % 4))
+    os.makedirs(d, exist_ok=True)
+    size, out = rnd.randint(200, 2200), []
+    while size > 0:
+        w = rnd.choice(words) + b'%d ' % rnd.randint(0, 99999)
+        out.append(w)
+        size -= len(w)
+    open(os.path.join(d, 'f%06d.py' % i), 'wb').write(b''.join(out))
+PY
+}
+
+case_tree() {
+	local p=$TRASH/tree i
+	make_tree "$p"
+	setup_project "$p" vialo tree-gp || return 1
+	for i in $(seq 1 "$RUNS"); do
+		fresh "$p" tree-gp tree-rs tree-tz
+		measure tree rsync loopback "$(rsync_to "$p" vialo tree-rs)"
+		measure tree gpurun loopback "$(gpurun_sync "$p")"
+		measure_pipe tree tar_zstd_ssh loopback "$(tar_zstd_ssh "$p" vialo tree-tz)"
+	done
+	tree_sig "$RH/tree-gp" gpurun.ini >"$TRASH/a.sig"
+	tree_sig "$RH/tree-rs" >"$TRASH/b.sig"
+	cmp -s "$TRASH/a.sig" "$TRASH/b.sig" || { say "tree: gpurun's and rsync's copies differ"; return 1; }
+}
+
+case_treenoop() {
+	local p=$TRASH/tree i
+	[ -d "$p" ] || make_tree "$p"
+	[ -f "$p/gpurun.ini" ] || setup_project "$p" vialo tree-gp || return 1
+	# the copies must be there (a first sync if the tree case did not run)
+	sh -c "$(gpurun_sync "$p")" >/dev/null || return 1
+	[ -d "$RH/tree-rs" ] || sh -c "$(rsync_to "$p" vialo tree-rs)" >/dev/null || return 1
+	write_ini "$p" viawan "$TRANSPORT" tree-gp
+	sh -c "$(gpurun_sync "$p")" >/dev/null || return 1 # this host name's state, learnt once
+	for i in $(seq 1 "$RUNS"); do
+		measure treenoop rsync wan "$(rsync_to "$p" viawan tree-rs)"
+		measure treenoop gpurun wan "$(gpurun_sync "$p")"
+	done
+	write_ini "$p" vialo "$TRANSPORT" tree-gp
+}
+
+case_huge() {
+	local p=$TRASH/huge
+	mkdir -p "$p"
+	truncate -s "${HUGE_GB}G" "$p/sparse.bin"
+	setup_project "$p" vialo huge-gp || return 1
+	measure huge gpurun loopback "$(gpurun_sync "$p")"
+	rm -rf "$RH/huge-gp"
+}
+
+report() {
+	local c t f
+	printf '\n%-9s %-13s %9s %7s %13s %7s %9s %11s %11s\n' case tool "time ms" "x peer" \
+		"wire B" "x peer" "cpu ms" "client KiB" "host KiB"
+	for c in $CASES; do
+		for t in rsync gpurun tar_zstd_ssh; do
+			grep -q "^$c $t " "$OUT" || continue
+			set --
+			for f in 3 4 5 6 7; do
+				set -- "$@" "$(awk -v c="$c" -v t="$t" -v f="$f" '$1==c && $2==t {print $f}' "$OUT" | median)"
+			done
+			local pt pb
+			pt=$(awk -v c="$c" '$1==c && $2=="rsync" {print $3}' "$OUT" | median)
+			pb=$(awk -v c="$c" '$1==c && $2=="rsync" {print $4}' "$OUT" | median)
+			[ "$t" != rsync ] || { pt=; pb=; }
+			printf '%-9s %-13s %9s %7s %13s %7s %9s %11s %11s\n' "$c" "$t" "$1" \
+				"$([ -n "$pt" ] && ratio "$1" "$pt" || echo '')" "$2" \
+				"$([ -n "$pb" ] && ratio "$2" "$pb" || echo '')" "$3" "$4" "$5"
+		done
+	done
+	if grep -q "^tree tar_zstd_ssh " "$OUT"; then
+		printf 'tree: gpurun / tar|zstd|ssh time: %s\n' "$(ratio \
+			"$(awk '$1=="tree" && $2=="gpurun" {print $3}' "$OUT" | median)" \
+			"$(awk '$1=="tree" && $2=="tar_zstd_ssh" {print $3}' "$OUT" | median)")"
+	fi
+	printf '\n(x peer: against rsync in the same run; medians of %s runs; host KiB: gpurun-agent, rsync --server)\n' "$RUNS"
+	printf 'targets: big1 time <= 1.0; bigedit time and bytes <= 1.0, cpu <= 2.0; tree <= 1.0 rsync and <= 1.2 tar|zstd|ssh;\n'
+	printf '         peak RSS <= 64 MiB (65536 KiB) for any file size, <= 64 MiB + 150 B/file for trees (100k files: 80 MiB)\n'
+}
+
+command -v rsync >/dev/null && command -v zstd >/dev/null && [ -x /usr/bin/time ] ||
+	{ say "bench_big: needs rsync, zstd and /usr/bin/time"; exit 1; }
+start_sshd gpuhost || exit 1
+trust_sshd gpuhost
+start_proxy loopback "$SSHD_PORT_gpuhost" || exit 1
+ssh_host_via vialo gpuhost "$PROXY_PORT_loopback"
+start_proxy wan "$SSHD_PORT_gpuhost" 25 "$WAN_RATE" || exit 1
+ssh_host_via viawan gpuhost "$PROXY_PORT_wan"
+say "bench_big: cases $CASES; load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
+rc=0
+for c in $CASES; do
+	say "== $c"
+	"case_$c" || { say "case $c failed"; rc=1; }
+done
+report
+[ "$rc" = 0 ] || test_failures=1 # keep the scratch folder
+test_done

@@ -1,0 +1,116 @@
+#!/bin/bash
+# Memory is bounded by design: the peak RSS of gpurun and of gpurun-agent
+# (each measured apart: the agent runs under /usr/bin/time behind sshd)
+# does not grow with a file's size, and grows with a tree by a bounded
+# amount per file. Measured on the release build (ASan's shadow memory and
+# quarantine would measure the sanitizer); `make test` builds it first.
+# GPURUN_TEST_BIG=1 (CI sets it): a 5 GiB sparse file and a tree of
+# 100,000 files; GPURUN_TEST_HUGE=20G: a file of that size.
+. "$(dirname "$0")/../lib.sh"
+
+REL=${GPURUN_RELEASE_BUILD:-$TOP/build}
+RH=$TRASH/gpuhost-home
+LIMIT_KIB=65536   # 64 MiB
+PER_FILE_MAX=800  # bytes a file may add to either side's peak (~600 today; was 1,200)
+
+if [ ! -x "$REL/gpurun" ] || [ ! -x /usr/bin/time ]; then
+	test_skip 'peak memory of sync' "needs the release build ($REL/gpurun: make) and /usr/bin/time"
+	test_done
+fi
+GPURUN=$REL/gpurun
+
+# The agent under /usr/bin/time: each run appends its peak RSS (KiB).
+wrap_agent() {
+	for a in "$RH"/.cache/gpurun/agent-*; do
+		case $a in *.real | *.tmp.*) continue ;; esac
+		[ -f "$a.real" ] && continue
+		mv "$a" "$a.real" &&
+		printf '#!/bin/sh\nexec /usr/bin/time -a -f %%M -o %s %s "$@"\n' "$TRASH/agent.rss" "$a.real" >"$a" &&
+		chmod 755 "$a" || return 1
+	done
+}
+
+# peak_sync PROJECT: sync it; sets CL and AG (peak RSS in KiB of gpurun
+# and of the agent) and says both.
+peak_sync() {
+	: >"$TRASH/agent.rss"
+	/usr/bin/time -f %M -o "$TRASH/client.rss" "$GPURUN" -C "$1" -q sync --yes || return 1
+	CL=$(tail -1 "$TRASH/client.rss")
+	AG=$(sort -n "$TRASH/agent.rss" | tail -1)
+	echo "$1: peak RSS gpurun $CL KiB, agent ${AG:-?} KiB" | tee -a "$TRASH/memory.txt" >&2
+	[ -n "$AG" ]
+}
+
+at_most() { # at_most WHAT KIB LIMIT
+	[ "$2" -le "$3" ] || { say "$1: peak RSS $2 KiB, over $3 KiB"; return 1; }
+}
+
+make_tree() { # make_tree DIR N: N small text files, 4 folders deep
+	python3 - "$1" "$2" <<'PY'
+import os, random, sys
+root, n = sys.argv[1], int(sys.argv[2])
+rnd = random.Random(n)
+for i in range(n):
+    d = os.path.join(root, 'src', 'pkg%03d' % (i % 500), 'mod%d' % (i % 4))
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, 'file_%06d.py' % i), 'w') as f:
+        f.write(('x = %d\n' % rnd.randint(0, 1 << 30)) * rnd.randint(5, 100))
+PY
+}
+
+test_expect_success 'setup: sshd, the agent under /usr/bin/time' '
+	start_sshd gpuhost && trust_sshd gpuhost &&
+	mkdir -p "$TRASH/boot" && write_ini "$TRASH/boot" gpuhost libssh2 boot &&
+	mkdir -p "$RH/boot" && "$GPURUN" -C "$TRASH/boot" exec true && wrap_agent
+'
+
+# A file of any size streams through both sides: a sparse one with data
+# at both ends and in the middle, sent whole, then as a delta.
+HUGE=${GPURUN_TEST_BIG:+5G}
+HUGE=${GPURUN_TEST_HUGE:-${HUGE:-1G}}
+poke() { # poke FILE OFFSET_MIB MIB: random bytes there
+	python3 -c 'import os,sys; f=open(sys.argv[1],"r+b"); f.seek(int(sys.argv[2])<<20); f.write(os.urandom(int(sys.argv[3])<<20))' "$@"
+}
+test_expect_success "a $HUGE sparse file: peak RSS <= 64 MiB each side, whole and as a delta" '
+	P=$TRASH/big && mkdir -p "$P" && write_ini "$P" gpuhost libssh2 big &&
+	truncate -s "$HUGE" "$P/model.ckpt" && M=$(($(stat -c %s "$P/model.ckpt") >> 20)) &&
+	poke "$P/model.ckpt" 0 1 && poke "$P/model.ckpt" $((M / 2)) 1 && poke "$P/model.ckpt" $((M - 1)) 1 &&
+	peak_sync "$P" && at_most gpurun "$CL" $LIMIT_KIB && at_most agent "$AG" $LIMIT_KIB &&
+	cmp "$P/model.ckpt" "$RH/big/model.ckpt" &&
+	poke "$P/model.ckpt" $((M / 3)) 1 && poke "$P/model.ckpt" "$M" 16 &&
+	peak_sync "$P" && at_most gpurun "$CL" $LIMIT_KIB && at_most agent "$AG" $LIMIT_KIB &&
+	cmp "$P/model.ckpt" "$RH/big/model.ckpt" && rm -rf "$RH/big" "$P"
+'
+
+# Trees: the peak grows by at most PER_FILE_MAX bytes a file (the slope
+# between a small and a larger tree, first sync and no-op), and stays
+# within 64 MiB + 150 bytes a file.
+N1=2000
+N2=${GPURUN_TEST_BIG:+100000}
+N2=${N2:-20000}
+tree_case() { # tree_case N: first sync and no-op; sets FIRST_CL FIRST_AG NOOP_CL NOOP_AG
+	local p=$TRASH/tree$1
+	make_tree "$p" "$1" && write_ini "$p" gpuhost libssh2 "tree$1" &&
+	peak_sync "$p" && FIRST_CL=$CL FIRST_AG=$AG &&
+	peak_sync "$p" && NOOP_CL=$CL NOOP_AG=$AG &&
+	tree_sig "$p" >"$TRASH/a.sig" && tree_sig "$RH/tree$1" >"$TRASH/b.sig" &&
+	test_cmp "$TRASH/a.sig" "$TRASH/b.sig"
+}
+slope_ok() { # slope_ok WHAT KIB_SMALL KIB_LARGE
+	local b=$(( ($3 - $2) * 1024 / (N2 - N1) ))
+	echo "$1: $b bytes a file ($2 KiB at $N1 files, $3 KiB at $N2)" | tee -a "$TRASH/memory.txt" >&2
+	[ "$b" -le "$PER_FILE_MAX" ] || { say "$1: over $PER_FILE_MAX bytes a file"; return 1; }
+	at_most "$1" "$3" $((LIMIT_KIB + N2 * 150 / 1024))
+}
+test_expect_success "trees: $N1 and $N2 files, peak RSS per file bounded each side" '
+	tree_case $N1 && S_FC=$FIRST_CL S_FA=$FIRST_AG S_NC=$NOOP_CL S_NA=$NOOP_AG &&
+	tree_case $N2 &&
+	slope_ok "gpurun, first sync" "$S_FC" "$FIRST_CL" &&
+	slope_ok "agent, first sync" "$S_FA" "$FIRST_AG" &&
+	slope_ok "gpurun, no-op" "$S_NC" "$NOOP_CL" &&
+	slope_ok "agent, no-op" "$S_NA" "$NOOP_AG"
+'
+
+# the numbers, for the log
+sed -e 's/^/# /' -e "s|$TRASH/||" "$TRASH/memory.txt" 2>/dev/null
+test_done
