@@ -199,7 +199,20 @@ proxy_cut() { kill -USR1 "$(_proxy_pid "$1")"; sleep 0.05; }
 proxy_down() { _s=$TRASH/proxy-$1.down; [ -f "$_s" ] || { touch "$_s"; kill -USR2 "$(_proxy_pid "$1")"; sleep 0.05; }; }
 proxy_up() { _s=$TRASH/proxy-$1.down; [ -f "$_s" ] && { rm -f "$_s"; kill -USR2 "$(_proxy_pid "$1")"; sleep 0.05; }; return 0; }
 # proxy_bytes NAME: total bytes both ways so far.
-proxy_bytes() { awk '$1=="up"||$1=="down"{s+=$2} END{print s+0}' "$TRASH/proxy-$1.stats"; }
+# The proxy counts a connection's last bytes as it tears it down, which a
+# loaded machine may do after the client has exited: wait for the count
+# to hold still for 0.3 s (at most 10 s).
+proxy_bytes_now() { awk '$1=="up"||$1=="down"{s+=$2} END{print s+0}' "$TRASH/proxy-$1.stats"; }
+proxy_bytes() {
+	_pb=$(proxy_bytes_now "$1") _pn=0
+	while [ $_pn -lt 33 ]; do
+		sleep 0.3
+		_pc=$(proxy_bytes_now "$1")
+		[ "$_pc" = "$_pb" ] && break
+		_pb=$_pc _pn=$((_pn + 1))
+	done
+	echo "$_pb"
+}
 
 # ssh_host_via NAME SSHD_NAME PORT: a Host entry NAME reaching SSHD_NAME's
 # server through PORT (e.g. a proxy's), with its host key trusted there too.
