@@ -3,6 +3,7 @@
 #   make test       every test (unit, end-to-end, fuzz, kernels) under ASan+UBSan
 #   make demo       the main job end to end on the embedded default
 #   make bench      benchmarks against ssh / rsync
+#   make soak       the randomized model tests with many seeds (SEEDS=N)
 #   make deps       install the Debian packages the build and tests need
 
 CC      ?= cc
@@ -52,7 +53,7 @@ HASH_H := $(O)/gen/agent_hash.h
 $(shell mkdir -p $(O)/gen; echo '#define GR_AGENT_HASH "$(AGENT_HASH)"' > $(HASH_H).new; \
 	cmp -s $(HASH_H).new $(HASH_H) || mv $(HASH_H).new $(HASH_H); rm -f $(HASH_H).new)
 
-.PHONY: all test unit-bins demo bench deps deps-check clean install kernels completions
+.PHONY: all test unit-bins demo bench soak deps deps-check clean install kernels completions
 all: deps-check $(O)/gpurun $(O)/gpurun-agent
 
 deps:
@@ -136,6 +137,12 @@ demo: all
 
 bench: all $(HELPER_BIN)
 	tests/bench/run.sh $(O)
+
+# make test runs a fixed set of seeds; this runs SEEDS of them.
+SEEDS ?= 500
+soak: deps-check
+	$(MAKE) SAN=1 all unit-bins
+	GPURUN_MODEL_SEEDS=$(SEEDS) build-san/tests/test_job_house
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin

@@ -1,6 +1,7 @@
 /* gpurun doctor: check, in order, config, ssh_config, name resolution, TCP,
- * SSH handshake, host key, authentication, the agent and the remote tools,
- * one line each, stopping where later checks would mean nothing. The ssh
+ * SSH handshake, host key, authentication, the agent, the remote tools and
+ * the python/nvcc a job would find through [train] shell, one line each,
+ * stopping where later checks would mean nothing. The ssh
  * steps come from the libssh2 layer's observer as the connection is made. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,7 +10,9 @@
 
 #include "gpurun.h"
 #include "term_filter.h"
+#include "job_client.h"
 #include "ssh.h"
+#include "sync_plan.h"
 
 const struct gr_opt cmd_doctor_opts[] = { { 0 } };
 
@@ -181,6 +184,56 @@ out:
 	sb_release(&rep);
 }
 
+/* What a job's command would find on its PATH through [train] shell. */
+static void check_job_env(struct gr_ctx *ctx, struct doctor *d)
+{
+	const char *shell = ctx->cfg->train.shell && *ctx->cfg->train.shell ? ctx->cfg->train.shell : "sh";
+	struct strvec kv = STRVEC_INIT;
+	struct gr_err e = { 0 };
+	const char *py = "", *py2 = "", *ver = "", *nvcc = "", *sh = "", *path = "";
+
+	if (job_env(ctx->conn, ctx->cfg->remote.path ? ctx->cfg->remote.path : "", shell, &kv, &e) < 0) {
+		fail(d, "job env", &e, e.code);
+		goto out;
+	}
+	for (size_t i = 0; i + 1 < kv.n; i += 2) {
+		const char *k = kv.v[i], *v = kv.v[i + 1];
+		if (!strcmp(k, "python3"))
+			py = v;
+		else if (!strcmp(k, "python"))
+			py2 = v;
+		else if (!strcmp(k, "python_version"))
+			ver = v;
+		else if (!strcmp(k, "nvcc"))
+			nvcc = v;
+		else if (!strcmp(k, "shell"))
+			sh = v;
+		else if (!strcmp(k, "path"))
+			path = v;
+	}
+	/* Host text on the terminal: quoted, control characters escaped. */
+	char *qsh = sync_quote(sh), *qpy = sync_quote(*py ? py : py2), *qver = sync_quote(ver);
+	char *qnvcc = sync_quote(nvcc), *qpath = sync_quote(path);
+	line("ok", "job shell", "%s (shell = %s)", qsh, shell);
+	if (*py || *py2)
+		line("ok", "job python", "%s%s%s", qpy, *ver ? ", " : "", *ver ? qver : "");
+	else
+		line("warn", "job python", "no python3 or python on the PATH a job gets: %s", qpath);
+	if (*nvcc)
+		line("ok", "job nvcc", "%s", qnvcc);
+	else
+		line("warn", "job nvcc", "not on the PATH a job gets");
+	if (!strcmp(shell, "sh") && !*py)
+		printf("     hint: a conda or venv activated in ~/.bashrc applies with [train] shell = login\n");
+	free(qsh);
+	free(qpy);
+	free(qver);
+	free(qnvcc);
+	free(qpath);
+out:
+	sv_clear(&kv);
+}
+
 int cmd_doctor(int argc, char **argv, struct gr_ctx *ctx)
 {
 	struct gr_getopt st;
@@ -226,6 +279,7 @@ int cmd_doctor(int argc, char **argv, struct gr_ctx *ctx)
 		     h->uploaded ? "uploaded now" : "already installed", h->version, h->home);
 	}
 	check_tools(ctx, &d);
+	check_job_env(ctx, &d);
 	check_crypto(&d);
 done:
 	sb_release(&d.methods);

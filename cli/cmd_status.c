@@ -1,7 +1,8 @@
 /* gpurun status [JOB] [--json]: the project's jobs (id, state, start,
- * duration, exit status, GPUs) and, where the host has nvidia-smi, each
- * GPU's utilisation, memory and processes. One round trip: the job list
- * and the GPU report are asked for together. */
+ * duration, exit status, disk use, GPUs) with the disk they use on the
+ * host in all, and, where the host has nvidia-smi, each GPU's
+ * utilisation, memory and processes. One round trip: the job list and
+ * the GPU report are asked for together. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,16 +27,16 @@ static uint64_t duration(const struct job_rec *r)
 	return from && to > from ? to - from : 0;
 }
 
-static void print_table(const struct job_rec *recs, size_t n, const struct job_gpus *g,
-			struct strbuf *o)
+static void print_table(const struct job_rec *recs, size_t n, uint64_t disk_total,
+			const struct job_gpus *g, struct strbuf *o)
 {
-	char t[32], d[32], code[16];
+	char t[32], d[32], code[16], sz[32];
 
 	if (!n)
 		sb_adds(o, "no jobs for this project yet\n");
 	else
-		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %s\n", "JOB", "STATE", "STARTED",
-			"DURATION", "EXIT", "GPUS");
+		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %9s  %s\n", "JOB", "STATE", "STARTED",
+			"DURATION", "EXIT", "DISK", "GPUS");
 	for (size_t i = 0; i < n; i++) {
 		const struct job_rec *r = &recs[i];
 		int ec = job_rec_exit_code(r);
@@ -44,11 +45,15 @@ static void print_table(const struct job_rec *recs, size_t n, const struct job_g
 		else
 			snprintf(code, sizeof(code), "-");
 		/* The id passed job_rec_check; the rest is the host's text. */
-		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %s\n", r->id, ts(r->state),
+		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %9s  %s\n", r->id, ts(r->state),
 			job_fmt_time(r->start_ms ? r->start_ms : r->created_ms, t, sizeof(t)),
 			job_fmt_duration(duration(r), d, sizeof(d)), code,
-			r->gpus && *r->gpus ? ts(r->gpus) : "-");
+			fmt_size(r->disk_bytes, sz, sizeof(sz)), r->gpus && *r->gpus ? ts(r->gpus) : "-");
 	}
+	if (n)
+		sb_addf(o, "disk used on the host by this project's jobs: %s in all"
+			" (what each job holds alone, plus the files their snapshots share)\n",
+			fmt_size(disk_total, sz, sizeof(sz)));
 	if (!g)
 		return;
 	if (!g->have_smi) {
@@ -73,8 +78,38 @@ static void print_table(const struct job_rec *recs, size_t n, const struct job_g
 	}
 }
 
-static void print_json(const struct job_rec *recs, size_t n, const struct job_gpus *g,
-		       struct strbuf *o)
+/* The record's fields that have no historic shape of their own. */
+static void json_auto(const struct job_rec *r, struct strbuf *o)
+{
+	for (size_t k = 0; k < JOB_REC_NFIELDS; k++) {
+		const struct job_rec_field *f = &job_rec_fields[k];
+		if (f->json != JR_JSON_AUTO)
+			continue;
+		sb_addf(o, ", \"%s\": ", f->name);
+		switch (f->type) {
+		case JR_STR: {
+			const char *v = *JR_AT_C(r, f, char *);
+			if (v && *v)
+				json_str(o, v);
+			else
+				sb_adds(o, "null");
+			break;
+		}
+		case JR_U64:
+			sb_addf(o, "%llu", (unsigned long long)*JR_AT_C(r, f, uint64_t));
+			break;
+		case JR_U32:
+			sb_addf(o, "%lu", (unsigned long)*JR_AT_C(r, f, uint32_t));
+			break;
+		case JR_BOOL:
+			sb_adds(o, *JR_AT_C(r, f, int) ? "true" : "false");
+			break;
+		}
+	}
+}
+
+static void print_json(const struct job_rec *recs, size_t n, uint64_t disk_total,
+		       const struct job_gpus *g, struct strbuf *o)
 {
 	sb_adds(o, "{\n  \"jobs\": [");
 	for (size_t i = 0; i < n; i++) {
@@ -104,9 +139,12 @@ static void print_json(const struct job_rec *recs, size_t n, const struct job_gp
 			sb_adds(o, ", \"exit_code\": null, \"signal\": null");
 		sb_adds(o, ", \"gpus\": ");
 		json_str(o, r->gpus);
-		sb_addf(o, ", \"pid\": %u}", r->pid);
+		sb_addf(o, ", \"pid\": %u", r->pid);
+		json_auto(r, o);
+		sb_adds(o, "}");
 	}
 	sb_adds(o, n ? "\n  ],\n" : "],\n");
+	sb_addf(o, "  \"disk_total_bytes\": %llu,\n", (unsigned long long)disk_total);
 	sb_addf(o, "  \"nvidia_smi\": %s,\n  \"gpus\": ", g && g->have_smi ? "true" : "false");
 	if (!g || !g->have_smi) {
 		sb_adds(o, "null\n}\n");
@@ -153,6 +191,7 @@ int cmd_status(int argc, char **argv, struct gr_ctx *ctx)
 	struct strbuf pl = STRBUF_INIT, o = STRBUF_INIT;
 	struct job_rec *recs = NULL;
 	struct job_gpus g = { 0 };
+	uint64_t disk_total = 0;
 	size_t n = 0;
 	int json = 0, all = 0, opt, rc, got_list = 0, got_gpus = 0;
 	const char *want = "";
@@ -203,15 +242,15 @@ int cmd_status(int argc, char **argv, struct gr_ctx *ctx)
 			got_gpus = 1;
 			continue;
 		}
-		if ((rc = job_list_parse(f.payload, f.len, &recs, &n, &ctx->err)) < 0)
+		if ((rc = job_list_parse(f.payload, f.len, &recs, &n, &disk_total, &ctx->err)) < 0)
 			goto out;
 		got_list = 1;
 	}
 	job_cache_update(ctx->cfg->root, recs, n);
 	if (json)
-		print_json(recs, n, &g, &o);
+		print_json(recs, n, disk_total, &g, &o);
 	else
-		print_table(recs, n, &g, &o);
+		print_table(recs, n, disk_total, &g, &o);
 	fwrite(o.buf, 1, o.len, stdout);
 	rc = 0;
 out:

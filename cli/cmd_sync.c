@@ -2,11 +2,14 @@
  * is sync_project in sync.c, shared with train and the pre-push hook);
  * --why PATH explains whether a path is synced and which rule decided. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "gpurun.h"
 #include "ignore.h"
 #include "scan.h"
 #include "sync.h"
+#include "sync_index.h"
 
 enum { O_DRY_RUN = 1, O_WHY, O_YES, O_STATS };
 
@@ -18,15 +21,41 @@ const struct gr_opt cmd_sync_opts[] = {
 	{ 0 },
 };
 
+/* An ignored path that the last sync left on the host: say why it is
+ * still there. */
+static void note_kept(const struct gr_config *cfg, const char *path, struct strbuf *out)
+{
+	char *key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
+	struct sm_list known = { 0 };
+	uint8_t digest[SM_HASH_LEN];
+	size_t n = strlen(path), root = strlen(cfg->root);
+
+	if (!strncmp(path, cfg->root, root) && path[root] == '/')
+		path += root + 1;
+	while (n && path[n - 1] == '/')
+		n--;
+	char *rel = xstrndup(path, n);
+	if (sync_rstate_load(cfg->root, key, &known, digest) && sm_find(&known, rel))
+		sb_adds(out, "note: the copy an earlier sync sent stays on the host: a sync never "
+			"deletes there what is ignored here\n");
+	sm_list_free(&known);
+	free(rel);
+	free(key);
+}
+
 static int why(struct gr_ctx *ctx, const char *path)
 {
 	const struct gr_config *cfg = ctx->cfg;
 	struct scan_opts so = { (const char *const *)cfg->sync.exclude.v, cfg->sync.exclude.n,
-				cfg->sync.include_git };
+				cfg->sync.include_git,
+				(const char *const *)cfg->sync.include.v, cfg->sync.include.n,
+				(const char *const *)cfg->train.persist.v, cfg->train.persist.n };
 	struct strbuf out = STRBUF_INIT;
 	int rc;
 
 	rc = ignore_explain(cfg->root, &so, path, &out, &ctx->err);
+	if (rc == 1)
+		note_kept(cfg, path, &out);
 	if (rc >= 0) {
 		fwrite(out.buf ? out.buf : "", 1, out.len, stdout);
 		if (out.len && out.buf[out.len - 1] != '\n')

@@ -1,6 +1,7 @@
-/* gpurun train: sync, build (streamed; a failed build starts nothing), start
- * [train] command as a detached job on the host, follow its log, pull its
- * artifacts when it ends, and exit with its status. */
+/* gpurun train: sync, then start a job on the host that runs setup (when
+ * it must), build and [train] command in its own folder, detached; follow
+ * its log (setup and build output included), pull its artifacts when it
+ * ends, remove jobs beyond [jobs] keep, and exit with its status. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,46 +16,55 @@
 #include "remote_exec.h"
 #include "sync.h"
 
-enum { O_DETACH = 1, O_STOP_INT, O_RAW };
+enum { O_DETACH = 1, O_STOP_INT, O_RAW, O_SETUP };
 
 const struct gr_opt cmd_train_opts[] = {
 	{ O_DETACH, "detach", 'd', OPT_FLAG, NULL, "return once the job has started; print its id", NULL, 0, 0, 0 },
 	{ O_STOP_INT, "stop-on-interrupt", 0, OPT_FLAG, NULL, "Ctrl-C stops the job instead of asking", NULL, 0, 0, 0 },
-	{ O_RAW, "raw", 0, OPT_FLAG, NULL, "on a terminal too, pass the build's and the log's bytes unfiltered", NULL, 0, 0, 0 },
+	{ O_RAW, "raw", 0, OPT_FLAG, NULL, "on a terminal too, pass the log's bytes (setup and build included) unfiltered", NULL, 0, 0, 0 },
+	{ O_SETUP, "setup", 0, OPT_FLAG, NULL, "run [setup] command even if it and its inputs did not change", NULL, 0, 0, 0 },
 	{ 0 },
 };
 
-static int build(struct gr_ctx *ctx, int raw, uint32_t *fresh_ms)
+/* Another job of the project is under way: say so (this one has a
+ * folder, and so a build, of its own). */
+static void say_others(const struct gr_ctx *ctx, const struct job_rec *others, size_t n)
 {
-	const char *cmd = ctx->cfg->build.command;
-	const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
-	struct remote_exec_opts o = { 0 };
-	uint64_t t0 = now_ms();
-	int rc;
+	char d[32];
 
-	*fresh_ms = 0;
-	if (!cmd || !*cmd)
-		return 0;
-	if (!ctx->quiet)
-		fprintf(stderr, "gpurun: building: %s\n", cmd);
-	o.cwd = ctx->cfg->remote.path;
-	o.argv = argv;
-	o.out_fd = 2; /* stdout is the job's log */
-	o.err_fd = 2;
-	o.filter_out = o.filter_err = !raw && isatty(2);
-	rc = remote_exec(ctx->conn, &o, &ctx->err);
-	if (rc < 0) {
-		gr_err_prefix(&ctx->err, "build");
-		return rc;
+	for (size_t i = 0; i < n && !ctx->quiet; i++) {
+		const struct job_rec *r = &others[i];
+		uint64_t from = r->start_ms ? r->start_ms : r->created_ms;
+		if (!job_id_ok(r->id))
+			continue;
+		fprintf(stderr, "gpurun: note: job %s of this project is %s too (for %s); "
+			"this one builds and runs in its own folder\n", r->id,
+			!strcmp(r->state, "running") ? "running" : !strcmp(r->state, "building") ? "building" :
+			!strcmp(r->state, "setup") ? "in its setup" : !strcmp(r->state, "queued") ? "queued" : "starting",
+			job_fmt_duration(r->now_ms > from ? r->now_ms - from : 0, d, sizeof(d)));
 	}
-	if (rc != 0) {
-		fprintf(stderr, "gpurun: build failed with status %d; no job started\n", rc);
-		return rc;
+}
+
+/* [jobs] keep: remove the oldest ended jobs beyond it, once the job has
+ * ended or been left to run (deleting a large folder must not hold its
+ * log back). A failure only warns. */
+static void keep_jobs(struct gr_ctx *ctx)
+{
+	struct job_rm_report rep;
+	struct gr_err e = { 0 };
+	char sz[32];
+
+	if (ctx->cfg->jobs.keep <= 0)
+		return;
+	if (job_prune(ctx->conn, ctx->cfg->remote.path, (uint32_t)ctx->cfg->jobs.keep, 0, 0, &rep, &e) < 0) {
+		fprintf(stderr, "gpurun: warning: cannot remove old jobs: %s\n", e.msg);
+		return;
 	}
-	/* What the build wrote since it started is copied into the job's
-	 * snapshot, not linked (a later build may rewrite it in place). */
-	*fresh_ms = (uint32_t)(now_ms() - t0) + 2000;
-	return 0;
+	if (rep.n && !ctx->quiet)
+		fprintf(stderr, "gpurun: removed %zu old job%s from the host (%s; [jobs] keep = %d)\n",
+			rep.n, rep.n == 1 ? "" : "s", fmt_size(rep.freed, sz, sizeof(sz)),
+			ctx->cfg->jobs.keep);
+	job_rm_report_free(&rep);
 }
 
 int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
@@ -63,8 +73,10 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	struct sync_opts so = { 0 };
 	struct sync_stats ss;
 	struct attach_result res = { 0 };
-	int detach = 0, stop_int = 0, raw = 0, id_opt, rc;
-	uint32_t fresh_ms = 0;
+	struct strvec spec = STRVEC_INIT;
+	struct job_rec *others = NULL;
+	size_t nothers = 0;
+	int detach = 0, stop_int = 0, force_setup = 0, raw = 0, id_opt, rc;
 	char *id = NULL, *dest = NULL;
 
 	gr_getopt_init(&st, argc, argv);
@@ -80,6 +92,8 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 			stop_int = 1;
 		if (id_opt == O_RAW)
 			raw = 1;
+		if (id_opt == O_SETUP)
+			force_setup = 1;
 	}
 	if (id_opt == 0 && st.args.n > 0)
 		id_opt = gr_errf(&ctx->err, GR_EUSAGE, "train takes no arguments");
@@ -88,7 +102,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		return gr_usage_error(ctx);
 	if (!ctx->cfg->train.command || !*ctx->cfg->train.command) {
 		gr_errf(&ctx->err, GR_ECONFIG, "no [train] command to run");
-		gr_hintf(&ctx->err, "set it in gpurun.ini, e.g. 'command = python train.py'");
+		gr_hintf(&ctx->err, "set it in gpurun.ini, e.g. 'command = python3 train.py'");
 		return GR_ECONFIG;
 	}
 
@@ -103,8 +117,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	}
 	if ((rc = ctx_connect(ctx)) < 0)
 		return rc;
-	if ((rc = build(ctx, raw, &fresh_ms)) != 0)
-		return rc;
+	job_spec_from_config(ctx->cfg, force_setup, &spec);
 	/* From here a Ctrl-C waits for job_attach to say what it means (it
 	 * unblocks these once its handlers are in place): dying between the
 	 * start and the attach would leave the user no word about the job. */
@@ -114,18 +127,21 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGHUP);
 	sigprocmask(SIG_BLOCK, &block, NULL);
-	rc = job_start(ctx->conn, ctx->cfg->remote.path, ctx->cfg->train.command,
-		       ctx->cfg->train.gpus, fresh_ms, &id, &ctx->err);
+	rc = job_start(ctx->conn, ctx->cfg->remote.path, &spec, &id, &others, &nothers, &ctx->err);
+	sv_clear(&spec);
 	if (rc < 0) {
 		if (rc == GR_ENOTFOUND && strstr(ctx->err.msg, "remote folder"))
 			gr_hintf(&ctx->err, "run 'gpurun sync' first, or check [remote] path");
 		gr_err_prefix(&ctx->err, "cannot start the job");
 		return rc;
 	}
-	struct job_rec rec = { .id = id, .state = (char *)"running",
+	struct job_rec rec = { .id = id, .state = (char *)"starting",
 			       .created_ms = (uint64_t)time(NULL) * 1000 };
 	job_cache_update(ctx->cfg->root, &rec, 1);
+	say_others(ctx, others, nothers);
+	job_recs_free(others, nothers);
 	if (detach) {
+		keep_jobs(ctx);
 		printf("%s\n", id);
 		if (!ctx->quiet)
 			fprintf(stderr, "gpurun: started job %s\nhint: follow it with 'gpurun logs -f %s'\n",
@@ -152,6 +168,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	}
 	if (res.detached) {
 		job_print_detached(ctx, id);
+		keep_jobs(ctx);
 		rc = GR_EXIT_DETACHED;
 		goto out;
 	}
@@ -165,13 +182,14 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		fprintf(stderr, "gpurun: job %s %s\n", id, end.buf);
 	sb_release(&end);
 	rc = job_rec_exit_code(&res.rec);
-	if (ctx->cfg->artifacts.pull.n && job_pull_artifacts(ctx, id, 0) < 0) {
+	if (ctx->cfg->artifacts.pull.n && job_pull_artifacts(ctx, id) < 0) {
 		gr_report(ctx);
 		if (rc == 0)
 			rc = GR_EXIT_SYNC;
 	}
 	if (res.stop_asked)
 		rc = GR_EXIT_INTERRUPTED;
+	keep_jobs(ctx);
 out:
 	job_rec_clear(&res.rec);
 	free(dest);

@@ -20,9 +20,14 @@ const struct gr_opt gr_global_opts[] = {
 
 const struct gr_cmd gr_commands[] = {
 	{ "init", cmd_init, 0, cmd_init_opts, "",
-	  "write a commented gpurun.ini here",
-	  "Writes gpurun.ini with every key, its default and what it does.\n"
-	  "Refuses to overwrite an existing file.", COMPLETE_NONE },
+	  "write a commented gpurun.ini that fits the project here",
+	  "Writes gpurun.ini with every key, one line on what it does, and a value\n"
+	  "that fits the project in this folder: a Python project (train.py,\n"
+	  "pyproject.toml, requirements.txt) gets its environment made once by\n"
+	  "[setup] in a shared .venv/, 'python train.py', no build, and\n"
+	  "checkpoints/ kept across jobs and pulled; a kernels/ trainer gets its\n"
+	  "make and run; anything else the defaults. Refuses to overwrite an\n"
+	  "existing file.", COMPLETE_NONE },
 	{ "config", cmd_config, CMD_CONFIG_OPT, cmd_config_opts, "[KEY]",
 	  "show the effective configuration and where each value came from",
 	  "Without KEY, prints every key with its value and origin (default,\n"
@@ -35,7 +40,8 @@ const struct gr_cmd gr_commands[] = {
 	  "check config, connection, agent and remote tools, one line each",
 	  "Checks in order: config, name resolution, TCP, host key,\n"
 	  "authentication, agent, remote tools (cc, make, nvcc, nvidia-smi, free\n"
-	  "disk), and prints a hint for each failure.", COMPLETE_NONE },
+	  "disk), which python and nvcc a job would find through [train] shell,\n"
+	  "and prints a hint for each failure.", COMPLETE_NONE },
 	{ "sync", cmd_sync, CMD_CONFIG, cmd_sync_opts, "",
 	  "delta-sync the project to the host, honouring git's ignore rules",
 	  "Makes [remote] path hold exactly the project's files that git would not\n"
@@ -47,14 +53,33 @@ const struct gr_cmd gr_commands[] = {
 	  "changed on the host since the last sync is reported, then overwritten;\n"
 	  "files gpurun never sent (job outputs) are left alone.", COMPLETE_NONE },
 	{ "train", cmd_train, CMD_CONFIG, cmd_train_opts, "",
-	  "sync, build, run the training job detached, stream its log, pull artifacts",
-	  "Syncs, runs [build] command on the host (a failed build stops here\n"
-	  "with its status and starts nothing), starts [train] command as a job\n"
-	  "that outlives the connection, streams its log (reconnecting after a\n"
-	  "drop), pulls [artifacts] into runs/JOB/ every [artifacts] interval and\n"
-	  "at the end, and exits with the job's status. Ctrl-C asks whether to\n"
-	  "stop the job or detach (detaches without a terminal); a second Ctrl-C\n"
-	  "leaves at once. Reattach with 'gpurun logs -f JOB'.", COMPLETE_NONE },
+	  "sync, then set up, build and run the training job detached; stream its log; pull artifacts",
+	  "Syncs, then starts a job on the host that outlives the connection and\n"
+	  "streams its log (reconnecting after a drop). The job runs, each step\n"
+	  "stopping it on failure with that step's status:\n"
+	  "  [setup] command  in the project folder, only when it or its [setup]\n"
+	  "                   inputs changed since it last succeeded (--setup: anyway)\n"
+	  "  [build] command  in the job's own folder\n"
+	  "  [train] command  in the job's own folder\n"
+	  "\n"
+	  "Where a job runs: its own folder on the host, $GPURUN_JOB_DIR\n"
+	  "(~/.cache/gpurun/jobs/<project>/<job>/). It holds a snapshot of the\n"
+	  "project as synced (a sync while the job runs changes nothing it sees),\n"
+	  "the [train] persist paths, which are links to the project folder's own\n"
+	  "(checkpoints/, .venv/: shared by every job, so a run can resume from\n"
+	  "the last one's checkpoint), and whatever the job writes. [artifacts]\n"
+	  "pull names files there as the job sees them (checkpoints/, *.jsonl);\n"
+	  "they come back into runs/JOB/ every [artifacts] interval and at the end\n"
+	  "(from persistent paths, what the job changed). When none matches,\n"
+	  "train says so and lists what the job wrote.\n"
+	  "\n"
+	  "Another job of the project running or building meanwhile is named;\n"
+	  "each builds in its own folder. When it ends (or is left running),\n"
+	  "ended jobs beyond [jobs] keep are removed from the host. Exits with\n"
+	  "the job's status.\n"
+	  "Ctrl-C asks whether to stop the job or detach (detaches without a\n"
+	  "terminal); a second Ctrl-C leaves at once. Reattach with\n"
+	  "'gpurun logs -f JOB'.", COMPLETE_NONE },
 	{ "logs", cmd_logs, CMD_CONFIG, cmd_logs_opts, "[JOB]",
 	  "show a job's log (default: the latest job)",
 	  "JOB is an id or a unique prefix of one. With -f, follows the log until\n"
@@ -62,9 +87,11 @@ const struct gr_cmd gr_commands[] = {
 	  "retried with backoff and the log continues at the exact byte.", COMPLETE_JOB },
 	{ "status", cmd_status, CMD_CONFIG, cmd_status_opts, "[JOB]",
 	  "list jobs and the host's GPUs",
-	  "Shows the 20 newest jobs (--all: every one): state (queued, running,\n"
-	  "done, failed, stopped, lost), start, duration, exit status, GPUs; and\n"
-	  "where the host has nvidia-smi, each GPU's use, memory and processes.", COMPLETE_JOB },
+	  "Shows the 20 newest jobs (--all: every one): state (starting, setup,\n"
+	  "building, queued, running, done, failed, stopped, lost), start,\n"
+	  "duration, exit status, the disk each uses on the host alone, GPUs;\n"
+	  "the disk the project's jobs use in all; and where the host has\n"
+	  "nvidia-smi, each GPU's use, memory and processes.", COMPLETE_JOB },
 	{ "stop", cmd_stop, CMD_CONFIG, cmd_stop_opts, "[JOB]",
 	  "stop a job and everything it started, freeing its GPUs",
 	  "SIGTERM to every process of the job (children that left its session\n"
@@ -72,9 +99,23 @@ const struct gr_cmd gr_commands[] = {
 	  "is left or holds a GPU. Exits 1 when something survived.", COMPLETE_JOB },
 	{ "pull", cmd_pull, CMD_CONFIG, cmd_pull_opts, "[JOB]",
 	  "fetch a job's artifacts into runs/JOB/",
-	  "Fetches the files of the job's folder that match [artifacts] pull;\n"
-	  "only new or changed ones travel. Each file is renamed into place once\n"
-	  "complete; links, '..' and absolute names are refused.", COMPLETE_JOB },
+	  "Fetches the files of the job's folder (where its command ran) that\n"
+	  "match [artifacts] pull; only new or changed ones travel. Each file is\n"
+	  "renamed into place once complete; links, '..' and absolute names are\n"
+	  "refused. When nothing matches, says so and lists what the job wrote.", COMPLETE_JOB },
+	{ "rm", cmd_rm, CMD_CONFIG, cmd_rm_opts, "JOB...",
+	  "remove jobs from the host",
+	  "Removes each job's folder on the host (its snapshot, outputs and log);\n"
+	  "JOB is an id or a unique prefix of one. A job that has not ended is\n"
+	  "refused: stop it first. runs/JOB/ here is left alone. Exits 1 when a\n"
+	  "job could not be removed.", COMPLETE_JOB },
+	{ "prune", cmd_prune, CMD_CONFIG, cmd_prune_opts, "",
+	  "remove old jobs from the host",
+	  "Removes the project's ended jobs but the N newest (--keep N) and/or\n"
+	  "those created more than AGE ago (--older-than AGE); with both, a job\n"
+	  "goes when both say so. Without either, [jobs] keep is N. A running or\n"
+	  "queued job is never removed. 'gpurun status --all' shows what each job\n"
+	  "uses on disk.", COMPLETE_NONE },
 	{ "hook", cmd_hook, 0, cmd_hook_opts, "install|uninstall",
 	  "install or remove the git pre-push hook",
 	  "install writes the repository's pre-push hook (core.hooksPath is\n"

@@ -97,13 +97,16 @@ int cmd_logs(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_status(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_stop(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_pull(int argc, char **argv, struct gr_ctx *ctx);
+int cmd_rm(int argc, char **argv, struct gr_ctx *ctx);
+int cmd_prune(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_hook(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_completion(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_help(int argc, char **argv, struct gr_ctx *ctx);
 
 extern const struct gr_opt cmd_init_opts[], cmd_config_opts[], cmd_exec_opts[],
 	cmd_doctor_opts[], cmd_sync_opts[], cmd_train_opts[], cmd_logs_opts[],
-	cmd_status_opts[], cmd_stop_opts[], cmd_pull_opts[], cmd_hook_opts[],
+	cmd_status_opts[], cmd_stop_opts[], cmd_pull_opts[], cmd_rm_opts[], cmd_prune_opts[],
+	cmd_hook_opts[],
 	cmd_completion_opts[], cmd_help_opts[];
 
 #endif

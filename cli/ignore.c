@@ -1,8 +1,11 @@
 /* git's ignore rules without git (dir.c's semantics): where the pattern
  * lists come from (global file, info/exclude, each folder's .gitignore,
  * the index), and the order git consults them in, with gpurun's
- * .gpurunignore and [sync] exclude on top. Which rule decided is kept
- * for --why. One list's parsing and matching is in ignore_rules.c. */
+ * .gpurunignore and [sync] exclude on top; then [sync] include, which
+ * sends a path (and all below it) whatever those say, and [train]
+ * persist, whose paths live on the host and are never sent. Which rule
+ * decided is kept for --why. One list's parsing and matching is in
+ * ignore_rules.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -33,6 +36,9 @@ struct ignore {
 	unsigned wmflags;          /* WM_CASEFOLD under core.ignoreCase */
 	int include_git;
 	struct ig_list *extra, *info, *global;
+	struct ig_list *include;   /* [sync] include; NULL: none (or switched off) */
+	struct ig_list *include_off;
+	struct strvec persist;     /* [train] persist, without trailing '/' */
 	struct ig_dir **tab;       /* open addressing, power of two */
 	size_t tabsize, ndirs;
 	struct ig_dir *last;       /* the folder the previous check was in */
@@ -315,6 +321,107 @@ int ignore_builtin(const char *relpath, int include_git)
 	return 0;
 }
 
+/* ---- [train] persist and [sync] include ---- */
+
+int ig_persist_match(struct ignore *ig, const char *path, size_t len, struct ignore_match *why)
+{
+	for (size_t i = 0; i < ig->persist.n; i++)
+		if (strlen(ig->persist.v[i]) == len && !memcmp(ig->persist.v[i], path, len)) {
+			ig_set_builtin(why, "[train] persist", ig->persist.v[i], 0);
+			return 1;
+		}
+	return 0;
+}
+
+int ig_include_match(struct ignore *ig, const char *path, size_t len, int is_dir,
+		     struct ignore_match *why)
+{
+	const char *slash = memrchr(path, '/', len);
+	const char *base = slash ? slash + 1 : path;
+	const struct ig_pattern *x;
+
+	if (!ig->include)
+		return 0;
+	x = ig_list_match(ig->wmflags, ig->include, path, (int)len, base, is_dir);
+	if (!x)
+		return 0;
+	if (!(x->flags & IG_NEGATIVE))
+		ig_set_why(why, ig->include, x);
+	return x->flags & IG_NEGATIVE ? -1 : 1;
+}
+
+int ig_include_may_descend(struct ignore *ig, const char *dir, size_t len)
+{
+	for (size_t i = 0; ig->include && i < ig->include->n; i++) {
+		const struct ig_pattern *x = &ig->include->v[i];
+		/* A pattern without a '/' matches at any depth; the scan does
+		 * not look inside every ignored folder (.venv, node_modules)
+		 * for it, only at the paths it reaches anyway. */
+		if (x->flags & (IG_NEGATIVE | IG_NODIR))
+			continue;
+		if (ig_pattern_may_descend(ig->wmflags, x, dir, len))
+			return 1;
+	}
+	return 0;
+}
+
+void ig_include_enable(struct ignore *ig, int on)
+{
+	if (on && !ig->include) {
+		ig->include = ig->include_off;
+		ig->include_off = NULL;
+	} else if (!on && ig->include) {
+		ig->include_off = ig->include;
+		ig->include = NULL;
+	}
+	ig->last = NULL;
+}
+
+const struct ig_pattern *ig_overridden(struct ignore *ig, const char *path, size_t len,
+				       int is_dir, const struct ignore_match *m,
+				       struct ignore_match *out)
+{
+	const char *slash = memrchr(path, '/', len);
+	const char *base = slash ? slash + 1 : path;
+	struct ig_list *lists[64];
+	size_t nl = 0;
+	struct ig_dir *d;
+
+	if (ig->extra)
+		lists[nl++] = ig->extra;
+	for (d = ig_dir_find(ig, path, slash ? (size_t)(slash - path) : 0); d && nl < 60; d = d->parent) {
+		if (d->gpurun)
+			lists[nl++] = d->gpurun;
+		if (d->git)
+			lists[nl++] = d->git;
+	}
+	if (ig->info)
+		lists[nl++] = ig->info;
+	if (ig->global)
+		lists[nl++] = ig->global;
+	int past = 0;
+	for (size_t i = 0; i < nl; i++) {
+		const struct ig_list *l = lists[i];
+		for (size_t k = l->n; k-- > 0;) {
+			const struct ig_pattern *x = &l->v[k];
+			if (!past) {
+				past = l->source == m->source && x->text == m->pattern;
+				continue;
+			}
+			if ((x->flags & IG_NEGATIVE) || ((x->flags & IG_MUSTBEDIR) && !is_dir))
+				continue;
+			struct ig_list one = *l;
+			one.v = (struct ig_pattern *)x;
+			one.n = 1;
+			if (ig_list_match(ig->wmflags, &one, path, (int)len, base, is_dir)) {
+				ig_set_why(out, l, x);
+				return x;
+			}
+		}
+	}
+	return NULL;
+}
+
 int ig_check_len(struct ignore *ig, const char *path, size_t len, int is_dir,
 		 struct ignore_match *why)
 {
@@ -330,10 +437,14 @@ int ig_check_len(struct ignore *ig, const char *path, size_t len, int is_dir,
 		ig_set_builtin(why, "(built-in)", ".gpurun/", 0);
 		return 1;
 	}
+	if (ig_persist_match(ig, path, len, why))
+		return 1;
 	if (!is_dir && ig->index.n && gitindex_has(&ig->index, path, len)) {
 		ig_set_builtin(why, ".git/index", "(tracked)", 1);
 		return 0;
 	}
+	if (ig->include && ig_include_match(ig, path, len, is_dir, why) > 0)
+		return 0;
 	return ig_decide(ig, path, len, is_dir, why);
 }
 
@@ -376,6 +487,39 @@ int ig_path_len(struct ignore *ig, const char *path, size_t len, int is_dir,
 	if (!is_dir && ig->index.n && gitindex_has(&ig->index, path, len)) {
 		ig_set_builtin(why, ".git/index", "(tracked)", 1);
 		return 0;
+	}
+	/* A persistent path, or inside one: never sent, whatever else. */
+	for (size_t i = 0; i <= len; i++)
+		if ((i == len || path[i] == '/') && ig_persist_match(ig, path, i, why)) {
+			*decided_len = i;
+			return 1;
+		}
+	/* [sync] include: the deepest of the path and its folders that an
+	 * include pattern names decides, before any ignore rule; when that is
+	 * a '!' pattern, the ignore rules decide, as without include. */
+	if (ig->include) {
+		int m = 0;
+		buf = xstrndup(path, len);
+		for (size_t i = len; i > 0 && !m; i--) {
+			if (i < len && buf[i] != '/')
+				continue;
+			buf[i] = '\0';
+			m = ig_include_match(ig, buf, i, i < len || is_dir, why);
+			if (i < len)
+				buf[i] = '/';
+			if (m > 0) {
+				free(buf);
+				*decided_len = i;
+				return 0;
+			}
+		}
+		free(buf);
+		if (m < 0) {
+			ig_include_enable(ig, 0);
+			ret = ig_path_len(ig, path, len, is_dir, why, decided_len, err);
+			ig_include_enable(ig, 1);
+			return ret;
+		}
 	}
 	/* Parents first: git never looks inside an ignored folder, nor reads
 	 * the ignore files there. The matcher wants each prefix NUL-ended. */
@@ -466,6 +610,33 @@ static char *ig_common_dir(const char *gitdir)
 	free(p);
 	sb_release(&sb);
 	return dir;
+}
+
+void ignore_set_include(struct ignore *ig, const char *const *pats, size_t n)
+{
+	ig_list_free(ig->include);
+	ig->include = NULL;
+	if (!n)
+		return;
+	ig->include = ig_list_new("[sync] include", "", 0);
+	for (size_t i = 0; i < n; i++)
+		if (pats[i])
+			ig_parse_line(ig->include, pats[i], strlen(pats[i]), (int)i + 1);
+}
+
+void ignore_set_persist(struct ignore *ig, const char *const *paths, size_t n)
+{
+	sv_clear(&ig->persist);
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(paths[i]);
+		while (len && paths[i][len - 1] == '/')
+			len--;
+		if (len) {
+			char *p = xstrndup(paths[i], len);
+			sv_push(&ig->persist, p);
+			free(p);
+		}
+	}
 }
 
 int ignore_new(struct ignore **out, const char *root, const char *const *extra,
@@ -584,6 +755,9 @@ void ignore_free(struct ignore *ig)
 	}
 	free(ig->tab);
 	ig_list_free(ig->extra);
+	ig_list_free(ig->include);
+	ig_list_free(ig->include_off);
+	sv_clear(&ig->persist);
 	ig_list_free(ig->info);
 	ig_list_free(ig->global);
 	gitindex_free(&ig->index);

@@ -45,6 +45,13 @@ void ignore_free(struct ignore *ig);
  * skips it. An unreadable one is an error (GR_EIO) naming it. */
 int ignore_load_dir_at(struct ignore *ig, int dirfd, const char *dir,
 		       struct gr_err *err);
+/* [sync] include: gitignore-syntax patterns naming paths to send although
+ * ignored; a path named (or below a folder named) is sent whatever the
+ * ignore rules and [sync] exclude say. Checked before those rules. */
+void ignore_set_include(struct ignore *ig, const char *const *pats, size_t n);
+/* [train] persist: paths (relative; a trailing '/' is dropped) that live
+ * on the host: they and all below them are never sent, whatever else. */
+void ignore_set_persist(struct ignore *ig, const char *const *paths, size_t n);
 /* Keep .git/ in ignore_path's answers ([sync] include_git). Off by default. */
 void ignore_set_include_git(struct ignore *ig, int on);
 /* 1 if relpath is or lies inside what gpurun never syncs by name: an entry

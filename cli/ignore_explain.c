@@ -1,6 +1,8 @@
 /* `gpurun sync --why PATH`: the ignore engine's answer for one path in
  * words, like `git check-ignore -v`, including the cases people trip on
- * (a negation that cannot re-include a file inside an ignored folder). */
+ * (a negation that cannot re-include a file inside an ignored folder),
+ * the rule a negation overrides, what [sync] include wins over, and what
+ * a sync does with an ignored path already on the host. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +100,8 @@ int ignore_explain(const char *root, const struct scan_opts *o, const char *path
 	if (ret < 0)
 		goto out;
 	ignore_set_include_git(ig, o->include_git);
+	ignore_set_include(ig, o->include, o->ninclude);
+	ignore_set_persist(ig, o->persist, o->npersist);
 
 	/* Names gpurun never sends, whatever the rules say. */
 	if (ignore_builtin(rel.buf, o->include_git)) {
@@ -113,9 +117,47 @@ int ignore_explain(const char *root, const struct scan_opts *o, const char *path
 	ret = ig_path_len(ig, rel.buf, rel.len, is_dir, &m, &decided, err);
 	if (ret < 0)
 		goto out;
+	int persist = m.source && !strcmp(m.source, "[train] persist");
+	int included = m.source && !strcmp(m.source, "[sync] include");
 	sb_adds(out, ret ? "ignored: " : "synced: ");
 	ex_quote(out, rel.buf, rel.len);
-	if (decided < rel.len) {
+	if (persist) {
+		char *p = xasprintf("%.*s/", (int)decided, rel.buf);
+		sb_adds(out, decided < rel.len ? " because folder " : " because ");
+		ex_quote(out, p, decided < rel.len || is_dir ? decided + 1 : decided);
+		sb_addf(out, " is a persistent path ([train] persist '%s/'): it lives in the project "
+			"folder on the host, shared by every job, and is never synced\n", m.pattern);
+		free(p);
+	} else if (included) {
+		if (decided < rel.len) {
+			char *p = xasprintf("%.*s/", (int)decided, rel.buf);
+			sb_adds(out, " because folder ");
+			ex_quote(out, p, decided + 1);
+			sb_adds(out, " is included by ");
+			free(p);
+		} else {
+			sb_adds(out, " included by ");
+		}
+		ex_rule(out, &m);
+		sb_adds(out, "\n");
+		/* What it wins over. */
+		struct ignore_match w = { 0 };
+		size_t wd;
+		ig_include_enable(ig, 0);
+		if (ig_path_len(ig, rel.buf, rel.len, is_dir, &w, &wd, NULL) == 1 && w.source) {
+			char *what = wd < rel.len ? xasprintf("folder '%.*s/'", (int)wd, rel.buf) : NULL;
+			sb_adds(out, "note: without it, ");
+			if (what)
+				sb_adds(out, what);
+			else
+				ex_quote(out, rel.buf, rel.len);
+			free(what);
+			sb_adds(out, " is ignored by ");
+			ex_rule(out, &w);
+			sb_adds(out, "\n");
+		}
+		ig_include_enable(ig, 1);
+	} else if (decided < rel.len) {
 		struct ignore_match self = { 0 };
 		char *parent = xasprintf("%.*s/", (int)decided, rel.buf);
 
@@ -137,7 +179,7 @@ int ignore_explain(const char *root, const struct scan_opts *o, const char *path
 			char *contents = xasprintf("/%s*", parent);
 			ex_quote(out, contents, strlen(contents));
 			free(contents);
-			sb_adds(out, ", instead of the folder itself)\n");
+			sb_adds(out, ", instead of the folder itself; or name it in [sync] include)\n");
 		}
 		free(parent);
 	} else if (m.source && !strcmp(m.source, ".git/index")) {
@@ -147,9 +189,15 @@ int ignore_explain(const char *root, const struct scan_opts *o, const char *path
 	} else if (!m.source) {
 		sb_adds(out, " (no rule matches)\n");
 	} else {
+		struct ignore_match o2 = { 0 };
 		sb_adds(out, m.negated ? " re-included by " : " by ");
 		ex_rule(out, &m);
 		sb_adds(out, "\n");
+		if (m.negated && ig_overridden(ig, rel.buf, rel.len, is_dir, &m, &o2)) {
+			sb_adds(out, "note: it overrides ");
+			ex_rule(out, &o2);
+			sb_adds(out, "\n");
+		}
 	}
 	if (!exists) {
 		sb_adds(out, "note: ");

@@ -49,6 +49,11 @@ const struct ig_pattern *ig_list_match(unsigned wmflags, const struct ig_list *l
 				       const char *path, int pathlen,
 				       const char *base, int is_dir);
 
+/* Could pattern x (anchored: a '/' before its end) match something below
+ * folder dir[0..len)? */
+int ig_pattern_may_descend(unsigned wmflags, const struct ig_pattern *x, const char *dir,
+			   size_t len);
+
 /* Load the ignore files of folder dir[0..len) (and of its parents first).
  * dirfd is an open descriptor of that folder, or -1 to open it by path. */
 int ig_load(struct ignore *ig, int dirfd, const char *dir, size_t len, struct gr_err *err);
@@ -59,6 +64,25 @@ int ig_check_len(struct ignore *ig, const char *path, size_t len, int is_dir,
  * length of the parent folder whose exclusion decided. */
 int ig_path_len(struct ignore *ig, const char *path, size_t len, int is_dir,
 		struct ignore_match *why, size_t *decided_len, struct gr_err *err);
+/* [train] persist: 1 (why set) if path[0..len) is a persistent path
+ * itself (the caller checks its folders). */
+int ig_persist_match(struct ignore *ig, const char *path, size_t len, struct ignore_match *why);
+/* [sync] include: 1 (why set) if the last include pattern matching
+ * path[0..len) names it, -1 if that pattern is a '!' one, 0 if none. */
+int ig_include_match(struct ignore *ig, const char *path, size_t len, int is_dir,
+		     struct ignore_match *why);
+/* 1 if an include pattern could name something below folder dir[0..len)
+ * (so the scan must look inside it although it is ignored). */
+int ig_include_may_descend(struct ignore *ig, const char *dir, size_t len);
+/* Switch [sync] include off (0) and on again (1), for --why's "without
+ * it" note. */
+void ig_include_enable(struct ignore *ig, int on);
+/* The rule a deciding '!' rule m overrides: the next positive rule in
+ * git's order that matches path (out set), or NULL. */
+const struct ig_pattern *ig_overridden(struct ignore *ig, const char *path, size_t len,
+				       int is_dir, const struct ignore_match *m,
+				       struct ignore_match *out);
+
 /* The root the ignore engine was made for. */
 const char *ig_root(const struct ignore *ig);
 int ig_include_git(const struct ignore *ig);

@@ -265,3 +265,29 @@ const struct ig_pattern *ig_list_match(unsigned wmflags, const struct ig_list *l
 	}
 	return NULL;
 }
+
+/* Could pattern x (anchored: with a '/' before its end) match something
+ * below dir? */
+int ig_pattern_may_descend(unsigned wmflags, const struct ig_pattern *x, const char *dir,
+			       size_t len)
+{
+	const char *p = x->pat, *d = dir, *dend = dir + len;
+
+	while (d < dend) {
+		const char *pe = strchr(p, '/'), *de = memchr(d, '/', (size_t)(dend - d));
+		size_t pl = pe ? (size_t)(pe - p) : strlen(p), dl = de ? (size_t)(de - d) : (size_t)(dend - d);
+		if (pl == 2 && p[0] == '*' && p[1] == '*')
+			return 1;
+		if (!pe)
+			return 0; /* the pattern ends at or above dir: it names dir or a parent */
+		char *pc = xstrndup(p, pl), *dc = xstrndup(d, dl);
+		int ok = wildmatch(pc, dc, wmflags) == WM_MATCH;
+		free(pc);
+		free(dc);
+		if (!ok)
+			return 0;
+		p = pe + 1;
+		d = de ? de + 1 : dend;
+	}
+	return 1;
+}

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "art_limits.h"
+#include "config.h"
 #include "job_art.h"
 #include "job_proto.h"
 #include "term_filter.h"
@@ -267,7 +268,7 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 	put_str(&pl, id);
 	put_u32(&pl, (uint32_t)patterns->n);
 	for (size_t i = 0; i < patterns->n; i++)
-		put_str(&pl, patterns->v[i]);
+		put_str(&pl, patterns->v[i] + config_job_dir_prefix(patterns->v[i]));
 	put_u32(&pl, have_n);
 	sb_add(&pl, have.buf, have.len);
 	conn_send(c, GR_MSG_ART_PULL, 0, p->id, pl.buf, pl.len);
@@ -302,6 +303,15 @@ int art_pull_frame(struct art_pull *p, const struct gr_frame *f)
 		p->st.matched = get_u32(&rd);
 		p->st.sent = get_u32(&rd);
 		p->st.bytes = get_u64(&rd);
+		p->st.written = get_u32(&rd);
+		uint32_t n = get_u32(&rd);
+		for (uint32_t i = 0; i < n && i < 64 && !rd.bad; i++) {
+			char *path = get_str(&rd);
+			uint64_t size = get_u64(&rd);
+			if (path)
+				sv_pushf(&p->st.names, "%s\t%llu", path, (unsigned long long)size);
+			free(path);
+		}
 		if (rd_done(&rd, &p->agent_err, "ART_PULL") < 0)
 			p->failed = 1;
 		return 1;
@@ -311,6 +321,7 @@ int art_pull_frame(struct art_pull *p, const struct gr_frame *f)
 
 static void pull_free(struct art_pull *p, int kill_it)
 {
+	sv_clear(&p->st.names);
 	if (p->wfd >= 0)
 		close(p->wfd);
 	if (kill_it)
@@ -353,11 +364,18 @@ int art_pull_finish(struct art_pull *p, struct art_stats *st, struct gr_err *err
 	} else {
 		rc = gr_errf(err, GR_EIO, "the artifact extraction stopped without a word");
 	}
-	if (st)
+	if (st) {
 		*st = p->st;
+		p->st.names = (struct strvec)STRVEC_INIT;
+	}
 	sb_release(&res);
 	pull_free(p, 0);
 	return rc;
+}
+
+void art_stats_release(struct art_stats *st)
+{
+	sv_clear(&st->names);
 }
 
 void art_pull_abort(struct art_pull *p)

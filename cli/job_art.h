@@ -15,7 +15,12 @@ struct art_stats {
 	uint32_t sent;      /* of those, new or changed: sent */
 	uint32_t extracted; /* files written here */
 	uint64_t bytes;     /* their size */
+	/* When nothing matched: what the job wrote (written files in all,
+	 * the first of them in names, "PATH\tSIZE", as the host said). */
+	uint32_t written;
+	struct strvec names;
 };
+void art_stats_release(struct art_stats *st);
 
 struct art_limits;
 /* Extract the tar.zst read from fd into dest (an existing folder), within
@@ -36,8 +41,8 @@ int art_extract_announced(int fd, const char *dest, int min_free_pct, uint32_t *
  * log on the same connection. The extraction runs in a child process fed
  * through a pipe. */
 struct art_pull;
-/* Send the request (patterns relative to the job folder; dest created if
- * missing). */
+/* Send the request (patterns relative to the job's folder, a leading
+ * $GPURUN_JOB_DIR/ allowed; dest created if missing). */
 int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 		   const struct strvec *patterns, const char *dest, int min_free_pct,
 		   struct art_pull **out, struct gr_err *err);
@@ -56,9 +61,9 @@ int art_pull(struct gr_conn *c, const char *project, const char *id,
 	     struct art_stats *st, struct gr_err *err);
 
 /* For commands: pull job id's artifacts into <project>/runs/<id>/ and say
- * on stderr what came (verbose_none: say so when nothing was new). One
+ * on stderr what came, or, when no file matched, what the job wrote. One
  * reconnect is tried. 0 or a GR_E* code with ctx->err set. */
 struct gr_ctx;
-int job_pull_artifacts(struct gr_ctx *ctx, const char *id, int verbose_none);
+int job_pull_artifacts(struct gr_ctx *ctx, const char *id);
 
 #endif

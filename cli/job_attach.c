@@ -210,6 +210,7 @@ static void pull_done(struct att *t)
 	else if (st.extracted && !t->ctx->quiet)
 		fprintf(stderr, "gpurun: pulled %u artifact%s into %s\n", st.extracted,
 			st.extracted == 1 ? "" : "s", t->o->pull_dest);
+	art_stats_release(&st);
 	t->pull = NULL;
 	t->next_pull = now_ms() + (uint64_t)t->o->pull_interval * 1000;
 }

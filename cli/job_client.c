@@ -29,64 +29,74 @@ int job_rec_check(const struct job_rec *r, struct gr_err *err)
 	return job_id_check(r->id, err);
 }
 
-/* A record is at least this many bytes on the wire (7 strings, 5 u64,
- * 2 u8, 2 u32 come to 70): a count past payload / this is a lie. */
-#define JOB_REC_MIN 64
 
-int job_list_parse(const void *p, size_t n, struct job_rec **recs, size_t *nrecs,
-		   struct gr_err *err)
+void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct strvec *spec)
 {
-	struct gr_rd rd;
-	int rc;
-
-	*recs = NULL;
-	*nrecs = 0;
-	rd_init(&rd, p, n);
-	uint32_t cnt = get_u32(&rd);
-	if (cnt > rd.n / JOB_REC_MIN)
-		return gr_errf(err, GR_EPROTO, "protocol error: the host announced %u jobs in %zu bytes",
-			       cnt, rd.n);
-	if (cnt)
-		*recs = xcalloc(cnt, sizeof(**recs));
-	for (uint32_t i = 0; i < cnt && !rd.bad; i++)
-		job_rec_get(&rd, &(*recs)[(*nrecs)++]);
-	rc = rd_done(&rd, err, "JOB_LIST");
-	for (size_t i = 0; i < *nrecs && rc == 0; i++)
-		rc = job_rec_check(&(*recs)[i], err);
-	if (rc < 0) {
-		job_recs_free(*recs, *nrecs);
-		*recs = NULL;
-		*nrecs = 0;
+#define PAIR(k, v) do { sv_push(spec, (k)); sv_push(spec, (v)); } while (0)
+	PAIR("command", cfg->train.command ? cfg->train.command : "");
+	PAIR("gpus", cfg->train.gpus ? cfg->train.gpus : "");
+	PAIR("shell", cfg->train.shell && *cfg->train.shell ? cfg->train.shell : "sh");
+	if (cfg->setup.command && *cfg->setup.command) {
+		PAIR("setup", cfg->setup.command);
+		for (size_t i = 0; i < cfg->setup.inputs.n; i++)
+			PAIR("setup_input", cfg->setup.inputs.v[i]);
+		if (force_setup)
+			PAIR("setup_force", "1");
 	}
-	return rc;
+	if (cfg->build.command && *cfg->build.command)
+		PAIR("build", cfg->build.command);
+	for (size_t i = 0; i < cfg->train.persist.n; i++)
+		PAIR("persist", cfg->train.persist.v[i]);
+#undef PAIR
 }
 
-int job_start(struct gr_conn *c, const char *project, const char *command,
-	      const char *gpus, uint32_t fresh_ms, char **id, struct gr_err *err)
+int job_start(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
+	      struct job_rec **others, size_t *nothers, struct gr_err *err)
 {
 	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
 	struct gr_rd rd;
 	int rc;
 
+	*id = NULL;
+	if (others) {
+		*others = NULL;
+		*nothers = 0;
+	}
 	put_str(&pl, project);
-	put_str(&pl, command);
-	put_u32(&pl, 0); /* no extra environment */
-	put_str(&pl, gpus ? gpus : "");
-	put_u32(&pl, fresh_ms);
+	put_u32(&pl, (uint32_t)(spec->n / 2));
+	for (size_t i = 0; i + 1 < spec->n; i += 2)
+		job_spec_put(&pl, spec->v[i], spec->v[i + 1]);
 	rc = conn_request(c, GR_MSG_JOB_START, pl.buf, pl.len, &rep, err);
 	if (rc == 0) {
+		struct job_rec *recs = NULL;
+		size_t n = 0;
 		rd_init(&rd, rep.buf, rep.len);
 		*id = get_str(&rd);
 		char *dir = get_str(&rd), *warn = get_str(&rd);
+		uint32_t cnt = get_u32(&rd);
+		for (uint32_t i = 0; i < cnt && !rd.bad && i < 64; i++) {
+			recs = xrealloc(recs, (n + 1) * sizeof(*recs));
+			job_rec_get(&rd, &recs[n++]);
+		}
 		if (rd_done(&rd, err, "JOB_START") < 0)
 			rc = GR_EPROTO;
-		else if ((rc = job_id_check(*id, err)) == 0 && *warn)
+		else
+			rc = job_id_check(*id, err);
+		for (size_t i = 0; i < n && rc == 0; i++)
+			rc = job_rec_check(&recs[i], err);
+		if (rc == 0 && *warn)
 			fprintf(stderr, "gpurun: warning: %s\n", ts(warn));
 		free(dir);
 		free(warn);
 		if (rc < 0) {
 			free(*id);
 			*id = NULL;
+			job_recs_free(recs, n);
+		} else if (others) {
+			*others = recs;
+			*nothers = n;
+		} else {
+			job_recs_free(recs, n);
 		}
 	}
 	sb_release(&pl);
@@ -101,8 +111,41 @@ void job_recs_free(struct job_rec *recs, size_t n)
 	free(recs);
 }
 
+int job_list_parse(const void *p, size_t len, struct job_rec **recs, size_t *n,
+		   uint64_t *disk_total, struct gr_err *err)
+{
+	struct gr_rd rd;
+	int rc;
+
+	*recs = NULL;
+	*n = 0;
+	rd_init(&rd, p, len);
+	uint32_t cnt = get_u32(&rd);
+	/* A record that passes job_rec_check holds at least its id (u32 n,
+	 * str "id", str of 20 bytes: 34 bytes): a count past that is a lie. */
+	if (cnt > rd.n / 34)
+		return gr_errf(err, GR_EPROTO, "protocol error: the host announced %u jobs in %zu bytes",
+			       cnt, rd.n);
+	for (uint32_t i = 0; i < cnt && !rd.bad; i++) {
+		*recs = xrealloc(*recs, (*n + 1) * sizeof(**recs));
+		job_rec_get(&rd, &(*recs)[(*n)++]);
+	}
+	uint64_t total = get_u64(&rd);
+	if (disk_total)
+		*disk_total = total;
+	rc = rd_done(&rd, err, "JOB_LIST");
+	for (size_t i = 0; i < *n && rc == 0; i++)
+		rc = job_rec_check(&(*recs)[i], err);
+	if (rc < 0) {
+		job_recs_free(*recs, *n);
+		*recs = NULL;
+		*n = 0;
+	}
+	return rc;
+}
+
 int job_list(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
-	     struct job_rec **recs, size_t *n, struct gr_err *err)
+	     struct job_rec **recs, size_t *n, uint64_t *disk_total, struct gr_err *err)
 {
 	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
 	int rc;
@@ -114,7 +157,7 @@ int job_list(struct gr_conn *c, const char *project, const char *id, uint32_t li
 	put_u32(&pl, limit);
 	rc = conn_request(c, GR_MSG_JOB_LIST, pl.buf, pl.len, &rep, err);
 	if (rc == 0)
-		rc = job_list_parse(rep.buf, rep.len, recs, n, err);
+		rc = job_list_parse(rep.buf, rep.len, recs, n, disk_total, err);
 	sb_release(&pl);
 	sb_release(&rep);
 	return rc;
@@ -232,6 +275,115 @@ int job_stop_print(const struct job_stop_report *s, int quiet)
 		fprintf(stderr, "gpurun: process %s of job %s still holds a GPU (pid gpu)\n",
 			ts(s->gpu_holders.v[i]), s->rec.id);
 	return s->survivors.n || s->gpu_holders.n;
+}
+
+void job_rm_report_free(struct job_rm_report *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		free(r->v[i].id);
+		free(r->v[i].why);
+	}
+	free(r->v);
+	*r = (struct job_rm_report){ 0 };
+}
+
+int job_rm(struct gr_conn *c, const char *project, const struct strvec *ids,
+	   struct job_rm_report *r, struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
+	struct gr_rd rd;
+	int rc;
+
+	*r = (struct job_rm_report){ 0 };
+	put_str(&pl, project);
+	put_u32(&pl, (uint32_t)ids->n);
+	for (size_t i = 0; i < ids->n; i++)
+		put_str(&pl, ids->v[i]);
+	rc = conn_request(c, GR_MSG_JOB_RM, pl.buf, pl.len, &rep, err);
+	if (rc == 0) {
+		rd_init(&rd, rep.buf, rep.len);
+		uint32_t n = get_u32(&rd);
+		if (n != ids->n) /* one answer per id asked: never the host's count */
+			rd.bad = 1;
+		r->v = xcalloc(ids->n ? ids->n : 1, sizeof(*r->v));
+		for (uint32_t i = 0; i < n && !rd.bad; i++, r->n++) {
+			r->v[i].id = get_str(&rd);
+			r->v[i].removed = get_u8(&rd);
+			r->v[i].why = get_str(&rd);
+			r->v[i].bytes = get_u64(&rd);
+		}
+		r->freed = get_u64(&rd);
+		if ((rc = rd_done(&rd, err, "JOB_RM")) < 0)
+			job_rm_report_free(r);
+	}
+	sb_release(&pl);
+	sb_release(&rep);
+	return rc;
+}
+
+int job_prune(struct gr_conn *c, const char *project, uint32_t keep, uint64_t older_s,
+	      int dry_run, struct job_rm_report *r, struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
+	struct gr_rd rd;
+	int rc;
+
+	*r = (struct job_rm_report){ 0 };
+	put_str(&pl, project);
+	put_u32(&pl, keep);
+	put_u64(&pl, older_s);
+	put_u8(&pl, (uint8_t)!!dry_run);
+	rc = conn_request(c, GR_MSG_JOB_PRUNE, pl.buf, pl.len, &rep, err);
+	if (rc == 0) {
+		rd_init(&rd, rep.buf, rep.len);
+		uint32_t n = get_u32(&rd);
+		if (n > rep.len / 12) /* str id + u64 at least: a larger count is a lie */
+			n = 0, rd.bad = 1;
+		r->v = xcalloc(n ? n : 1, sizeof(*r->v));
+		for (uint32_t i = 0; i < n && !rd.bad; i++, r->n++) {
+			r->v[i].id = get_str(&rd);
+			r->v[i].removed = 1;
+			r->v[i].bytes = get_u64(&rd);
+			if (r->v[i].id && !job_id_ok(r->v[i].id))
+				rd.bad = 1;
+		}
+		r->freed = get_u64(&rd);
+		r->kept = get_u32(&rd);
+		if ((rc = rd_done(&rd, err, "JOB_PRUNE")) < 0)
+			job_rm_report_free(r);
+	}
+	sb_release(&pl);
+	sb_release(&rep);
+	return rc;
+}
+
+int job_env(struct gr_conn *c, const char *project, const char *shell, struct strvec *kv,
+	    struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
+	struct gr_rd rd;
+	int rc;
+
+	put_str(&pl, project);
+	put_str(&pl, shell);
+	rc = conn_request(c, GR_MSG_JOB_ENV, pl.buf, pl.len, &rep, err);
+	if (rc == 0) {
+		rd_init(&rd, rep.buf, rep.len);
+		uint32_t n = get_u32(&rd);
+		for (uint32_t i = 0; i < n && i < 64 && !rd.bad; i++) {
+			char *k = get_str(&rd), *v = get_str(&rd);
+			if (k && v) {
+				sv_push(kv, k);
+				sv_push(kv, v);
+			}
+			free(k);
+			free(v);
+		}
+		rc = rd_done(&rd, err, "JOB_ENV");
+	}
+	sb_release(&pl);
+	sb_release(&rep);
+	return rc;
 }
 
 void job_gpus_payload(struct strbuf *pl, const char *project)
@@ -394,6 +546,30 @@ out:
 		close(lfd);
 }
 
+void job_cache_forget(const char *root, const struct strvec *ids)
+{
+	char *path = xasprintf("%s/.gpurun/jobs", root);
+	struct strbuf old = STRBUF_INIT, out = STRBUF_INIT;
+	char *save = NULL;
+
+	if (!ids->n || read_file(path, &old, NULL) < 0)
+		goto out;
+	for (char *line = strtok_r(old.buf ? old.buf : (char *)"", "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		size_t j;
+		for (j = 0; j < ids->n; j++)
+			if (!strncmp(line, ids->v[j], strlen(ids->v[j])) && line[strlen(ids->v[j])] == '\t')
+				break;
+		if (j == ids->n)
+			sb_addf(&out, "%s\n", line);
+	}
+	write_file_atomic(path, out.buf ? out.buf : "", out.len, 0644, NULL);
+out:
+	sb_release(&old);
+	sb_release(&out);
+	free(path);
+}
+
 const char *job_fmt_time(uint64_t ms, char *buf, size_t n)
 {
 	time_t t = (time_t)(ms / 1000);
@@ -458,7 +634,16 @@ void json_str(struct strbuf *sb, const char *s)
 
 void job_describe_end(const struct job_rec *r, struct strbuf *sb)
 {
-	if (r->has_status && r->signalled)
+	const char *phase = r->phase && *r->phase ? r->phase : "run";
+
+	if (r->has_status && strcmp(phase, "run") && (r->signalled || r->code)) {
+		sb_addf(sb, "%s ", phase);
+		if (r->signalled)
+			sb_addf(sb, "was killed by signal %u (%s)", r->code, strsignal((int)r->code));
+		else
+			sb_addf(sb, "failed with status %u", r->code);
+		sb_adds(sb, "; [train] command did not run");
+	} else if (r->has_status && r->signalled)
 		sb_addf(sb, "was killed by signal %u (%s)", r->code, strsignal((int)r->code));
 	else if (r->has_status)
 		sb_addf(sb, "exited with status %u", r->code);

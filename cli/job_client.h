@@ -12,11 +12,16 @@
 #include "gpurun.h"
 #include "job_proto.h"
 
-/* Start [train] command as a job in project (the [remote] path).
- * fresh_ms: files changed this recently are copied, not linked, into the
- * job's snapshot (the build's outputs). *id is the caller's. */
-int job_start(struct gr_conn *c, const char *project, const char *command,
-	      const char *gpus, uint32_t fresh_ms, char **id, struct gr_err *err);
+/* The JOB_START spec (job_proto.h, JOB_SPEC_KEYS) for this project's
+ * configuration: pairs appended to spec (v[2i] key, v[2i+1] value).
+ * force_setup: run [setup] command even if nothing changed. */
+void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct strvec *spec);
+
+/* Start a job in project (the [remote] path) from spec. *id is the
+ * caller's; *others (NULL: not wanted) gets the project's other jobs that
+ * are not over, the caller's to job_recs_free. */
+int job_start(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
+	      struct job_rec **others, size_t *nothers, struct gr_err *err);
 
 /* 0 when id has the shape gpurun's agent makes (job_id_ok); else
  * GR_EPROTO with err naming the host as the source of the bad id. Every id
@@ -25,14 +30,15 @@ int job_start(struct gr_conn *c, const char *project, const char *command,
 int job_id_check(const char *id, struct gr_err *err);
 /* The checks a record from the host must pass (its id, for now). */
 int job_rec_check(const struct job_rec *r, struct gr_err *err);
-/* Parse a JOB_LIST answer; every record checked. *recs is the caller's. */
-int job_list_parse(const void *p, size_t n, struct job_rec **recs, size_t *nrecs,
-		   struct gr_err *err);
 
 /* Jobs newest first (id NULL or "" = all, limit 0 = all). *recs is the
- * caller's to job_recs_free. */
+ * caller's to job_recs_free. disk_total (may be NULL): bytes the
+ * project's jobs hold on the host in all. */
 int job_list(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
-	     struct job_rec **recs, size_t *n, struct gr_err *err);
+	     struct job_rec **recs, size_t *n, uint64_t *disk_total, struct gr_err *err);
+/* Parse a JOB_LIST answer; every record checked. *recs is the caller's. */
+int job_list_parse(const void *p, size_t len, struct job_rec **recs, size_t *n,
+		   uint64_t *disk_total, struct gr_err *err);
 void job_recs_free(struct job_rec *recs, size_t n);
 /* One job ("" or NULL = the latest; a unique prefix works too). */
 int job_status(struct gr_conn *c, const char *project, const char *id,
@@ -54,6 +60,31 @@ int job_stop_parse(const void *p, size_t n, struct job_stop_report *s, struct gr
 /* Tell the user what a stop did (stderr); returns 0, or 1 if something
  * survived. */
 int job_stop_print(const struct job_stop_report *s, int quiet);
+
+/* Removal (JOB_RM, JOB_PRUNE): what each job became. */
+struct job_rm_item {
+	char *id;     /* as asked (rm) or removed (prune) */
+	int removed;
+	char *why;    /* rm: the full id when removed, else why not */
+	uint64_t bytes;
+};
+struct job_rm_report {
+	struct job_rm_item *v;
+	size_t n;
+	uint64_t freed;  /* in all, the shared store's included */
+	uint32_t kept;   /* prune: jobs left */
+};
+void job_rm_report_free(struct job_rm_report *r);
+int job_rm(struct gr_conn *c, const char *project, const struct strvec *ids,
+	   struct job_rm_report *r, struct gr_err *err);
+/* keep 0 / older_s 0: no such limit. */
+int job_prune(struct gr_conn *c, const char *project, uint32_t keep, uint64_t older_s,
+	      int dry_run, struct job_rm_report *r, struct gr_err *err);
+
+/* What a job's command would find through shell (JOB_ENV): pairs
+ * appended to kv (v[2i] key, v[2i+1] value). */
+int job_env(struct gr_conn *c, const char *project, const char *shell, struct strvec *kv,
+	    struct gr_err *err);
 
 struct job_gpu {
 	uint32_t index, util;
@@ -81,6 +112,8 @@ void job_gpus_free(struct job_gpus *g);
  * first, at most 200 lines): entries are added or updated, others kept.
  * Best effort: a failure is silent (it is only a cache). */
 void job_cache_update(const char *root, const struct job_rec *recs, size_t n);
+/* Drop ids (removed from the host) from the cache. */
+void job_cache_forget(const char *root, const struct strvec *ids);
 
 /* "2026-11-22 00:35:12" (local time) for a Unix ms time; "-" for 0. */
 const char *job_fmt_time(uint64_t ms, char *buf, size_t n);
@@ -89,7 +122,8 @@ const char *job_fmt_duration(uint64_t ms, char *buf, size_t n);
 /* Append s as a JSON string (quoted, escaped). */
 void json_str(struct strbuf *sb, const char *s);
 /* A job's state in words for messages: "exited with status 1",
- * "killed by signal 9", "lost (no exit status recorded)". */
+ * "killed by signal 9", "lost (no exit status recorded)", and where a
+ * job ended before its command ran, "setup failed with status 1". */
 void job_describe_end(const struct job_rec *r, struct strbuf *sb);
 
 /* For commands: connect, and turn "no such job" into a helpful error. */

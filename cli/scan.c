@@ -16,8 +16,11 @@
 
 enum scan_mode {
 	SCAN_RULES,        /* the ignore rules decide */
-	SCAN_TRACKED_ONLY, /* inside an ignored folder: only what git tracks */
+	SCAN_TRACKED_ONLY, /* inside an ignored folder: only what git tracks or
+			      [sync] include names */
 	SCAN_RAW,          /* inside .git with include_git: everything */
+	SCAN_INCLUDED,     /* inside a folder [sync] include names: all but .git
+			      and persistent paths */
 };
 
 struct scan_ctx {
@@ -130,15 +133,51 @@ again:
 			break;
 		}
 		if (ig_check_len(c->ig, c->path.buf, c->path.len, is_dir, NULL)) {
-			if (!is_dir || !ignore_tracked_under(c->ig, c->path.buf))
+			if (!is_dir || ig_persist_match(c->ig, c->path.buf, c->path.len, NULL) ||
+			    (!ignore_tracked_under(c->ig, c->path.buf) &&
+			     !ig_include_may_descend(c->ig, c->path.buf, c->path.len)))
 				return 0;
 			child = SCAN_TRACKED_ONLY;
+		} else if (is_dir && ig_include_match(c->ig, c->path.buf, c->path.len, 1, NULL) > 0) {
+			child = SCAN_INCLUDED;
 		}
 		break;
 	case SCAN_TRACKED_ONLY:
-		if (is_dir ? !ignore_tracked_under(c->ig, c->path.buf)
+		if (ig_persist_match(c->ig, c->path.buf, c->path.len, NULL))
+			return 0;
+		if (ig_include_match(c->ig, c->path.buf, c->path.len, is_dir, NULL) > 0) {
+			child = SCAN_INCLUDED;
+			break;
+		}
+		if (is_dir ? !ignore_tracked_under(c->ig, c->path.buf) &&
+			     !ig_include_may_descend(c->ig, c->path.buf, c->path.len)
 			   : !ignore_tracked(c->ig, c->path.buf))
 			return 0;
+		break;
+	case SCAN_INCLUDED:
+		if (scan_is_git(name)) {
+			if (!c->o->include_git)
+				return 0;
+			child = SCAN_RAW;
+			break;
+		}
+		if (ig_persist_match(c->ig, c->path.buf, c->path.len, NULL))
+			return 0;
+		if (ig_include_match(c->ig, c->path.buf, c->path.len, is_dir, NULL) < 0) {
+			/* Taken back by a '!' include: as if it were not
+			 * included, folders above it considered. */
+			size_t decided;
+			int ig = ig_path_len(c->ig, c->path.buf, c->path.len, is_dir, NULL, &decided,
+					     c->err);
+			if (ig < 0)
+				return ig;
+			if (!ig) {
+				child = SCAN_RULES;
+				break;
+			}
+			mode = child = SCAN_TRACKED_ONLY;
+			goto again;
+		}
 		break;
 	}
 	if (!have_st) {
@@ -157,7 +196,16 @@ again:
 	ret = scan_add(c, dfd, name, &st);
 	if (ret < 0 || !is_dir)
 		return ret;
-	return scan_enter(c, dfd, name, child);
+	size_t at = c->n;
+	ret = scan_enter(c, dfd, name, child);
+	/* A folder entered only to look for tracked or included paths, that
+	 * held none: it is ignored after all. */
+	if (ret == 0 && child == SCAN_TRACKED_ONLY && c->n == at) {
+		c->n--;
+		free(c->v[c->n].path);
+		free(c->v[c->n].link);
+	}
+	return ret;
 
 stat_failed:
 	if (errno == ENOENT)
@@ -173,7 +221,7 @@ static int scan_dir(struct scan_ctx *c, int dfd, enum scan_mode mode)
 	DIR *d;
 	int ret = 0;
 
-	if (mode == SCAN_RULES) {
+	if (mode == SCAN_RULES || mode == SCAN_INCLUDED) {
 		ret = ig_load(c->ig, dfd, c->path.buf, c->path.len, c->err);
 		if (ret < 0) {
 			close(dfd);
@@ -242,6 +290,8 @@ int scan_tree(const char *root, const struct scan_opts *o, struct scan_entry **o
 		goto out;
 	}
 	ignore_set_include_git(c.ig, c.o->include_git);
+	ignore_set_include(c.ig, c.o->include, c.o->ninclude);
+	ignore_set_persist(c.ig, c.o->persist, c.o->npersist);
 	sb_add(&c.path, "", 0);
 	ret = scan_dir(&c, fd, SCAN_RULES);
 	if (ret < 0)

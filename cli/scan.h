@@ -26,11 +26,16 @@ struct scan_opts {
 	const char *const *extra; /* extra gitignore-syntax patterns ([sync] exclude), may be NULL */
 	size_t nextra;
 	int include_git;          /* keep .git/ (never by default) */
+	const char *const *include; /* [sync] include: sent although ignored */
+	size_t ninclude;
+	const char *const *persist; /* [train] persist: never sent */
+	size_t npersist;
 };
 
 /* Scan root. Directories that hold no entries are listed too (so empty
- * folders are carried); ignored directories are not descended. Always
- * skipped: .git/ (unless include_git) and .gpurun/ (gpurun's local state).
+ * folders are carried); ignored directories are not descended (unless to
+ * reach a tracked or included path). Always skipped: .git/ (unless
+ * include_git), .gpurun/ (gpurun's local state) and persistent paths.
  * *out is an array of *n entries, the caller's to scan_free().
  *
  * Details (scan.c, ignore.c):

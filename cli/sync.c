@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ignore.h"
 #include "scan.h"
 #include "sync.h"
 #include "sync_index.h"
@@ -33,7 +34,49 @@ struct run {
 	struct sync_stats st;
 	struct sync_hash_stats hs;
 	uint32_t early_sid; /* an OPEN that went with the bootstrap command */
+	struct ignore *ig;  /* for keep_ignored, made when first needed */
+	struct scan_opts so;
 };
+
+/* Is path (on the host) ignored here? Then the sync leaves it there. */
+static int ignored_here(void *arg, const char *path, int is_dir)
+{
+	struct run *r = arg;
+	struct gr_err e = { 0 };
+
+	if (ignore_builtin(path, r->so.include_git))
+		return 1;
+	if (!r->ig) {
+		if (ignore_new(&r->ig, r->ctx->cfg->root, r->so.extra, r->so.nextra, &e) < 0)
+			return 0;
+		ignore_set_include_git(r->ig, r->so.include_git);
+		ignore_set_include(r->ig, r->so.include, r->so.ninclude);
+		ignore_set_persist(r->ig, r->so.persist, r->so.npersist);
+	}
+	return ignore_path(r->ig, path, is_dir, NULL, &e) == 1;
+}
+
+/* What the host holds and this side ignores stays on the host (and in
+ * the local list, as the host has it); leaves follow their entries. */
+static void keep_ignored(struct run *r, const struct sm_list *host)
+{
+	size_t *map = NULL, old = r->local.n;
+
+	sync_plan_keep_ignored(&r->local, host, ignored_here, r, &map);
+	if (!map)
+		return;
+	uint8_t **leaves = xcalloc(r->local.n ? r->local.n : 1, sizeof(*leaves));
+	for (size_t i = 0; i < r->local.n; i++)
+		if (map[i] < old) {
+			leaves[i] = r->leaves[map[i]];
+			r->leaves[map[i]] = NULL;
+		}
+	for (size_t i = 0; i < old; i++)
+		free(r->leaves[i]);
+	free(r->leaves);
+	r->leaves = leaves;
+	free(map);
+}
 
 static int have_sig(void *arg, const uint8_t *hash)
 {
@@ -211,6 +254,7 @@ static int exchange(struct run *r)
 		gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
 		goto out;
 	}
+	keep_ignored(r, &r->view);
 	rc = resolve_hashes(cfg, &r->local, &r->view, r->leaves, &r->hs, &r->ctx->err);
 	if (rc < 0)
 		goto out;
@@ -225,7 +269,9 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 {
 	const struct gr_config *cfg = ctx->cfg;
 	struct scan_opts so = { (const char *const *)cfg->sync.exclude.v, cfg->sync.exclude.n,
-				cfg->sync.include_git };
+				cfg->sync.include_git,
+				(const char *const *)cfg->sync.include.v, cfg->sync.include.n,
+				(const char *const *)cfg->train.persist.v, cfg->train.persist.n };
 	struct scan_entry *ents = NULL;
 	size_t nents = 0;
 	struct sync_index *idx = NULL;
@@ -249,6 +295,9 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	r.leaves = xcalloc(r.local.n ? r.local.n : 1, sizeof(*r.leaves));
 	r.key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
 	r.have_known = sync_rstate_load(cfg->root, r.key, &r.known, r.known_digest);
+	r.so = so;
+	if (r.have_known)
+		keep_ignored(&r, &r.known);
 	/* While the connection comes up: hash what the host probably has too
 	 * (as far as the last sync knows), so a no-op is seen as one. */
 	if ((rc = resolve_hashes(cfg, &r.local, &r.known, r.leaves, &r.hs, &ctx->err)) < 0)
@@ -314,6 +363,7 @@ out:
 		for (size_t i = 0; i < r.local.n; i++)
 			free(r.leaves[i]);
 	free(r.leaves);
+	ignore_free(r.ig);
 	sm_list_free(&r.local);
 	sm_list_free(&r.known);
 	sm_list_free(&r.view);

@@ -1,5 +1,6 @@
 /* The sync plan: a merge of the local and the host's manifests (see
  * sync_plan.h). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +87,76 @@ void sync_plan_build(const struct sm_list *local, const struct sm_list *remote,
 	for (size_t k = del.n; k-- > 0;)
 		sv_push(&p->deletes, del.v[k]);
 	sv_clear(&del);
+}
+
+static void push_entry(struct sm_list *l, const struct sm_entry *e, size_t **m, size_t *n,
+		       size_t from)
+{
+	if (l->n == l->alloc) {
+		l->alloc = l->alloc ? 2 * l->alloc : 64;
+		l->e = xrealloc(l->e, l->alloc * sizeof(*l->e));
+	}
+	l->e[l->n++] = *e;
+	*m = xrealloc(*m, (*n + 1) * sizeof(**m));
+	(*m)[(*n)++] = from;
+}
+
+size_t sync_plan_keep_ignored(struct sm_list *local, const struct sm_list *host,
+			      int (*ignored)(void *arg, const char *path, int is_dir), void *arg,
+			      size_t **map)
+{
+	struct sm_list out = { 0 };
+	size_t i = 0, j = 0, kept = 0, n = 0, *m = NULL;
+	int changed = 0;
+
+	*map = NULL;
+	while (i < local->n || j < host->n) {
+		const struct sm_entry *l = i < local->n ? &local->e[i] : NULL;
+		const struct sm_entry *h = j < host->n ? &host->e[j] : NULL;
+		int c = !l ? 1 : !h ? -1 : strcmp(l->path, h->path);
+		if (c <= 0 && !(l->flags & SM_F_KEPT)) { /* ours: as it is */
+			push_entry(&out, l, &m, &n, i++);
+			j += c == 0;
+			continue;
+		}
+		if (c < 0) { /* kept before, gone from the host since */
+			changed = 1;
+			i++;
+			continue;
+		}
+		/* On the host only (or kept before). */
+		i += c == 0;
+		j++;
+		if (!ignored(arg, h->path, h->type == SM_DIR)) {
+			changed |= c == 0; /* kept before, synced again now */
+			continue;
+		}
+		changed = 1;
+		struct sm_entry e = { 0 };
+		e.path = xstrdup(h->path);
+		e.type = h->type;
+		e.mode = h->mode;
+		e.size = h->size;
+		e.mtime_ns = h->mtime_ns;
+		memcpy(e.hash, h->hash, SM_HASH_LEN);
+		e.link = h->link ? xstrdup(h->link) : NULL;
+		e.flags = SM_F_KEPT;
+		push_entry(&out, &e, &m, &n, SIZE_MAX);
+		kept++;
+	}
+	if (!changed) { /* nothing to keep: local stays as it was */
+		free(out.e);
+		free(m);
+		return 0;
+	}
+	/* The entries moved to out: release only the kept-before ones. */
+	for (size_t k = 0; k < local->n; k++)
+		if (local->e[k].flags & SM_F_KEPT)
+			sm_entry_release(&local->e[k]);
+	free(local->e);
+	*local = out;
+	*map = m;
+	return kept;
 }
 
 void sync_plan_free(struct sync_plan *p)

@@ -34,6 +34,22 @@ struct sync_plan {
 	uint64_t send_bytes;     /* sizes of the files to send */
 };
 
+/* sm_entry.flags: an entry of the host's that is ignored here, kept in
+ * the local list as the host has it (sync_plan_keep_ignored). */
+#define SM_F_KEPT 2
+
+/* A sync never deletes on the host what is ignored here (as rsync's
+ * --delete spares excluded files): every entry of host that ignored()
+ * says is ignored here and that local lacks joins local (sorted), as the
+ * host has it, marked SM_F_KEPT, so the plan neither sends nor deletes it
+ * and the manifest the sync expects keeps it. Entries kept before are
+ * dropped first. *map (NULL if nothing changed, else the caller's to
+ * free) gives each new index's old index, or SIZE_MAX for a kept entry.
+ * Returns how many are kept. */
+size_t sync_plan_keep_ignored(struct sm_list *local, const struct sm_list *host,
+			      int (*ignored)(void *arg, const char *path, int is_dir), void *arg,
+			      size_t **map);
+
 /* have_sig(arg, hash): is a signature of that version cached? */
 void sync_plan_build(const struct sm_list *local, const struct sm_list *remote,
 		     uint64_t delta_min, int (*have_sig)(void *arg, const uint8_t *hash),

@@ -116,13 +116,19 @@ static void fill(struct gr_config *c)
 	c->sync.delta_min = size_of(p, "sync.delta_min");
 	c->sync.include_git = !strcmp(text_of(p, "sync.include_git"), "true");
 	c->sync.preserve_perms = !strcmp(text_of(p, "sync.preserve_perms"), "true");
+	split_list(&c->sync.include, text_of(p, "sync.include"));
+	set_str(&c->setup.command, text_of(p, "setup.command"));
+	split_list(&c->setup.inputs, text_of(p, "setup.inputs"));
 	set_str(&c->build.command, text_of(p, "build.command"));
 	set_str(&c->train.command, text_of(p, "train.command"));
+	set_str(&c->train.shell, text_of(p, "train.shell"));
+	split_list(&c->train.persist, text_of(p, "train.persist"));
 	set_str(&c->train.gpus, text_of(p, "train.gpus"));
 	c->train.stop_grace = int_of(p, "train.stop_grace");
 	split_list(&c->artifacts.pull, text_of(p, "artifacts.pull"));
 	c->artifacts.interval = int_of(p, "artifacts.interval");
 	c->artifacts.min_free = int_of(p, "artifacts.min_free");
+	c->jobs.keep = int_of(p, "jobs.keep");
 	set_str(&c->hooks.pre_push, text_of(p, "hooks.pre_push"));
 }
 
@@ -631,7 +637,10 @@ int config_write_template(const char *path, struct gr_err *err)
 		goto out;
 	}
 	project = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
-	cfgk_template(&text, *project ? project : "project");
+	struct cfg_profile prof;
+	cfgk_profile_detect(real, &prof);
+	cfgk_template(&text, *project ? project : "project", &prof);
+	cfgk_profile_free(&prof);
 
 	/* Write beside it, then link: link() refuses to replace a file that
 	 * appeared meanwhile, where rename() would overwrite it. */
@@ -687,6 +696,8 @@ void config_free(struct gr_config *cfg)
 	free(cfg->remote.host); free(cfg->remote.path); free(cfg->remote.identity);
 	free(cfg->remote.known_hosts); free(cfg->build.command); free(cfg->train.command);
 	free(cfg->train.gpus); free(cfg->hooks.pre_push);
+	free(cfg->setup.command); free(cfg->train.shell);
 	sv_clear(&cfg->sync.exclude); sv_clear(&cfg->artifacts.pull);
+	sv_clear(&cfg->sync.include); sv_clear(&cfg->setup.inputs); sv_clear(&cfg->train.persist);
 	free(cfg);
 }

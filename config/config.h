@@ -61,20 +61,30 @@ struct gr_config {
 		uint64_t delta_min;    /* files at least this big travel as deltas */
 		int include_git;       /* send .git/ too */
 		int preserve_perms;    /* keep group/other mode bits on the host */
+		struct strvec include; /* sent although ignored, gitignore syntax */
 	} sync;
 	struct {
-		char *command;         /* run on the host before each job; "" = none */
+		char *command;         /* prepares the host, in the project folder; "" = none */
+		struct strvec inputs;  /* files whose content reruns it */
+	} setup;
+	struct {
+		char *command;         /* run in the job's folder before the job; "" = none */
 	} build;
 	struct {
 		char *command;         /* the job */
+		char *shell;           /* "sh" or "login" */
+		struct strvec persist; /* paths shared by every job, kept in the project folder */
 		char *gpus;            /* "all", "N" or "0,2" */
 		int stop_grace;        /* seconds between SIGTERM and SIGKILL */
 	} train;
 	struct {
-		struct strvec pull;    /* globs relative to the job folder */
+		struct strvec pull;    /* globs relative to the job's folder */
 		int interval;          /* seconds between pulls while a job runs; 0 = off */
 		int min_free;          /* percent of the local filesystem a pull leaves free */
 	} artifacts;
+	struct {
+		int keep;              /* ended jobs kept after each train; 0 = all */
+	} jobs;
 	struct {
 		char *pre_push;        /* smoke test run on the host by the pre-push hook */
 	} hooks;
@@ -129,5 +139,10 @@ void config_dump(const struct gr_config *cfg, struct strbuf *out, int json);
 int config_write_template(const char *path, struct gr_err *err);
 
 void config_free(struct gr_config *cfg);
+
+/* Length of a leading "$GPURUN_JOB_DIR/" (or "${GPURUN_JOB_DIR}/") in an
+ * [artifacts] pull glob, 0 if none: such a glob names the same file
+ * relative to the job's folder. */
+size_t config_job_dir_prefix(const char *glob);
 
 #endif

@@ -28,8 +28,20 @@ int cfgk_normalize(const struct gr_config_key *k, const char *raw, struct strbuf
 /* The default of k as text, with "<project>" replaced by project. */
 char *cfgk_default(const struct gr_config_key *k, const char *project);
 
-/* The whole commented template for a project folder named project. */
-void cfgk_template(struct strbuf *out, const char *project);
+/* What `gpurun init` found in the project folder, and the values its
+ * template writes for this kind of project (config_init.c). */
+struct cfg_profile {
+	const char *kind;     /* "python", "kernels" or "" (nothing recognised) */
+	struct strbuf found;  /* what was seen: "train.py, requirements.txt" */
+	struct strvec keys;   /* "section.key", in step with values */
+	struct strvec values;
+};
+void cfgk_profile_detect(const char *dir, struct cfg_profile *p);
+void cfgk_profile_free(struct cfg_profile *p);
+
+/* The whole commented template for a project folder named project; p
+ * (may be NULL) sets the values that fit the project. */
+void cfgk_template(struct strbuf *out, const char *project, const struct cfg_profile *p);
 
 /* The environment variable for key k: GPURUN_REMOTE_HOST. */
 void cfgk_env_name(const struct gr_config_key *k, struct strbuf *out);

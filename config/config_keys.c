@@ -13,10 +13,11 @@ static const char *check_host(const char *v, struct strbuf *norm);
 static const char *check_gpus(const char *v, struct strbuf *norm);
 static const char *check_pull(const char *v, struct strbuf *norm);
 static const char *check_text(const char *v, struct strbuf *norm);
+static const char *check_persist(const char *v, struct strbuf *norm);
+static const char *check_inputs(const char *v, struct strbuf *norm);
 
 static const char *const transport_values[] = { "libssh2", "openssh", "local", NULL };
-
-#define TRAIN_DEFAULT "kernels/train --synthetic 20000 --steps 400 --out \"$GPURUN_JOB_DIR\""
+static const char *const shell_values[] = { "sh", "login", NULL };
 
 static const struct gr_config_key keys[] = {
 	{ .section = "remote", .name = "host", .type = GR_KEY_STRING, .def = "",
@@ -47,14 +48,31 @@ static const struct gr_config_key keys[] = {
 	  .help = "send the .git folder too" },
 	{ .section = "sync", .name = "preserve_perms", .type = GR_KEY_BOOL, .def = "false",
 	  .help = "keep group and other permissions on the host; false: files keep only the owner's" },
+	{ .section = "sync", .name = "include", .type = GR_KEY_LIST, .def = "",
+	  .help = "paths to send although git ignores them (gitignore syntax), with all below them",
+	  .example = "data/" },
 
-	{ .section = "build", .name = "command", .type = GR_KEY_STRING, .def = "make -C kernels",
-	  .help = "run with sh -c in the remote project folder before each job; empty: none",
+	{ .section = "setup", .name = "command", .type = GR_KEY_STRING, .def = "",
+	  .help = "prepares the host, in the project folder; runs again when it or its inputs change",
+	  .example = "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt",
 	  .check = check_text },
+	{ .section = "setup", .name = "inputs", .type = GR_KEY_LIST, .def = "",
+	  .help = "files (paths or globs in the project) whose content makes setup run again",
+	  .example = "requirements.txt", .check = check_inputs },
 
-	{ .section = "train", .name = "command", .type = GR_KEY_STRING, .def = TRAIN_DEFAULT,
-	  .help = "the job, run with sh -c; GPURUN_JOB_DIR and GPURUN_JOB_ID are set",
-	  .check = check_text },
+	{ .section = "build", .name = "command", .type = GR_KEY_STRING, .def = "",
+	  .help = "run before each job, in the job's own folder; a failure stops there; empty: none",
+	  .example = "make", .check = check_text },
+
+	{ .section = "train", .name = "command", .type = GR_KEY_STRING, .def = "",
+	  .help = "the job, run in its own folder (a snapshot of the project, $GPURUN_JOB_DIR)",
+	  .example = "python3 train.py", .check = check_text },
+	{ .section = "train", .name = "shell", .type = GR_KEY_ENUM, .def = "sh",
+	  .values = shell_values,
+	  .help = "how setup, build and job run: sh (/bin/sh -c) or login (your shell -l -i: rc files apply)" },
+	{ .section = "train", .name = "persist", .type = GR_KEY_LIST, .def = "",
+	  .help = "paths kept in the project folder and shared by every job ('dir/': a folder); never synced",
+	  .example = "checkpoints/ .venv/", .check = check_persist },
 	{ .section = "train", .name = "gpus", .type = GR_KEY_STRING, .def = "all",
 	  .help = "GPUs for the job: all, a count (2), or device indices (0,2)",
 	  .check = check_gpus },
@@ -62,9 +80,9 @@ static const struct gr_config_key keys[] = {
 	  .min = 0, .max = 3600,
 	  .help = "seconds between SIGTERM and SIGKILL when a job is stopped" },
 
-	{ .section = "artifacts", .name = "pull", .type = GR_KEY_LIST, .def = "*.bin metrics.csv",
-	  .help = "files to fetch back, as globs relative to the job folder",
-	  .check = check_pull },
+	{ .section = "artifacts", .name = "pull", .type = GR_KEY_LIST, .def = "",
+	  .help = "files to fetch back: globs relative to the job's folder, where its command runs",
+	  .example = "checkpoints/ *.jsonl", .check = check_pull },
 	{ .section = "artifacts", .name = "interval", .type = GR_KEY_INT, .def = "60",
 	  .min = 0, .max = 86400,
 	  .help = "seconds between pulls while a job runs; 0: only when it ends" },
@@ -72,9 +90,13 @@ static const struct gr_config_key keys[] = {
 	  .min = 0, .max = 90,
 	  .help = "percent of the local disk a pull must leave free; else it is refused" },
 
+	{ .section = "jobs", .name = "keep", .type = GR_KEY_INT, .def = "20",
+	  .min = 0, .max = 1000000,
+	  .help = "ended jobs kept on the host; older ones are removed after each train (0: keep all)" },
+
 	{ .section = "hooks", .name = "pre_push", .type = GR_KEY_STRING, .def = "",
 	  .help = "smoke test the git pre-push hook runs on the host; empty: none",
-	  .example = "make -C kernels test", .check = check_text },
+	  .example = "python3 train.py --steps 20", .check = check_text },
 };
 
 const struct gr_config_key *config_keys(size_t *n)
@@ -346,6 +368,16 @@ static const char *check_gpus(const char *v, struct strbuf *norm)
 	return NULL;
 }
 
+size_t config_job_dir_prefix(const char *glob)
+{
+	static const char *const forms[] = { "$GPURUN_JOB_DIR/", "${GPURUN_JOB_DIR}/" };
+
+	for (size_t i = 0; i < GR_ARRAY_SIZE(forms); i++)
+		if (!strncmp(glob, forms[i], strlen(forms[i])))
+			return strlen(forms[i]);
+	return 0;
+}
+
 static const char *check_pull(const char *v, struct strbuf *norm)
 {
 	char *dup = xstrdup(v), *save = NULL, *w;
@@ -353,12 +385,56 @@ static const char *check_pull(const char *v, struct strbuf *norm)
 
 	(void)norm;
 	for (char *s = dup; !why && (w = strtok_r(s, " ", &save)); s = NULL) {
+		w += config_job_dir_prefix(w);
 		if (w[0] == '/')
 			why = "globs must be relative to the job folder, not absolute";
 		for (const char *c = w; !why && c; c = strchr(c, '/') ? strchr(c, '/') + 1 : NULL)
 			if (!strncmp(c, "..", 2) && (c[2] == '/' || c[2] == '\0'))
 				why = "globs must stay inside the job folder (no '..')";
 	}
+	free(dup);
+	return why;
+}
+
+/* One word of a list: relative, inside the project, no "..". */
+static const char *check_relative(const char *w, const char *what)
+{
+	if (w[0] == '/')
+		return what;
+	for (const char *c = w; c; c = strchr(c, '/') ? strchr(c, '/') + 1 : NULL)
+		if (!strncmp(c, "..", 2) && (c[2] == '/' || c[2] == '\0'))
+			return what;
+	return NULL;
+}
+
+static const char *check_persist(const char *v, struct strbuf *norm)
+{
+	char *dup = xstrdup(v), *save = NULL, *w;
+	const char *why = NULL;
+
+	(void)norm;
+	for (char *s = dup; !why && (w = strtok_r(s, " ", &save)); s = NULL) {
+		why = check_relative(w, "persistent paths must be relative to the project, without '..'");
+		if (!why && strpbrk(w, "*?[\\"))
+			why = "persistent paths are paths, not patterns";
+		if (!why && (!strcmp(w, ".gpurun") || !strncmp(w, ".gpurun/", 8)))
+			why = ".gpurun/ is gpurun's own";
+		if (!why && (strstr(w, "//") || !strcmp(w, ".") || !strcmp(w, "./") ||
+			     !strncmp(w, "./", 2) || strstr(w, "/./")))
+			why = "write each persistent path plainly (like checkpoints/)";
+	}
+	free(dup);
+	return why;
+}
+
+static const char *check_inputs(const char *v, struct strbuf *norm)
+{
+	char *dup = xstrdup(v), *save = NULL, *w;
+	const char *why = NULL;
+
+	(void)norm;
+	for (char *s = dup; !why && (w = strtok_r(s, " ", &save)); s = NULL)
+		why = check_relative(w, "setup inputs must be relative to the project, without '..'");
 	free(dup);
 	return why;
 }
@@ -501,44 +577,4 @@ done:
 	if (!out->buf)
 		sb_add(out, "", 0);
 	return rc;
-}
-
-/* ---- the template ---------------------------------------------------- */
-
-void cfgk_template(struct strbuf *out, const char *project)
-{
-	const char *section = "";
-
-	sb_adds(out,
-		"# gpurun.ini: how gpurun syncs, builds and runs this project on a GPU host.\n"
-		"# Written by 'gpurun init' with every key and its default; a key shown\n"
-		"# commented out has no default. 'gpurun config' shows the values in effect\n"
-		"# and where each came from.\n"
-		"#\n"
-		"# Comments are lines starting with '#' or ';'. A value runs to the end of its\n"
-		"# line as written (no quotes, no inline comments). '~' in a local path is your\n"
-		"# home folder. Precedence: defaults < this file < GPURUN_<SECTION>_<KEY>\n"
-		"# environment variables < the command line (-o section.key=value, --host).\n");
-	for (size_t i = 0; i < GR_ARRAY_SIZE(keys); i++) {
-		const struct gr_config_key *k = &keys[i];
-		char *def = cfgk_default(k, project);
-
-		if (strcmp(section, k->section)) {
-			section = k->section;
-			sb_addf(out, "\n[%s]\n", section);
-		}
-		sb_addf(out, "# %s", k->help);
-		if (k->type == GR_KEY_INT)
-			sb_addf(out, " (%lld-%lld)", k->min, k->max);
-		if (k->type == GR_KEY_LIST)
-			sb_adds(out, " (a list; repeat the key to add)");
-		sb_adds(out, "\n");
-		if (*def)
-			sb_addf(out, "%s = %s\n", k->name, def);
-		else if (k->example)
-			sb_addf(out, "#%s = %s\n", k->name, k->example);
-		else
-			sb_addf(out, "%s =\n", k->name);
-		free(def);
-	}
 }

@@ -1,12 +1,13 @@
 /* The agent's job and artifact requests (0x40-0x6f, job_proto.h): start a
- * job under its supervisor, list jobs and their state, stream a log from
- * a byte offset (following it as it grows), stop a job's whole process
- * tree, report GPUs, and pack artifacts. Also the agent binary's other
- * mode, `supervise` (job_super.c). */
+ * job (its folder, its snapshot, then its backend), list jobs and their
+ * state and disk use, stream a log from a byte offset (following it as
+ * it grows), stop a job, remove jobs, report GPUs and a job's
+ * environment, and pack artifacts. Also the agent binary's other modes,
+ * the backends' (job_backend.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,26 +20,43 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent_job.h"
+#include "job_backend.h"
 #include "job_child.h"
+#include "job_glob.h"
 #include "job_gpu.h"
+#include "job_house.h"
 #include "job_pack.h"
-#include "job_proc.h"
 #include "job_snap.h"
+#include "job_steps.h"
 #include "job_store.h"
 #include "safe_dir.h"
 
-int job_supervise(int argc, char **argv);
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+char *job_root(const char *project)
 {
-	(void)st; (void)flag; (void)f;
-	remove(p);
-	return 0;
-}
+	char *full = agent_path(project), *base;
+	char real[PATH_MAX];
+	const char *use = realpath(full, real) ? real : full;
+	uint32_t h = 2166136261u; /* FNV-1a: a stable key per project path */
+	struct strbuf key = STRBUF_INIT;
+	char *out;
 
-static void rm_rf(const char *p)
-{
-	nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	for (const char *p = use; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	base = strrchr(use, '/');
+	base = base && base[1] ? base + 1 : (char *)"root";
+	for (const char *p = base; *p && key.len < 40; p++) {
+		char c = *p;
+		int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			 (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+		sb_add(&key, ok ? &c : "_", 1);
+	}
+	if (key.buf[0] == '.')
+		key.buf[0] = '_';
+	out = xasprintf("%s/.cache/gpurun/jobs/%s-%08x", agent_home(), key.buf, h);
+	sb_release(&key);
+	free(full);
+	return out;
 }
 
 /* Read "str project, str id" and find the job's folder. */
@@ -107,207 +125,126 @@ out:
 	return w;
 }
 
-struct start {
-	uint32_t rid;
-	int fd;
-	char *id, *dir;
-	struct strbuf msg;
+struct start_arg {
+	char *project, *full, *root;
+	struct job_spec spec;
 };
 
-static void on_ready(struct agent *a, int fd, short revents, void *arg)
+/* In a helper: the job's folder, its snapshot, then its backend. */
+static int start_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
 {
-	struct start *s = arg;
-	char buf[1024];
-	ssize_t n = read(fd, buf, sizeof(buf));
+	struct start_arg *s = arg;
+	struct strvec persist = STRVEC_INIT, ids = STRVEC_INIT;
+	struct strbuf others = STRBUF_INIT;
+	const struct job_backend *be = job_backend_find(job_spec_get(&s->spec, "backend",
+								      JOB_BACKEND_DEFAULT));
+	struct snap_stats ss;
+	char *id = NULL, *dir = NULL, *warn = NULL;
+	uint32_t nothers = 0;
+	int rc;
 
-	(void)revents;
-	if (n < 0 && (errno == EINTR || errno == EAGAIN))
-		return;
-	if (n > 0) {
-		sb_add(&s->msg, buf, (size_t)n);
-		if (!strchr(s->msg.buf, '\n'))
-			return;
+	(void)data_fd;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	if ((rc = job_create(s->root, s->full, &s->spec, (uint64_t)now.tv_sec * 1000 +
+			     (uint64_t)now.tv_nsec / 1000000, &id, &dir, err)) < 0)
+		goto out;
+	job_spec_list(&s->spec, "persist", &persist);
+	if ((rc = job_snapshot(s->full, dir, s->root, &persist, &ss, err)) < 0) {
+		gr_err_prefix(err, "cannot snapshot the project");
+		goto fail;
 	}
-	agent_unwatch_fd(a, fd);
-	close(fd);
-	if (s->msg.len && !strcmp(s->msg.buf, "ok\n")) {
-		struct strbuf pl = STRBUF_INIT;
-		char *warn = logout_kill_warning();
-		put_str(&pl, s->id);
-		put_str(&pl, s->dir);
-		put_str(&pl, warn ? warn : "");
-		free(warn);
-		agent_ok(a, s->rid, pl.buf, pl.len);
-		sb_release(&pl);
-	} else {
-		if (s->msg.len && s->msg.buf[s->msg.len - 1] == '\n')
-			s->msg.buf[--s->msg.len] = '\0';
-		agent_fail(a, s->rid, GR_EAGENT, "the job's supervisor did not start: %s",
-			   s->msg.len ? s->msg.buf : "it exited at once");
-		rm_rf(s->dir);
+	if ((rc = be->start(dir, err)) < 0)
+		goto fail;
+	/* The project's other jobs that are not over, so train can say so. */
+	job_list_ids(s->root, &ids);
+	for (size_t i = 0; i < ids.n && nothers < 16; i++) {
+		char *d = xasprintf("%s/%s", s->root, ids.v[i]);
+		struct job_rec r = { 0 };
+		if (strcmp(ids.v[i], id) && job_load(d, &r, 0, NULL) == 0 && !job_rec_ended(&r)) {
+			job_rec_put(&others, &r);
+			nothers++;
+		}
+		job_rec_clear(&r);
+		free(d);
 	}
-	sb_release(&s->msg);
-	free(s->id);
-	free(s->dir);
-	free(s);
-}
-
-/* Put the supervisor in a session of its own, twice forked (so it is no
- * child of ours and init reaps it), holding lock_fd's flock. */
-static int spawn_supervisor(const char *dir, int lock_fd, int ready_w, struct gr_err *err)
-{
-	pid_t pid = fork();
-
-	if (pid < 0)
-		return gr_errf(err, GR_EIO, "fork: %s", strerror(errno));
-	if (pid > 0)
-		return 0; /* the first child exits at once; the loop reaps it */
-	setsid();
-	if (fork() != 0)
-		_exit(0);
-	int nul = open("/dev/null", O_RDWR);
-	char *elog = job_meta(dir, "supervisor.log");
-	int efd = open(elog, O_WRONLY | O_CREAT | O_APPEND, 0644);
-	dup2(nul, 0);
-	dup2(nul, 1);
-	if (efd >= 0)
-		dup2(efd, 2);
-	for (int fd = 3; fd < 1024; fd++)
-		if (fd != lock_fd && fd != ready_w)
-			close(fd);
-	fcntl(lock_fd, F_SETFD, 0);
-	fcntl(ready_w, F_SETFD, 0);
-	for (int s = 1; s < NSIG; s++)
-		signal(s, SIG_DFL);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	char lfd[16], rfd[16];
-	snprintf(lfd, sizeof(lfd), "%d", lock_fd);
-	snprintf(rfd, sizeof(rfd), "%d", ready_w);
-	execl("/proc/self/exe", "gpurun-agent", "supervise", dir, lfd, rfd, (char *)NULL);
-	dprintf(ready_w, "cannot run the agent again (/proc/self/exe): %s\n", strerror(errno));
-	_exit(127);
-}
-
-static int write_meta(const char *dir, const char *name, const void *p, size_t n,
-		      struct gr_err *err)
-{
-	char *path = job_meta(dir, name);
-	int rc = write_file_atomic(path, p, n, 0644, err);
-
-	free(path);
+	warn = logout_kill_warning();
+	put_str(pl, id);
+	put_str(pl, dir);
+	put_str(pl, warn ? warn : "");
+	put_u32(pl, nothers);
+	sb_add(pl, others.buf, others.len);
+	goto out;
+fail:
+	job_rm_tree(dir);
+out:
+	sv_clear(&persist);
+	sv_clear(&ids);
+	sb_release(&others);
+	free(id);
+	free(dir);
+	free(warn);
 	return rc;
 }
 
 static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
 {
-	char *project = get_str(rd), *command = get_str(rd), *gpus = NULL;
-	char *full = NULL, *root = NULL, *id = NULL, *dir = NULL, *p = NULL;
-	struct strbuf env = STRBUF_INIT, kv = STRBUF_INIT;
-	struct snap_stats ss;
+	struct start_arg s = { get_str(rd), NULL, NULL, { STRVEC_INIT } };
+	struct strvec persist = STRVEC_INIT;
 	struct stat st;
-	int rc = 0, lock_fd = -1, ready[2] = { -1, -1 }, made = 0;
+	uint32_t n = get_u32(rd);
+	int rc;
 
-	uint32_t envc = get_u32(rd);
-	for (uint32_t i = 0; i < envc && !rd->bad; i++) {
-		char *e = get_str(rd);
-		if (e)
-			sb_add(&env, e, strlen(e) + 1);
-		free(e);
+	if (n > rd->n / 8)
+		rd->bad = 1;
+	for (uint32_t i = 0; i < n && !rd->bad; i++) {
+		char *k = get_str(rd), *v = get_str(rd);
+		if (k && v) {
+			sv_push(&s.spec.kv, k);
+			sv_push(&s.spec.kv, v);
+		}
+		free(k);
+		free(v);
 	}
-	gpus = get_str(rd);
-	uint32_t fresh_ms = get_u32(rd);
-	if ((rc = rd_done(rd, err, "JOB_START")) < 0)
+	if ((rc = rd_done(rd, err, "JOB_START")) < 0 || (rc = job_spec_check(&s.spec, err)) < 0)
 		goto out;
-	if (!*command) {
+	if (!*job_spec_get(&s.spec, "command", "")) {
 		rc = gr_errf(err, GR_EINVAL, "no [train] command to run");
 		goto out;
 	}
-	full = agent_path(project);
-	if (stat(full, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		rc = gr_errf(err, GR_ENOTFOUND, "remote folder '%s' does not exist", full);
+	if (!job_shell_valid(job_spec_get(&s.spec, "shell", ""))) {
+		rc = gr_errf(err, GR_EINVAL, "unknown shell '%s' (sh or login)",
+			     job_spec_get(&s.spec, "shell", ""));
 		goto out;
 	}
-	if ((rc = safe_dir_check_path(full, 1, NULL, err)) < 0) /* another user's folder runs their code */
+	if (!job_backend_find(job_spec_get(&s.spec, "backend", JOB_BACKEND_DEFAULT))) {
+		rc = gr_errf(err, GR_EUNSUPP, "this agent has no job backend '%s'",
+			     job_spec_get(&s.spec, "backend", ""));
 		goto out;
-	root = job_root(project);
-	if ((rc = mkdir_p(root, 0700, err)) < 0)
-		goto out;
-	for (int tries = 0;; tries++) {
-		id = job_new_id();
-		dir = xasprintf("%s/%s", root, id);
-		if (mkdir(dir, 0700) == 0) /* the job's files are the user's alone */
-			break;
-		if (errno != EEXIST || tries > 20) {
-			rc = gr_errf(err, GR_EIO, "cannot create '%s': %s", dir, strerror(errno));
+	}
+	job_spec_list(&s.spec, "persist", &persist);
+	for (size_t i = 0; i < persist.n; i++)
+		if (!job_persist_ok(persist.v[i])) {
+			rc = gr_errf(err, GR_EINVAL, "persistent path '%s' must be relative, inside "
+				     "the project, and not in .gpurun/", persist.v[i]);
 			goto out;
 		}
-		free(id);
-		free(dir);
-	}
-	made = 1;
-	p = job_meta(dir, "");
-	if (mkdir(p, 0700) < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot create '%s': %s", p, strerror(errno));
+	s.full = agent_path(s.project);
+	if (stat(s.full, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		rc = gr_errf(err, GR_ENOTFOUND, "remote folder '%s' does not exist", s.full);
 		goto out;
 	}
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	sb_addf(&kv, "id=%s\nproject=%s\ngpus=%s\ncreated_ms=%llu\n", id, full, gpus,
-		(unsigned long long)now.tv_sec * 1000 + (unsigned long long)now.tv_nsec / 1000000);
-	if ((rc = write_meta(dir, "command", command, strlen(command), err)) < 0 ||
-	    (rc = write_meta(dir, "env", env.buf, env.len, err)) < 0 ||
-	    (rc = write_meta(dir, "log", "", 0, err)) < 0)
+	/* Another user's folder would run their code (a planted GNUmakefile). */
+	if ((rc = safe_dir_check_path(s.full, 1, NULL, err)) < 0)
 		goto out;
-	free(p);
-	p = job_meta(dir, "src");
-	if ((rc = job_snapshot(full, p, fresh_ms, &ss, err)) < 0) {
-		gr_err_prefix(err, "cannot snapshot the project");
-		goto out;
-	}
-	/* Written last: a folder without it is not a job (job_load). */
-	if ((rc = write_meta(dir, "job", kv.buf, kv.len, err)) < 0)
-		goto out;
-	free(p);
-	p = job_meta(dir, "lock");
-	lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot prepare the job's lock: %s", strerror(errno));
-		goto out;
-	}
-	/* The lock passes to the supervisor by inheritance, so there is no
-	 * moment when the job exists and nobody holds it ("lost"). */
-	if ((rc = spawn_supervisor(dir, lock_fd, ready[1], err)) < 0)
-		goto out;
-	struct start *s = xcalloc(1, sizeof(*s));
-	s->rid = rid;
-	s->id = id;
-	s->dir = dir;
-	id = dir = NULL;
-	s->fd = ready[0];
-	ready[0] = -1;
-	set_nonblock(s->fd, 1);
-	agent_watch_fd(a, s->fd, POLLIN, on_ready, s);
-	made = 0;
+	s.root = job_root(s.project);
+	rc = job_child_start(a, rid, 0, 0, start_fn, &s, err);
 out:
-	if (made && dir)
-		rm_rf(dir);
-	if (lock_fd >= 0)
-		close(lock_fd);
-	for (int i = 0; i < 2; i++)
-		if (ready[i] >= 0)
-			close(ready[i]);
-	free(project);
-	free(command);
-	free(gpus);
-	free(full);
-	free(root);
-	free(id);
-	free(dir);
-	free(p);
-	sb_release(&env);
-	sb_release(&kv);
+	sv_clear(&persist);
+	free(s.project);
+	free(s.full);
+	free(s.root);
+	job_spec_free(&s.spec);
 	return rc;
 }
 
@@ -333,10 +270,11 @@ static int h_list(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err
 	} else {
 		job_list_ids(root, &ids);
 	}
+	job_backends_refresh(root);
 	for (size_t i = 0; i < ids.n && (!limit || n < limit); i++) {
 		char *dir = xasprintf("%s/%s", root, ids.v[i]);
 		struct job_rec r;
-		if (job_load(dir, &r, NULL) == 0) {
+		if (job_load(dir, &r, JOB_LOAD_DU, NULL) == 0) {
 			job_rec_put(&recs, &r);
 			n++;
 		}
@@ -345,6 +283,7 @@ static int h_list(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err
 	}
 	put_u32(&pl, n);
 	sb_add(&pl, recs.buf, recs.len);
+	put_u64(&pl, job_root_du(root));
 	agent_ok(a, rid, pl.buf, pl.len);
 out:
 	free(project);
@@ -366,7 +305,7 @@ static int h_status(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_e
 	if (rc == 0)
 		rc = rd_done(rd, err, "JOB_STATUS");
 	if (rc == 0)
-		rc = job_load(dir, &r, err);
+		rc = job_load(dir, &r, 0, err); /* disk use: JOB_LIST */
 	if (rc == 0) {
 		job_rec_put(&pl, &r);
 		agent_ok(a, rid, pl.buf, pl.len);
@@ -379,8 +318,9 @@ static int h_status(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_e
 
 /* LOG: bytes from an offset, then (follow) as they are written, until the
  * job has ended and every byte is sent. inotify on the job's .gpurun/
- * wakes us when the log grows or the status appears; a 1 s timer notices
- * a supervisor that died (the job is then "lost"). */
+ * wakes us when the log grows or the status appears; a 1 s timer asks the
+ * job's backend whether it ended another way (a supervisor that died:
+ * the job is then "lost"). */
 
 #define LOG_CHUNK 65536
 #define LOG_BURST (4u << 20) /* at most this much per wakeup: stay fair */
@@ -401,7 +341,7 @@ static void log_end(struct agent *a, struct logf *l)
 	struct job_rec r;
 
 	put_u64(&pl, l->off);
-	if (job_load(l->dir, &r, NULL) < 0)
+	if (job_load(l->dir, &r, 0, NULL) < 0)
 		r = (struct job_rec){ 0 };
 	job_rec_put(&pl, &r);
 	job_rec_clear(&r);
@@ -434,12 +374,15 @@ static int log_pump(struct agent *a, struct logf *l)
 	return 0;
 }
 
-static int status_written(const char *dir)
+/* Ended another way than by writing its status (lost, or what a
+ * scheduler says): the backend decides. */
+static int ended_otherwise(const char *dir)
 {
-	char *p = job_meta(dir, "status");
-	int r = access(p, F_OK) == 0;
-	free(p);
-	return r;
+	struct job_rec r;
+	int ended = job_load(dir, &r, 0, NULL) < 0 || job_rec_ended(&r);
+
+	job_rec_clear(&r);
+	return ended;
 }
 
 /* Pump, and end the stream when there is nothing more to come. Returns 1
@@ -448,12 +391,12 @@ static int log_step(struct agent *a, struct logf *l, int check_lost)
 {
 	/* Look for the end before reading: the supervisor writes the status
 	 * after the log's last byte, so reading after seeing it gets all. */
-	int ended = status_written(l->dir);
+	int ended = job_meta_exists(l->dir, "status");
 
 	/* A supervisor that died without a status: the job is lost, and
 	 * nothing more will come. */
-	if (!ended && check_lost && !job_supervisor_alive(l->dir))
-		ended = 1;
+	if (!ended && check_lost)
+		ended = ended_otherwise(l->dir);
 	int at_end = log_pump(a, l);
 	if (at_end && (ended || !l->follow)) {
 		log_end(a, l);
@@ -582,9 +525,12 @@ struct stop_arg {
 static int stop_fn(void *arg, int data_fd, struct strbuf *reply, struct gr_err *err)
 {
 	struct stop_arg *s = arg;
+	const struct job_backend *be = job_backend_of(s->dir);
 
 	(void)data_fd;
-	return job_stop_run(s->dir, (int)s->grace, reply, err);
+	if (!be)
+		return gr_errf(err, GR_EUNSUPP, "this agent does not know the job's backend");
+	return be->stop(s->dir, (int)s->grace, reply, err);
 }
 
 static int h_stop(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
@@ -642,6 +588,8 @@ static int h_gpus(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err
 	return job_child_start(a, rid, 0, 1, gpus_fn, NULL, err);
 }
 
+#define WRITTEN_MAX 20 /* files named when nothing matched */
+
 struct art_arg {
 	char *dir;
 	struct strvec pat;
@@ -652,15 +600,37 @@ struct art_arg {
 static int art_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
 {
 	struct art_arg *s = arg;
+	struct job_spec spec = { STRVEC_INIT };
+	struct strvec persist = STRVEC_INIT;
+	struct job_rec r;
 	struct pack_stats st;
-	int rc = job_pack(s->dir, (const char *const *)s->pat.v, s->pat.n, s->have, s->nhave,
-			  data_fd, &st, err);
+	struct written w = { STRVEC_INIT, NULL, 0 };
+	int rc = job_load(s->dir, &r, 0, err);
 
+	if (rc < 0)
+		return rc;
+	job_spec_read(s->dir, &spec, NULL);
+	job_spec_list(&spec, "persist", &persist);
+	struct pack_opts o = { &persist, r.created_ms, job_rec_ended(&r) ? r.end_ms : 0 };
+	rc = job_pack(s->dir, (const char *const *)s->pat.v, s->pat.n, s->have, s->nhave, &o,
+		      data_fd, &st, err);
 	if (rc == 0) {
 		put_u32(pl, st.matched);
 		put_u32(pl, st.sent);
 		put_u64(pl, st.bytes);
+		if (!st.matched)
+			job_written(s->dir, &o, WRITTEN_MAX, &w);
+		put_u32(pl, w.total);
+		put_u32(pl, (uint32_t)w.paths.n);
+		for (size_t i = 0; i < w.paths.n; i++) {
+			put_str(pl, w.paths.v[i]);
+			put_u64(pl, w.sizes[i]);
+		}
 	}
+	job_written_free(&w);
+	sv_clear(&persist);
+	job_spec_free(&spec);
+	job_rec_clear(&r);
 	return rc;
 }
 
@@ -707,13 +677,14 @@ const struct agent_handler agent_job_handlers[] = {
 	{ GR_MSG_JOB_LOG, "job-log", h_log },
 	{ GR_MSG_JOB_STOP, "job-stop", h_stop },
 	{ GR_MSG_JOB_GPUS, "job-gpus", h_gpus },
+	{ GR_MSG_JOB_RM, "job-rm", agent_job_rm },
+	{ GR_MSG_JOB_PRUNE, "job-prune", agent_job_prune },
+	{ GR_MSG_JOB_ENV, "job-env", agent_job_env },
 	{ GR_MSG_ART_PULL, "artifacts", h_art },
 	{ 0, NULL, NULL },
 };
 
 int agent_job_main(int argc, char **argv)
 {
-	if (argc >= 2 && !strcmp(argv[1], "supervise"))
-		return job_supervise(argc, argv);
-	return -1; /* not one of ours */
+	return job_backend_main(argc, argv); /* -1: not one of ours */
 }

@@ -77,3 +77,44 @@ int job_glob_may_descend(const char *pat, const char *dir)
 		return 0;
 	return match(pat, dir, 1);
 }
+
+/* ---- persistent paths ---- */
+
+/* The entry without its trailing '/'s. */
+static size_t persist_len(const char *e)
+{
+	size_t n = strlen(e);
+	while (n && e[n - 1] == '/')
+		n--;
+	return n;
+}
+
+int job_persist_ok(const char *entry)
+{
+	size_t n = persist_len(entry);
+
+	if (!n || entry[0] == '/')
+		return 0;
+	for (size_t i = 0; i < n;) {
+		size_t c = i;
+		while (c < n && entry[c] != '/')
+			c++;
+		size_t len = c - i;
+		if (!len || (len == 1 && entry[i] == '.') ||
+		    (len == 2 && entry[i] == '.' && entry[i + 1] == '.') ||
+		    (i == 0 && len == 7 && !memcmp(entry, ".gpurun", 7)))
+			return 0;
+		i = c + 1;
+	}
+	return 1;
+}
+
+int job_persist_is(const struct strvec *persist, const char *rel)
+{
+	for (size_t i = 0; persist && i < persist->n; i++) {
+		size_t n = persist_len(persist->v[i]);
+		if (n && strlen(rel) == n && !memcmp(rel, persist->v[i], n))
+			return 1;
+	}
+	return 0;
+}

@@ -1,13 +1,17 @@
-/* Artifacts out of a job folder: the files matching [artifacts] pull,
- * less those the client already has (same size and mtime), packed as one
- * tar.zst stream with libarchive. Standalone (no agent state), so the unit
- * tests can pack an archive and feed it to the client's extractor. */
+/* Artifacts out of a job folder (the job's working directory): the files
+ * matching [artifacts] pull, less those the client already has (same
+ * size and mtime), packed as one tar.zst stream with libarchive. The
+ * persistent paths in the folder are links into the project folder that
+ * every job shares: they are followed, and only what was modified while
+ * this job ran is taken from them. Standalone (no agent state), so the
+ * unit tests can pack an archive and feed it to the client's extractor. */
 #ifndef GR_JOB_PACK_H
 #define GR_JOB_PACK_H
 
 #include <stdint.h>
 
 #include "err.h"
+#include "util.h"
 
 struct pack_have {        /* a file the client holds */
 	char *path;
@@ -22,13 +26,31 @@ struct pack_stats {
 	uint64_t bytes;       /* their contents, before compression */
 };
 
+struct pack_opts {
+	const struct strvec *persist; /* the job's persistent paths (links to follow) */
+	uint64_t since_ms;            /* the job's creation: in persistent paths, */
+	uint64_t until_ms;            /* files modified in [since, until] (0: running) */
+};
+
 /* Write the announcement (GR_ART_MAGIC, files, bytes: job_proto.h) and
  * then the archive to out_fd (blocking); the archive holds exactly the
  * files announced, none larger than announced. dir: the job folder; its
- * .gpurun/ is never packed. have need not be sorted. Returns 0 or GR_EIO
- * with err set. */
+ * .gpurun/ is never packed, no link is followed but the persistent paths'
+ * own. have need not be sorted. o may be NULL (no persistent paths).
+ * Returns 0 or GR_EIO with err set. */
 int job_pack(const char *dir, const char *const *patterns, size_t npat,
-	     struct pack_have *have, size_t nhave, int out_fd,
+	     struct pack_have *have, size_t nhave, const struct pack_opts *o, int out_fd,
 	     struct pack_stats *st, struct gr_err *err);
+
+/* What the job wrote: the files under dir modified since o->since_ms
+ * (in persistent paths: within the window), by path. Returns how many;
+ * the first max are appended to paths, their sizes to sizes. */
+struct written {
+	struct strvec paths;
+	uint64_t *sizes;
+	uint32_t total;
+};
+void job_written(const char *dir, const struct pack_opts *o, size_t max, struct written *w);
+void job_written_free(struct written *w);
 
 #endif

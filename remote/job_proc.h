@@ -1,4 +1,5 @@
-/* A job's processes and how `gpurun stop` ends them. A job runs in a
+/* A job's processes, as the local backend's stop finds them (the stop
+ * itself is in job_backend_local.c). A job runs in a
  * session of its own, but a child that calls setsid() leaves it, so a
  * process belongs to the job if it is in the job's session or process
  * group, OR carries GPURUN_JOB_ID=<id> in its environment, OR descends
@@ -19,11 +20,5 @@ struct job_proc {
 /* The live (non-zombie) processes of job id, whose session leader was
  * sid (0 if it never started). *out is the caller's to free. */
 size_t job_procs(const char *id, pid_t sid, struct job_proc **out);
-
-/* SIGTERM the job's whole tree, SIGKILL what is left after grace_s, check
- * that nothing survives and that none of its processes holds a GPU, and
- * wait briefly for the supervisor to record the end. Appends the STOP
- * reply payload (job_proto.h) to payload. dir: the job folder. */
-int job_stop_run(const char *dir, int grace_s, struct strbuf *payload, struct gr_err *err);
 
 #endif

@@ -9,14 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "job_rec.h"
 #include "proto.h"
 
 enum gr_job_msg {
-	/* c->a: str project, str command, u32 envc, str env..., str gpus,
-	 *       u32 fresh_ms. a->c OK: str id, str job_dir, str warning ("" = none) */
+	/* c->a: str project, u32 n, n x (str key, str value): the job's spec
+	 *       (JOB_SPEC_KEYS below). a->c OK: str id, str job_dir,
+	 *       str warning ("" = none), u32 n, n x job record: the project's
+	 *       other jobs that are not over (so train can say so). */
 	GR_MSG_JOB_START = 0x40,
 	/* c->a: str project, str id ("" = all), u32 limit (0 = no limit).
-	 * a->c OK: u32 n, n x job record (newest first) */
+	 * a->c OK: u32 n, n x job record (newest first), u64 disk_total
+	 * (bytes under the project's jobs folder: every job and the shared
+	 * store, each file counted once) */
 	GR_MSG_JOB_LIST = 0x41,
 	/* c->a: str project, str id ("" = latest, else id or unique prefix).
 	 * a->c OK: one job record; ERROR GR_ENOTFOUND if none */
@@ -33,10 +38,29 @@ enum gr_job_msg {
 	GR_MSG_JOB_STOP = 0x47,
 	/* c->a: str project. a->c OK: gpu report (see job_proto.c users) */
 	GR_MSG_JOB_GPUS = 0x48,
+	/* c->a: str project, u32 n, n x str id (each a full id or a unique
+	 * prefix). a->c OK: u32 n, n x (str id as asked, u8 removed, str why
+	 * not, u64 bytes freed), u64 bytes freed in all (the shared store
+	 * included). A job that has not ended is never removed. */
+	GR_MSG_JOB_RM = 0x49,
+	/* c->a: str project, u32 keep (0: no count limit), u64 older_than_s
+	 * (0: no age limit), u8 dry_run. Removes every job that has ended,
+	 * is not among the `keep` newest, and was created more than
+	 * older_than_s ago. a->c OK: u32 n, n x (str id, u64 bytes),
+	 * u64 bytes freed in all (the shared store included), u32 kept. */
+	GR_MSG_JOB_PRUNE = 0x4a,
+	/* c->a: str project, str shell (JOB_SPEC "shell"). a->c OK: u32 n,
+	 * n x (str key, str value): what a job's command would find on its
+	 * PATH through that shell: python3, python, nvcc, nvidia-smi (paths
+	 * or ""), python_version, path (its PATH), shell (what ran) */
+	GR_MSG_JOB_ENV = 0x4b,
 	/* artifacts: c->a: str project, str id, u32 npat, str pattern...,
 	 * u32 nhave, nhave x (str path, u64 size, i64 mtime_s, u32 mtime_ns).
+	 * Patterns are relative to the job's working directory.
 	 * a->c: DATA frames (a tar.zst stream), then OK: u32 nmatched,
-	 * u32 nsent, u64 bytes_sent (file contents). */
+	 * u32 nsent, u64 bytes_sent (file contents), u32 nwritten, u32 n,
+	 * n x (str path, u64 size): when nothing matched, what the job wrote
+	 * (nwritten files in all, the first n of them by path). */
 	GR_MSG_ART_PULL = 0x60,
 };
 
@@ -47,17 +71,35 @@ enum gr_job_msg {
 #define GR_ART_MAGIC "GRA1"
 #define GR_ART_ANNOUNCE_LEN 16
 
-/* A job record on the wire:
- *   str id, str state, u64 created_ms, u64 start_ms, u64 end_ms,
- *   u8 has_status, u8 signalled, u32 code, str gpus, u32 pid,
- *   str command, str dir, u64 log_size, u64 now_ms (the host's clock)
- * state is one of: starting, queued, running, exited, failed, stopped,
- * lost. Times are Unix milliseconds on the host, 0 when unknown. */
+/* JOB_START's spec keys: X(name, LIST or ONE). A LIST key may repeat.
+ * The agent refuses keys it does not know and a ONE key given twice; it
+ * keeps the spec in the job's .gpurun/spec (job_store.h). */
+#define JOB_SPEC_KEYS(X)                                                    \
+	X(command, ONE)       /* [train] command (required) */             \
+	X(gpus, ONE)          /* all, N, or 0,2 */                          \
+	X(env, LIST)          /* K=V for the job's environment */           \
+	X(shell, ONE)         /* sh (default) or login */                    \
+	X(setup, ONE)         /* [setup] command, run in the project folder */ \
+	X(setup_input, LIST)  /* files whose content reruns setup */         \
+	X(setup_force, ONE)   /* "1": run setup even if nothing changed */   \
+	X(build, ONE)         /* [build] command, run in the job's folder */ \
+	X(persist, LIST)      /* relative paths shared by every job */       \
+	X(backend, ONE)       /* "local" (default): job_backend.h */         \
+	/* issue 15 */                                                       \
+	/* issue 14 */                                                       \
+	/* issue 16 */
+
+/* Put one spec pair. */
+static inline void job_spec_put(struct strbuf *b, const char *key, const char *value)
+{
+	put_str(b, key);
+	put_str(b, value ? value : "");
+}
+
 #define GR_JOB_ID_LEN 20 /* "20261122-003512-a1b2" */
 
-/* 1 if id has exactly the shape the agent makes, YYYYMMDD-HHMMSS-xxxx
- * (digits, then 4 lowercase hex digits): safe as a file name. The client
- * refuses any other id the host sends before it touches a path. */
+/* 1 if id has exactly the shape the agent makes (digits, '-', hex), so
+ * it is safe in a path and on a terminal. */
 static inline int job_id_ok(const char *id)
 {
 	static const char shape[] = "dddddddd-dddddd-xxxx";
@@ -66,69 +108,11 @@ static inline int job_id_ok(const char *id)
 		return 0;
 	for (size_t i = 0; i < GR_JOB_ID_LEN; i++) {
 		char c = id[i];
-		if (shape[i] == '-' && c != '-')
-			return 0;
-		if (shape[i] == 'd' && !(c >= '0' && c <= '9'))
-			return 0;
-		if (shape[i] == 'x' && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+		if (shape[i] == '-' ? c != '-' : shape[i] == 'd' ? !(c >= '0' && c <= '9')
+			: !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
 			return 0;
 	}
 	return 1;
-}
-
-struct job_rec {
-	char *id, *state, *gpus, *command, *dir;
-	uint64_t created_ms, start_ms, end_ms, log_size, now_ms;
-	int has_status, signalled;
-	uint32_t code, pid;
-};
-
-static inline void job_rec_put(struct strbuf *b, const struct job_rec *r)
-{
-	put_str(b, r->id ? r->id : "");
-	put_str(b, r->state ? r->state : "");
-	put_u64(b, r->created_ms);
-	put_u64(b, r->start_ms);
-	put_u64(b, r->end_ms);
-	put_u8(b, (uint8_t)!!r->has_status);
-	put_u8(b, (uint8_t)!!r->signalled);
-	put_u32(b, r->code);
-	put_str(b, r->gpus ? r->gpus : "");
-	put_u32(b, r->pid);
-	put_str(b, r->command ? r->command : "");
-	put_str(b, r->dir ? r->dir : "");
-	put_u64(b, r->log_size);
-	put_u64(b, r->now_ms);
-}
-
-/* Read a record; strings are new allocations (job_rec_clear frees them).
- * Check rd->bad afterwards. */
-static inline void job_rec_get(struct gr_rd *rd, struct job_rec *r)
-{
-	r->id = get_str(rd);
-	r->state = get_str(rd);
-	r->created_ms = get_u64(rd);
-	r->start_ms = get_u64(rd);
-	r->end_ms = get_u64(rd);
-	r->has_status = get_u8(rd);
-	r->signalled = get_u8(rd);
-	r->code = get_u32(rd);
-	r->gpus = get_str(rd);
-	r->pid = get_u32(rd);
-	r->command = get_str(rd);
-	r->dir = get_str(rd);
-	r->log_size = get_u64(rd);
-	r->now_ms = get_u64(rd);
-}
-
-static inline void job_rec_clear(struct job_rec *r)
-{
-	free(r->id);
-	free(r->state);
-	free(r->gpus);
-	free(r->command);
-	free(r->dir);
-	*r = (struct job_rec){ 0 };
 }
 
 /* The exit code a job's end maps to: its status (0-255, 128+N for signal

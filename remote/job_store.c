@@ -1,5 +1,6 @@
-/* Job folders on the host (see job_store.h): paths, ids, the key=value
- * meta files, and each job's state derived from them. */
+/* Job folders on the host (see job_store.h): ids, the meta files and the
+ * spec, a new job's folder, and the record built from them (the live part
+ * comes from the job's backend). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,41 +13,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "job_backend.h"
+#include "job_house.h"
 #include "job_store.h"
 
-char *job_root(const char *project)
-{
-	char *full = agent_path(project), *base;
-	char real[PATH_MAX];
-	const char *use = realpath(full, real) ? real : full;
-	uint32_t h = 2166136261u; /* FNV-1a: a stable key per project path */
-	struct strbuf key = STRBUF_INIT;
-	char *out;
-
-	for (const char *p = use; *p; p++)
-		h = (h ^ (uint8_t)*p) * 16777619u;
-	base = strrchr(use, '/');
-	base = base && base[1] ? base + 1 : (char *)"root";
-	for (const char *p = base; *p && key.len < 40; p++) {
-		char c = *p;
-		int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			 (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-		sb_add(&key, ok ? &c : "_", 1);
-	}
-	if (key.buf[0] == '.')
-		key.buf[0] = '_';
-	out = xasprintf("%s/.cache/gpurun/jobs/%s-%08x", agent_home(), key.buf, h);
-	sb_release(&key);
-	free(full);
-	return out;
-}
-
-char *job_new_id(void)
+char *job_new_id(uint64_t now_ms)
 {
 	unsigned char rnd[2] = { 0, 0 };
 	struct tm tm;
-	time_t t = time(NULL);
+	time_t t = (time_t)(now_ms / 1000);
 	char stamp[32];
 	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
 
@@ -108,21 +83,7 @@ uint64_t job_kv_u64(const struct strvec *kv, const char *key)
 	return (uint64_t)n;
 }
 
-int job_supervisor_alive(const char *dir)
-{
-	char *p = job_meta(dir, "lock");
-	int fd = open(p, O_RDONLY | O_CLOEXEC), alive = 0;
-
-	free(p);
-	if (fd < 0)
-		return 0;
-	if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK)
-		alive = 1;
-	close(fd);
-	return alive;
-}
-
-static int exists(const char *dir, const char *name)
+int job_meta_exists(const char *dir, const char *name)
 {
 	char *p = job_meta(dir, name);
 	int r = access(p, F_OK) == 0;
@@ -131,14 +92,164 @@ static int exists(const char *dir, const char *name)
 	return r;
 }
 
-int job_load(const char *dir, struct job_rec *r, struct gr_err *err)
+int job_meta_write(const char *dir, const char *name, const char *text, struct gr_err *err)
 {
-	struct strvec job = STRVEC_INIT, run = STRVEC_INIT, st = STRVEC_INIT;
+	char *p = job_meta(dir, name);
+	int rc = write_file_atomic(p, text, strlen(text), 0644, err);
+
+	free(p);
+	return rc;
+}
+
+/* ---- the spec ---- */
+
+enum { SPEC_ONE, SPEC_LIST };
+static const struct {
+	const char *name;
+	int kind;
+} spec_keys[] = {
+#define SPEC_KEY(name, kind) { #name, SPEC_##kind },
+	JOB_SPEC_KEYS(SPEC_KEY)
+#undef SPEC_KEY
+};
+
+int job_spec_check(const struct job_spec *s, struct gr_err *err)
+{
+	if (s->kv.n % 2)
+		return gr_errf(err, GR_EINVAL, "the job's spec is malformed");
+	for (size_t i = 0; i < s->kv.n; i += 2) {
+		size_t k;
+		for (k = 0; k < GR_ARRAY_SIZE(spec_keys); k++)
+			if (!strcmp(spec_keys[k].name, s->kv.v[i]))
+				break;
+		if (k == GR_ARRAY_SIZE(spec_keys))
+			return gr_errf(err, GR_EINVAL, "unknown key '%s' in the job's spec", s->kv.v[i]);
+		if (spec_keys[k].kind == SPEC_LIST)
+			continue;
+		for (size_t j = 0; j < i; j += 2)
+			if (!strcmp(s->kv.v[j], s->kv.v[i]))
+				return gr_errf(err, GR_EINVAL, "'%s' given twice in the job's spec",
+					       s->kv.v[i]);
+	}
+	return 0;
+}
+
+const char *job_spec_get(const struct job_spec *s, const char *key, const char *def)
+{
+	for (size_t i = 0; i + 1 < s->kv.n; i += 2)
+		if (!strcmp(s->kv.v[i], key))
+			return s->kv.v[i + 1];
+	return def;
+}
+
+void job_spec_list(const struct job_spec *s, const char *key, struct strvec *out)
+{
+	for (size_t i = 0; i + 1 < s->kv.n; i += 2)
+		if (!strcmp(s->kv.v[i], key))
+			sv_push(out, s->kv.v[i + 1]);
+}
+
+int job_spec_write(const char *dir, const struct job_spec *s, struct gr_err *err)
+{
+	struct strbuf b = STRBUF_INIT;
+	char *p = job_meta(dir, "spec");
+	int rc;
+
+	for (size_t i = 0; i < s->kv.n; i++)
+		sb_add(&b, s->kv.v[i], strlen(s->kv.v[i]) + 1);
+	rc = write_file_atomic(p, b.buf ? b.buf : "", b.len, 0600, err);
+	sb_release(&b);
+	free(p);
+	return rc;
+}
+
+int job_spec_read(const char *dir, struct job_spec *s, struct gr_err *err)
+{
+	struct strbuf b = STRBUF_INIT;
+	char *p = job_meta(dir, "spec");
+	int rc = read_file(p, &b, err);
+
+	free(p);
+	for (size_t off = 0; rc == 0 && off < b.len;) {
+		size_t n = strnlen(b.buf + off, b.len - off);
+		if (off + n == b.len)
+			break; /* no NUL: cut short */
+		sv_push(&s->kv, b.buf + off);
+		off += n + 1;
+	}
+	if (rc == 0 && s->kv.n % 2)
+		sv_push(&s->kv, "");
+	sb_release(&b);
+	return rc;
+}
+
+void job_spec_free(struct job_spec *s)
+{
+	sv_clear(&s->kv);
+}
+
+/* ---- a new job ---- */
+
+int job_create(const char *root, const char *project, const struct job_spec *spec,
+	       uint64_t created_ms, char **id_out, char **dir_out, struct gr_err *err)
+{
+	char *id = NULL, *dir = NULL, *p = NULL, *kv = NULL;
+	int rc;
+
+	if ((rc = mkdir_p(root, 0700, err)) < 0)
+		return rc;
+	for (int tries = 0;; tries++) {
+		id = job_new_id(created_ms);
+		dir = xasprintf("%s/%s", root, id);
+		if (mkdir(dir, 0700) == 0)
+			break;
+		if (errno != EEXIST || tries > 20) {
+			rc = gr_errf(err, GR_EIO, "cannot create '%s': %s", dir, strerror(errno));
+			goto fail;
+		}
+		free(id);
+		free(dir);
+	}
+	p = job_meta(dir, "");
+	if (mkdir(p, 0700) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot create '%s': %s", p, strerror(errno));
+		goto fail;
+	}
+	kv = xasprintf("id=%s\nproject=%s\ncreated_ms=%llu\nbackend=%s\n", id, project,
+		       (unsigned long long)created_ms,
+		       job_spec_get(spec, "backend", JOB_BACKEND_DEFAULT));
+	if ((rc = job_spec_write(dir, spec, err)) < 0 ||
+	    (rc = job_meta_write(dir, "command", job_spec_get(spec, "command", ""), err)) < 0 ||
+	    (rc = job_meta_write(dir, "log", "", err)) < 0 ||
+	    /* Written last: a folder without it is not a job (job_load). */
+	    (rc = job_meta_write(dir, "job", kv, err)) < 0)
+		goto fail;
+	free(p);
+	free(kv);
+	*id_out = id;
+	*dir_out = dir;
+	return 0;
+fail:
+	if (dir)
+		job_rm_tree(dir);
+	free(id);
+	free(dir);
+	free(p);
+	free(kv);
+	return rc;
+}
+
+/* ---- the record ---- */
+
+int job_load(const char *dir, struct job_rec *r, unsigned flags, struct gr_err *err)
+{
+	struct strvec job = STRVEC_INIT;
 	struct strbuf cmd = STRBUF_INIT;
 	const char *base = strrchr(dir, '/');
+	const struct job_backend *be;
 	char *p;
 	struct stat sst;
-	int rc, alive;
+	int rc;
 
 	*r = (struct job_rec){ 0 };
 	base = base ? base + 1 : dir;
@@ -149,75 +260,85 @@ int job_load(const char *dir, struct job_rec *r, struct gr_err *err)
 		rc = gr_errf(err, GR_ENOTFOUND, "no job '%s' on the host", base);
 		goto out;
 	}
-	/* Order matters: liveness first, then the files, so a job that ends
-	 * between the two reads shows its status rather than "lost". */
-	alive = job_supervisor_alive(dir);
-	p = job_meta(dir, "run");
-	job_kv_read(p, &run, NULL);
-	free(p);
-	p = job_meta(dir, "status");
-	int has_status = job_kv_read(p, &st, NULL) == 0;
-	free(p);
 	p = job_meta(dir, "command");
 	read_file(p, &cmd, NULL);
 	free(p);
-
 	r->id = xstrdup(base);
 	r->dir = xstrdup(dir);
+	r->workdir = xstrdup(dir);
 	r->command = xstrdup(cmd.buf ? cmd.buf : "");
 	r->created_ms = job_kv_u64(&job, "created_ms");
-	r->start_ms = job_kv_u64(&run, "start_ms");
-	r->pid = (uint32_t)job_kv_u64(&run, "pid");
-	r->gpus = xstrdup(job_kv_get(&run, "gpus") ? job_kv_get(&run, "gpus") : "");
 	r->now_ms = (uint64_t)time(NULL) * 1000;
+	be = job_backend_find(job_kv_get(&job, "backend") ? job_kv_get(&job, "backend")
+							  : JOB_BACKEND_DEFAULT);
+	r->backend = xstrdup(be ? be->name : "unknown");
+	if (be) {
+		be->state(dir, r);
+	} else {
+		free(r->state);
+		r->state = xstrdup("lost");
+	}
+	/* The log is read after the state: a job seen ended has all of it. */
 	p = job_meta(dir, "log");
 	if (stat(p, &sst) == 0)
 		r->log_size = (uint64_t)sst.st_size;
 	free(p);
-	if (has_status) {
-		uint64_t sig = job_kv_u64(&st, "signal");
-		r->has_status = 1;
-		r->signalled = sig != 0;
-		r->code = (uint32_t)(sig ? sig : job_kv_u64(&st, "exit"));
-		r->end_ms = job_kv_u64(&st, "end_ms");
-		if (exists(dir, "stopped"))
-			r->state = xstrdup("stopped");
-		else
-			r->state = xstrdup(!r->signalled && r->code == 0 ? "done" : "failed");
-	} else if (alive) {
-		r->state = xstrdup(run.n ? "running" : exists(dir, "queued") ? "queued" : "starting");
-	} else {
-		r->state = xstrdup("lost");
-	}
+	if (flags & JOB_LOAD_DU)
+		r->disk_bytes = job_du(dir, job_rec_ended(r));
 	rc = 0;
 out:
 	sv_clear(&job);
-	sv_clear(&run);
-	sv_clear(&st);
 	sb_release(&cmd);
 	return rc;
 }
 
-static int cmp_desc(const void *a, const void *b)
+struct by_time {
+	char *id;
+	uint64_t created_ms;
+};
+
+static int cmp_newest(const void *a, const void *b)
 {
-	return strcmp(*(char *const *)b, *(char *const *)a);
+	const struct by_time *x = a, *y = b;
+
+	if (x->created_ms != y->created_ms)
+		return x->created_ms < y->created_ms ? 1 : -1;
+	return strcmp(y->id, x->id);
 }
 
 void job_list_ids(const char *root, struct strvec *ids)
 {
 	DIR *d = opendir(root);
 	struct dirent *e;
+	struct by_time *v = NULL;
+	size_t n = 0;
 
 	if (!d)
 		return;
-	while ((e = readdir(d)))
-		if (job_id_valid(e->d_name))
-			sv_push(ids, e->d_name);
+	while ((e = readdir(d))) {
+		if (!job_id_valid(e->d_name))
+			continue;
+		/* The creation time in ms orders jobs made in the same second
+		 * (the id's own time has seconds, then a random suffix). */
+		char *dir = xasprintf("%s/%s", root, e->d_name), *p = job_meta(dir, "job");
+		struct strvec kv = STRVEC_INIT;
+		if (job_kv_read(p, &kv, NULL) == 0) {
+			v = xrealloc(v, (n + 1) * sizeof(*v));
+			v[n].id = xstrdup(e->d_name);
+			v[n++].created_ms = job_kv_u64(&kv, "created_ms");
+		}
+		sv_clear(&kv);
+		free(p);
+		free(dir);
+	}
 	closedir(d);
-	/* Ids start with the creation time, so their order is the jobs' order
-	 * (within a second, the random suffix decides). */
-	if (ids->n)
-		qsort(ids->v, ids->n, sizeof(*ids->v), cmp_desc);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_newest);
+	for (size_t i = 0; i < n; i++) {
+		sv_push(ids, v[i].id);
+		free(v[i].id);
+	}
+	free(v);
 }
 
 int job_resolve(const char *root, const char *want, char **id, struct gr_err *err)

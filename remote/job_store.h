@@ -1,21 +1,27 @@
-/* Jobs on the host as folders: where they live, their ids, the small
- * files that record them, and the state derived from those files. Used by
- * the agent's job handlers and by the supervisor (agent_job_main).
+/* Jobs on the host as folders: their ids, the small files that record
+ * them, and the record built from those files. Used by the agent's job
+ * handlers, the backends (job_backend.h) and housekeeping (job_house.h).
+ * Nothing here needs the agent's loop, so the unit tests compile it in.
  *
- * Layout: $HOME/.cache/gpurun/jobs/<project key>/<id>/ is the job's folder
- * (GPURUN_JOB_DIR: the job writes its artifacts there). gpurun's own files
- * sit in its .gpurun/ subfolder:
- *   job       key=value: id, project, gpus (request), created_ms
- *   command   the [train] command, as given
- *   env       extra environment, NUL-separated K=V
- *   lock      flock'ed by the supervisor while it lives
- *   queued    exists while the job waits for GPUs (text: why)
- *   run       key=value: pid, start_ms, gpus (assigned); written at spawn
- *   log       the job's stdout+stderr, append-only
- *   status    key=value: exit, signal, end_ms; written last, atomically
- *   stopped   exists once `gpurun stop` was asked for this job
- *   src/      the snapshot of the project the job runs in (its cwd)
- * The job folder is outside the synced tree, so sync never deletes it. */
+ * Layout: a project's jobs live in its jobs root,
+ * $HOME/.cache/gpurun/jobs/<project key>/ (agent_job.c: job_root):
+ *   <id>/      a job's folder: its working directory and GPURUN_JOB_DIR.
+ *              It holds the job's snapshot of the project (job_snap.h),
+ *              the persistent paths as links into the project folder, and
+ *              whatever the job writes. gpurun's own files are in .gpurun/:
+ *     job        key=value: id, project, created_ms, backend
+ *     spec       the JOB_START spec as "key\0value\0" pairs
+ *     command    the [train] command, as given
+ *     lock       flock'ed by the local supervisor while it lives
+ *     phase      setup, build or run: the step under way (text)
+ *     queued     exists while the job waits (text: why)
+ *     run        key=value: pid, start_ms, gpus (assigned); written at spawn
+ *     log        the job's output (setup and build too), append-only
+ *     status     key=value: exit, signal, end_ms, phase; written last, atomically
+ *     stopped    exists once `gpurun stop` was asked for this job
+ *     du         key=value: bytes, written once the job has ended
+ *   .objects/  the snapshots' shared store (job_snap.h)
+ * The jobs root is outside the synced tree, so sync never deletes it. */
 #ifndef GR_JOB_STORE_H
 #define GR_JOB_STORE_H
 
@@ -24,10 +30,11 @@
 #include "job_proto.h"
 #include "util.h"
 
-/* The folder holding a project's jobs. Returns a new string. */
-char *job_root(const char *project);
-/* "YYYYMMDD-HHMMSS-xxxx" (host local time, 4 random hex digits). */
-char *job_new_id(void);
+#define JOB_OBJECTS ".objects"
+
+/* "YYYYMMDD-HHMMSS-xxxx" for Unix ms time now_ms (host local time, 4
+ * random hex digits). */
+char *job_new_id(uint64_t now_ms);
 /* 1 if id has exactly the shape job_new_id makes (so it is safe in paths). */
 int job_id_valid(const char *id);
 /* <dir>/.gpurun/<name>. Returns a new string. */
@@ -39,14 +46,41 @@ int job_kv_read(const char *path, struct strvec *kv, struct gr_err *err);
 const char *job_kv_get(const struct strvec *kv, const char *key);
 uint64_t job_kv_u64(const struct strvec *kv, const char *key);
 
-/* 1 while the job's supervisor holds .gpurun/lock. */
-int job_supervisor_alive(const char *dir);
+/* A job's spec (JOB_SPEC_KEYS): pairs in order, v[2i] key, v[2i+1] value. */
+struct job_spec {
+	struct strvec kv;
+};
+/* Validate pairs read from the wire (known keys, ONE keys once, no NUL
+ * in values is guaranteed by the reader). GR_EINVAL with err set. */
+int job_spec_check(const struct job_spec *s, struct gr_err *err);
+/* The value of a ONE key, or def when absent. */
+const char *job_spec_get(const struct job_spec *s, const char *key, const char *def);
+/* Every value of a LIST key, in order, appended to out. */
+void job_spec_list(const struct job_spec *s, const char *key, struct strvec *out);
+int job_spec_write(const char *dir, const struct job_spec *s, struct gr_err *err);
+int job_spec_read(const char *dir, struct job_spec *s, struct gr_err *err);
+void job_spec_free(struct job_spec *s);
 
-/* Fill r from the job folder dir (id = its name). GR_ENOTFOUND when it is
- * not a job. r's strings are the caller's (job_rec_clear). */
-int job_load(const char *dir, struct job_rec *r, struct gr_err *err);
+/* Make the folder of a new job under root (created if missing) with its
+ * .gpurun/ and the meta files job, spec, command and an empty log.
+ * created_ms: the creation time (also the id's time). *id and *dir are
+ * new strings. The folder counts as a job once `job` exists: it is
+ * written last. */
+int job_create(const char *root, const char *project, const struct job_spec *spec,
+	       uint64_t created_ms, char **id, char **dir, struct gr_err *err);
 
-/* Ids of the jobs under root, newest first. */
+/* Write a small meta file atomically. */
+int job_meta_write(const char *dir, const char *name, const char *text, struct gr_err *err);
+int job_meta_exists(const char *dir, const char *name);
+
+#define JOB_LOAD_DU 1 /* fill disk_bytes (walks a running job's folder) */
+
+/* Fill r from the job folder dir (id = its name): the meta files, then
+ * what its backend says about its state. GR_ENOTFOUND when it is not a
+ * job. r's strings are the caller's (job_rec_clear). */
+int job_load(const char *dir, struct job_rec *r, unsigned flags, struct gr_err *err);
+
+/* Ids of the jobs under root, newest first (by creation time, then id). */
 void job_list_ids(const char *root, struct strvec *ids);
 
 /* Resolve want ("" = latest, an id, or a unique prefix of one) to an id.

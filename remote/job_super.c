@@ -1,15 +1,19 @@
-/* The job supervisor: `gpurun-agent supervise DIR LOCKFD READYFD`, started
- * by START_JOB double-forked in a session of its own, so it outlives the
- * connection, the agent and gpurun. It waits for the job's GPUs (the job
- * is "queued" meanwhile), runs the job under a pty (a program that
- * block-buffers a pipe still writes each line as it is done), appends
- * everything the job writes to its log, and records the exit status when
- * the job ends, whether or not anyone is attached. */
+/* The local backend's supervisor (job_backend_local.c): `gpurun-agent
+ * supervise DIR LOCKFD READYFD`, started double-forked in a session of its
+ * own, so it outlives the connection, the agent and gpurun. It runs the
+ * job's steps (job_steps.h) one after the other, each under a pty (a
+ * program that block-buffers a pipe still writes each line as it is
+ * done): setup in the project folder when it must run (under the
+ * project's setup lock), build in the job's folder, then, once the job's
+ * GPUs are free (the job is "queued" meanwhile), the command. Everything
+ * they write is appended to the job's log, and the exit status is
+ * recorded when the job ends, whether or not anyone is attached. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +24,7 @@
 #include <unistd.h>
 
 #include "job_gpu.h"
+#include "job_steps.h"
 #include "job_store.h"
 
 int job_supervise(int argc, char **argv);
@@ -45,9 +50,15 @@ static uint64_t wall_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+struct sup {
+	const char *dir, *id, *project;
+	struct job_spec spec;
+	int log_fd;
+};
+
 /* A line of gpurun's own in the job's log. */
-static void note(int log_fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void note(int log_fd, const char *fmt, ...)
+static void note(struct sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(struct sup *s, const char *fmt, ...)
 {
 	struct strbuf sb = STRBUF_INIT;
 	va_list ap;
@@ -57,32 +68,43 @@ static void note(int log_fd, const char *fmt, ...)
 	sb_vaddf(&sb, fmt, ap);
 	va_end(ap);
 	sb_adds(&sb, "\n");
-	if (write_full(log_fd, sb.buf, sb.len) < 0)
+	if (write_full(s->log_fd, sb.buf, sb.len) < 0)
 		fprintf(stderr, "gpurun-agent: cannot write the log: %s\n", strerror(errno));
 	sb_release(&sb);
 }
 
-static void write_status(const char *dir, int status)
+static void write_status(struct sup *s, int status, enum job_step step)
 {
-	char *p = job_meta(dir, "status");
-	char *s = xasprintf("exit=%d\nsignal=%d\nend_ms=%llu\n",
+	char *t = xasprintf("exit=%d\nsignal=%d\nend_ms=%llu\nphase=%s\n",
 			    WIFEXITED(status) ? WEXITSTATUS(status) : 0,
 			    WIFSIGNALED(status) ? WTERMSIG(status) : 0,
-			    (unsigned long long)wall_ms());
+			    (unsigned long long)wall_ms(), job_step_names[step]);
 	struct gr_err err = { 0 };
 
-	if (write_file_atomic(p, s, strlen(s), 0644, &err) < 0)
+	if (job_meta_write(s->dir, "status", t, &err) < 0)
 		fprintf(stderr, "gpurun-agent: %s\n", err.msg);
-	free(p);
-	free(s);
+	free(t);
 }
 
-static int is_stopped(const char *dir)
+static void set_phase(struct sup *s, enum job_step step)
 {
-	char *p = job_meta(dir, "stopped");
-	int r = access(p, F_OK) == 0;
+	job_meta_write(s->dir, "phase", job_step_names[step], NULL);
+}
+
+static void set_queued(struct sup *s, const char *why)
+{
+	char *p = job_meta(s->dir, "queued");
+
+	if (why)
+		write_file_atomic(p, why, strlen(why), 0644, NULL);
+	else
+		unlink(p);
 	free(p);
-	return r;
+}
+
+static int stop_asked(struct sup *s)
+{
+	return got_term || job_meta_exists(s->dir, "stopped");
 }
 
 /* Sleep up to ms, waking early on a signal. */
@@ -96,11 +118,10 @@ static void nap(int ms)
 			;
 }
 
-static void spawn_child(const char *dir, const char *id, const char *cmd,
-			const struct strbuf *env, const char *gpus, int restrict_,
-			const int *fds, size_t nfds)
+static void spawn_child(struct sup *s, const char *cwd, const struct strvec *argv,
+			const char *gpus, const int *fds, size_t nfds)
 {
-	char *src = job_meta(dir, "src");
+	struct strvec env = STRVEC_INIT;
 	int nul = open("/dev/null", O_RDONLY);
 	sigset_t none;
 
@@ -108,32 +129,31 @@ static void spawn_child(const char *dir, const char *id, const char *cmd,
 		dup2(nul, 0);
 	for (size_t i = 0; i < nfds; i++)
 		fcntl(fds[i], F_SETFD, 0); /* the job holds its GPUs' locks too */
-	for (int s = 1; s < NSIG; s++)
-		signal(s, SIG_DFL);
+	for (int sg = 1; sg < NSIG; sg++)
+		signal(sg, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	for (size_t off = 0; env->len && off < env->len;) {
-		const char *e = env->buf + off;
-		if (strchr(e, '='))
-			putenv((char *)e);
-		off += strlen(e) + 1;
-	}
-	setenv("GPURUN_JOB_ID", id, 1);
-	setenv("GPURUN_JOB_DIR", dir, 1);
-	if (restrict_)
+	job_spec_list(&s->spec, "env", &env);
+	for (size_t i = 0; i < env.n; i++)
+		if (strchr(env.v[i], '='))
+			putenv(env.v[i]); /* env lives until exec */
+	/* The marker `gpurun stop` finds every process of the job by. */
+	setenv("GPURUN_JOB_ID", s->id, 1);
+	setenv("GPURUN_JOB_DIR", s->dir, 1);
+	if (gpus)
 		setenv("CUDA_VISIBLE_DEVICES", gpus, 1);
 	if (!getenv("TERM"))
 		setenv("TERM", "dumb", 1);
-	if (chdir(src) < 0) {
-		printf("gpurun: cannot enter the job's snapshot '%s': %s\n", src, strerror(errno));
+	if (chdir(cwd) < 0) {
+		printf("gpurun: cannot enter '%s': %s\n", cwd, strerror(errno));
 		_exit(127);
 	}
-	execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-	printf("gpurun: cannot run /bin/sh: %s\n", strerror(errno));
+	execvp(argv->v[0], argv->v);
+	printf("gpurun: cannot run %s: %s\n", argv->v[0], strerror(errno));
 	_exit(127);
 }
 
-/* Copy what the job wrote from the pty to the log. Returns 0 while the
+/* Copy what the step wrote from the pty to the log. Returns 0 while the
  * pty is open, 1 once every writer closed it. */
 static int pump(int master, int log_fd)
 {
@@ -154,45 +174,176 @@ static int pump(int master, int log_fd)
 	}
 }
 
+/* Run cmd as step in cwd under a pty, its output into the log; returns
+ * its wait status (a failure to start is status 127 or 1). For the run
+ * step, gpus (CUDA_VISIBLE_DEVICES, NULL: unset) and the GPU lock fds
+ * the job inherits, and the `run` meta file once it started. */
+static int run_step(struct sup *s, enum job_step step, const char *cwd, const char *cmd,
+		    const char *gpus, const char *gpus_shown, const int *fds, size_t nfds)
+{
+	struct strvec argv = STRVEC_INIT;
+	struct termios tio = { 0 };
+	struct winsize ws = { .ws_row = 50, .ws_col = 200 };
+	int master = -1, status = 1 << 8;
+	pid_t pid;
+
+	job_step_argv(job_spec_get(&s->spec, "shell", "sh"), cmd, &argv);
+	tio.c_cflag = CS8 | CREAD; /* raw: no \r added, no echo */
+	tio.c_cc[VMIN] = 1;
+	cfsetispeed(&tio, B38400);
+	cfsetospeed(&tio, B38400);
+	pid = forkpty(&master, NULL, &tio, &ws);
+	if (pid < 0) {
+		note(s, "cannot start the %s step: forkpty: %s", job_step_names[step], strerror(errno));
+		sv_clear(&argv);
+		return status;
+	}
+	if (pid == 0)
+		spawn_child(s, cwd, &argv, gpus, fds, nfds);
+	sv_clear(&argv);
+	fcntl(master, F_SETFD, FD_CLOEXEC);
+	set_nonblock(master, 1);
+	if (step == JOB_STEP_RUN) {
+		char *run = xasprintf("pid=%d\nstart_ms=%llu\ngpus=%s\n", (int)pid,
+				      (unsigned long long)wall_ms(), gpus_shown);
+		job_meta_write(s->dir, "run", run, NULL);
+		free(run);
+		set_queued(s, NULL);
+	}
+
+	int pty_done = 0, exited = 0, forwarded = 0;
+	while (!exited) {
+		struct pollfd pfd[2] = { { sig_pipe[0], POLLIN, 0 }, { pty_done ? -1 : master, POLLIN, 0 } };
+		if (poll(pfd, 2, 1000) < 0 && errno != EINTR)
+			break;
+		if (!pty_done && pfd[1].revents)
+			pty_done = pump(master, s->log_fd);
+		if (pfd[0].revents) {
+			char buf[64];
+			while (read(sig_pipe[0], buf, sizeof(buf)) > 0)
+				;
+		}
+		if (got_term && !forwarded) {
+			kill(-pid, SIGTERM); /* pass it on, once (the flag stays: no next step) */
+			forwarded = 1;
+		}
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			exited = 1;
+	}
+	/* The step's main process is gone: take what is still in the pty (a
+	 * background child may write a little longer). */
+	for (uint64_t until = now_ms() + 2000; !pty_done && now_ms() < until;) {
+		struct pollfd pfd = { master, POLLIN, 0 };
+		if (poll(&pfd, 1, 100) <= 0)
+			break;
+		pty_done = pump(master, s->log_fd);
+	}
+	close(master);
+	return status;
+}
+
+static int step_failed(int status)
+{
+	return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+}
+
+static void on_setup_wait(void *arg, const char *holder)
+{
+	struct sup *s = arg;
+	char *why = *holder ? xasprintf("waiting for job %s's setup to finish", holder)
+			    : xstrdup("waiting for another job's setup to finish");
+
+	set_queued(s, why);
+	note(s, "%s", why);
+	free(why);
+}
+
+static int setup_stopped(void *arg)
+{
+	return stop_asked(arg);
+}
+
+/* Setup, when its key changed. 0 to go on, else the status to end with. */
+static int do_setup(struct sup *s)
+{
+	const char *cmd = job_spec_get(&s->spec, "setup", "");
+	struct gr_err err = { 0 };
+	char key[65], *stamp = NULL;
+	int status = 0, fd;
+
+	if (!*cmd)
+		return 0;
+	set_phase(s, JOB_STEP_SETUP);
+	fd = job_setup_lock(s->project, s->id, on_setup_wait, setup_stopped, s, &err);
+	set_queued(s, NULL);
+	if (fd == -2) {
+		note(s, "stopped before it started");
+		return SIGTERM;
+	}
+	if (fd < 0) {
+		note(s, "setup: %s", err.msg);
+		return 1 << 8;
+	}
+	if (stop_asked(s)) {
+		status = SIGTERM;
+		goto out;
+	}
+	job_setup_key(s->project, &s->spec, key);
+	stamp = job_setup_stamp(s->project);
+	if (!strcmp(stamp, key) && strcmp(job_spec_get(&s->spec, "setup_force", ""), "1")) {
+		note(s, "setup: up to date (its command and inputs did not change)");
+		goto out;
+	}
+	note(s, "setup: %s", cmd);
+	status = run_step(s, JOB_STEP_SETUP, s->project, cmd, NULL, "", NULL, 0);
+	if (step_failed(status)) {
+		note(s, "setup failed; it runs again with the next job");
+		goto out;
+	}
+	if (job_setup_stamp_write(s->project, key, &err) < 0)
+		note(s, "cannot record the setup: %s", err.msg);
+out:
+	job_setup_unlock(fd);
+	free(stamp);
+	return status;
+}
+
 int job_supervise(int argc, char **argv)
 {
-	const char *dir;
-	long long lockfd, readyfd;
+	struct sup s = { 0 };
 	struct strvec job = STRVEC_INIT;
-	struct strbuf cmd = STRBUF_INIT, env = STRBUF_INIT;
 	char *p, *gpus = NULL, *why = NULL, *last_why = NULL;
-	int *fds = NULL, restrict_ = 0, log_fd = -1, master = -1, status = 0, rc;
+	int *fds = NULL, restrict_ = 0, status = 0, rc;
 	size_t nfds = 0;
 	struct gr_err err = { 0 };
-	pid_t pid;
+	long long lockfd, readyfd;
+	enum job_step step = JOB_STEP_SETUP;
 
 	if (argc != 5 || parse_ll(argv[3], 0, 1 << 20, &lockfd) < 0 ||
 	    parse_ll(argv[4], 0, 1 << 20, &readyfd) < 0) {
 		fprintf(stderr, "usage: gpurun-agent supervise DIR LOCKFD READYFD\n");
 		return 2;
 	}
-	dir = argv[2];
-	p = job_meta(dir, "job");
+	s.dir = argv[2];
+	s.log_fd = -1;
+	p = job_meta(s.dir, "job");
 	rc = job_kv_read(p, &job, &err);
 	free(p);
-	p = job_meta(dir, "command");
 	if (rc == 0)
-		rc = read_file(p, &cmd, &err);
-	free(p);
-	p = job_meta(dir, "env");
-	read_file(p, &env, NULL);
-	free(p);
-	p = job_meta(dir, "log");
-	log_fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (rc == 0 && log_fd < 0)
+		rc = job_spec_read(s.dir, &s.spec, &err);
+	p = job_meta(s.dir, "log");
+	s.log_fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (rc == 0 && s.log_fd < 0)
 		rc = gr_errf(&err, GR_EIO, "cannot open '%s': %s", p, strerror(errno));
 	free(p);
-	if (rc < 0 || !job_kv_get(&job, "id") || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+	s.id = job_kv_get(&job, "id");
+	s.project = job_kv_get(&job, "project");
+	if (rc < 0 || !s.id || !s.project || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
 		dprintf((int)readyfd, "%s\n", err.msg[0] ? err.msg : "the job's folder is incomplete");
 		return 1;
 	}
-	const char *id = job_kv_get(&job, "id");
-	const char *spec = job_kv_get(&job, "gpus") ? job_kv_get(&job, "gpus") : "";
+	const char *spec_gpus = job_spec_get(&s.spec, "gpus", "");
+	const char *build = job_spec_get(&s.spec, "build", "");
 
 	struct sigaction sa = { 0 };
 	sa.sa_handler = on_signal;
@@ -209,104 +360,66 @@ int job_supervise(int argc, char **argv)
 	 * by us: a job that outlives its supervisor must read as "lost". */
 	fcntl((int)lockfd, F_SETFD, FD_CLOEXEC);
 
+	if ((status = do_setup(&s)) != 0)
+		goto end;
+	step = JOB_STEP_BUILD;
+	if (*build) {
+		if (stop_asked(&s)) {
+			status = SIGTERM;
+			goto end;
+		}
+		set_phase(&s, JOB_STEP_BUILD);
+		note(&s, "build: %s", build);
+		status = run_step(&s, JOB_STEP_BUILD, s.dir, build, NULL, "", NULL, 0);
+		if (step_failed(status)) {
+			note(&s, "build failed; the command did not run");
+			goto end;
+		}
+	}
+
 	/* Wait for GPUs: the job is "queued" meanwhile. */
+	step = JOB_STEP_RUN;
+	set_phase(&s, JOB_STEP_RUN);
 	for (;;) {
-		if (got_term || is_stopped(dir)) {
-			note(log_fd, "stopped before it started");
-			write_status(dir, SIGTERM); /* as if terminated */
-			goto out;
+		if (stop_asked(&s)) {
+			note(&s, "stopped before it started");
+			status = SIGTERM; /* as if terminated */
+			goto end;
 		}
 		free(gpus);
 		free(why);
-		rc = gpu_acquire(spec, id, &gpus, &restrict_, &fds, &nfds, &why, &err);
+		rc = gpu_acquire(spec_gpus, s.id, &gpus, &restrict_, &fds, &nfds, &why, &err);
 		if (rc < 0) {
-			note(log_fd, "cannot start the job: %s", err.msg);
-			write_status(dir, 1 << 8);
-			goto out;
+			note(&s, "cannot start the job: %s", err.msg);
+			status = 1 << 8;
+			goto end;
 		}
 		if (rc == 0)
 			break;
 		if (!last_why || strcmp(last_why, why)) {
-			p = job_meta(dir, "queued");
-			write_file_atomic(p, why, strlen(why), 0644, NULL);
-			free(p);
-			note(log_fd, "%s", why);
+			set_queued(&s, why);
+			note(&s, "%s", why);
 			free(last_why);
 			last_why = xstrdup(why);
 		}
 		nap(2000);
 	}
 	if (why)
-		note(log_fd, "%s", why);
-
-	struct termios tio = { 0 };
-	struct winsize ws = { .ws_row = 50, .ws_col = 200 };
-	tio.c_cflag = CS8 | CREAD; /* raw: no \r added, no echo */
-	tio.c_cc[VMIN] = 1;
-	cfsetispeed(&tio, B38400);
-	cfsetospeed(&tio, B38400);
-	pid = forkpty(&master, NULL, &tio, &ws);
-	if (pid < 0) {
-		note(log_fd, "cannot start the job: forkpty: %s", strerror(errno));
-		write_status(dir, 1 << 8);
-		goto out;
-	}
-	if (pid == 0)
-		spawn_child(dir, id, cmd.buf ? cmd.buf : "", &env, gpus, restrict_, fds, nfds);
-	fcntl(master, F_SETFD, FD_CLOEXEC);
-	set_nonblock(master, 1);
-	p = job_meta(dir, "run");
-	char *run = xasprintf("pid=%d\nstart_ms=%llu\ngpus=%s\n", (int)pid,
-			      (unsigned long long)wall_ms(), restrict_ ? gpus : "");
-	write_file_atomic(p, run, strlen(run), 0644, NULL);
-	free(run);
-	free(p);
-	p = job_meta(dir, "queued");
-	unlink(p);
-	free(p);
-
-	int pty_done = 0, exited = 0;
-	while (!exited) {
-		struct pollfd pfd[2] = { { sig_pipe[0], POLLIN, 0 }, { pty_done ? -1 : master, POLLIN, 0 } };
-		if (poll(pfd, 2, 1000) < 0 && errno != EINTR)
-			break;
-		if (!pty_done && pfd[1].revents)
-			pty_done = pump(master, log_fd);
-		if (pfd[0].revents) {
-			char buf[64];
-			while (read(sig_pipe[0], buf, sizeof(buf)) > 0)
-				;
-		}
-		if (got_term) {
-			got_term = 0;
-			kill(-pid, SIGTERM); /* pass it on to the job */
-		}
-		if (waitpid(pid, &status, WNOHANG) == pid)
-			exited = 1;
-	}
-	/* The job's main process is gone: take what is still in the pty (a
-	 * background child may write a little longer), then record the end.
-	 * The status goes last, so a reader that sees it has every byte. */
-	for (uint64_t until = now_ms() + 2000; !pty_done && now_ms() < until;) {
-		struct pollfd pfd = { master, POLLIN, 0 };
-		if (poll(&pfd, 1, 100) <= 0)
-			break;
-		pty_done = pump(master, log_fd);
-	}
-	write_status(dir, status);
-out:
-	if (master >= 0)
-		close(master);
+		note(&s, "%s", why);
+	status = run_step(&s, JOB_STEP_RUN, s.dir, job_spec_get(&s.spec, "command", ""),
+			  restrict_ ? gpus : NULL, restrict_ ? gpus : "", fds, nfds);
+end:
+	/* The status goes last, so a reader that sees it has every byte. */
+	write_status(&s, status, step);
 	for (size_t i = 0; i < nfds; i++)
 		close(fds[i]);
 	free(fds);
 	free(gpus);
 	free(why);
 	free(last_why);
-	if (log_fd >= 0)
-		close(log_fd);
+	if (s.log_fd >= 0)
+		close(s.log_fd);
 	sv_clear(&job);
-	sb_release(&cmd);
-	sb_release(&env);
+	job_spec_free(&s.spec);
 	return 0;
 }

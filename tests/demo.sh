@@ -80,7 +80,7 @@ elif ! start_sshd; then
 	transport=local
 fi
 
-step "a project: a copy of kernels/ and a gpurun.ini that names only the host"
+step "a project: a copy of kernels/, and the gpurun.ini that 'gpurun init' writes for it"
 PROJ=$DEMO/project
 mkdir -p "$PROJ"
 if git -C "$TOP" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
@@ -88,22 +88,23 @@ if git -C "$TOP" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 else
 	cp -r "$TOP/kernels" "$PROJ/" && rm -rf "$PROJ/kernels/build" "$PROJ/kernels/train"
 fi
+RPROJ=$GPUHOME/demo-project
+cd "$PROJ" || exit 1
+run "$GPURUN" init
+# Only the host is ours to say: set [remote] host (and the path, transport).
 if [ $transport = openssh ]; then
 	# The default transport (libssh2); the host is an ssh_config alias.
-	printf '[remote]\nhost = demo-gpu\npath = demo-project\n' >"$PROJ/gpurun.ini"
-	RPROJ=$GPUHOME/demo-project
+	sed -i -e 's|^#host = .*|host = demo-gpu|' -e 's|^path = .*|path = demo-project|' gpurun.ini
 else
-	RPROJ=$GPUHOME/demo-project
-	printf '[remote]\nhost = local\ntransport = local\npath = %s\n' "$RPROJ" >"$PROJ/gpurun.ini"
+	sed -i -e 's|^#host = .*|host = local|' -e "s|^path = .*|path = $RPROJ|" \
+		-e 's|^transport = .*|transport = local|' gpurun.ini
 	export HOME=$GPUHOME # the local "host" and gpurun share one home
 	mkdir -p "$HOME"
 fi
-cd "$PROJ" || exit 1
-run cat gpurun.ini
-echo "(everything else is gpurun's default; the effective [build] and [train]:)"
-"$GPURUN" config build.command 2>/dev/null | sed 's/^/  build.command = /'
-"$GPURUN" config train.command 2>/dev/null | sed 's/^/  train.command = /'
-"$GPURUN" config artifacts.pull 2>/dev/null | sed 's/^/  artifacts.pull = /'
+echo "(init saw kernels/ and wrote its build, command and artifacts; in effect:)"
+for k in remote.host build.command train.command artifacts.pull; do
+	printf '  %s = %s\n' "$k" "$("$GPURUN" config "$k" 2>/dev/null)"
+done
 
 step "check the connection (the agent is uploaded on first use)"
 mkdir -p "$RPROJ" # the host is this machine: make its project folder

@@ -86,12 +86,29 @@ def replace_str(p, off, new):
 
 
 def rewrite_record(p, off):
-    """A job record starts at off: id, then state (both str)."""
+    """A job record starts at off: u32 n, then n (str key, str value)
+    pairs (remote/job_rec.h); the values of "id" and "state" are
+    replaced (added when the agent left them out)."""
+    n = struct.unpack_from(">I", p, off)[0]
+    want = {}
     if "id" in SCEN:
-        p = replace_str(p, off, env_bytes("HOSTILE_ID_HEX"))
+        want[b"id"] = env_bytes("HOSTILE_ID_HEX")
     if "state" in SCEN:
-        p = replace_str(p, str_at(p, off), env_bytes("HOSTILE_STATE_HEX"))
-    return p
+        want[b"state"] = env_bytes("HOSTILE_STATE_HEX")
+    pos = off + 4
+    for _ in range(n):
+        kl = struct.unpack_from(">I", p, pos)[0]
+        key = p[pos + 4:pos + 4 + kl]
+        vpos = pos + 4 + kl
+        if key in want:
+            p = replace_str(p, vpos, want.pop(key))
+        pos = str_at(p, vpos)
+    for key, val in want.items():
+        pair = struct.pack(">I", len(key)) + key + struct.pack(">I", len(val)) + val
+        p = p[:pos] + pair + p[pos:]
+        pos += len(pair)
+        n += 1
+    return p[:off] + struct.pack(">I", n) + p[off + 4:]
 
 
 def from_agent(typ, flags, rid, p):

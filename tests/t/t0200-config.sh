@@ -22,6 +22,31 @@ test_expect_success 'the template loads back: each value is a default or from th
 	! grep -v "^#" out | grep -v -E " (default|gpurun.ini:[0-9]+)$"
 '
 
+test_expect_success 'init in a folder it does not recognise: no project'"'"'s commands, train says what to set' '
+	cd proj && test_grep "Set \[train\] command" gpurun.ini &&
+	test "$("$GPURUN" config build.command)" = "" && test "$("$GPURUN" config train.command)" = "" &&
+	test_grep "^#command = python3 train.py" gpurun.ini && ! grep -q "kernels" gpurun.ini &&
+	test_expect_code 253 "$GPURUN" --host local train 2>err &&
+	test_grep "no \[train\] command to run" err
+'
+
+test_expect_success 'init in a kernels/ trainer writes its build, command and artifacts' '
+	mkdir -p kproj/kernels && cd kproj && touch kernels/Makefile kernels/train.c &&
+	"$GPURUN" init && test_grep "looks like a kernels/" gpurun.ini &&
+	test "$("$GPURUN" config build.command)" = "make -C kernels" &&
+	test_grep "^command = kernels/train " gpurun.ini &&
+	test "$("$GPURUN" config artifacts.pull)" = "*.bin metrics.csv" &&
+	test "$("$GPURUN" config train.persist)" = ""
+'
+
+test_expect_success 'init in a Python project without requirements: python3 train.py, no setup' '
+	mkdir -p pyproj && cd pyproj && echo "print(1)" >train.py &&
+	"$GPURUN" init && test "$("$GPURUN" config train.command)" = "python3 train.py" &&
+	test "$("$GPURUN" config setup.command)" = "" && test "$("$GPURUN" config build.command)" = "" &&
+	test "$("$GPURUN" config train.persist)" = "checkpoints/" &&
+	test_grep "(for this project; default: none)" gpurun.ini
+'
+
 test_expect_success 'config shows where each value came from: file:line, env, -o, --host' '
 	mkdir -p o/sub && printf "[remote]\nhost = from-file\n[train]\ngpus = 2\n" >o/gpurun.ini &&
 	cd o/sub &&
@@ -43,7 +68,7 @@ test_expect_success 'config KEY prints the value alone; --json is valid JSON' '
 	"$GPURUN" config --json >j &&
 	python3 -c "import json; d = json.load(open(\"j\"))[\"keys\"]; \
 assert d[\"remote.host\"] == {\"value\": \"from-file\", \"origin\": \"gpurun.ini:2\"}, d; \
-assert d[\"artifacts.pull\"][\"value\"] == [\"*.bin\", \"metrics.csv\"], d" &&
+assert d[\"sync.exclude\"][\"value\"] == [\"runs/\"] and d[\"artifacts.pull\"][\"value\"] == [], d" &&
 	test_expect_code 1 "$GPURUN" config remote.hots 2>err &&
 	test_grep "^hint: did you mean .remote.host.?" err
 '

@@ -1,14 +1,15 @@
 #!/bin/bash
 # gpurun train / logs / status / stop on the local transport: exit status
-# passthrough, a failed build starts nothing, output as it is written, the
-# job's snapshot, stop reaching grandchildren, GPU choice with a recorded
-# nvidia-smi, a lost supervisor, and the .gpurun/jobs cache.
+# passthrough, a failed build ends the job before its command, output as
+# it is written, the job's snapshot and own build folder, stop reaching
+# grandchildren, GPU choice with a recorded nvidia-smi, a lost supervisor,
+# and the .gpurun/jobs cache.
 . "$(dirname "$0")/../lib.sh"
 
 P=$TRASH/proj R=$TRASH/rproj
 mkdir -p "$P" "$R"
 # ini [KEY=VALUE...]: gpurun.ini for the local host, sections as given.
-# No build unless a case asks for one (the default builds kernels/).
+# No build unless a case asks for one.
 ini() {
 	write_ini "$P" local local "$R"
 	case " $* " in *" [build] "*) ;; *) printf '[build]\ncommand =\n' >> "$P/gpurun.ini" ;; esac
@@ -50,17 +51,20 @@ test_expect_success 'the log has stdout and stderr; train prints it live' '
 	test_grep "started job $id" err && test_grep "exited with status 0" err
 '
 
-test_expect_success 'a failed build stops train with its status and starts no job' '
-	cd "$P" && rm -rf "$(jobs_root)" &&
+test_expect_success 'a failed build ends the job with its status; the command does not run' '
+	cd "$P" &&
 	ini "[build]" "command = echo compiling; echo broken >&2; exit 4" "[train]" "command = touch $TRASH/ran" &&
 	test_expect_code 4 "$GPURUN" train >out 2>err &&
-	test_grep compiling err && test_grep broken err && test_grep "no job started" err &&
-	! test -e "$TRASH/ran" && ! ls "$(jobs_root)"/*/2* 2>/dev/null
+	test_grep compiling out && test_grep broken out && test_grep "build failed with status 4" err &&
+	! test -e "$TRASH/ran" && id=$(head -n1 .gpurun/jobs | cut -f1) &&
+	"$GPURUN" status --json "$id" >js &&
+	python3 -c "import json; j = json.load(open(\"js\"))[\"jobs\"][0]; assert j[\"state\"] == \"failed\" and j[\"phase\"] == \"build\" and j[\"exit_code\"] == 4, j"
 '
 
-test_expect_success 'a build that works runs before the job, in the project folder' '
-	cd "$P" && ini "[build]" "command = pwd > built-here" "[train]" "command = cat built-here" &&
-	"$GPURUN" -q train >out && test_grep -x "$R" out
+test_expect_success 'the build runs before the job, in the job'"'"'s own folder' '
+	cd "$P" && ini "[build]" "command = pwd > built-here" "[train]" "command = cat built-here; pwd" &&
+	"$GPURUN" -q train >out && id=$(head -n1 .gpurun/jobs | cut -f1) &&
+	test $(grep -c "/$id\$" out) = 2 && ! test -e "$R/built-here"
 '
 
 test_expect_success 'a block-buffering program still shows each line as it is written' '
@@ -157,14 +161,36 @@ test_expect_success 'the job runs the code it was started with, whatever syncs d
 	printf "v1\nv1\naaa\n" >want && test_cmp want out
 '
 
-test_expect_success 'a big build output rewritten in place later does not change a running job' '
+test_expect_success 'two jobs build at once, each in its own folder; the second says the first runs' '
 	cd "$P" && rm -f "$TRASH/go5" &&
-	ini "[build]" "command = head -c 2000000 /dev/zero | tr \"\\\\0\" x > built.bin" \
-		"[train]" "command = while ! test -e $TRASH/go5; do sleep 0.1; done; head -c 3 built.bin; echo" &&
-	id=$("$GPURUN" -q train --detach) && test "$(head -c 3 "$R/built.bin")" = xxx &&
-	head -c 2000000 /dev/zero | tr "\0" y >>"$R/built.bin.y" && cat "$R/built.bin.y" >"$R/built.bin" &&
-	test "$(head -c 3 "$R/built.bin")" = yyy &&
-	touch "$TRASH/go5" && "$GPURUN" logs -f "$id" >out && test "$(cat out)" = xxx
+	ini "[build]" "command = echo \$GPURUN_JOB_ID > built.txt" \
+		"[train]" "command = while ! test -e $TRASH/go5; do sleep 0.1; done; cat built.txt" &&
+	a=$("$GPURUN" -q train --detach) && b=$("$GPURUN" train --detach 2>err) &&
+	test_grep "job $a of this project is .* this one builds and runs in its own folder" err &&
+	touch "$TRASH/go5" && "$GPURUN" logs -f "$a" >oa && "$GPURUN" logs -f "$b" >ob &&
+	test_grep -x "$a" oa && test_grep -x "$b" ob && ! test -e "$R/built.txt"
+'
+
+test_expect_success 'a job waiting for another'"'"'s setup says so, and stops at once when asked' '
+	cd "$P" && rm -f "$TRASH/go6" &&
+	ini "[setup]" "command = while ! test -e $TRASH/go6; do sleep 0.1; done" "[train]" "command = echo ran" &&
+	a=$("$GPURUN" -q train --detach) && sleep 0.5 && b=$("$GPURUN" -q train --detach) &&
+	for i in $(seq 1 100); do "$GPURUN" status "$b" >st && grep -q queued st && break; sleep 0.1; done &&
+	test_grep "queued" st && "$GPURUN" status "$a" >sa && test_grep " setup " sa &&
+	"$GPURUN" logs "$b" >lb && test_grep "waiting for job $a.s setup to finish" lb &&
+	"$GPURUN" -q -o train.stop_grace=1 stop "$b" && "$GPURUN" status "$b" >sb && test_grep stopped sb &&
+	touch "$TRASH/go6" && "$GPURUN" logs -f "$a" >la && test_grep -x ran la
+'
+
+test_expect_success 'persistent paths: shared by jobs, made where missing, never through a symlink' '
+	cd "$P" && ini "[train]" "command = echo \$GPURUN_JOB_ID >>state/ids; cat state/ids | wc -l" \
+		"persist = state/ cache/x/" &&
+	"$GPURUN" -q train >o1 && "$GPURUN" -q train >o2 && test "$(cat o2)" = 2 &&
+	test -d "$R/state" && test -d "$R/cache/x" && test $(wc -l <"$R/state/ids") = 2 &&
+	mkdir -p "$TRASH/elsewhere" && ln -s "$TRASH/elsewhere" "$R/link" &&
+	ini "[train]" "command = true" "persist = link/cache/" &&
+	test_expect_code 1 "$GPURUN" train 2>err && test_grep "a symlink on the way is not followed" err &&
+	! test -e "$TRASH/elsewhere/cache" && rm "$R/link"
 '
 
 test_expect_success 'a supervisor killed with -9 leaves the job lost (exit 248), not hanging' '
@@ -205,7 +231,8 @@ test_expect_success 'without a terminal, Ctrl-C detaches (exit 0); the job keeps
 	rm -f out err && { "$GPURUN" train </dev/null >out 2>err & } && tpid=$! &&
 	wait_grep up out && kill -INT $tpid && wait $tpid; rc=$? &&
 	test $rc = 0 && test_grep "detached from job" err && test_grep "gpurun logs -f" err &&
-	id=$(head -n1 .gpurun/jobs | cut -f1) && "$GPURUN" status "$id" >st && test_grep running st &&
+	id=$(sed -n "s/.*detached from job \([0-9a-f-]*\);.*/\1/p" err) &&
+	"$GPURUN" status "$id" >st && test_grep running st &&
 	touch "$TRASH/go4" && "$GPURUN" logs -f "$id" >out2 && test_grep -x end out2
 '
 
@@ -214,7 +241,8 @@ test_expect_success '--stop-on-interrupt: Ctrl-C stops the job (exit 249)' '
 	rm -f out err && { "$GPURUN" train --stop-on-interrupt </dev/null >out 2>err & } && tpid=$! &&
 	wait_grep up out && kill -INT $tpid && wait $tpid; rc=$? &&
 	test $rc = 249 && test_grep "stopping job" err &&
-	id=$(head -n1 .gpurun/jobs | cut -f1) && "$GPURUN" status "$id" >st && test_grep stopped st
+	id=$(sed -n "s/.*stopping job \([0-9a-f-]*\) .*/\1/p" err) &&
+	"$GPURUN" status "$id" >st && test_grep stopped st
 '
 
 test_done

@@ -180,15 +180,19 @@ static void test_defaults(void)
 	CHECK_EQ_INT(c->sync.warn_size, 1ULL << 30);
 	CHECK_EQ_INT(c->sync.delta_min, 1ULL << 20);
 	CHECK_EQ_INT(c->sync.include_git, 0);
-	CHECK_STR(c->build.command, "make -C kernels");
-	CHECK_STR(c->train.command,
-		  "kernels/train --synthetic 20000 --steps 400 --out \"$GPURUN_JOB_DIR\"");
+	CHECK_EQ_INT(c->sync.include.n, 0);
+	CHECK_STR(c->setup.command, "");
+	CHECK_EQ_INT(c->setup.inputs.n, 0);
+	/* No project's commands by default: `gpurun init` writes them. */
+	CHECK_STR(c->build.command, "");
+	CHECK_STR(c->train.command, "");
+	CHECK_STR(c->train.shell, "sh");
+	CHECK_EQ_INT(c->train.persist.n, 0);
 	CHECK_STR(c->train.gpus, "all");
 	CHECK_EQ_INT(c->train.stop_grace, 10);
-	CHECK_EQ_INT(c->artifacts.pull.n, 2);
-	CHECK_STR(c->artifacts.pull.v[0], "*.bin");
-	CHECK_STR(c->artifacts.pull.v[1], "metrics.csv");
+	CHECK_EQ_INT(c->artifacts.pull.n, 0);
 	CHECK_EQ_INT(c->artifacts.interval, 60);
+	CHECK_EQ_INT(c->jobs.keep, 20);
 	CHECK_STR(c->hooks.pre_push, "");
 	for (size_t i = 0; i < n; i++) {
 		char key[128];
@@ -349,7 +353,7 @@ static void test_errors(void)
 		{ "# c\n[remot]\nhost = x\n", "gpurun.ini:2: unknown section [remot]",
 		  "did you mean [remote]?" },
 		{ "[gpu]\n", "gpurun.ini:1: unknown section [gpu]",
-		  "sections: [remote] [sync] [build] [train] [artifacts] [hooks]" },
+		  "sections: [remote] [sync] [setup] [build] [train] [artifacts] [jobs] [hooks]" },
 		{ "host = x\n[remote]\n", "gpurun.ini:1: key 'host' is outside any section",
 		  "put it under [remote]" },
 		{ "[remote]\ntransport = ssh\n",
@@ -586,9 +590,10 @@ static void test_schema(void)
 	static const char *const want[] = {
 		"remote.host", "remote.path", "remote.transport", "remote.identity",
 		"remote.known_hosts", "remote.connect_timeout", "sync.exclude", "sync.warn_size",
-		"sync.delta_min", "sync.include_git", "sync.preserve_perms", "build.command",
-		"train.command", "train.gpus", "train.stop_grace", "artifacts.pull",
-		"artifacts.interval", "artifacts.min_free", "hooks.pre_push" };
+		"sync.delta_min", "sync.include_git", "sync.preserve_perms", "sync.include",
+		"setup.command", "setup.inputs", "build.command", "train.command", "train.shell",
+		"train.persist", "train.gpus", "train.stop_grace", "artifacts.pull",
+		"artifacts.interval", "artifacts.min_free", "jobs.keep", "hooks.pre_push" };
 
 	CHECK_EQ_INT(n, GR_ARRAY_SIZE(want));
 	for (size_t i = 0; i < n && i < GR_ARRAY_SIZE(want); i++) {

@@ -77,7 +77,7 @@ static int pack(const char *const *pat, size_t npat, struct pack_have *have, siz
 	snprintf(dir, sizeof(dir), "%s/job", tmp);
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	struct gr_err err = { 0 };
-	int rc = job_pack(dir, pat, npat, have, nhave, fd, st, &err);
+	int rc = job_pack(dir, pat, npat, have, nhave, NULL, fd, st, &err);
 	if (rc < 0)
 		fprintf(stderr, "  pack: %s\n", err.msg);
 	lseek(fd, 0, SEEK_SET);

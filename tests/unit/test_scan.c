@@ -194,7 +194,8 @@ static void explain_wording(void)
 	CHECK_STR(out.buf, "ignored: 'a.o' by .gitignore:1 '*.o'\n");
 	sb_reset(&out);
 	CHECK_EQ_INT(ignore_explain(root, &o, "./sub//keep.o", &out, &err), 0);
-	CHECK_STR(out.buf, "synced: 'sub/keep.o' re-included by sub/.gitignore:1 '!keep.o'\n");
+	CHECK_STR(out.buf, "synced: 'sub/keep.o' re-included by sub/.gitignore:1 '!keep.o'\n"
+			   "note: it overrides .gitignore:1 '*.o'\n");
 	sb_reset(&out);
 	CHECK_EQ_INT(ignore_explain(root, &o, "data.csv", &out, &err), 0);
 	CHECK_STR(out.buf, "synced: 'data.csv' (no rule matches)\n");
@@ -360,6 +361,78 @@ static void unreadable_ignore_file(void)
 	free(gi);
 }
 
+/* [sync] include and [train] persist: what the scan sends, what it looks
+ * inside, and --why's words for them. */
+static void include_and_persist(void)
+{
+	static const char *const include[] = { "data/", "build/keep.bin", "*.npz", "!data/tmp/" };
+	static const char *const persist[] = { "checkpoints/", ".venv/" };
+	struct scan_opts o = { 0 };
+	struct scan_entry *e = NULL;
+	struct gr_err err = { 0 };
+	struct strbuf out = STRBUF_INIT;
+	char *root = tpath("s5");
+	size_t n = 0;
+
+	mk("s5");
+	put("s5/.gitignore", "data/\nbuild/\n*.npz\n.venv/\n*.tmp\n");
+	mk("s5/data");
+	mk("s5/data/tmp");
+	mk("s5/data/sub");
+	put("s5/data/train.bin", "d");
+	put("s5/data/x.tmp", "t");     /* ignored by *.tmp, but inside an included folder */
+	put("s5/data/tmp/junk", "j");  /* taken back by !data/tmp/ */
+	put("s5/data/sub/y", "y");
+	mk("s5/build");
+	mk("s5/build/deep");
+	put("s5/build/keep.bin", "k"); /* named by an anchored include in an ignored folder */
+	put("s5/build/other.o", "o");
+	put("s5/build/deep/z.npz", "n"); /* unanchored: not looked for inside build/ */
+	put("s5/model.npz", "n");      /* unanchored, reached anyway: sent */
+	mk("s5/checkpoints");
+	put("s5/checkpoints/a.pt", "c");
+	mk("s5/.venv");
+	put("s5/.venv/pyvenv.cfg", "v");
+	mk("s5/runs");                 /* ignored, nothing included inside */
+	put("s5/runs/r", "r");
+	put("s5/train.py", "p");
+	o.include = include;
+	o.ninclude = GR_ARRAY_SIZE(include);
+	o.persist = persist;
+	o.npersist = GR_ARRAY_SIZE(persist);
+	static const char *const extra[] = { "runs/" };
+	o.extra = extra;
+	o.nextra = 1;
+	CHECK(scan_tree(root, &o, &e, &n, &err) == 0);
+	static const char *const want[] = {
+		".gitignore", "build", "build/keep.bin", "data", "data/sub", "data/sub/y",
+		"data/train.bin", "data/x.tmp", "model.npz", "train.py",
+	};
+	CHECK_EQ_INT(n, GR_ARRAY_SIZE(want));
+	for (size_t i = 0; i < n && i < GR_ARRAY_SIZE(want); i++)
+		CHECK_STR(e[i].path, want[i]);
+	scan_free(e, n);
+
+	CHECK_EQ_INT(ignore_explain(root, &o, "data/x.tmp", &out, &err), 0);
+	CHECK_STR(out.buf, "synced: 'data/x.tmp' because folder 'data/' is included by [sync] include:1 'data/'\n"
+			   "note: without it, folder 'data/' is ignored by .gitignore:1 'data/'\n");
+	sb_reset(&out);
+	CHECK_EQ_INT(ignore_explain(root, &o, "build/keep.bin", &out, &err), 0);
+	CHECK_STR(out.buf, "synced: 'build/keep.bin' included by [sync] include:2 'build/keep.bin'\n"
+			   "note: without it, folder 'build/' is ignored by .gitignore:2 'build/'\n");
+	sb_reset(&out);
+	CHECK_EQ_INT(ignore_explain(root, &o, "data/tmp/junk", &out, &err), 1);
+	CHECK(out.buf && strstr(out.buf, "ignored: 'data/tmp/junk' because folder 'data/' is ignored by .gitignore:1"));
+	sb_reset(&out);
+	CHECK_EQ_INT(ignore_explain(root, &o, "checkpoints/a.pt", &out, &err), 1);
+	CHECK_STR(out.buf, "ignored: 'checkpoints/a.pt' because folder 'checkpoints/' is a persistent path "
+			   "([train] persist 'checkpoints/'): it lives in the project folder on the host, "
+			   "shared by every job, and is never synced\n");
+	sb_reset(&out);
+	sb_release(&out);
+	free(root);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/gpurun-test-scan.XXXXXX";
@@ -381,6 +454,7 @@ int main(void)
 	RUN(gitconfig_reader);
 	RUN(index_versions);
 	RUN(unreadable_ignore_file);
+	RUN(include_and_persist);
 
 	if (!t_failed_cases)
 		sh("rm -rf '%s'", tmpdir);

@@ -1,6 +1,7 @@
 /* The sync plan: what is deleted (children first), created (parents
  * first), sent and how, or only updated, for every kind of change; and
  * the listing helpers (git-style quoting, largest folders). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,6 +233,61 @@ static void test_largest(void)
 	sm_list_free(&l);
 }
 
+static int ignored_data(void *arg, const char *path, int is_dir)
+{
+	(void)arg;
+	(void)is_dir;
+	return !strncmp(path, "data", 4) && (!path[4] || path[4] == '/');
+}
+
+/* What the host has and this side ignores stays there: it joins the
+ * local list as the host has it, so nothing is deleted and the expected
+ * manifest (the local list) keeps it; kept entries are recomputed from
+ * the next host view. */
+static void test_keep_ignored(void)
+{
+	struct sm_list l = { 0 }, r = { 0 }, r2 = { 0 };
+	struct sync_plan p;
+	struct strbuf b = STRBUF_INIT;
+	size_t *map = NULL;
+
+	file(&l, "a", 10, 1);
+	file(&l, "z", 10, 2);
+	file(&r, "a", 10, 1);
+	sm_add(&r, "data", SM_DIR);
+	file(&r, "data/train.bin", 100, 3);
+	file(&r, "gone", 10, 4); /* deleted here, not ignored: deleted there */
+	file(&r, "z", 10, 2);
+	CHECK_EQ_INT(sync_plan_keep_ignored(&l, &r, ignored_data, NULL, &map), 2);
+	CHECK(map != NULL);
+	CHECK_EQ_INT(l.n, 4);
+	CHECK_STR(l.e[1].path, "data");
+	CHECK_STR(l.e[2].path, "data/train.bin");
+	CHECK(l.e[2].flags & SM_F_KEPT);
+	CHECK(l.e[2].hash[0] == 3 && l.e[2].size == 100);
+	CHECK(map && map[0] == 0 && map[1] == SIZE_MAX && map[2] == SIZE_MAX && map[3] == 1);
+	free(map);
+	sync_plan_build(&l, &r, 1 << 20, NULL, NULL, &p);
+	CHECK_STR(listing(&p, &l, &b), "delete gone\n");
+	sync_plan_free(&p);
+	/* Next time the host no longer has data/: the kept entries go. */
+	file(&r2, "a", 10, 1);
+	file(&r2, "z", 10, 2);
+	CHECK_EQ_INT(sync_plan_keep_ignored(&l, &r2, ignored_data, NULL, &map), 0);
+	CHECK(map != NULL);
+	CHECK_EQ_INT(l.n, 2);
+	CHECK_STR(l.e[0].path, "a");
+	CHECK_STR(l.e[1].path, "z");
+	free(map);
+	/* And nothing to keep: the list is left as it was. */
+	CHECK_EQ_INT(sync_plan_keep_ignored(&l, &r2, ignored_data, NULL, &map), 0);
+	CHECK(map == NULL);
+	sb_release(&b);
+	sm_list_free(&l);
+	sm_list_free(&r);
+	sm_list_free(&r2);
+}
+
 int main(void)
 {
 	RUN(test_identical_is_empty);
@@ -241,5 +297,6 @@ int main(void)
 	RUN(test_empty_host);
 	RUN(test_quote);
 	RUN(test_largest);
+	RUN(test_keep_ignored);
 	return T_DONE();
 }

@@ -1,0 +1,154 @@
+/* The template `gpurun init` writes: every key of the schema with its
+ * help, and values that fit the project it runs in. It looks for a
+ * Python trainer (train.py, pyproject.toml, requirements.txt) and for
+ * this repository's own C/CUDA trainer (kernels/Makefile and
+ * kernels/train.c); elsewhere the defaults stay, and [train] command is
+ * left for the user. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config_int.h"
+
+#define KERNELS_TRAIN "kernels/train --synthetic 20000 --steps 400 --out \"$GPURUN_JOB_DIR\""
+
+static int has(const char *dir, const char *name)
+{
+	char *p = xasprintf("%s/%s", dir, name);
+	struct stat st;
+	int r = stat(p, &st) == 0 && S_ISREG(st.st_mode);
+
+	free(p);
+	return r;
+}
+
+static void set(struct cfg_profile *p, const char *key, const char *value)
+{
+	sv_push(&p->keys, key);
+	sv_push(&p->values, value);
+}
+
+static void saw(struct cfg_profile *p, const char *what)
+{
+	sb_addf(&p->found, "%s%s", p->found.len ? ", " : "", what);
+}
+
+void cfgk_profile_detect(const char *dir, struct cfg_profile *p)
+{
+	const char *script = has(dir, "train.py") ? "train.py" : has(dir, "main.py") ? "main.py" : NULL;
+	int req = has(dir, "requirements.txt"), pyproject = has(dir, "pyproject.toml");
+
+	*p = (struct cfg_profile){ "", STRBUF_INIT, STRVEC_INIT, STRVEC_INIT };
+	if (script || req || pyproject) {
+		p->kind = "python";
+		if (script)
+			saw(p, script);
+		if (pyproject)
+			saw(p, "pyproject.toml");
+		if (req)
+			saw(p, "requirements.txt");
+		const char *run = script ? script : "train.py";
+		char *cmd;
+		if (req || pyproject) {
+			/* The environment lives once on the host, made by setup
+			 * and shared by every job (a persistent path). */
+			set(p, "setup.command", req ? "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt"
+						    : "python3 -m venv .venv && .venv/bin/pip install -e .");
+			set(p, "setup.inputs", req ? "requirements.txt" : "pyproject.toml");
+			set(p, "train.persist", "checkpoints/ .venv/");
+			cmd = xasprintf(".venv/bin/python %s", run);
+		} else {
+			set(p, "train.persist", "checkpoints/");
+			cmd = xasprintf("python3 %s", run);
+		}
+		set(p, "build.command", "");
+		set(p, "train.command", cmd);
+		set(p, "artifacts.pull", "checkpoints/ *.jsonl *.csv");
+		free(cmd);
+		return;
+	}
+	if (has(dir, "kernels/Makefile") && has(dir, "kernels/train.c")) {
+		p->kind = "kernels";
+		saw(p, "kernels/Makefile, kernels/train.c");
+		set(p, "build.command", "make -C kernels");
+		set(p, "train.command", KERNELS_TRAIN);
+		set(p, "artifacts.pull", "*.bin metrics.csv");
+	}
+}
+
+void cfgk_profile_free(struct cfg_profile *p)
+{
+	sb_release(&p->found);
+	sv_clear(&p->keys);
+	sv_clear(&p->values);
+}
+
+static const char *profile_value(const struct cfg_profile *p, const struct gr_config_key *k)
+{
+	for (size_t i = 0; p && i < p->keys.n; i++) {
+		const char *dot = strchr(p->keys.v[i], '.');
+		if (dot && !strncmp(p->keys.v[i], k->section, (size_t)(dot - p->keys.v[i])) &&
+		    !k->section[dot - p->keys.v[i]] && !strcmp(dot + 1, k->name))
+			return p->values.v[i];
+	}
+	return NULL;
+}
+
+void cfgk_template(struct strbuf *out, const char *project, const struct cfg_profile *p)
+{
+	const char *section = "";
+	size_t n;
+	const struct gr_config_key *keys = config_keys(&n);
+
+	sb_adds(out,
+		"# gpurun.ini: how gpurun syncs, builds and runs this project on a GPU host.\n"
+		"# Written by 'gpurun init' with every key and its default; a key shown\n"
+		"# commented out has no default. 'gpurun config' shows the values in effect\n"
+		"# and where each came from.\n");
+	if (p && *p->kind)
+		sb_addf(out, "#\n# This project looks like a %s one (found %s): the values below\n"
+			"# marked '(for this project)' were chosen for that; the rest are defaults.\n",
+			!strcmp(p->kind, "python") ? "Python" : "kernels/ (C and CUDA)", p->found.buf);
+	else
+		sb_adds(out, "#\n# Set [train] command to what runs your training, from the project folder.\n");
+	sb_adds(out,
+		"#\n"
+		"# Where a job runs: in its own folder on the host ($GPURUN_JOB_DIR), which\n"
+		"# holds a snapshot of the project as it was synced (a later sync changes\n"
+		"# nothing the job sees), the [train] persist paths (shared by every job of\n"
+		"# the project), and whatever the job writes; [artifacts] pull names files\n"
+		"# there, as the job sees them.\n"
+		"#\n"
+		"# Comments are lines starting with '#' or ';'. A value runs to the end of its\n"
+		"# line as written (no quotes, no inline comments). '~' in a local path is your\n"
+		"# home folder. Precedence: defaults < this file < GPURUN_<SECTION>_<KEY>\n"
+		"# environment variables < the command line (-o section.key=value, --host).\n");
+	for (size_t i = 0; i < n; i++) {
+		const struct gr_config_key *k = &keys[i];
+		const char *mine = profile_value(p, k);
+		char *def = cfgk_default(k, project);
+
+		if (strcmp(section, k->section)) {
+			section = k->section;
+			sb_addf(out, "\n[%s]\n", section);
+		}
+		sb_addf(out, "# %s", k->help);
+		if (k->type == GR_KEY_INT)
+			sb_addf(out, " (%lld-%lld)", k->min, k->max);
+		if (k->type == GR_KEY_LIST)
+			sb_adds(out, " (a list; repeat the key to add)");
+		if (mine && strcmp(mine, def))
+			sb_addf(out, " (for this project; default: %s)", *def ? def : "none");
+		sb_adds(out, "\n");
+		if (mine)
+			sb_addf(out, "%s =%s%s\n", k->name, *mine ? " " : "", mine);
+		else if (*def)
+			sb_addf(out, "%s = %s\n", k->name, def);
+		else if (k->example)
+			sb_addf(out, "#%s = %s\n", k->name, k->example);
+		else
+			sb_addf(out, "%s =\n", k->name);
+		free(def);
+	}
+}

@@ -1,0 +1,78 @@
+/* How a job is started, watched and stopped on the host: one interface,
+ * one file per implementation (DESIGN.md, "Job backends"). The client's
+ * job protocol is the same whatever the backend; a job's spec names its
+ * backend ("backend" key, default "local"), and job_store.c asks that
+ * backend for the live part of the record.
+ *
+ *   local   job_backend_local.c: the agent's own supervisor, a process in
+ *           a session of its own that runs setup, build and the command
+ *           under a pty and records the exit status.
+ *   slurm   (planned) sbatch/squeue/scontrol/sacct/scancel run by the
+ *           agent on the login node: start submits a batch script written
+ *           into the job folder and records the scheduler's id in the
+ *           job's meta; state maps squeue/sacct to gpurun's states, with
+ *           the queue reason in the record's `reason`; stop is scancel.
+ *           Its batch script can run the same steps on the compute node
+ *           (job_steps.h) through a mode of the agent binary (`main`).
+ *   containers (planned) are not a backend but a wrapper either backend
+ *           uses: job_step_argv() is the one place where a step's argv is
+ *           made, so a wrapper turns it into `podman run --name JOB ...
+ *           ARGV` there, and a backend's stop stops the named container.
+ *
+ * Common ground: the job folder and its meta files (job_store.h). Output
+ * goes to .gpurun/log (the log streamer reads it from there, whichever
+ * backend wrote it), and a backend either writes .gpurun/status when the
+ * job ends or says how it ended in state().
+ *
+ * Every function may block; none runs in the agent's poll loop except
+ * state(), which must be quick (a few small files, one flock; a
+ * scheduler backend caches what its tools said, see refresh). */
+#ifndef GR_JOB_BACKEND_H
+#define GR_JOB_BACKEND_H
+
+#include "err.h"
+#include "job_proto.h"
+#include "util.h"
+
+struct job_backend {
+	const char *name;
+	/* Start the job whose folder dir is prepared (meta files, spec,
+	 * snapshot). Returns once the backend has taken it: the local
+	 * supervisor is running, or the scheduler accepted it. Runs in a
+	 * helper the agent forks. 0, or GR_E* with err set (the caller then
+	 * removes the folder). */
+	int (*start)(const char *dir, struct gr_err *err);
+	/* The live part of the record: state, phase, reason, pid, start_ms,
+	 * end_ms, has_status/signalled/code, gpus. r holds the common meta
+	 * already (id, created_ms, command, dir, workdir, backend). */
+	void (*state)(const char *dir, struct job_rec *r);
+	/* Optional (NULL: none): called once before a listing of the jobs
+	 * under root, so a scheduler backend asks its tools once for all of
+	 * them instead of once per job. */
+	void (*refresh)(const char *root);
+	/* Stop the job: TERM, KILL after grace_s, then check nothing is
+	 * left. Appends JOB_STOP's reply payload (job_proto.h) to reply.
+	 * Runs in a helper the agent forks. */
+	int (*stop)(const char *dir, int grace_s, struct strbuf *reply, struct gr_err *err);
+	/* A mode of the agent binary this backend runs on the host
+	 * (`gpurun-agent supervise DIR ...` for local). Returns the exit
+	 * code, or -1 when argv[1] is not one of its modes. */
+	int (*main)(int argc, char **argv);
+};
+
+extern const struct job_backend job_backend_local;
+
+#define JOB_BACKEND_DEFAULT "local"
+
+/* The backend called name, or NULL. */
+const struct job_backend *job_backend_find(const char *name);
+/* The backend of the job in dir (its spec's "backend"; local if unset). */
+const struct job_backend *job_backend_of(const char *dir);
+
+/* Call every backend's refresh (before a listing of root's jobs). */
+void job_backends_refresh(const char *root);
+
+/* Offer argv to every backend's main (agent.c's other modes). */
+int job_backend_main(int argc, char **argv);
+
+#endif

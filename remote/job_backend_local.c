@@ -1,0 +1,335 @@
+/* The local backend (job_backend.h): the agent's own supervisor. start
+ * double-forks `gpurun-agent supervise` (job_super.c) into a session of
+ * its own, handing it the job's lock; the job's state comes from that
+ * lock and the supervisor's meta files; stop signals the job's whole
+ * process tree (job_proc.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "job_backend.h"
+#include "job_gpu.h"
+#include "job_proc.h"
+#include "job_store.h"
+
+int job_supervise(int argc, char **argv);
+
+/* ---- start ---- */
+
+/* Put the supervisor in a session of its own, twice forked (so it is no
+ * child of ours and init reaps it), holding lock_fd's flock. */
+static int spawn_supervisor(const char *dir, int lock_fd, int ready_w, struct gr_err *err)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return gr_errf(err, GR_EIO, "fork: %s", strerror(errno));
+	if (pid > 0) {
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		return 0;
+	}
+	setsid();
+	if (fork() != 0)
+		_exit(0);
+	int nul = open("/dev/null", O_RDWR);
+	char *elog = job_meta(dir, "supervisor.log");
+	int efd = open(elog, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	dup2(nul, 0);
+	dup2(nul, 1);
+	if (efd >= 0)
+		dup2(efd, 2);
+	for (int fd = 3; fd < 1024; fd++)
+		if (fd != lock_fd && fd != ready_w)
+			close(fd);
+	fcntl(lock_fd, F_SETFD, 0);
+	fcntl(ready_w, F_SETFD, 0);
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	char lfd[16], rfd[16];
+	snprintf(lfd, sizeof(lfd), "%d", lock_fd);
+	snprintf(rfd, sizeof(rfd), "%d", ready_w);
+	execl("/proc/self/exe", "gpurun-agent", "supervise", dir, lfd, rfd, (char *)NULL);
+	dprintf(ready_w, "cannot run the agent again (/proc/self/exe): %s\n", strerror(errno));
+	_exit(127);
+}
+
+static int local_start(const char *dir, struct gr_err *err)
+{
+	char *p = job_meta(dir, "lock"), msg[1024];
+	int lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600), ready[2] = { -1, -1 }, rc;
+	size_t got = 0;
+
+	free(p);
+	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0 || pipe2(ready, O_CLOEXEC) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot prepare the job's lock: %s", strerror(errno));
+		goto out;
+	}
+	/* The lock passes to the supervisor by inheritance, so there is no
+	 * moment when the job exists and nobody holds it ("lost"). */
+	if ((rc = spawn_supervisor(dir, lock_fd, ready[1], err)) < 0)
+		goto out;
+	close(ready[1]);
+	ready[1] = -1;
+	/* It says "ok\n" once it has read the job's files. */
+	for (uint64_t until = now_ms() + 30000; got < sizeof(msg) - 1 && !memchr(msg, '\n', got);) {
+		struct pollfd pfd = { ready[0], POLLIN, 0 };
+		uint64_t now = now_ms();
+		if (now >= until || poll(&pfd, 1, (int)(until - now)) == 0)
+			break;
+		ssize_t n = read(ready[0], msg + got, sizeof(msg) - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	msg[got] = '\0';
+	if (strcmp(msg, "ok\n")) {
+		msg[strcspn(msg, "\n")] = '\0';
+		rc = gr_errf(err, GR_EAGENT, "the job's supervisor did not start: %s",
+			     got ? msg : "it exited at once");
+	}
+out:
+	if (lock_fd >= 0)
+		close(lock_fd);
+	for (int i = 0; i < 2; i++)
+		if (ready[i] >= 0)
+			close(ready[i]);
+	return rc;
+}
+
+/* ---- state ---- */
+
+/* 1 while the job's supervisor holds .gpurun/lock. */
+static int supervisor_alive(const char *dir)
+{
+	char *p = job_meta(dir, "lock");
+	int fd = open(p, O_RDONLY | O_CLOEXEC), alive = 0;
+
+	free(p);
+	if (fd < 0)
+		return 0;
+	if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK)
+		alive = 1;
+	close(fd);
+	return alive;
+}
+
+static char *meta_text(const char *dir, const char *name)
+{
+	char *p = job_meta(dir, name);
+	struct strbuf sb = STRBUF_INIT;
+
+	read_file(p, &sb, NULL);
+	free(p);
+	while (sb.len && sb.buf[sb.len - 1] == '\n')
+		sb.buf[--sb.len] = '\0';
+	return sb.buf ? sb_detach(&sb, NULL) : xstrdup("");
+}
+
+static void local_state(const char *dir, struct job_rec *r)
+{
+	struct strvec run = STRVEC_INIT, st = STRVEC_INIT;
+	char *p, *phase;
+	const char *state;
+
+	/* Order matters: liveness first, then the files, so a job that ends
+	 * between the two reads shows its status rather than "lost". */
+	int alive = supervisor_alive(dir);
+	p = job_meta(dir, "run");
+	job_kv_read(p, &run, NULL);
+	free(p);
+	p = job_meta(dir, "status");
+	int has_status = job_kv_read(p, &st, NULL) == 0;
+	free(p);
+	phase = meta_text(dir, "phase");
+
+	r->start_ms = job_kv_u64(&run, "start_ms");
+	r->pid = (uint32_t)job_kv_u64(&run, "pid");
+	free(r->gpus);
+	r->gpus = xstrdup(job_kv_get(&run, "gpus") ? job_kv_get(&run, "gpus") : "");
+	free(r->reason);
+	r->reason = NULL;
+	if (has_status) {
+		uint64_t sig = job_kv_u64(&st, "signal");
+		r->has_status = 1;
+		r->signalled = sig != 0;
+		r->code = (uint32_t)(sig ? sig : job_kv_u64(&st, "exit"));
+		r->end_ms = job_kv_u64(&st, "end_ms");
+		free(phase);
+		phase = xstrdup(job_kv_get(&st, "phase") ? job_kv_get(&st, "phase") : "run");
+		if (job_meta_exists(dir, "stopped"))
+			state = "stopped";
+		else
+			state = !r->signalled && r->code == 0 ? "done" : "failed";
+	} else if (alive) {
+		char *queued = meta_text(dir, "queued");
+		if (run.n)
+			state = "running";
+		else if (job_meta_exists(dir, "queued"))
+			state = "queued";
+		else if (!strcmp(phase, "setup"))
+			state = "setup";
+		else if (!strcmp(phase, "build"))
+			state = "building";
+		else
+			state = "starting";
+		if (*queued)
+			r->reason = queued;
+		else
+			free(queued);
+	} else {
+		state = "lost";
+	}
+	free(r->state);
+	r->state = xstrdup(state);
+	free(r->phase);
+	r->phase = phase;
+	sv_clear(&run);
+	sv_clear(&st);
+}
+
+/* ---- stop ---- */
+
+struct pidset {
+	pid_t *v;
+	size_t n;
+};
+
+static int pidset_has(const struct pidset *s, pid_t p)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i] == p)
+			return 1;
+	return 0;
+}
+
+static int pidset_add(struct pidset *s, pid_t p)
+{
+	if (pidset_has(s, p))
+		return 0;
+	s->v = xrealloc(s->v, (s->n + 1) * sizeof(*s->v));
+	s->v[s->n++] = p;
+	return 1;
+}
+
+static int local_stop(const char *dir, int grace_s, struct strbuf *payload, struct gr_err *err)
+{
+	struct job_rec r;
+	struct job_proc *ps = NULL;
+	struct pidset seen = { 0 };
+	struct gpu_report g = { 0 };
+	uint32_t nterm = 0;
+	int killed = 0, rc;
+	size_t n;
+	char *p;
+
+	if ((rc = job_load(dir, &r, 0, err)) < 0)
+		return rc;
+	p = job_meta(dir, "stopped");
+	if (!job_rec_ended(&r))
+		write_file_atomic(p, "", 0, 0644, NULL);
+	free(p);
+
+	/* SIGTERM everything now, and whatever appears during the grace. */
+	uint64_t deadline = now_ms() + (uint64_t)grace_s * 1000;
+	for (;;) {
+		n = job_procs(r.id, (pid_t)r.pid, &ps);
+		for (size_t i = 0; i < n; i++)
+			if (pidset_add(&seen, ps[i].pid)) {
+				kill(ps[i].pid, SIGTERM);
+				kill(ps[i].pid, SIGCONT); /* a stopped process must see it */
+				nterm++;
+			}
+		free(ps);
+		ps = NULL;
+		if (!n || now_ms() >= deadline)
+			break;
+		usleep(100 * 1000);
+	}
+	/* Then SIGKILL, until nothing is left (or it will not go). */
+	for (int round = 0; n && round < 40; round++) {
+		killed = 1;
+		n = job_procs(r.id, (pid_t)r.pid, &ps);
+		for (size_t i = 0; i < n; i++) {
+			pidset_add(&seen, ps[i].pid);
+			kill(ps[i].pid, SIGKILL);
+		}
+		free(ps);
+		ps = NULL;
+		if (n)
+			usleep(50 * 1000);
+	}
+	n = job_procs(r.id, (pid_t)r.pid, &ps);
+
+	/* The supervisor records the end once the job's main process is
+	 * gone; give it a moment so the reply shows the final state. */
+	for (int i = 0; i < 50 && !job_rec_ended(&r); i++) {
+		job_rec_clear(&r);
+		if ((rc = job_load(dir, &r, 0, err)) < 0)
+			goto out;
+		if (!job_rec_ended(&r))
+			usleep(100 * 1000);
+	}
+	job_rec_put(payload, &r);
+	put_u32(payload, nterm);
+	put_u8(payload, (uint8_t)killed);
+	put_u32(payload, (uint32_t)n);
+	for (size_t i = 0; i < n; i++) {
+		put_u32(payload, (uint32_t)ps[i].pid);
+		put_str(payload, ps[i].comm);
+	}
+	/* Does any of its processes (even a survivor) still hold a GPU? */
+	gpu_report_load(&g, 1);
+	struct strbuf holders = STRBUF_INIT;
+	uint32_t nh = 0;
+	for (size_t i = 0; i < g.napps; i++) {
+		const struct gpu_app *a = &g.apps[i];
+		if (!pidset_has(&seen, (pid_t)a->pid) && !(a->job && !strcmp(a->job, r.id)))
+			continue;
+		char idx[16] = "";
+		for (size_t j = 0; j < g.ngpus; j++)
+			if (!strcmp(g.gpus[j].uuid, a->gpu_uuid))
+				snprintf(idx, sizeof(idx), "%u", g.gpus[j].index);
+		put_u32(&holders, a->pid);
+		put_str(&holders, idx[0] ? idx : a->gpu_uuid);
+		nh++;
+	}
+	put_u32(payload, nh);
+	sb_add(payload, holders.buf, holders.len);
+	sb_release(&holders);
+	rc = 0;
+out:
+	gpu_report_free(&g);
+	free(ps);
+	free(seen.v);
+	job_rec_clear(&r);
+	return rc;
+}
+
+static int local_main(int argc, char **argv)
+{
+	if (argc >= 2 && !strcmp(argv[1], "supervise"))
+		return job_supervise(argc, argv);
+	return -1;
+}
+
+const struct job_backend job_backend_local = {
+	.name = "local",
+	.start = local_start,
+	.state = local_state,
+	.refresh = NULL,
+	.stop = local_stop,
+	.main = local_main,
+};

@@ -1,0 +1,54 @@
+/* The steps of a job, whichever backend runs them (job_backend.h):
+ *   setup  [setup] command, in the project folder, where its results
+ *          (a .venv, a conda env) stay: it runs when its command, the
+ *          shell or the content of its inputs changed since it last
+ *          succeeded, one job of the project at a time;
+ *   build  [build] command, in the job's own folder (its snapshot), so two
+ *          jobs never build in the same folder;
+ *   run    [train] command, in the job's folder.
+ * Each step runs through the same shell (JOB_SPEC "shell"): "sh" is
+ * /bin/sh -c; "login" is the user's login shell as a login, interactive
+ * shell (-l -i -c), so ~/.profile and ~/.bashrc apply (conda init, a venv
+ * activated there), as VS Code's remote does to find the environment. */
+#ifndef GR_JOB_STEPS_H
+#define GR_JOB_STEPS_H
+
+#include "job_store.h"
+
+enum job_step { JOB_STEP_SETUP, JOB_STEP_BUILD, JOB_STEP_RUN };
+
+extern const char *const job_step_names[]; /* "setup", "build", "run" */
+
+/* The user's login shell: $SHELL if absolute, else the passwd entry's,
+ * else /bin/sh. */
+const char *job_login_shell(void);
+
+/* The argv that runs cmd through shell mode ("sh" or "login"), appended
+ * to argv. This is the one place a step's command line is made: a
+ * container wrapper (issue 16) wraps it here. */
+void job_step_argv(const char *shell, const char *cmd, struct strvec *argv);
+
+/* 1 if shell is a mode job_step_argv knows. */
+int job_shell_valid(const char *shell);
+
+/* The key that decides whether setup must run again: BLAKE2b of the shell
+ * mode, the command and, for each input (a path or glob relative to the
+ * project folder; sorted matches), its path and content; a missing input
+ * counts as missing. Hex in out. */
+void job_setup_key(const char *project, const struct job_spec *s, char out[65]);
+
+/* The project's setup lock (<project>/.gpurun/setup.lock): an fd holding
+ * a flock, -1 with err set, or -2 when stopped() said to give up. Waits
+ * while another job holds it: `waiting` (if set) is called once with that
+ * job's id (or ""), stopped (if set) every half second. */
+int job_setup_lock(const char *project, const char *job_id,
+		   void (*waiting)(void *arg, const char *holder), int (*stopped)(void *arg),
+		   void *arg, struct gr_err *err);
+void job_setup_unlock(int fd);
+
+/* The stamp of the last setup that succeeded in project ("" if none);
+ * *out is the caller's. */
+char *job_setup_stamp(const char *project);
+int job_setup_stamp_write(const char *project, const char *key, struct gr_err *err);
+
+#endif

@@ -1,0 +1,702 @@
+/* A model-based randomized test of the job store and its housekeeping
+ * (remote/job_store.c, job_house.c, job_snap.c, the local backend's
+ * state): a seeded generator starts jobs (folder, snapshot through the
+ * shared store, a lock held as a live supervisor holds it), lets them
+ * write, finish, fail or lose their supervisor, edits the project, and
+ * removes jobs with job_rm and job_prune (keep N, older than, both, dry
+ * runs) and collects the store's garbage, against a model of which jobs
+ * exist and in what state. After every step:
+ *  - the jobs on disk are the model's, newest first;
+ *  - each job's state is the model's, and a job that has not ended was
+ *    never removed;
+ *  - each job's snapshot holds the project as it was at its start;
+ *  - the disk accounting (each job's own bytes plus the store) equals an
+ *    independent walk counting each inode once, and after a collection
+ *    no store object is unused;
+ *  - nothing is left half removed.
+ * On a failure the seed is printed and the operation list shrunk to a
+ * smallest one that still fails. GPURUN_MODEL_SEEDS=N runs N seeds (make
+ * soak); GPURUN_MODEL_SEED=S replays one. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "t.h"
+
+#include "../../remote/job_backend.c"
+#include "../../remote/job_backend_local.c"
+#include "../../remote/job_glob.c"
+#include "../../remote/job_gpu.c"
+#include "../../remote/job_house.c"
+#include "../../remote/job_proc.c"
+#include "../../remote/job_snap.c"
+#include "../../remote/job_steps.c"
+#include "../../remote/job_store.c"
+#include "../../remote/job_super.c"
+#include "sync_manifest.h"
+#include "sync_proto.h"
+
+enum op_kind { OP_START, OP_WRITE, OP_FINISH, OP_FAIL, OP_LOSE, OP_EDIT, OP_RM, OP_PRUNE,
+	       OP_GC, OP_TIME, OP_COUNT };
+static const char *const op_names[] = { "start", "write", "finish", "fail", "lose", "edit",
+					"rm", "prune", "gc", "time" };
+
+struct op {
+	enum op_kind kind;
+	uint32_t a, b, c; /* operands, interpreted per kind (mod what exists) */
+};
+
+#define MAXJOBS 64
+#define NFILES 4
+
+struct mjob {
+	char id[GR_JOB_ID_LEN + 1];
+	uint64_t created_ms;
+	int alive, ended, failed, lost, removed;
+	int lock_fd;
+	uint32_t version[NFILES]; /* the project's files at its start */
+};
+
+struct world {
+	char base[256], project[320], root[320];
+	uint64_t now_ms;
+	struct mjob jobs[MAXJOBS];
+	size_t njobs;
+	uint32_t version[NFILES];
+	char why[512]; /* the first broken invariant */
+};
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+static int fail(struct world *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct world *w, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!w->why[0]) {
+		va_start(ap, fmt);
+		vsnprintf(w->why, sizeof(w->why), fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+/* File i of the project at version v. */
+static size_t file_size(int i, uint32_t v)
+{
+	static const size_t base[NFILES] = { 40, 3000, 70000, 200000 };
+	return base[i] + v % 7;
+}
+
+static void file_content(int i, uint32_t v, struct strbuf *sb)
+{
+	size_t n = file_size(i, v);
+	sb_reset(sb);
+	sb_grow(sb, n);
+	for (size_t k = 0; k < n; k++)
+		sb->buf[k] = (char)('a' + (k * 7 + i * 13 + v) % 26);
+	sb->len = n;
+}
+
+/* Write the project's files at w->version and the sync manifest a sync
+ * would leave (hashes, and what the host saw after writing). */
+static void write_project(struct world *w)
+{
+	struct sm_list man = { 0 };
+	struct strbuf sb = STRBUF_INIT, enc = STRBUF_INIT;
+	char p[512];
+
+	for (int i = 0; i < NFILES; i++) {
+		snprintf(p, sizeof(p), "%s/f%d.txt", w->project, i);
+		file_content(i, w->version[i], &sb);
+		/* A new version arrives by rename, as sync writes it. */
+		char tmp[600];
+		snprintf(tmp, sizeof(tmp), "%s.tmp", p);
+		write_file_atomic(tmp, sb.buf, sb.len, 0644, NULL);
+		rename(tmp, p);
+		struct stat st;
+		stat(p, &st);
+		char name[16];
+		snprintf(name, sizeof(name), "f%d.txt", i);
+		struct sm_entry *e = sm_add(&man, name, SM_FILE);
+		e->mode = 0644;
+		e->size = sb.len;
+		e->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		struct thash t;
+		thash_init(&t, sb.len);
+		thash_update(&t, sb.buf, sb.len);
+		thash_final(&t, e->hash);
+		e->host.ino = st.st_ino;
+		e->host.size = (uint64_t)st.st_size;
+		e->host.mtime_ns = e->mtime_ns;
+		e->host.ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+	}
+	sm_sort(&man);
+	sm_encode(&man, 1, &enc);
+	snprintf(p, sizeof(p), "%s/%s", w->project, SYNC_MANIFEST_FILE);
+	write_file_atomic(p, enc.buf, enc.len, 0600, NULL);
+	sm_list_free(&man);
+	sb_release(&sb);
+	sb_release(&enc);
+}
+
+static int world_init(struct world *w)
+{
+	memset(w, 0, sizeof(*w));
+	snprintf(w->base, sizeof(w->base), "%s/gr-jobmodel.XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(w->base))
+		return -1;
+	snprintf(w->project, sizeof(w->project), "%s/project", w->base);
+	snprintf(w->root, sizeof(w->root), "%s/jobs/project-0", w->base);
+	char p[400];
+	snprintf(p, sizeof(p), "%s/.gpurun", w->project);
+	mkdir_p(p, 0700, NULL);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	w->now_ms = (uint64_t)ts.tv_sec * 1000;
+	write_project(w);
+	return 0;
+}
+
+static void world_free(struct world *w, int failed)
+{
+	for (size_t i = 0; i < w->njobs; i++)
+		if (w->jobs[i].lock_fd > 0)
+			close(w->jobs[i].lock_fd);
+	if (failed && getenv("GPURUN_MODEL_KEEP"))
+		fprintf(stderr, "  kept %s\n", w->base);
+	else
+		job_rm_tree(w->base);
+}
+
+static struct mjob *pick(struct world *w, uint32_t k, int alive_only)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < w->njobs; i++)
+		n += !w->jobs[i].removed && (!alive_only || w->jobs[i].alive);
+	if (!n)
+		return NULL;
+	k %= (uint32_t)n;
+	for (size_t i = 0; i < w->njobs; i++)
+		if (!w->jobs[i].removed && (!alive_only || w->jobs[i].alive) && k-- == 0)
+			return &w->jobs[i];
+	return NULL;
+}
+
+static char *job_path(struct world *w, const struct mjob *j)
+{
+	return xasprintf("%s/%s", w->root, j->id);
+}
+
+/* The model's order: newest first, as job_list_ids promises. */
+static int cmp_model(const void *a, const void *b)
+{
+	const struct mjob *x = *(struct mjob *const *)a, *y = *(struct mjob *const *)b;
+	if (x->created_ms != y->created_ms)
+		return x->created_ms < y->created_ms ? 1 : -1;
+	return strcmp(y->id, x->id);
+}
+
+static size_t live(struct world *w, struct mjob **v)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < w->njobs; i++)
+		if (!w->jobs[i].removed)
+			v[n++] = &w->jobs[i];
+	qsort(v, n, sizeof(*v), cmp_model);
+	return n;
+}
+
+static void end_job(struct mjob *j, int failed, int lost, struct world *w)
+{
+	char *dir = job_path(w, j);
+	if (!lost) {
+		char *t = xasprintf("exit=%d\nsignal=0\nend_ms=%llu\nphase=run\n", failed,
+				    (unsigned long long)w->now_ms);
+		job_meta_write(dir, "status", t, NULL);
+		free(t);
+	}
+	close(j->lock_fd);
+	j->lock_fd = -1;
+	j->alive = 0;
+	j->ended = 1;
+	j->failed = failed;
+	j->lost = lost;
+	free(dir);
+}
+
+static int apply(struct world *w, const struct op *o)
+{
+	struct gr_err err = { 0 };
+	struct mjob *j;
+	char *dir = NULL;
+	int rc = 0;
+
+	switch (o->kind) {
+	case OP_START: {
+		if (w->njobs == MAXJOBS)
+			break;
+		struct job_spec spec = { STRVEC_INIT };
+		sv_push(&spec.kv, "command");
+		sv_push(&spec.kv, "true");
+		j = &w->jobs[w->njobs];
+		memset(j, 0, sizeof(*j));
+		char *id = NULL;
+		if (job_create(w->root, w->project, &spec, w->now_ms, &id, &dir, &err) < 0) {
+			job_spec_free(&spec);
+			return fail(w, "job_create: %s", err.msg);
+		}
+		job_spec_free(&spec);
+		snprintf(j->id, sizeof(j->id), "%s", id);
+		free(id);
+		j->created_ms = w->now_ms;
+		memcpy(j->version, w->version, sizeof(j->version));
+		struct snap_stats ss;
+		if (job_snapshot(w->project, dir, w->root, NULL, &ss, &err) < 0) {
+			rc = fail(w, "job_snapshot: %s", err.msg);
+			break;
+		}
+		/* A live supervisor: it holds the lock and has started the job. */
+		char *p = job_meta(dir, "lock");
+		j->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		free(p);
+		if (j->lock_fd < 0 || flock(j->lock_fd, LOCK_EX) < 0) {
+			rc = fail(w, "cannot hold the lock");
+			break;
+		}
+		char *run = xasprintf("pid=%d\nstart_ms=%llu\ngpus=\n", (int)getpid(),
+				      (unsigned long long)w->now_ms);
+		job_meta_write(dir, "run", run, NULL);
+		free(run);
+		j->alive = 1;
+		w->njobs++;
+		break;
+	}
+	case OP_WRITE:
+		if (!(j = pick(w, o->a, 1)))
+			break;
+		dir = job_path(w, j);
+		char *p = xasprintf("%s/out-%u.bin", dir, o->b % 1000);
+		struct strbuf sb = STRBUF_INIT;
+		sb_grow(&sb, o->c % 20000 + 1);
+		memset(sb.buf, 'o', o->c % 20000 + 1);
+		write_file_atomic(p, sb.buf, o->c % 20000 + 1, 0644, NULL);
+		sb_release(&sb);
+		free(p);
+		break;
+	case OP_FINISH:
+	case OP_FAIL:
+	case OP_LOSE:
+		if ((j = pick(w, o->a, 1)))
+			end_job(j, o->kind == OP_FAIL, o->kind == OP_LOSE, w);
+		break;
+	case OP_EDIT:
+		w->version[o->a % NFILES]++;
+		write_project(w);
+		break;
+	case OP_RM: {
+		/* Ask to remove a job in any state, or one that is gone. */
+		struct mjob *v[MAXJOBS];
+		size_t n = 0;
+		for (size_t i = 0; i < w->njobs; i++)
+			v[n++] = &w->jobs[i];
+		if (!n)
+			break;
+		j = v[o->a % n];
+		uint64_t bytes;
+		rc = job_rm(w->root, j->id, &bytes, &err);
+		if (j->removed) {
+			if (rc != GR_ENOTFOUND)
+				return fail(w, "rm of removed job %s: %d (%s)", j->id, rc, err.msg);
+		} else if (!j->ended) {
+			if (rc != GR_EINVAL)
+				return fail(w, "rm of running job %s: %d, not refused", j->id, rc);
+		} else if (rc != 0) {
+			return fail(w, "rm of ended job %s: %s", j->id, err.msg);
+		} else {
+			j->removed = 1;
+		}
+		rc = 0;
+		break;
+	}
+	case OP_PRUNE: {
+		uint32_t keep = o->a % 4 == 0 ? 0 : o->a % 5;
+		uint64_t older = o->b % 3 == 0 ? 0 : (uint64_t)(o->b % 4) * 20000;
+		int dry = o->c % 4 == 0;
+		struct mjob *v[MAXJOBS];
+		size_t n = live(w, v);
+		struct job_rm_result res;
+		if (!keep && !older)
+			keep = 1;
+		job_prune(w->root, keep, older, w->now_ms, dry, &res);
+		/* The model: ended, not among the keep newest, older. */
+		size_t want = 0;
+		for (size_t i = 0; i < n; i++) {
+			int go = v[i]->ended && (!keep || i >= keep) &&
+				 (!older || v[i]->created_ms + older < w->now_ms);
+			int found = 0;
+			for (size_t k = 0; k < res.n; k++)
+				found |= !strcmp(res.v[k].id, v[i]->id);
+			if (go != found) {
+				rc = fail(w, "prune keep=%u older=%llu: job %s (%s, #%zu) %s", keep,
+					  (unsigned long long)older, v[i]->id,
+					  v[i]->ended ? "ended" : "running", i,
+					  go ? "should have gone" : "should have stayed");
+				break;
+			}
+			want += go;
+			if (go && !dry)
+				v[i]->removed = 1;
+		}
+		if (!rc && (res.n != want || res.kept != n - want))
+			rc = fail(w, "prune counted %zu removed, %u kept; the model %zu and %zu",
+				  res.n, res.kept, want, n - want);
+		job_rm_result_free(&res);
+		break;
+	}
+	case OP_GC:
+		job_store_gc(w->root);
+		break;
+	case OP_TIME:
+		w->now_ms += o->a % 5 == 0 ? 30000 : o->a % 700;
+		break;
+	case OP_COUNT:
+		break;
+	}
+	free(dir);
+	return rc;
+}
+
+/* ---- invariants ---- */
+
+struct ino_seen {
+	dev_t dev;
+	ino_t ino;
+};
+
+/* du: every inode once, its blocks (as du -B1 counts). */
+static uint64_t du_unique(const char *path, struct ino_seen **seen, size_t *n)
+{
+	struct stat st;
+	uint64_t sum = 0;
+
+	if (lstat(path, &st) < 0)
+		return 0;
+	for (size_t i = 0; i < *n; i++)
+		if ((*seen)[i].dev == st.st_dev && (*seen)[i].ino == st.st_ino)
+			return 0;
+	*seen = xrealloc(*seen, (*n + 1) * sizeof(**seen));
+	(*seen)[(*n)++] = (struct ino_seen){ st.st_dev, st.st_ino };
+	sum = (uint64_t)st.st_blocks * 512;
+	if (S_ISDIR(st.st_mode)) {
+		DIR *d = opendir(path);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			char *sub = xasprintf("%s/%s", path, e->d_name);
+			sum += du_unique(sub, seen, n);
+			free(sub);
+		}
+		if (d)
+			closedir(d);
+	}
+	return sum;
+}
+
+/* after_gc: no store object may be unused. content: read every job's
+ * snapshot back. */
+static int check(struct world *w, int after_gc, int content)
+{
+	struct mjob *v[MAXJOBS];
+	size_t n = live(w, v);
+	struct strvec ids = STRVEC_INIT;
+	struct strbuf want = STRBUF_INIT, got = STRBUF_INIT;
+	int rc = 0;
+
+	job_list_ids(w->root, &ids);
+	if (ids.n != n)
+		rc = fail(w, "%zu jobs on disk, the model has %zu", ids.n, n);
+	for (size_t i = 0; !rc && i < n; i++)
+		if (strcmp(ids.v[i], v[i]->id))
+			rc = fail(w, "job #%zu is %s on disk, %s in the model (newest first)", i,
+				  ids.v[i], v[i]->id);
+	for (size_t i = 0; !rc && i < n; i++) {
+		char *dir = job_path(w, v[i]);
+		struct job_rec r;
+		if (job_load(dir, &r, 0, NULL) < 0) {
+			rc = fail(w, "job %s does not load", v[i]->id);
+		} else {
+			const char *st = v[i]->alive ? "running" : v[i]->lost ? "lost" :
+					 v[i]->failed ? "failed" : "done";
+			if (strcmp(r.state, st))
+				rc = fail(w, "job %s is %s, the model says %s", v[i]->id, r.state, st);
+			if (!rc && job_rec_ended(&r) != v[i]->ended)
+				rc = fail(w, "job %s: ended %d, the model says %d", v[i]->id,
+					  job_rec_ended(&r), v[i]->ended);
+		}
+		job_rec_clear(&r);
+		/* Its snapshot is the project at its start. */
+		for (int f = 0; !rc && content && f < NFILES; f++) {
+			char *p = xasprintf("%s/f%d.txt", dir, f);
+			sb_reset(&got);
+			file_content(f, v[i]->version[f], &want);
+			if (read_file(p, &got, NULL) < 0 || got.len != want.len ||
+			    memcmp(got.buf, want.buf, want.len))
+				rc = fail(w, "job %s: f%d.txt is not version %u", v[i]->id, f,
+					  v[i]->version[f]);
+			free(p);
+		}
+		free(dir);
+	}
+	/* Accounting: each job's own bytes plus the store's equal a walk
+	 * that counts each inode once (less the root's and the store's own
+	 * folder blocks, which neither counts). */
+	if (!rc) {
+		struct ino_seen *seen = NULL;
+		size_t ns = 0;
+		struct stat rs, os;
+		char *objs = xasprintf("%s/%s", w->root, JOB_OBJECTS);
+		uint64_t acc = job_root_du(w->root); /* first: it may write its caches */
+		uint64_t walk = du_unique(w->root, &seen, &ns);
+		if (stat(w->root, &rs) == 0)
+			walk -= (uint64_t)rs.st_blocks * 512;
+		if (stat(objs, &os) == 0)
+			walk -= (uint64_t)os.st_blocks * 512;
+		if (walk != acc)
+			rc = fail(w, "disk: jobs and store count %llu bytes, a walk %llu",
+				  (unsigned long long)acc, (unsigned long long)walk);
+		free(seen);
+		/* After a collection, every object is some job's. */
+		DIR *d = opendir(objs);
+		struct dirent *e;
+		while (!rc && d && (e = readdir(d))) {
+			struct stat st;
+			if (e->d_name[0] == '.')
+				continue;
+			if (fstatat(dirfd(d), e->d_name, &st, 0) < 0)
+				continue;
+			if (after_gc && st.st_nlink < 2)
+				rc = fail(w, "store object %s is unused after a collection", e->d_name);
+		}
+		if (d)
+			closedir(d);
+		free(objs);
+		/* Nothing half removed. */
+		d = opendir(w->root);
+		while (!rc && d && (e = readdir(d)))
+			if (!strncmp(e->d_name, TRASH_PREFIX, strlen(TRASH_PREFIX)))
+				rc = fail(w, "%s left behind", e->d_name);
+		if (d)
+			closedir(d);
+	}
+	sv_clear(&ids);
+	sb_release(&want);
+	sb_release(&got);
+	return rc;
+}
+
+/* Run ops (with mask: skip ops[i] where skip[i]); the index of the op
+ * after which an invariant broke, or -1 if none did. */
+static long run(const struct op *ops, size_t n, const unsigned char *skip, char *why, size_t whyn)
+{
+	struct world w;
+	long bad = -1;
+
+	if (world_init(&w) < 0) {
+		snprintf(why, whyn, "cannot make a temp folder");
+		return 0;
+	}
+	for (size_t i = 0; i < n && bad < 0; i++) {
+		if (skip && skip[i])
+			continue;
+		enum op_kind k = ops[i].kind;
+		if (apply(&w, &ops[i]) < 0 ||
+		    check(&w, k == OP_GC, k == OP_START || k == OP_EDIT || k == OP_GC || k == OP_PRUNE ||
+				       k == OP_RM) < 0)
+			bad = (long)i;
+	}
+	if (bad >= 0)
+		snprintf(why, whyn, "%s", w.why);
+	world_free(&w, bad >= 0);
+	return bad;
+}
+
+static void gen(uint64_t seed, struct op *ops, size_t n)
+{
+	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+	static const int weights[OP_COUNT] = { 6, 3, 3, 2, 1, 2, 2, 3, 2, 4 };
+	int total = 0;
+
+	for (int k = 0; k < OP_COUNT; k++)
+		total += weights[k];
+	for (size_t i = 0; i < n; i++) {
+		int r = (int)(rng_next(&s) % (uint64_t)total), k = 0;
+		while (r >= weights[k])
+			r -= weights[k++];
+		ops[i] = (struct op){ (enum op_kind)k, (uint32_t)rng_next(&s), (uint32_t)rng_next(&s),
+				      (uint32_t)rng_next(&s) };
+	}
+}
+
+/* Drop ops while the failure stays (chunks first, then one at a time). */
+static void shrink(const struct op *ops, size_t n, unsigned char *skip)
+{
+	char why[512];
+
+	for (size_t chunk = n / 2; chunk >= 1; chunk /= 2) {
+		for (size_t at = 0; at < n; at += chunk) {
+			unsigned char saved[512];
+			size_t m = 0;
+			for (size_t i = at; i < at + chunk && i < n; i++, m++) {
+				saved[m] = skip[i];
+				skip[i] = 1;
+			}
+			if (run(ops, n, skip, why, sizeof(why)) < 0)
+				for (size_t i = at, k = 0; k < m; i++, k++)
+					skip[i] = saved[k]; /* passes without them: needed */
+		}
+		if (chunk == 1)
+			break;
+	}
+}
+
+static void print_ops(const struct op *ops, size_t n, const unsigned char *skip)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!skip || !skip[i])
+			fprintf(stderr, "    %3zu %-6s %u %u %u\n", i, op_names[ops[i].kind], ops[i].a,
+				ops[i].b, ops[i].c);
+}
+
+#define NOPS 60
+
+static int one_seed(uint64_t seed)
+{
+	struct op ops[NOPS];
+	unsigned char skip[NOPS] = { 0 };
+	char why[512];
+
+	gen(seed, ops, NOPS);
+	long bad = run(ops, NOPS, NULL, why, sizeof(why));
+	if (bad < 0)
+		return 0;
+	fprintf(stderr, "  seed %llu: after op %ld: %s\n", (unsigned long long)seed, bad, why);
+	for (long i = bad + 1; i < NOPS; i++)
+		skip[i] = 1;
+	shrink(ops, NOPS, skip);
+	run(ops, NOPS, skip, why, sizeof(why));
+	fprintf(stderr, "  shrunk to (replay: GPURUN_MODEL_SEED=%llu): %s\n",
+		(unsigned long long)seed, why);
+	print_ops(ops, NOPS, skip);
+	return -1;
+}
+
+static void test_model_fixed_seeds(void)
+{
+	const char *one = getenv("GPURUN_MODEL_SEED"), *many = getenv("GPURUN_MODEL_SEEDS");
+	long long n = 12, first = 1;
+
+	if (one && parse_ll(one, 0, 1LL << 62, &first) == 0)
+		n = 1;
+	else if (many)
+		parse_ll(many, 1, 1000000, &n);
+	for (long long s = first; s < first + n; s++)
+		if (one_seed((uint64_t)s) < 0) {
+			CHECK(!"an invariant broke (seed and shrunk sequence above)");
+			return;
+		}
+	printf("# %lld seeds x %d operations, every invariant held\n", n, NOPS);
+}
+
+/* The record travels as key/value pairs: what goes in comes out; a
+ * duplicate key, a malformed number or a lying count is refused. */
+static void test_record_wire(void)
+{
+	struct job_rec r = { 0 }, back;
+	struct strbuf b = STRBUF_INIT;
+	struct gr_rd rd;
+
+	r.id = xstrdup("20261122-003512-a1b2");
+	r.state = xstrdup("running");
+	r.created_ms = 1763771712000ULL;
+	r.has_status = 1;
+	r.code = 7;
+	r.disk_bytes = UINT64_MAX;
+	r.phase = xstrdup("build");
+	job_rec_put(&b, &r);
+	rd_init(&rd, b.buf, b.len);
+	job_rec_get(&rd, &back);
+	CHECK(!rd.bad && rd.n == 0);
+	CHECK_STR(back.id, r.id);
+	CHECK_STR(back.state, "running");
+	CHECK_STR(back.phase, "build");
+	CHECK_STR(back.gpus, ""); /* unset strings read back as "" */
+	CHECK(back.created_ms == r.created_ms && back.disk_bytes == UINT64_MAX);
+	CHECK(back.has_status == 1 && back.code == 7 && back.signalled == 0);
+	job_rec_clear(&back);
+
+	static const char *const bad[][2] = {
+		{ "code", "4294967296" }, { "code", "-1" }, { "created_ms", "12a" },
+		{ "created_ms", "" }, { "has_status", "2" }, { "disk_bytes", "18446744073709551616" },
+	};
+	for (size_t i = 0; i < GR_ARRAY_SIZE(bad); i++) {
+		sb_reset(&b);
+		put_u32(&b, 1);
+		put_str(&b, bad[i][0]);
+		put_str(&b, bad[i][1]);
+		rd_init(&rd, b.buf, b.len);
+		job_rec_get(&rd, &back);
+		CHECK(rd.bad);
+		job_rec_clear(&back);
+	}
+	sb_reset(&b);
+	put_u32(&b, 2);
+	put_str(&b, "state");
+	put_str(&b, "done");
+	put_str(&b, "state");
+	put_str(&b, "lost");
+	rd_init(&rd, b.buf, b.len);
+	job_rec_get(&rd, &back);
+	CHECK(rd.bad); /* a duplicate */
+	job_rec_clear(&back);
+	sb_reset(&b);
+	put_u32(&b, 1000000);
+	rd_init(&rd, b.buf, b.len);
+	job_rec_get(&rd, &back);
+	CHECK(rd.bad); /* more pairs than bytes */
+	job_rec_clear(&back);
+	sb_reset(&b);
+	put_u32(&b, 1);
+	put_str(&b, "from_a_later_issue");
+	put_str(&b, "x");
+	rd_init(&rd, b.buf, b.len);
+	job_rec_get(&rd, &back);
+	CHECK(!rd.bad); /* unknown keys are skipped */
+	job_rec_clear(&back);
+	job_rec_clear(&r);
+	sb_release(&b);
+}
+
+int main(void)
+{
+	RUN(test_record_wire);
+	RUN(test_model_fixed_seeds);
+	return T_DONE();
+}
