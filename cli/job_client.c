@@ -30,6 +30,49 @@ int job_rec_check(const struct job_rec *r, struct gr_err *err)
 }
 
 
+static void spec_pair(struct strvec *spec, const char *k, const char *v)
+{
+	if (v && *v) {
+		sv_push(spec, k);
+		sv_push(spec, v);
+	}
+}
+
+/* [slurm]: backend "slurm" and its slurm_* keys (job_proto.h). */
+static void job_spec_slurm(const struct gr_config *cfg, struct strvec *spec)
+{
+	char n[24];
+
+#define SPAIR(k, v) spec_pair(spec, (k), (v))
+#define NPAIR(k, v) do { snprintf(n, sizeof(n), "%d", (v)); SPAIR((k), n); } while (0)
+	SPAIR("backend", "slurm");
+	SPAIR("slurm_partition", cfg->slurm.partition);
+	SPAIR("slurm_account", cfg->slurm.account);
+	SPAIR("slurm_qos", cfg->slurm.qos);
+	SPAIR("slurm_time", cfg->slurm.time);
+	NPAIR("slurm_nodes", cfg->slurm.nodes);
+	NPAIR("slurm_ntasks_per_node", cfg->slurm.ntasks_per_node);
+	if (cfg->slurm.cpus_per_task > 0)
+		NPAIR("slurm_cpus_per_task", cfg->slurm.cpus_per_task);
+	SPAIR("slurm_mem", cfg->slurm.mem);
+	SPAIR("slurm_constraint", cfg->slurm.constraint);
+	SPAIR("slurm_gpu_flag", cfg->slurm.gpu_flag);
+	SPAIR("slurm_gpu_type", cfg->slurm.gpu_type);
+	for (size_t i = 0; i < cfg->slurm.options.n; i++) {
+		sv_push(spec, "slurm_option");
+		sv_push(spec, cfg->slurm.options.v[i]); /* an empty word ("") too */
+	}
+	SPAIR("slurm_build_on", cfg->slurm.build_on);
+	if (cfg->slurm.signal_before > 0)
+		NPAIR("slurm_signal_before", cfg->slurm.signal_before);
+	if (cfg->slurm.requeue)
+		SPAIR("slurm_requeue", "1");
+	if (cfg->slurm.resubmit)
+		NPAIR("slurm_resubmit", cfg->slurm.max_resubmits);
+#undef NPAIR
+#undef SPAIR
+}
+
 void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct strvec *spec)
 {
 #define PAIR(k, v) do { sv_push(spec, (k)); sv_push(spec, (v)); } while (0)
@@ -47,6 +90,8 @@ void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct s
 		PAIR("build", cfg->build.command);
 	for (size_t i = 0; i < cfg->train.persist.n; i++)
 		PAIR("persist", cfg->train.persist.v[i]);
+	if (cfg->slurm_on)
+		job_spec_slurm(cfg, spec);
 #undef PAIR
 }
 

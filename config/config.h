@@ -88,6 +88,19 @@ struct gr_config {
 	struct {
 		char *pre_push;        /* smoke test run on the host by the pre-push hook */
 	} hooks;
+	/* [remote] scheduler = slurm: the host is a cluster's login node. */
+	int slurm_on;
+	struct {
+		char *partition, *account, *qos, *time, *mem, *constraint, *gpu_type;
+		int nodes, ntasks_per_node, cpus_per_task;
+		char *gpu_flag;        /* "gres" or "gpus" */
+		struct strvec options; /* words, quotes removed (config_split_words) */
+		char *build_on;        /* "login" or "compute" */
+		int signal_before;     /* seconds; 0 = none */
+		int requeue;
+		int resubmit;          /* submit a job at its time limit again */
+		int max_resubmits;     /* at most this many times */
+	} slurm;
 	void *origins;             /* private: where each value came from */
 };
 
@@ -139,6 +152,12 @@ void config_dump(const struct gr_config *cfg, struct strbuf *out, int json);
 int config_write_template(const char *path, struct gr_err *err);
 
 void config_free(struct gr_config *cfg);
+
+/* Split v into words as a shell would without expanding anything:
+ * blanks separate, quotes group ('...' literally, "..." with \" and \\),
+ * a backslash escapes one character. out may be NULL (only check).
+ * Returns NULL, or why v cannot be split (an unclosed quote). */
+const char *config_split_words(const char *v, struct strvec *out);
 
 /* Length of a leading "$GPURUN_JOB_DIR/" (or "${GPURUN_JOB_DIR}/") in an
  * [artifacts] pull glob, 0 if none: such a glob names the same file

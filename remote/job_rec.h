@@ -55,6 +55,11 @@
 	X(disk_bytes, U64, AUTO)     /* bytes the job alone holds on disk */ \
 	/* names, commits (issue 15) */                                      \
 	/* scheduler (issue 14) */                                           \
+	X(slurm_id, STR, AUTO)       /* the Slurm job id (the last, if resubmitted) */ \
+	X(slurm_state, STR, AUTO)    /* what Slurm says: PENDING, RUNNING, TIMEOUT, ... */ \
+	X(partition, STR, AUTO)      /* the Slurm partition it runs in */ \
+	X(nodes, STR, AUTO)          /* the nodes it runs on (Slurm's list) */ \
+	X(submits, U32, AUTO)        /* Slurm submissions so far (1 + resubmits) */ \
 	/* containers (issue 16) */
 
 #define JR_CTYPE_STR char *

@@ -26,8 +26,7 @@
 #include "job_gpu.h"
 #include "job_steps.h"
 #include "job_store.h"
-
-int job_supervise(int argc, char **argv);
+#include "job_super.h"
 
 static int sig_pipe[2] = { -1, -1 };
 static volatile sig_atomic_t got_term;
@@ -54,6 +53,7 @@ struct sup {
 	const char *dir, *id, *project;
 	struct job_spec spec;
 	int log_fd;
+	const struct job_sup_mode *mode;
 };
 
 /* A line of gpurun's own in the job's log. */
@@ -75,10 +75,11 @@ static void note(struct sup *s, const char *fmt, ...)
 
 static void write_status(struct sup *s, int status, enum job_step step)
 {
-	char *t = xasprintf("exit=%d\nsignal=%d\nend_ms=%llu\nphase=%s\n",
+	char *t = xasprintf("exit=%d\nsignal=%d\nend_ms=%llu\nphase=%s\n%s",
 			    WIFEXITED(status) ? WEXITSTATUS(status) : 0,
 			    WIFSIGNALED(status) ? WTERMSIG(status) : 0,
-			    (unsigned long long)wall_ms(), job_step_names[step]);
+			    (unsigned long long)wall_ms(), job_step_names[step],
+			    s->mode->status_extra ? s->mode->status_extra : "");
 	struct gr_err err = { 0 };
 
 	if (job_meta_write(s->dir, "status", t, &err) < 0)
@@ -187,6 +188,9 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	int master = -1, status = 1 << 8;
 	pid_t pid;
 
+	/* A launcher goes first (srun ... for a job of several tasks). */
+	for (size_t i = 0; step == JOB_STEP_RUN && s->mode->launcher && i < s->mode->launcher->n; i++)
+		sv_push(&argv, s->mode->launcher->v[i]);
 	job_step_argv(job_spec_get(&s->spec, "shell", "sh"), cmd, &argv);
 	tio.c_cflag = CS8 | CREAD; /* raw: no \r added, no echo */
 	tio.c_cc[VMIN] = 1;
@@ -310,21 +314,29 @@ out:
 
 int job_supervise(int argc, char **argv)
 {
-	struct sup s = { 0 };
-	struct strvec job = STRVEC_INIT;
-	char *p, *gpus = NULL, *why = NULL, *last_why = NULL;
-	int *fds = NULL, restrict_ = 0, status = 0, rc;
-	size_t nfds = 0;
-	struct gr_err err = { 0 };
+	static const struct job_sup_mode local = { .setup_build = 1, .run = 1, .take_gpus = 1 };
 	long long lockfd, readyfd;
-	enum job_step step = JOB_STEP_SETUP;
 
 	if (argc != 5 || parse_ll(argv[3], 0, 1 << 20, &lockfd) < 0 ||
 	    parse_ll(argv[4], 0, 1 << 20, &readyfd) < 0) {
 		fprintf(stderr, "usage: gpurun-agent supervise DIR LOCKFD READYFD\n");
 		return 2;
 	}
-	s.dir = argv[2];
+	return job_supervise_mode(argv[2], (int)lockfd, (int)readyfd, &local);
+}
+
+int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct job_sup_mode *mode)
+{
+	struct sup s = { 0 };
+	struct strvec job = STRVEC_INIT;
+	char *p, *gpus = NULL, *why = NULL, *last_why = NULL;
+	int *fds = NULL, restrict_ = 0, status = 0, rc;
+	size_t nfds = 0;
+	struct gr_err err = { 0 };
+	enum job_step step = JOB_STEP_SETUP;
+
+	s.dir = dir;
+	s.mode = mode;
 	s.log_fd = -1;
 	p = job_meta(s.dir, "job");
 	rc = job_kv_read(p, &job, &err);
@@ -339,7 +351,11 @@ int job_supervise(int argc, char **argv)
 	s.id = job_kv_get(&job, "id");
 	s.project = job_kv_get(&job, "project");
 	if (rc < 0 || !s.id || !s.project || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-		dprintf((int)readyfd, "%s\n", err.msg[0] ? err.msg : "the job's folder is incomplete");
+		const char *msg = err.msg[0] ? err.msg : "the job's folder is incomplete";
+		if (readyfd >= 0)
+			dprintf(readyfd, "%s\n", msg);
+		else
+			fprintf(stderr, "gpurun-agent: %s\n", msg);
 		return 1;
 	}
 	const char *spec_gpus = job_spec_get(&s.spec, "gpus", "");
@@ -353,34 +369,52 @@ int job_supervise(int argc, char **argv)
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
-	if (write_full((int)readyfd, "ok\n", 3) < 0)
-		return 1;
-	close((int)readyfd);
+	if (readyfd >= 0) {
+		if (write_full(readyfd, "ok\n", 3) < 0)
+			return 1;
+		close(readyfd);
+	}
 	/* The job lock (inherited, flock'ed) is held until we exit, and only
 	 * by us: a job that outlives its supervisor must read as "lost". */
-	fcntl((int)lockfd, F_SETFD, FD_CLOEXEC);
+	if (lockfd >= 0)
+		fcntl(lockfd, F_SETFD, FD_CLOEXEC);
 
-	if ((status = do_setup(&s)) != 0)
-		goto end;
-	step = JOB_STEP_BUILD;
-	if (*build) {
+	if (mode->setup_build) {
+		if ((status = do_setup(&s)) != 0)
+			goto end;
+		step = JOB_STEP_BUILD;
+		if (*build) {
+			if (stop_asked(&s)) {
+				status = SIGTERM;
+				goto end;
+			}
+			set_phase(&s, JOB_STEP_BUILD);
+			note(&s, "build: %s", build);
+			status = run_step(&s, JOB_STEP_BUILD, s.dir, build, NULL, "", NULL, 0);
+			if (step_failed(status)) {
+				note(&s, "build failed; the command did not run");
+				goto end;
+			}
+		}
+	}
+	step = JOB_STEP_RUN;
+	if (!mode->run) {
+		/* Handed on (to a scheduler): no status here unless that failed. */
 		if (stop_asked(&s)) {
+			note(&s, "stopped before it started");
 			status = SIGTERM;
 			goto end;
 		}
-		set_phase(&s, JOB_STEP_BUILD);
-		note(&s, "build: %s", build);
-		status = run_step(&s, JOB_STEP_BUILD, s.dir, build, NULL, "", NULL, 0);
-		if (step_failed(status)) {
-			note(&s, "build failed; the command did not run");
-			goto end;
-		}
+		set_phase(&s, JOB_STEP_RUN);
+		status = mode->hand_on(s.dir, &s.spec, s.log_fd);
+		if (status == 0)
+			goto out;
+		goto end;
 	}
 
 	/* Wait for GPUs: the job is "queued" meanwhile. */
-	step = JOB_STEP_RUN;
 	set_phase(&s, JOB_STEP_RUN);
-	for (;;) {
+	for (; mode->take_gpus;) {
 		if (stop_asked(&s)) {
 			note(&s, "stopped before it started");
 			status = SIGTERM; /* as if terminated */
@@ -406,11 +440,18 @@ int job_supervise(int argc, char **argv)
 	}
 	if (why)
 		note(&s, "%s", why);
+	if (!mode->take_gpus && stop_asked(&s)) {
+		note(&s, "stopped before it started");
+		status = SIGTERM;
+		goto end;
+	}
 	status = run_step(&s, JOB_STEP_RUN, s.dir, job_spec_get(&s.spec, "command", ""),
-			  restrict_ ? gpus : NULL, restrict_ ? gpus : "", fds, nfds);
+			  restrict_ ? gpus : NULL,
+			  restrict_ ? gpus : mode->gpus_shown ? mode->gpus_shown : "", fds, nfds);
 end:
 	/* The status goes last, so a reader that sees it has every byte. */
 	write_status(&s, status, step);
+out:
 	for (size_t i = 0; i < nfds; i++)
 		close(fds[i]);
 	free(fds);

@@ -33,10 +33,12 @@
 
 #include "../../remote/job_backend.c"
 #include "../../remote/job_backend_local.c"
+#include "../../remote/job_backend_slurm.c"
 #include "../../remote/job_glob.c"
 #include "../../remote/job_gpu.c"
 #include "../../remote/job_house.c"
 #include "../../remote/job_proc.c"
+#include "../../remote/job_slurm.c"
 #include "../../remote/job_snap.c"
 #include "../../remote/job_steps.c"
 #include "../../remote/job_store.c"

@@ -1,0 +1,135 @@
+#!/bin/bash
+# The Slurm backend against a real one-node cluster (tests/slurm.sh),
+# reached over the test sshd as a login node ([remote] scheduler = slurm):
+# submit and stream, exit status passed through, GPU choice by gres, two
+# tasks with their ranks, stop of a running and of a pending job, a job
+# cancelled by hand, the time limit after the signal, logs -f across a cut
+# connection, and sacct present and absent.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../slurm.sh"
+
+if why=$(slurm_missing); then
+	test_skip 'the Slurm backend' "$why"
+	test_done
+fi
+
+LH=$TRASH/login-home
+start_sshd login "SetEnv HOME=$LH $(slurm_sshd_env)" && trust_sshd login ||
+	{ echo "not ok - $TEST_NAME: sshd"; exit 1; }
+slurm_start || { echo "not ok - $TEST_NAME: the cluster did not start"; exit 1; }
+
+P=$TRASH/proj
+R=$LH/proj
+mkdir -p "$P"
+S=$$ # unique sleep lengths, so pgrep sees only this run's
+# ini LINES...: gpurun.ini for the login node with [remote] scheduler =
+# slurm, then the lines given (sections included).
+ini() {
+	write_ini "$P" login libssh2 proj
+	printf 'scheduler = slurm\n[build]\ncommand =\n' >>"$P/gpurun.ini"
+	for kv in "$@"; do printf '%s\n' "$kv"; done >>"$P/gpurun.ini"
+}
+last_id() { head -n1 "$P/.gpurun/jobs" | cut -f1; }
+# json_field FILE KEY: a string or number field of status --json.
+json_field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[0] if isinstance(d,list) else d; d=d.get("jobs",[d])[0] if "jobs" in d else d; print(d.get(sys.argv[2],""))' "$1" "$2"; }
+# sid JOB: the job's Slurm id, from status --json.
+sid() { (cd "$P" && "$GPURUN" status --json "$1" >"$TRASH/sid.json") && json_field "$TRASH/sid.json" slurm_id; }
+sstate() { scontrol -o show job "$1" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+wait_grep() {
+	for _i in $(seq 1 $((${3:-60} * 10))); do
+		grep -q -- "$1" "$2" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	say "timed out waiting for '$1' in $2:"; cat "$2" >&2; return 1
+}
+# wait_status JOB STATE [SECONDS]: until gpurun status says STATE.
+wait_status() {
+	for _i in $(seq 1 $((${3:-60} * 5))); do
+		(cd "$P" && "$GPURUN" status --json "$1" >"$TRASH/ws.json" 2>/dev/null) &&
+			[ "$(json_field "$TRASH/ws.json" state)" = "$2" ] && return 0
+		sleep 0.2
+	done
+	say "job $1 is not $2:"; cat "$TRASH/ws.json" >&2; return 1
+}
+T=$TRASH/out && mkdir -p "$T"
+
+test_expect_success 'train submits with sbatch and streams the log; exit 0' '
+	cd "$P" && ini "[train]" "command = echo hello from \$SLURM_JOB_ID; echo job \$GPURUN_JOB_ID" &&
+	"$GPURUN" train >$T/out 2>$T/err &&
+	id=$(last_id) && test_grep "submitted to Slurm as job [0-9]" $T/out &&
+	n=$(sed -n "s/.*submitted to Slurm as job \([0-9]*\).*/\1/p" $T/out | head -n1) &&
+	test_grep -x "hello from $n" $T/out && test_grep -x "job $id" $T/out &&
+	test_grep "exited with status 0" $T/err &&
+	test "$(sid "$id")" = "$n" && test "$(sstate "$n")" = COMPLETED &&
+	test "$(json_field $TRASH/sid.json state)" = done &&
+	test -f "$R/../.cache/gpurun/jobs/proj/$id/.gpurun/slurm-batch.sh" || test -n "$(find "$LH" -name slurm-batch.sh)"
+'
+
+test_expect_success 'exit status passes through: 3, and 143 for a SIGTERM' '
+	cd "$P" &&
+	ini "[train]" "command = echo failing; exit 3" && test_expect_code 3 "$GPURUN" -q train >$T/out &&
+	test_grep -x failing $T/out &&
+	id=$(last_id) && n=$(sid "$id") && test "$(sstate "$n")" = COMPLETED &&
+	ini "[train]" "command = kill -TERM \$\$" && test_expect_code 143 "$GPURUN" -q train >/dev/null
+'
+
+test_expect_success '[train] gpus = N becomes --gres=gpu:N: CUDA_VISIBLE_DEVICES' '
+	cd "$P" && ini "[train]" "command = echo cvd=\$CUDA_VISIBLE_DEVICES" "gpus = 1" &&
+	"$GPURUN" -q train >$T/out && test_grep -x cvd=0 $T/out &&
+	ini "[train]" "command = echo cvd=\$CUDA_VISIBLE_DEVICES" "gpus = 2" &&
+	"$GPURUN" -q train >$T/out && test_grep -x cvd=0,1 $T/out &&
+	ini "[train]" "command = true" "gpus = 3" &&
+	test_expect_code 1 "$GPURUN" train >$T/out 2>$T/err &&
+	test_grep -i "sbatch failed.*configuration is not available" $T/out
+'
+
+test_expect_success 'ntasks_per_node = 2: each task has its RANK, LOCAL_RANK, WORLD_SIZE' '
+	cd "$P" && ini "[train]" "command = echo rank=\$RANK local=\$LOCAL_RANK node=\$NODE_RANK of \$WORLD_SIZE at \$MASTER_ADDR:\$MASTER_PORT" \
+		"[slurm]" "ntasks_per_node = 2" &&
+	"$GPURUN" -q train >$T/out &&
+	test_grep "^rank=0 local=0 node=0 of 2 at [^:]*:[0-9][0-9]*\$" $T/out &&
+	test_grep "^rank=1 local=1 node=0 of 2 at [^:]*:[0-9][0-9]*\$" $T/out &&
+	test "$(grep -c "^rank=" $T/out)" = 2 &&
+	test "$(sed -n "s/.* at //p" $T/out | sort -u | wc -l)" = 1
+'
+
+test_expect_success 'stop of a running job: TERM first, scancel; its processes are gone' '
+	cd "$P" && ini "[train]" "command = trap \"echo got-term; exit 7\" TERM; echo up; sleep $S & wait" \
+		"stop_grace = 20" &&
+	"$GPURUN" train -d >$T/id 2>$T/err && id=$(cat $T/id) &&
+	"$GPURUN" logs -f "$id" >$T/log 2>&1 & lpid=$! &&
+	wait_grep "^up\$" $T/log && n=$(sid "$id") && test "$(sstate "$n")" = RUNNING &&
+	pgrep -f "^sleep $S\$" >/dev/null &&
+	"$GPURUN" stop "$id" >$T/out 2>$T/err &&
+	test_grep "Slurm job $n" $T/err &&
+	wait $lpid; test_grep -x got-term $T/log &&
+	wait_status "$id" stopped && slurm_wait_state "$n" CANCELLED 30 &&
+	! pgrep -f "^sleep $S\$"
+'
+
+test_expect_success 'stop of a pending job: queued with its reason, then cancelled' '
+	cd "$P" && blocker=$(sbatch --parsable --gres=gpu:2 -o /dev/null --wrap "sleep $((S + 1))") &&
+	slurm_wait_state "$blocker" RUNNING 60 &&
+	ini "[train]" "command = touch $TRASH/pending-ran" "gpus = 1" &&
+	"$GPURUN" train -d >$T/id 2>$T/err && id=$(cat $T/id) &&
+	wait_status "$id" queued && (cd "$P" && "$GPURUN" status "$id" >$T/st) &&
+	for i in $(seq 1 100); do
+		"$GPURUN" status --json "$id" >$T/js && grep -q Resources $T/js && break; sleep 0.2
+	done && test_grep Resources $T/js &&
+	n=$(sid "$id") && test "$(sstate "$n")" = PENDING &&
+	"$GPURUN" stop "$id" >$T/out 2>$T/err &&
+	slurm_wait_state "$n" CANCELLED 30 && wait_status "$id" stopped &&
+	scancel "$blocker" && ! test -e $TRASH/pending-ran
+'
+
+test_expect_success 'a job cancelled outside gpurun (scancel by hand) says so' '
+	cd "$P" && ini "[train]" "command = echo up; sleep $((S + 2))" &&
+	{ "$GPURUN" train >$T/out 2>$T/err & tpid=$!; } &&
+	wait_grep "^up\$" $T/out && id=$(last_id) && n=$(sid "$id") &&
+	ssh -F "$HOME/.ssh/config" login scancel "$n" &&
+	{ wait $tpid; rc=$?; } && test $rc = 143 &&
+	test_grep -i "cancelled" $T/err &&
+	wait_status "$id" cancelled && ! pgrep -f "^sleep $((S + 2))\$"
+'
+
+test_done
