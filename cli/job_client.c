@@ -677,11 +677,34 @@ void json_str(struct strbuf *sb, const char *s)
 	sb_add(sb, "\"", 1);
 }
 
+/* How a scheduler ended a job, from its state (never its raw exit code:
+ * Slurm reports a cancelled job as 0:9, 143:0 or 0:0 depending on where
+ * one looks). NULL for a state that is not one of these. */
+static const char *scheduler_end(const char *state)
+{
+	static const char *const ends[][2] = {
+		{ "timeout", "reached its Slurm time limit" },
+		{ "cancelled", "was cancelled outside gpurun (scancel)" },
+		{ "node_fail", "ended when its Slurm node failed" },
+		{ "preempted", "was preempted by Slurm" },
+	};
+
+	for (size_t i = 0; state && i < GR_ARRAY_SIZE(ends); i++)
+		if (!strcmp(state, ends[i][0]))
+			return ends[i][1];
+	return NULL;
+}
+
 void job_describe_end(const struct job_rec *r, struct strbuf *sb)
 {
 	const char *phase = r->phase && *r->phase ? r->phase : "run";
+	const char *sched = scheduler_end(r->state);
 
-	if (r->has_status && strcmp(phase, "run") && (r->signalled || r->code)) {
+	if (sched) {
+		sb_adds(sb, sched);
+		if (r->reason && *r->reason)
+			sb_addf(sb, " (%s)", ts(r->reason));
+	} else if (r->has_status && strcmp(phase, "run") && (r->signalled || r->code)) {
 		sb_addf(sb, "%s ", phase);
 		if (r->signalled)
 			sb_addf(sb, "was killed by signal %u (%s)", r->code, strsignal((int)r->code));

@@ -667,6 +667,19 @@ static int slurm_run(const char *dir)
 		}
 	}
 	status = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+	if (status == 0) {
+		/* The batch step ends as the command did, so Slurm's own
+		 * accounting (sacct, emails) tells a failed job from a done
+		 * one: exit N, or 128+S for a signal. */
+		struct strvec st = STRVEC_INIT;
+		char *p = job_meta(dir, "status");
+		if (job_kv_read(p, &st, NULL) == 0) {
+			uint64_t sig = job_kv_u64(&st, "signal");
+			status = sig ? 128 + (int)(sig & 0x7f) : (int)(job_kv_u64(&st, "exit") & 0xff);
+		}
+		free(p);
+		sv_clear(&st);
+	}
 out:
 	if (log_fd >= 0)
 		close(log_fd);

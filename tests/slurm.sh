@@ -19,6 +19,9 @@
 # With --accounting, a private mariadb and slurmdbd give sacct; without it
 # accounting is off and sacct fails as on a cluster without slurmdbd.
 #
+# SLURM_MIN_JOB_AGE (default 300) is how long scontrol remembers an ended
+# job; a small value lets a test see a job only sacct knows.
+#
 # Exports SLURM_CONF (the same path for every cluster of a test); sets SLURM_DIR, SLURM_NODE, SLURM_PARTITION
 # (the default partition) and SLURM_PARTITION2 (a second one, for
 # completions and doctor), SLURM_CLUSTER and SLURM_START_SECONDS.
@@ -160,7 +163,7 @@ SchedulerParameters=batch_sched_delay=0
 SlurmdParameters=config_overrides
 ReturnToService=2
 KillWait=5
-MinJobAge=300
+MinJobAge=${SLURM_MIN_JOB_AGE:-300}
 InactiveLimit=0
 MailProg=/bin/true
 JobCompType=jobcomp/none

@@ -53,6 +53,17 @@ wait_status() {
 }
 T=$TRASH/out && mkdir -p "$T"
 
+# The time limit: Slurm checks limits every 30 s (and sends the
+# --signal warning up to 30 s early), so this job starts first and is
+# checked at the end, while the other cases run.
+TL=$TRASH/tl && mkdir -p "$TL"
+test_expect_success 'a job with a time limit and signal_before starts (checked later)' '
+	write_ini "$TL" login libssh2 tlproj &&
+	printf "scheduler = slurm\n[build]\ncommand =\n[train]\ncommand = %s\n[slurm]\ntime = 0:20\nsignal_before = 10\n" \
+		"trap \"echo got-usr1\" USR1; trap \"echo got-term; exit 0\" TERM; echo up; while :; do sleep 0.2; done" >>"$TL/gpurun.ini" &&
+	cd "$TL" && tl_id=$("$GPURUN" -q train -d) && test -n "$tl_id"
+'
+
 test_expect_success 'train submits with sbatch and streams the log; exit 0' '
 	cd "$P" && ini "[train]" "command = echo hello from \$SLURM_JOB_ID; echo job \$GPURUN_JOB_ID" &&
 	"$GPURUN" train >$T/out 2>$T/err &&
@@ -69,7 +80,8 @@ test_expect_success 'exit status passes through: 3, and 143 for a SIGTERM' '
 	cd "$P" &&
 	ini "[train]" "command = echo failing; exit 3" && test_expect_code 3 "$GPURUN" -q train >$T/out &&
 	test_grep -x failing $T/out &&
-	id=$(last_id) && n=$(sid "$id") && test "$(sstate "$n")" = COMPLETED &&
+	id=$(last_id) && n=$(sid "$id") && test "$(sstate "$n")" = FAILED &&
+	test "$(scontrol -o show job "$n" | grep -o "ExitCode=[0-9:]*")" = ExitCode=3:0 &&
 	ini "[train]" "command = kill -TERM \$\$" && test_expect_code 143 "$GPURUN" -q train >/dev/null
 '
 
@@ -97,7 +109,7 @@ test_expect_success 'stop of a running job: TERM first, scancel; its processes a
 	cd "$P" && ini "[train]" "command = trap \"echo got-term; exit 7\" TERM; echo up; sleep $S & wait" \
 		"stop_grace = 20" &&
 	"$GPURUN" train -d >$T/id 2>$T/err && id=$(cat $T/id) &&
-	"$GPURUN" logs -f "$id" >$T/log 2>&1 & lpid=$! &&
+	{ "$GPURUN" logs -f "$id" >$T/log 2>&1 & lpid=$!; } &&
 	wait_grep "^up\$" $T/log && n=$(sid "$id") && test "$(sstate "$n")" = RUNNING &&
 	pgrep -f "^sleep $S\$" >/dev/null &&
 	"$GPURUN" stop "$id" >$T/out 2>$T/err &&
@@ -128,8 +140,52 @@ test_expect_success 'a job cancelled outside gpurun (scancel by hand) says so' '
 	wait_grep "^up\$" $T/out && id=$(last_id) && n=$(sid "$id") &&
 	ssh -F "$HOME/.ssh/config" login scancel "$n" &&
 	{ wait $tpid; rc=$?; } && test $rc = 143 &&
-	test_grep -i "cancelled" $T/err &&
+	test_grep "was cancelled outside gpurun" $T/err &&
 	wait_status "$id" cancelled && ! pgrep -f "^sleep $((S + 2))\$"
 '
+
+test_expect_success 'logs -f through a cut connection: every line once, the status' '
+	start_proxy wan "$SSHD_PORT_login" 5 && ssh_host_via viaproxy login "$PROXY_PORT_wan" &&
+	cd "$P" && ini "[train]" "command = i=1; while [ \$i -le 120 ]; do echo \"numbered line \$i\"; i=\$((i+1)); sleep 0.04; done; exit 9" &&
+	sed -i "s/^host = login/host = viaproxy/" gpurun.ini &&
+	id=$("$GPURUN" -q train -d) &&
+	{ "$GPURUN" logs -f "$id" >$T/cut 2>$T/cuterr & lpid=$!; } &&
+	wait_grep "line 20\$" $T/cut && proxy_cut wan && wait_grep reconnected $T/cuterr &&
+	wait_grep "line 40\$" $T/cut && proxy_cut wan &&
+	{ wait $lpid; rc=$?; } && test $rc = 9 &&
+	seq 1 120 | sed "s/^/numbered line /" >$T/want && grep -v "^\[gpurun\]" $T/cut >$T/got &&
+	test_cmp $T/want $T/got && test $(grep -c reconnected $T/cuterr) -ge 2
+'
+
+test_expect_success 'the time limit: SIGUSR1 first, then TERM; state timeout, exit 247' '
+	cd "$TL" && { "$GPURUN" logs -f "$tl_id" >$T/tl 2>$T/tlerr; rc=$?; } &&
+	test $rc = 247 && test_grep -x up $T/tl && test_grep -x got-usr1 $T/tl &&
+	test_grep -x got-term $T/tl && test_grep "time limit is near: SIGUSR1 sent" $T/tl &&
+	test_grep "reached its Slurm time limit" $T/tlerr &&
+	"$GPURUN" status --json "$tl_id" >$T/tl.json && test "$(json_field $T/tl.json state)" = timeout &&
+	test "$(sstate "$(json_field $T/tl.json slurm_id)")" = TIMEOUT
+'
+
+if why=$(slurm_missing_accounting); then
+	test_skip 'status from sacct once scontrol forgot the job' "$why"
+	test_done
+fi
+
+test_expect_success 'with accounting: status from sacct once scontrol forgot the job' '
+	slurm_stop && SLURM_MIN_JOB_AGE=2 slurm_start --accounting &&
+	cd "$P" && ini "[train]" "command = echo acct; exit 5" &&
+	test_expect_code 5 "$GPURUN" -q train >$T/out && id=$(last_id) && n=$(sid "$id") &&
+	for i in $(seq 1 1200); do
+		scontrol -o show job "$n" >/dev/null 2>&1 || break; sleep 0.1
+	done && ! scontrol -o show job "$n" >/dev/null 2>&1 &&
+	echo "# scontrol forgot job $n after ~$i tenths of a second" >&3 &&
+	for i in $(seq 1 300); do
+		sacct -n -X -P -j "$n" -o State | grep -q FAILED && break; sleep 0.1
+	done &&
+	rm -f "$(find "$LH" -path "*/$id/.gpurun/slurm-state")" &&
+	"$GPURUN" status --json "$id" >$T/acct.json && test "$(json_field $T/acct.json state)" = failed &&
+	test "$(json_field $T/acct.json exit_code)" = 5 &&
+	test "$(json_field $T/acct.json slurm_state)" = FAILED || { cat $T/acct.json >&2; false; }
+' 3>&1
 
 test_done
