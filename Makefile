@@ -3,7 +3,8 @@
 #   make test       every test (unit, end-to-end, fuzz, kernels) under ASan+UBSan
 #   make demo       the main job end to end on the embedded default
 #   make bench      benchmarks against ssh / rsync
-#   make soak       the randomized model tests with many seeds (SEEDS=N)
+#   make soak       the randomized model tests at length: sync (SEEDS=N seeds
+#                   of 20 batches, default 1000) and the job house (JOB_SEEDS)
 #   make deps       install the Debian packages the build and tests need
 
 CC      ?= cc
@@ -53,7 +54,7 @@ HASH_H := $(O)/gen/agent_hash.h
 $(shell mkdir -p $(O)/gen; echo '#define GR_AGENT_HASH "$(AGENT_HASH)"' > $(HASH_H).new; \
 	cmp -s $(HASH_H).new $(HASH_H) || mv $(HASH_H).new $(HASH_H); rm -f $(HASH_H).new)
 
-.PHONY: all test unit-bins demo bench soak deps deps-check clean install kernels completions
+.PHONY: all test unit-bins demo bench soak deps deps-check clean install kernels completions man
 all: deps-check $(O)/gpurun $(O)/gpurun-agent
 
 deps:
@@ -138,11 +139,19 @@ demo: all
 bench: all $(HELPER_BIN)
 	tests/bench/run.sh $(O)
 
-# make test runs a fixed set of seeds; this runs SEEDS of them.
-SEEDS ?= 500
-soak: deps-check
+# The randomized model tests at length. The job house: JOB_SEEDS seeds.
+# The model-based sync test (tests/sync_model.py): odd seeds over the local
+# transport, even ones over libssh2, two in every hundred with 100,000 files;
+# the release build unless SAN=1.
+SEEDS ?= 1000
+JOB_SEEDS ?= 500
+soak: all $(HELPER_BIN)
 	$(MAKE) SAN=1 all unit-bins
-	GPURUN_MODEL_SEEDS=$(SEEDS) build-san/tests/test_job_house
+	GPURUN_MODEL_SEEDS=$(JOB_SEEDS) build-san/tests/test_job_house
+	rm -f $(O)/soak.log
+	MODEL_SPLIT=1 MODEL_SEEDS=1-$(SEEDS) MODEL_BATCHES=20 MODEL_BIG_EVERY=100 \
+		MODEL_LOG=$(CURDIR)/$(O)/soak.log GPURUN_BUILD=$(CURDIR)/$(O) \
+		bash tests/t/t0316-sync-model.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
@@ -150,6 +159,7 @@ install: all
 	install -D -m 644 completions/gpurun.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/gpurun
 	install -D -m 644 completions/_gpurun $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_gpurun
 	install -D -m 644 completions/gpurun.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/gpurun.fish
+	install -D -m 644 cli/gpurun.1 $(DESTDIR)$(PREFIX)/share/man/man1/gpurun.1
 
 # completions/ holds what `gpurun completion SHELL` prints (the scripts live
 # in cli/completion_scripts.c); tests/t/t0500-completion.sh fails if they differ.
@@ -157,6 +167,12 @@ completions: $(O)/gpurun
 	$(O)/gpurun completion bash > completions/gpurun.bash
 	$(O)/gpurun completion zsh > completions/_gpurun
 	$(O)/gpurun completion fish > completions/gpurun.fish
+
+# cli/gpurun.1 is what `gpurun __man` prints, from the same tables as help;
+# tests/t/t0511-man.sh fails if they differ.
+man: $(O)/gpurun
+	$(O)/gpurun __man > cli/gpurun.1
+
 PREFIX ?= /usr/local
 
 clean:

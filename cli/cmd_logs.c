@@ -62,9 +62,11 @@ int cmd_logs(int argc, char **argv, struct gr_ctx *ctx)
 	if (rc == 0 && follow) {
 		if (res.ended) {
 			struct strbuf end = STRBUF_INIT;
+			char who[JOB_SHOWN_MAX];
 			job_describe_end(&res.rec, &end);
 			if (!ctx->quiet)
-				fprintf(stderr, "gpurun: job %s %s\n", r.id, end.buf);
+				fprintf(stderr, "gpurun: job %s %s\n",
+					job_shown(&r, who, sizeof(who)), end.buf);
 			sb_release(&end);
 			rc = job_rec_exit_code(&res.rec);
 		} else if (res.interrupted) {

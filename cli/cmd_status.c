@@ -1,8 +1,9 @@
-/* gpurun status [JOB] [--json]: the project's jobs (id, state, start,
- * duration, exit status, disk use, GPUs) with the disk they use on the
- * host in all, and, where the host has nvidia-smi, each GPU's
- * utilisation, memory and processes. One round trip: the job list and
- * the GPU report are asked for together. */
+/* gpurun status [JOB] [--json]: the project's jobs (id, state, name,
+ * start, duration, exit status, disk use, GPUs, the commit and command
+ * they ran) with the disk they use on the host in all, and, where the
+ * host has nvidia-smi, each GPU's utilisation, memory and processes; with
+ * JOB, everything its record holds. One round trip: the job list and the
+ * GPU report are asked for together. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,16 +28,55 @@ static uint64_t duration(const struct job_rec *r)
 	return from && to > from ? to - from : 0;
 }
 
-static void print_table(const struct job_rec *recs, size_t n, uint64_t disk_total,
-			const struct job_gpus *g, struct strbuf *o)
+/* s cut to at most max bytes on a character boundary, "…" marking a cut;
+ * only its first line. Into buf (>= max + 4). */
+static const char *shorten(const char *s, size_t max, char *buf)
 {
-	char t[32], d[32], code[16], sz[32];
+	size_t n = strcspn(s ? s : "", "\n"), cut = n;
 
+	if (!s)
+		s = "";
+	if (n > max) {
+		cut = max - 1;
+		while (cut && ((unsigned char)s[cut] & 0xc0) == 0x80)
+			cut--; /* not inside a UTF-8 character */
+	}
+	memcpy(buf, s, cut);
+	buf[cut] = '\0';
+	if (cut < strlen(s))
+		memcpy(buf + cut, "\xe2\x80\xa6", 4); /* "…" and its NUL */
+	return buf;
+}
+
+/* "1a2b3c4d" (the commit it ran from), "+" when the tree was dirty. */
+static const char *short_commit(const struct job_rec *r, char *buf, size_t n)
+{
+	if (!r->git_commit || !*r->git_commit)
+		snprintf(buf, n, "-");
+	else
+		snprintf(buf, n, "%.8s%s", r->git_commit, r->git_dirty ? "+" : "");
+	return buf;
+}
+
+#define NAME_COL_MAX 24
+#define COMMAND_COL 40
+
+static void print_table(const struct job_rec *recs, size_t n, uint64_t disk_total,
+			struct strbuf *o)
+{
+	char t[32], d[32], code[16], sz[32], cm[32], nm[NAME_COL_MAX + 4], cmd[COMMAND_COL + 4];
+	int nw = 4;
+
+	for (size_t i = 0; i < n; i++) {
+		int len = recs[i].name ? (int)strlen(recs[i].name) : 0;
+		if (len > nw)
+			nw = len > NAME_COL_MAX ? NAME_COL_MAX : len;
+	}
 	if (!n)
 		sb_adds(o, "no jobs for this project yet\n");
 	else
-		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %9s  %s\n", "JOB", "STATE", "STARTED",
-			"DURATION", "EXIT", "DISK", "GPUS");
+		sb_addf(o, "%-20s  %-8s  %-*s  %-19s  %-8s  %-4s  %9s  %-4s  %-9s  %s\n", "JOB", "STATE",
+			nw, "NAME", "STARTED", "DURATION", "EXIT", "DISK", "GPUS", "COMMIT", "COMMAND");
 	for (size_t i = 0; i < n; i++) {
 		const struct job_rec *r = &recs[i];
 		int ec = job_rec_exit_code(r);
@@ -44,18 +84,22 @@ static void print_table(const struct job_rec *recs, size_t n, uint64_t disk_tota
 			snprintf(code, sizeof(code), "%d", ec);
 		else
 			snprintf(code, sizeof(code), "-");
-		/* The id passed job_rec_check; the rest is the host's text. */
-		sb_addf(o, "%-20s  %-8s  %-19s  %-8s  %-4s  %9s  %s\n", r->id, ts(r->state),
+		/* The id and name passed job_rec_check; the rest is the host's text. */
+		sb_addf(o, "%-20s  %-8s  %-*s  %-19s  %-8s  %-4s  %9s  %-4s  %-9s  %s\n", r->id,
+			ts(r->state), nw, r->name && *r->name ? shorten(r->name, NAME_COL_MAX, nm) : "-",
 			job_fmt_time(r->start_ms ? r->start_ms : r->created_ms, t, sizeof(t)),
 			job_fmt_duration(duration(r), d, sizeof(d)), code,
-			fmt_size(r->disk_bytes, sz, sizeof(sz)), r->gpus && *r->gpus ? ts(r->gpus) : "-");
+			fmt_size(r->disk_bytes, sz, sizeof(sz)), r->gpus && *r->gpus ? ts(r->gpus) : "-",
+			short_commit(r, cm, sizeof(cm)), ts(shorten(r->command, COMMAND_COL, cmd)));
 	}
 	if (n)
 		sb_addf(o, "disk used on the host by this project's jobs: %s in all"
 			" (what each job holds alone, plus the files their snapshots share)\n",
 			fmt_size(disk_total, sz, sizeof(sz)));
-	if (!g)
-		return;
+}
+
+static void print_gpus(const struct job_gpus *g, struct strbuf *o)
+{
 	if (!g->have_smi) {
 		sb_addf(o, "\nGPUs: %s\n", g->error && *g->error ? ts(g->error) : "no nvidia-smi on the host");
 		return;
@@ -76,6 +120,62 @@ static void print_table(const struct job_rec *recs, size_t n, uint64_t disk_tota
 				(unsigned long long)a->mem, *a->job ? ", job " : "", ts(a->job));
 		}
 	}
+}
+
+/* `status JOB`: everything the record holds, one field a line, after
+ * the table's row. Fields added to the record later show up by name. */
+static void print_detail(const struct job_rec *r, struct strbuf *o)
+{
+	static const char *const shown[] = {
+		"id", "state", "name", "command", "command_is_argv", "git_commit", "git_branch",
+		"git_dirty", "git_diff", "created_ms", "start_ms", "end_ms", "has_status",
+		"signalled", "code", "gpus", "pid", "dir", "log_size", "now_ms", "disk_bytes", NULL,
+	};
+	char t[32], sz[32], d[32], buf[32];
+	struct strbuf end = STRBUF_INIT;
+
+#define LINE(label, ...) do { sb_addf(o, "%-12s ", label); sb_addf(o, __VA_ARGS__); sb_adds(o, "\n"); } while (0)
+	sb_adds(o, "\n");
+	LINE("name", "%s", r->name && *r->name ? r->name : "-");
+	LINE("command", "%s%s", ts(r->command),
+	     r->command_is_argv ? "  (as words, without a shell)" : "");
+	if (r->git_commit && *r->git_commit)
+		LINE("commit", "%s%s%s%s", r->git_commit,
+		     r->git_branch && *r->git_branch ? " (" : "",
+		     r->git_branch && *r->git_branch ? ts(r->git_branch) : "",
+		     r->git_branch && *r->git_branch ? ")" : "");
+	else
+		LINE("commit", "- (not started from a git work tree)");
+	if (r->git_dirty)
+		LINE("changes", "the work tree differed from the commit (diff %s)",
+		     r->git_diff && *r->git_diff ? r->git_diff : "?");
+	else if (r->git_commit && *r->git_commit)
+		LINE("changes", "none");
+	LINE("created", "%s", job_fmt_time(r->created_ms, t, sizeof(t)));
+	LINE("started", "%s", job_fmt_time(r->start_ms, t, sizeof(t)));
+	if (job_rec_ended(r)) {
+		job_describe_end(r, &end);
+		LINE("ended", "%s, %s", job_fmt_time(r->end_ms, t, sizeof(t)), ts(end.buf));
+	}
+	LINE("runtime", "%s", job_fmt_duration(duration(r), d, sizeof(d)));
+	LINE("gpus", "%s", r->gpus && *r->gpus ? ts(r->gpus) : "not restricted");
+	if (r->pid)
+		LINE("pid", "%u", r->pid);
+	LINE("folder", "%s", ts(r->dir));
+	LINE("log", "%s", fmt_size(r->log_size, sz, sizeof(sz)));
+	LINE("disk", "%s", fmt_size(r->disk_bytes, sz, sizeof(sz)));
+	for (size_t k = 0; k < JOB_REC_NFIELDS; k++) {
+		const struct job_rec_field *f = &job_rec_fields[k];
+		size_t j;
+		for (j = 0; shown[j] && strcmp(shown[j], f->name); j++)
+			;
+		if (shown[j] || f->json == JR_JSON_NONE)
+			continue;
+		const char *v = job_rec_text(r, f, buf, sizeof(buf));
+		LINE(f->name, "%s", *v ? ts(v) : "-");
+	}
+#undef LINE
+	sb_release(&end);
 }
 
 /* The record's fields that have no historic shape of their own. */
@@ -247,10 +347,14 @@ int cmd_status(int argc, char **argv, struct gr_ctx *ctx)
 		got_list = 1;
 	}
 	job_cache_update(ctx->cfg->root, recs, n);
-	if (json)
+	if (json) {
 		print_json(recs, n, disk_total, &g, &o);
-	else
-		print_table(recs, n, disk_total, &g, &o);
+	} else {
+		print_table(recs, n, disk_total, &o);
+		if (*want && n == 1)
+			print_detail(&recs[0], &o);
+		print_gpus(&g, &o);
+	}
 	fwrite(o.buf, 1, o.len, stdout);
 	rc = 0;
 out:

@@ -15,14 +15,18 @@
 #include "job_client.h"
 #include "remote_exec.h"
 #include "sync.h"
+#include "train_spec.h"
 
-enum { O_DETACH = 1, O_STOP_INT, O_RAW, O_SETUP };
+enum { O_DETACH = 1, O_STOP_INT, O_RAW, O_SETUP, O_FORWARD, O_ENV, O_NAME };
 
 const struct gr_opt cmd_train_opts[] = {
 	{ O_DETACH, "detach", 'd', OPT_FLAG, NULL, "return once the job has started; print its id", NULL, 0, 0, 0 },
 	{ O_STOP_INT, "stop-on-interrupt", 0, OPT_FLAG, NULL, "Ctrl-C stops the job instead of asking", NULL, 0, 0, 0 },
 	{ O_RAW, "raw", 0, OPT_FLAG, NULL, "on a terminal too, pass the log's bytes (setup and build included) unfiltered", NULL, 0, 0, 0 },
 	{ O_SETUP, "setup", 0, OPT_FLAG, NULL, "run [setup] command even if it and its inputs did not change", NULL, 0, 0, 0 },
+	{ O_FORWARD, "forward", 'L', OPT_STRING, "PORT[:HOST]:HOSTPORT", "forward a local port to the host while attached (as ssh -L; repeatable)", NULL, 0, 0, 0 },
+	{ O_ENV, "env", 'e', OPT_STRING, "NAME=VALUE", "set a variable in the job's environment (repeatable; after [train] env)", NULL, 0, 0, 0 },
+	{ O_NAME, "name", 0, OPT_STRING, "NAME", "name the job; the name works wherever a job id does", NULL, 0, 0, 0 },
 	{ 0 },
 };
 
@@ -73,13 +77,15 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	struct sync_opts so = { 0 };
 	struct sync_stats ss;
 	struct attach_result res = { 0 };
-	struct strvec spec = STRVEC_INIT;
+	struct strvec spec = STRVEC_INIT, fwd = STRVEC_INIT;
+	struct train_run tr = { STRVEC_INIT, STRVEC_INIT, NULL };
 	struct job_rec *others = NULL;
 	size_t nothers = 0;
 	int detach = 0, stop_int = 0, force_setup = 0, raw = 0, id_opt, rc;
 	char *id = NULL, *dest = NULL;
 
 	gr_getopt_init(&st, argc, argv);
+	st.stop_at_positional = 1; /* train [OPTIONS] [--] CMD [ARGS...]: ARGS are CMD's */
 	while ((id_opt = gr_getopt(&st, cmd_train_opts, &ctx->err)) > 0) {
 		if (id_opt == OPT_HELP) {
 			help_command(ctx->cmd, stdout);
@@ -94,16 +100,35 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 			raw = 1;
 		if (id_opt == O_SETUP)
 			force_setup = 1;
+		if (id_opt == O_FORWARD)
+			sv_push(&fwd, st.arg);
+		if (id_opt == O_ENV)
+			sv_push(&tr.env, st.arg);
+		if (id_opt == O_NAME)
+			tr.name = st.arg;
 	}
-	if (id_opt == 0 && st.args.n > 0)
-		id_opt = gr_errf(&ctx->err, GR_EUSAGE, "train takes no arguments");
+	/* The command's words, exactly as given: never joined and split again. */
+	for (size_t i = 0; i < st.args.n; i++)
+		sv_push(&tr.argv, st.args.v[i]);
 	gr_getopt_release(&st);
-	if (id_opt < 0)
-		return gr_usage_error(ctx);
-	if (!ctx->cfg->train.command || !*ctx->cfg->train.command) {
+	if (id_opt == 0)
+		id_opt = train_run_check(&tr, &ctx->err);
+	if (id_opt < 0) {
+		sv_clear(&fwd);
+		rc = gr_usage_error(ctx);
+		goto out;
+	}
+	/* The local ports are taken before anything else happens. */
+	rc = fwd.n ? ctx_forward(ctx, fwd.v, fwd.n) : 0;
+	sv_clear(&fwd);
+	if (rc < 0)
+		goto out;
+	if (!tr.argv.n && (!ctx->cfg->train.command || !*ctx->cfg->train.command)) {
 		gr_errf(&ctx->err, GR_ECONFIG, "no [train] command to run");
-		gr_hintf(&ctx->err, "set it in gpurun.ini, e.g. 'command = python3 train.py'");
-		return GR_ECONFIG;
+		gr_hintf(&ctx->err, "set it in gpurun.ini, e.g. 'command = python3 train.py', "
+			 "or give it: gpurun train -- python3 train.py");
+		rc = GR_ECONFIG;
+		goto out;
 	}
 
 	so.quiet = ctx->quiet;
@@ -111,13 +136,18 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		gr_err_prefix(&ctx->err, "sync failed");
 		if (rc == GR_EHOSTKEY || rc == GR_EAUTH || rc == GR_ECONFIG || rc == GR_ESSH ||
 		    rc == GR_ETIMEOUT || rc == GR_EAGENT || rc == GR_EUNSUPP)
-			return rc; /* not the sync's fault: its own code */
+			goto out; /* not the sync's fault: its own code */
 		gr_report(ctx);
-		return GR_EXIT_SYNC;
+		rc = GR_EXIT_SYNC;
+		goto out;
 	}
 	if ((rc = ctx_connect(ctx)) < 0)
-		return rc;
+		goto out;
 	job_spec_from_config(ctx->cfg, force_setup, &spec);
+	if ((rc = train_spec_add(ctx->cfg, &tr, &spec, &ctx->err)) < 0) {
+		sv_clear(&spec);
+		goto out;
+	}
 	/* From here a Ctrl-C waits for job_attach to say what it means (it
 	 * unblocks these once its handlers are in place): dying between the
 	 * start and the attach would leave the user no word about the job. */
@@ -132,25 +162,33 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	if (rc < 0) {
 		if (rc == GR_ENOTFOUND && strstr(ctx->err.msg, "remote folder"))
 			gr_hintf(&ctx->err, "run 'gpurun sync' first, or check [remote] path");
+		if (rc == GR_EEXIST && tr.name) {
+			gr_hintf(&ctx->err, "choose another --name, or stop that job first: "
+				 "gpurun stop %s", tr.name);
+			rc = ctx->err.code = GR_EREMOTE; /* the agent refused: 251 */
+		}
 		gr_err_prefix(&ctx->err, "cannot start the job");
-		return rc;
+		goto out;
 	}
 	struct job_rec rec = { .id = id, .state = (char *)"starting",
-			       .created_ms = (uint64_t)time(NULL) * 1000 };
+			       .created_ms = (uint64_t)time(NULL) * 1000, .name = (char *)tr.name };
 	job_cache_update(ctx->cfg->root, &rec, 1);
 	say_others(ctx, others, nothers);
 	job_recs_free(others, nothers);
+	char named[GR_JOB_NAME_MAX + 8] = "";
+	if (tr.name)
+		snprintf(named, sizeof(named), " (%s)", tr.name);
 	if (detach) {
 		keep_jobs(ctx);
 		printf("%s\n", id);
 		if (!ctx->quiet)
-			fprintf(stderr, "gpurun: started job %s\nhint: follow it with 'gpurun logs -f %s'\n",
-				id, id);
-		free(id);
-		return 0;
+			fprintf(stderr, "gpurun: started job %s%s\nhint: follow it with 'gpurun logs -f %s'\n",
+				id, named, tr.name ? tr.name : id);
+		rc = 0;
+		goto out;
 	}
 	if (!ctx->quiet)
-		fprintf(stderr, "gpurun: started job %s\n", id);
+		fprintf(stderr, "gpurun: started job %s%s\n", id, named);
 
 	dest = xasprintf("%s/runs/%s", ctx->cfg->root, id);
 	struct attach_opts ao = {
@@ -167,7 +205,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		goto out;
 	}
 	if (res.detached) {
-		job_print_detached(ctx, id);
+		job_print_detached(ctx, id, tr.name);
 		keep_jobs(ctx);
 		rc = GR_EXIT_DETACHED;
 		goto out;
@@ -179,7 +217,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	struct strbuf end = STRBUF_INIT;
 	job_describe_end(&res.rec, &end);
 	if (!ctx->quiet || job_rec_exit_code(&res.rec) != 0)
-		fprintf(stderr, "gpurun: job %s %s\n", id, end.buf);
+		fprintf(stderr, "gpurun: job %s%s %s\n", id, named, end.buf);
 	sb_release(&end);
 	rc = job_rec_exit_code(&res.rec);
 	if (ctx->cfg->artifacts.pull.n && job_pull_artifacts(ctx, id) < 0) {
@@ -192,6 +230,8 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	keep_jobs(ctx);
 out:
 	job_rec_clear(&res.rec);
+	sv_clear(&tr.argv);
+	sv_clear(&tr.env);
 	free(dest);
 	free(id);
 	return rc;

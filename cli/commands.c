@@ -35,7 +35,27 @@ const struct gr_cmd gr_commands[] = {
 	{ "exec", cmd_exec, CMD_CONFIG | CMD_PASSTHROUGH, cmd_exec_opts, "[--] CMD [ARGS...]",
 	  "run a command on the host in the project folder",
 	  "Runs CMD on the host inside [remote] path, streams its stdout and\n"
-	  "stderr separately as they are written, and exits with its status.", COMPLETE_NONE },
+	  "stderr separately as they are written, and exits with its status.\n"
+	  "The arguments are passed as they are, never through a shell.\n"
+	  "\n"
+	  "With -t it runs under a terminal on the host (python3, htop, pdb,\n"
+	  "nvidia-smi -l): this terminal is raw meanwhile, so every key (Ctrl-C\n"
+	  "too) goes to the program, and window size changes follow. -L forwards\n"
+	  "a local port to the host for as long as the command runs.", COMPLETE_NONE },
+	{ "shell", cmd_shell, CMD_CONFIG, cmd_shell_opts, "",
+	  "open your login shell on the host, in the project folder",
+	  "Runs your login shell on the host in [remote] path, under a terminal\n"
+	  "when this is one (without, it reads commands from stdin). Exits with\n"
+	  "the shell's status.", COMPLETE_NONE },
+	{ "forward", cmd_forward, CMD_CONFIG, cmd_forward_opts, "PORT[:HOSTPORT]...",
+	  "forward local ports to the host (TensorBoard, Jupyter) until Ctrl-C",
+	  "Each PORT on this machine (localhost) reaches HOSTPORT (default: the\n"
+	  "same) on the host's localhost, over the connection gpurun uses (a\n"
+	  "direct-tcpip channel per connection; ssh's -L with transport =\n"
+	  "openssh; a plain relay with transport = local). PORT:HOST:HOSTPORT\n"
+	  "reaches another machine as the host sees it. Runs until Ctrl-C, making\n"
+	  "the connection again if it drops. For the length of one command, use\n"
+	  "-L on exec, shell or train instead.", COMPLETE_NONE },
 	{ "doctor", cmd_doctor, CMD_CONFIG_OPT, cmd_doctor_opts, "",
 	  "check config, connection, agent and remote tools, one line each",
 	  "Checks in order: config, name resolution, TCP, host key,\n"
@@ -52,7 +72,7 @@ const struct gr_cmd gr_commands[] = {
 	  "leaves every file old or new and the next one finishes the job. A file\n"
 	  "changed on the host since the last sync is reported, then overwritten;\n"
 	  "files gpurun never sent (job outputs) are left alone.", COMPLETE_NONE },
-	{ "train", cmd_train, CMD_CONFIG, cmd_train_opts, "",
+	{ "train", cmd_train, CMD_CONFIG | CMD_PASSTHROUGH, cmd_train_opts, "[--] [CMD [ARGS...]]",
 	  "sync, then set up, build and run the training job detached; stream its log; pull artifacts",
 	  "Syncs, then starts a job on the host that outlives the connection and\n"
 	  "streams its log (reconnecting after a drop). The job runs, each step\n"
@@ -61,6 +81,16 @@ const struct gr_cmd gr_commands[] = {
 	  "                   inputs changed since it last succeeded (--setup: anyway)\n"
 	  "  [build] command  in the job's own folder\n"
 	  "  [train] command  in the job's own folder\n"
+	  "\n"
+	  "CMD [ARGS...] after the options replaces [train] command for this run:\n"
+	  "the words are passed as they are (as exec does), never through a shell\n"
+	  "(with [train] shell = login, the login shell sets up the environment,\n"
+	  "then runs them as \"$@\"). --env NAME=VALUE adds to [train] env.\n"
+	  "--name NAME names the job: the name works wherever a job id does (logs,\n"
+	  "status, stop, pull, rm), means its newest job, and is refused while\n"
+	  "another job of that name has not ended. Each job records the local git\n"
+	  "commit and branch it was started from, and whether (and how: a hash of\n"
+	  "the diff) the work tree differed; 'gpurun status JOB' shows them.\n"
 	  "\n"
 	  "Where a job runs: its own folder on the host, $GPURUN_JOB_DIR\n"
 	  "(~/.cache/gpurun/jobs/<project>/<job>/). It holds a snapshot of the\n"
@@ -77,21 +107,24 @@ const struct gr_cmd gr_commands[] = {
 	  "each builds in its own folder. When it ends (or is left running),\n"
 	  "ended jobs beyond [jobs] keep are removed from the host. Exits with\n"
 	  "the job's status.\n"
-	  "Ctrl-C asks whether to stop the job or detach (detaches without a\n"
-	  "terminal); a second Ctrl-C leaves at once. Reattach with\n"
-	  "'gpurun logs -f JOB'.", COMPLETE_NONE },
+	  "Ctrl-C asks whether to stop the job or detach: one key, s or d, while\n"
+	  "the log goes on (without a terminal it detaches); a second Ctrl-C\n"
+	  "leaves at once. Reattach with 'gpurun logs -f JOB'.", COMPLETE_NONE },
 	{ "logs", cmd_logs, CMD_CONFIG, cmd_logs_opts, "[JOB]",
 	  "show a job's log (default: the latest job)",
-	  "JOB is an id or a unique prefix of one. With -f, follows the log until\n"
-	  "the job ends and exits with its status; a dropped connection is\n"
-	  "retried with backoff and the log continues at the exact byte.", COMPLETE_JOB },
+	  "JOB is an id, a name (--name) or a unique prefix of an id. With -f,\n"
+	  "follows the log until the job ends and exits with its status; a\n"
+	  "dropped connection is retried with backoff and the log continues at\n"
+	  "the exact byte.", COMPLETE_JOB },
 	{ "status", cmd_status, CMD_CONFIG, cmd_status_opts, "[JOB]",
 	  "list jobs and the host's GPUs",
 	  "Shows the 20 newest jobs (--all: every one): state (starting, setup,\n"
-	  "building, queued, running, done, failed, stopped, lost), start,\n"
-	  "duration, exit status, the disk each uses on the host alone, GPUs;\n"
-	  "the disk the project's jobs use in all; and where the host has\n"
-	  "nvidia-smi, each GPU's use, memory and processes.", COMPLETE_JOB },
+	  "building, queued, running, done, failed, stopped, lost), name, start,\n"
+	  "duration, exit status, the disk each uses on the host alone, GPUs, the\n"
+	  "commit it ran from ('+': with changes) and its command, shortened; the\n"
+	  "disk the project's jobs use in all; and where the host has nvidia-smi,\n"
+	  "each GPU's use, memory and processes. With JOB (an id, a name or a\n"
+	  "prefix), everything its record holds. --json has every field.", COMPLETE_JOB },
 	{ "stop", cmd_stop, CMD_CONFIG, cmd_stop_opts, "[JOB]",
 	  "stop a job and everything it started, freeing its GPUs",
 	  "SIGTERM to every process of the job (children that left its session\n"
@@ -106,9 +139,9 @@ const struct gr_cmd gr_commands[] = {
 	{ "rm", cmd_rm, CMD_CONFIG, cmd_rm_opts, "JOB...",
 	  "remove jobs from the host",
 	  "Removes each job's folder on the host (its snapshot, outputs and log);\n"
-	  "JOB is an id or a unique prefix of one. A job that has not ended is\n"
-	  "refused: stop it first. runs/JOB/ here is left alone. Exits 1 when a\n"
-	  "job could not be removed.", COMPLETE_JOB },
+	  "JOB is an id, a name or a unique prefix of an id. A job that has not\n"
+	  "ended is refused: stop it first. runs/JOB/ here is left alone. Exits 1\n"
+	  "when a job could not be removed.", COMPLETE_JOB },
 	{ "prune", cmd_prune, CMD_CONFIG, cmd_prune_opts, "",
 	  "remove old jobs from the host",
 	  "Removes the project's ended jobs but the N newest (--keep N) and/or\n"

@@ -118,6 +118,34 @@ static int plain_word(const char *s, size_t n)
 }
 
 /* Job ids from the local cache, newest first: never the network. */
+/* The names in the cache (its 4th column), newest job first, each once:
+ * a name works wherever an id does. */
+static void complete_names(struct cstate *s, const char *data)
+{
+	struct strvec seen_names = STRVEC_INIT;
+	char *copy = xstrdup(data), *save = NULL;
+
+	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *f[4] = { line, NULL, NULL, NULL };
+		for (int i = 1; i < 4 && f[i - 1]; i++)
+			if ((f[i] = strchr(f[i - 1], '\t')))
+				*f[i]++ = 0;
+		if (!f[3] || !job_id_ok(f[0]) || !job_name_ok(f[3]))
+			continue;
+		size_t k;
+		for (k = 0; k < seen_names.n && strcmp(seen_names.v[k], f[3]); k++)
+			;
+		if (k < seen_names.n)
+			continue;
+		sv_push(&seen_names, f[3]);
+		char *desc = xasprintf("job %s", f[0]);
+		add(s, f[3], desc);
+		free(desc);
+	}
+	sv_clear(&seen_names);
+	free(copy);
+}
+
 static void complete_jobs(struct cstate *s)
 {
 	struct strbuf path = STRBUF_INIT, data = STRBUF_INIT;
@@ -129,6 +157,7 @@ static void complete_jobs(struct cstate *s)
 	sb_addf(&path, "%s/%s", root, GR_JOBS_CACHE);
 	if (read_file(path.buf, &data, NULL) < 0 || !data.buf)
 		goto out;
+	complete_names(s, data.buf);
 	for (char *line = data.buf, *next; *line && shown < 200; line = next) {
 		char *nl = strchr(line, '\n');
 		next = nl ? nl + 1 : line + strlen(line);
@@ -136,6 +165,8 @@ static void complete_jobs(struct cstate *s)
 			*nl = 0;
 		char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
 		size_t idlen = t1 ? (size_t)(t1 - line) : strlen(line);
+		if (t2 && strchr(t2 + 1, '\t'))
+			*strchr(t2 + 1, '\t') = 0; /* the name: offered above */
 		line[idlen] = 0;
 		/* Only ids of the agent's shape: the cache holds what a host
 		 * sent, and a shell inserts what we offer. */

@@ -10,6 +10,7 @@
 #include <sys/utsname.h>
 
 #include "conn.h"
+#include "forward.h"
 #include "term_filter.h"
 
 #include "agent_hash.h"
@@ -47,6 +48,11 @@ struct gr_conn {
 	int verbose;
 	const struct conn_opts *opts; /* during conn_open only */
 	struct strbuf later;          /* early frames too many for the command */
+	struct fwd *fwd;              /* forwarded ports, served while waiting */
+	uint64_t fwd_at;              /* now_ms() when they were last served */
+	struct pollfd *pfd;           /* wait_io's array */
+	size_t pfd_cap;
+	uint64_t last_io;             /* now_ms() when a byte last moved either way */
 };
 
 static char *conn_bootstrap_script(const char *hash)
@@ -103,6 +109,8 @@ int conn_pump(struct gr_conn *c, struct gr_err *err)
 			break;
 		if (w < 0)
 			return (int)w;
+		if (w > 0)
+			c->last_io = now_ms();
 		c->out_off += (size_t)w;
 	}
 	if (c->out_off == c->out.len) {
@@ -139,6 +147,7 @@ static int fill(struct gr_conn *c, size_t limit, struct gr_err *err)
 		}
 		c->in.len += (size_t)r;
 		c->in.buf[c->in.len] = '\0';
+		c->last_io = now_ms();
 		got = 1;
 	}
 }
@@ -148,11 +157,23 @@ static int fill(struct gr_conn *c, size_t limit, struct gr_err *err)
 static int wait_io(struct gr_conn *c, struct pollfd *extra, int nextra,
 		   int timeout_ms, struct gr_err *err)
 {
-	struct pollfd pfd[16];
+	struct pollfd *pfd;
 	int tick_ms = -1, n, rc;
+	size_t nall;
 
 	if ((rc = c->t->ops->tick(c->t, &tick_ms, err)) < 0)
 		return rc;
+	/* Forwarded connections first: what the last reads took in for them
+	 * (an open's confirmation, data, a close) wakes no poll. Their reads
+	 * may take in the agent's bytes in turn: the transport's pollfds,
+	 * asked next, sees those. */
+	if (c->fwd)
+		fwd_service(c->fwd, NULL, 0);
+	if (c->pfd_cap < 16) {
+		c->pfd_cap = 32;
+		c->pfd = xrealloc(c->pfd, c->pfd_cap * sizeof(*c->pfd));
+	}
+	pfd = c->pfd;
 	n = c->t->ops->pollfds(c->t, pfd, 1, conn_pending(c) > 0);
 	if (nextra > 16 - n)
 		nextra = 16 - n;
@@ -162,11 +183,20 @@ static int wait_io(struct gr_conn *c, struct pollfd *extra, int nextra,
 	}
 	if (tick_ms >= 0 && (timeout_ms < 0 || tick_ms < timeout_ms))
 		timeout_ms = tick_ms;
-	rc = poll(pfd, (nfds_t)(n + nextra), timeout_ms);
+	/* Forwarded connections wait in the same poll: one loop, one thread
+	 * for the whole session (libssh2 allows nothing else). */
+	nall = (size_t)(n + nextra);
+	fwd_pollfds(c->fwd, &c->pfd, &c->pfd_cap, &nall, &timeout_ms);
+	pfd = c->pfd;
+	rc = poll(pfd, (nfds_t)nall, timeout_ms);
 	if (rc < 0) {
 		if (errno == EINTR)
 			return 2 * (nextra > 0); /* let the caller check its signal pipe */
 		return gr_errf(err, GR_EIO, "poll: %s", strerror(errno));
+	}
+	if (c->fwd) {
+		fwd_service(c->fwd, pfd + n + nextra, nall - (size_t)(n + nextra));
+		c->fwd_at = now_ms();
 	}
 	if (rc == 0)
 		return 0;
@@ -222,11 +252,33 @@ int conn_error_from_frame(const struct gr_frame *f, struct gr_err *err)
 static int try_parse(struct gr_conn *c, struct gr_frame *f, struct gr_err *err)
 {
 	size_t used;
-	int rc = proto_parse((uint8_t *)c->in.buf + c->in_off, c->in.len - c->in_off,
-			     f, &used, err);
-	if (rc == 1)
-		c->in_off += used;
+	int rc;
+
+	do { /* a KEEPALIVE only says the agent is busy: it moved bytes, that is all */
+		rc = proto_parse((uint8_t *)c->in.buf + c->in_off, c->in.len - c->in_off, f,
+				 &used, err);
+		if (rc == 1)
+			c->in_off += used;
+	} while (rc == 1 && f->type == GR_MSG_KEEPALIVE && f->id == 0);
 	return rc;
+}
+
+/* While frames keep coming, wait_io may not run for a long time: serve
+ * the forwarded ports now and then anyway (a chatty log must not starve
+ * a browser). */
+static void fwd_tick(struct gr_conn *c)
+{
+	size_t n = 0;
+	int timeout = 0;
+	uint64_t now;
+
+	if (!c->fwd || (now = now_ms()) - c->fwd_at < 20)
+		return;
+	c->fwd_at = now;
+	fwd_pollfds(c->fwd, &c->pfd, &c->pfd_cap, &n, &timeout);
+	if (n && poll(c->pfd, (nfds_t)n, 0) < 0)
+		return;
+	fwd_service(c->fwd, c->pfd, n);
 }
 
 int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
@@ -248,6 +300,7 @@ int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 		c->npend_bytes -= c->held.len + GR_FRAME_HDR;
 		return 1;
 	}
+	fwd_tick(c);
 	for (;;) {
 		if ((rc = try_parse(c, f, err)) != 0)
 			return rc;
@@ -275,6 +328,57 @@ int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 int conn_recv(struct gr_conn *c, struct gr_frame *f, int timeout_ms, struct gr_err *err)
 {
 	return conn_wait(c, f, NULL, 0, timeout_ms, err);
+}
+
+uint64_t conn_last_io(const struct gr_conn *c)
+{
+	return c->last_io;
+}
+
+int conn_recv_idle(struct gr_conn *c, struct gr_frame *f, int idle_ms, struct gr_err *err)
+{
+	for (;;) {
+		uint64_t now = now_ms(), since = c->last_io > now ? now : c->last_io;
+		if (now - since >= (uint64_t)idle_ms) {
+			gr_errf(err, GR_ETIMEOUT, "%s sent and took nothing for %d s",
+				c->t->desc, idle_ms / 1000);
+			gr_hintf(err, "the agent on the host may be stuck, or the network gone; "
+				 "GPURUN_IO_TIMEOUT sets how long gpurun waits");
+			return GR_ETIMEOUT;
+		}
+		uint64_t left = (uint64_t)idle_ms - (now - since);
+		int rc = conn_recv(c, f, left > 1000 ? 1000 : (int)left, err);
+		if (rc != 0)
+			return rc;
+	}
+}
+
+int conn_flush_idle(struct gr_conn *c, int idle_ms, struct gr_err *err)
+{
+	int rc;
+
+	while (conn_pending(c)) {
+		if ((rc = conn_pump(c, err)) < 0)
+			return rc;
+		if (!conn_pending(c))
+			break;
+		/* Keep reading while we write, so a chatty agent can't block us. */
+		if ((rc = fill(c, CONN_HELD_MAX, err)) < 0)
+			return rc;
+		if (c->in.len - c->in_off >= CONN_HELD_MAX)
+			return gr_errf(err, GR_EPROTO, "the host sent %zu MiB without reading what we sent",
+				       (c->in.len - c->in_off) >> 20);
+		if (c->eof)
+			return gr_errf(err, GR_ESSH, "connection to %s closed", c->t->desc);
+		if (now_ms() - c->last_io >= (uint64_t)idle_ms) {
+			gr_errf(err, GR_ETIMEOUT, "%s took nothing for %d s", c->t->desc,
+				idle_ms / 1000);
+			return GR_ETIMEOUT;
+		}
+		if ((rc = wait_io(c, NULL, 0, 1000, err)) < 0)
+			return rc;
+	}
+	return 0;
 }
 
 int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
@@ -349,6 +453,8 @@ static int read_line(struct gr_conn *c, struct strbuf *line, uint64_t deadline,
 	}
 }
 
+#define BOOT_IDLE_MS 60000
+
 static int bootstrap(struct gr_conn *c, struct gr_err *err)
 {
 	struct strbuf line = STRBUF_INIT;
@@ -369,7 +475,7 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 			snprintf(want, sizeof(want), "%s %s", u.sysname, u.machine);
 			if (strcmp(line.buf + 17, want)) {
 				raw_send(c, "abort\n", 6);
-				conn_flush(c, NULL);
+				conn_flush_idle(c, BOOT_IDLE_MS, NULL);
 				rc = gr_errf(err, GR_EUNSUPP,
 					     "the host is '%s'; this gpurun carries an agent for '%s' only",
 					     ts(line.buf + 17), want);
@@ -382,7 +488,8 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 					c->t->desc);
 			raw_send(c, "send\n", 5);
 			raw_send(c, gr_agent_blob, (size_t)(gr_agent_blob_end - gr_agent_blob));
-			if ((rc = conn_flush(c, err)) < 0)
+			/* Bounded too: a host that stops taking the upload fails it. */
+			if ((rc = conn_flush_idle(c, BOOT_IDLE_MS, err)) < 0)
 				goto out;
 			c->hello.uploaded = 1;
 			continue;
@@ -474,7 +581,7 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 {
 	struct gr_conn *c = xcalloc(1, sizeof(*c));
 	char *script = conn_bootstrap_script(GR_AGENT_HASH);
-	struct tr_cmd cmd = { script, NULL, c };
+	struct tr_cmd cmd = { script, NULL, c, NULL, 0 };
 	int rc;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -482,6 +589,8 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 	c->opts = o;
 	if (o && o->early)
 		cmd.late = early_arg;
+	if (o && o->fwd)
+		cmd.fwd = fwd_specs(o->fwd, &cmd.nfwd);
 	rc = transport_open(&c->t, cfg, &cmd, o ? o->accept_new : 0, c->verbose, err);
 	c->opts = NULL;
 	free(script);
@@ -490,13 +599,19 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 		free(c);
 		return rc;
 	}
+	c->last_io = now_ms();
 	if ((rc = bootstrap(c, err)) < 0 || (rc = hello(c, err)) < 0) {
 		conn_close(c);
 		return rc;
 	}
 	if (c->later.len)
 		sb_add(&c->out, c->later.buf, c->later.len);
+	c->last_io = now_ms();
 	sb_release(&c->later);
+	if (o && o->fwd) {
+		c->fwd = o->fwd;
+		fwd_attach(c->fwd, c->t);
+	}
 	*out = c;
 	return 0;
 }
@@ -505,6 +620,8 @@ void conn_close(struct gr_conn *c)
 {
 	if (!c)
 		return;
+	if (c->fwd)
+		fwd_detach(c->fwd);
 	if (c->t) {
 		conn_pump(c, NULL);
 		c->t->ops->close_write(c->t, NULL);
@@ -515,6 +632,7 @@ void conn_close(struct gr_conn *c)
 	free(c->pend);
 	sb_release(&c->held);
 	sb_release(&c->later);
+	free(c->pfd);
 	sb_release(&c->in);
 	sb_release(&c->out);
 	free(c->hello.hash);

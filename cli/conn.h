@@ -29,6 +29,10 @@ struct conn_opts {
 	 * wipes its copy): no secrets in them. */
 	void (*early)(void *arg, struct gr_conn *c, struct strbuf *frames);
 	void *early_arg;
+	/* Ports forwarded while the connection is up (forward.h): served by
+	 * its waits (conn_wait, conn_flush), or by ssh itself for openssh. The
+	 * caller keeps it and frees it after conn_close. */
+	struct fwd *fwd;
 };
 
 #define CONN_EARLY_MAX GR_EARLY_MAX
@@ -72,6 +76,16 @@ int conn_pump(struct gr_conn *c, struct gr_err *err);
 int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 	      int nextra, int timeout_ms, struct gr_err *err);
 int conn_recv(struct gr_conn *c, struct gr_frame *f, int timeout_ms, struct gr_err *err);
+
+/* Like conn_recv, but waits only while the connection is alive: fails
+ * with GR_ETIMEOUT (err says so) once no byte has moved either way for
+ * idle_ms (queued output is written meanwhile; the agent sends KEEPALIVE
+ * frames, which this layer swallows, while it is busy with local work). */
+int conn_recv_idle(struct gr_conn *c, struct gr_frame *f, int idle_ms, struct gr_err *err);
+/* conn_flush with the same bound (frames that arrive stay queued). */
+int conn_flush_idle(struct gr_conn *c, int idle_ms, struct gr_err *err);
+/* now_ms() when a byte last moved either way. */
+uint64_t conn_last_io(const struct gr_conn *c);
 
 /* One request, one answer: send type+payload under a new id and wait for
  * its OK (payload appended to reply if non-NULL) or ERROR (returned as its

@@ -28,6 +28,7 @@ struct gr_ctx {
 	struct strvec overrides;   /* -o section.key=value, in order */
 	int accept_new;            /* --accept-new-host-key */
 	const struct gr_cmd *cmd;  /* the command running */
+	struct fwd *fwd;           /* ports forwarded while connected (-L), or NULL */
 };
 
 enum gr_cmd_needs {
@@ -60,8 +61,14 @@ extern const struct gr_cmd gr_commands[];   /* ends with name == NULL */
 extern const struct gr_opt gr_global_opts[];
 const struct gr_cmd *gr_find_command(const char *name);
 
-/* Open ctx->conn if it is not open (uses ctx->cfg). */
+/* Open ctx->conn if it is not open (uses ctx->cfg), with ctx->fwd's
+ * ports forwarded over it. */
 int ctx_connect(struct gr_ctx *ctx);
+/* Set up ctx->fwd for forward specs (-L arguments, `gpurun forward`'s
+ * ports): the local ports are taken now (checked only, for openssh, whose
+ * ssh takes them), and what the forwarding has to say goes to stderr. 0,
+ * or GR_EUSAGE with ctx->err set. */
+int ctx_forward(struct gr_ctx *ctx, char *const *specs, size_t n);
 
 /* Print "gpurun: MSG" and "hint: HINT" for ctx->err on stderr. */
 void gr_report(const struct gr_ctx *ctx);
@@ -80,6 +87,8 @@ void help_overview(FILE *out);
 void help_exit_codes(FILE *out);
 void help_config(FILE *out);
 void help_environment(FILE *out);
+/* gpurun(1) in roff, from the same tables (help_man.c; `gpurun __man`). */
+void help_man(FILE *out);
 /* "usage: gpurun NAME [OPTIONS] ARGS" without a newline, into sb. */
 void help_usage_line(const struct gr_cmd *c, struct strbuf *sb);
 /* The command or topic closest to a mistyped name, or NULL when none is
@@ -90,6 +99,8 @@ const char *help_suggest(const char *typo);
 int cmd_init(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_config(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_exec(int argc, char **argv, struct gr_ctx *ctx);
+int cmd_shell(int argc, char **argv, struct gr_ctx *ctx);
+int cmd_forward(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_doctor(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_sync(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_train(int argc, char **argv, struct gr_ctx *ctx);
@@ -104,6 +115,7 @@ int cmd_completion(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_help(int argc, char **argv, struct gr_ctx *ctx);
 
 extern const struct gr_opt cmd_init_opts[], cmd_config_opts[], cmd_exec_opts[],
+	cmd_shell_opts[], cmd_forward_opts[],
 	cmd_doctor_opts[], cmd_sync_opts[], cmd_train_opts[], cmd_logs_opts[],
 	cmd_status_opts[], cmd_stop_opts[], cmd_pull_opts[], cmd_rm_opts[], cmd_prune_opts[],
 	cmd_hook_opts[],

@@ -241,21 +241,40 @@ void help_config(FILE *out)
 		fprintf(out, "\n(this build carries no key schema)\n");
 }
 
+static void env_lines(const struct gr_env_var *v, size_t n, int host, FILE *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct strbuf left = STRBUF_INIT;
+		const char *h = v[i].help;
+		if (v[i].host != host)
+			continue;
+		sb_addf(&left, "%s%s%s", v[i].name, v[i].value ? "=" : "", v[i].value ? v[i].value : "");
+		for (int first = 1; *h; first = 0) {
+			size_t len = strcspn(h, "\n");
+			fprintf(out, "  %-23s %.*s\n", first ? left.buf : "", (int)len, h);
+			h += len + (h[len] == '\n');
+		}
+		sb_release(&left);
+	}
+}
+
 void help_environment(FILE *out)
 {
+	size_t n;
+	const struct gr_env_var *v = config_env_vars(&n);
+
 	fprintf(out,
 		"environment:\n"
 		"  GPURUN_<SECTION>_<KEY>  set a gpurun.ini key, e.g. GPURUN_REMOTE_HOST=gpubox;\n"
-		"                          beats gpurun.ini, loses to -o and --host\n"
-		"  GPURUN_SKIP_HOOK=1      skip gpurun's pre-push hook for one push\n"
-		"                          (git push --no-verify skips every hook)\n"
-		"  GPURUN_TRACE=1          time each step on stderr (\"trace: <ms> <step>\")\n"
+		"                          beats gpurun.ini, loses to -o and --host\n");
+	env_lines(v, n, 0, out);
+	fprintf(out,
 		"  NO_COLOR                no colour (https://no-color.org); --color=always wins\n"
 		"  CI                      no progress bars\n"
 		"  HOME                    where ~, ~/.ssh/config and ~/.cache/gpurun are\n"
-		"on the GPU host (the agent's environment):\n"
-		"  GPURUN_LOCK_DIR         where every account's GPU locks are (default /tmp;\n"
-		"                          must be root's, and sticky if others may write it)\n");
+		"on the GPU host (the agent's environment):\n");
+	env_lines(v, n, 1, out);
+	fprintf(out, "Any other GPURUN_* variable that looks like one of these is warned about.\n");
 }
 
 const struct help_topic help_topics[] = {

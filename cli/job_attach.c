@@ -11,15 +11,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "forward.h"
 #include "job_art.h"
 #include "job_attach.h"
 #include "job_client.h"
+#include "log_out.h"
+#include "term.h"
 #include "term_filter.h"
 
 #define PING_AFTER_MS 15000    /* silence before we ask the agent */
 #define DEAD_AFTER_MS 20000    /* an unanswered ping this old: reconnect */
 #define GIVE_UP_MS (10 * 60 * 1000) /* reconnecting this long: fail */
-#define HOLD_MAX (1u << 20)    /* log bytes held back while we ask a question */
 
 static int sig_pipe[2] = { -1, -1 };
 
@@ -33,11 +35,15 @@ static void on_signal(int sig)
 	errno = e;
 }
 
-void job_print_detached(const struct gr_ctx *ctx, const char *id)
+void job_print_detached(const struct gr_ctx *ctx, const char *id, const char *name)
 {
-	fprintf(stderr, "gpurun: detached from job %s; it keeps running on %s\n", id,
+	const char *ref = name && *name ? name : id;
+
+	fprintf(stderr, "gpurun: detached from job %s%s%s%s; it keeps running on %s\n", id,
+		ref != id ? " (" : "", ref != id ? ref : "", ref != id ? ")" : "",
 		ctx->cfg->remote.host && *ctx->cfg->remote.host ? ctx->cfg->remote.host : "the host");
-	fprintf(stderr, "hint: reattach with 'gpurun logs -f %s'; stop it with 'gpurun stop %s'\n", id, id);
+	fprintf(stderr, "hint: reattach with 'gpurun logs -f %s'; stop it with 'gpurun stop %s'\n",
+		ref, ref);
 }
 
 struct att {
@@ -48,8 +54,8 @@ struct att {
 	int log_done, asking, ints, first, stop_sent, stop_resend;
 	uint64_t last_rx, ping_at, next_pull, lost_since;
 	struct art_pull *pull;
-	struct strbuf held;       /* log bytes held while we ask a question */
-	struct strbuf line;       /* the answer being typed */
+	struct log_out lo;        /* the log, and our status lines beside it */
+	int keys;                 /* the terminal gives us single keys while we ask */
 	struct term_filter tf;    /* o->filter: what the terminal may see */
 	struct strbuf safe;       /* the filter's output */
 };
@@ -62,16 +68,9 @@ static int out(struct att *t, const void *p, size_t n)
 		p = t->safe.buf;
 		n = t->safe.len;
 	}
-	/* Held back while we ask a question, up to HOLD_MAX: past that the
-	 * log goes on under the prompt rather than into memory. */
-	if (t->asking && t->held.len + n <= HOLD_MAX) {
-		sb_add(&t->held, p, n);
-		return 0;
-	}
-	if ((t->held.len && write_full(t->o->out_fd, t->held.buf, t->held.len) < 0) ||
-	    (n && write_full(t->o->out_fd, p, n) < 0))
+	/* The log goes on while we ask a question (below it). */
+	if (log_out_write(&t->lo, p, n) < 0)
 		return gr_errf(&t->ctx->err, GR_EIO, "cannot write the log: %s", strerror(errno));
-	sb_reset(&t->held);
 	return 0;
 }
 
@@ -82,7 +81,7 @@ static void out_finish(struct att *t)
 		return;
 	sb_reset(&t->safe);
 	tf_finish(&t->tf, &t->safe);
-	if (t->safe.len && write_full(t->o->out_fd, t->safe.buf, t->safe.len) < 0) {
+	if (t->safe.len && log_out_write(&t->lo, t->safe.buf, t->safe.len) < 0) {
 		/* stdout is gone: nothing left to tell it */
 	}
 }
@@ -115,6 +114,8 @@ static void ask_stop(struct att *t)
 {
 	t->stop_sent = 1;
 	t->res->stop_asked = 1;
+	/* The answer to a key: said at once, on a line of its own. */
+	log_out_break(&t->lo);
 	if (!t->ctx->quiet)
 		fprintf(stderr, "gpurun: stopping job %s (Ctrl-C again to leave at once)\n", t->o->id);
 	if (t->ctx->conn)
@@ -123,13 +124,31 @@ static void ask_stop(struct att *t)
 		t->stop_resend = 1;
 }
 
+/* The question is answered: the terminal as it was, without the keys
+ * typed meanwhile (none may reach the shell), and no "^C" echo while the
+ * log goes on. */
 static void end_asking(struct att *t)
 {
+	if (!t->asking)
+		return;
 	t->asking = 0;
-	if (t->held.len && write_full(t->o->out_fd, t->held.buf, t->held.len) < 0) {
-		/* stdout is gone; the loop notices on the next write */
+	if (t->keys) {
+		term_restore(1);
+		term_set(0, TERM_NO_ECHOCTL);
+		t->keys = 0;
 	}
-	sb_reset(&t->held);
+}
+
+/* A second Ctrl-C: leave at once, the job as it is. Returns 1. */
+static int leave_now(struct att *t)
+{
+	end_asking(t);
+	t->res->interrupted = 1;
+	log_out_break(&t->lo);
+	fprintf(stderr, "gpurun: left job %s %s\n", t->o->id,
+		t->stop_sent ? "while it is being stopped" : "running");
+	fprintf(stderr, "hint: see it with 'gpurun status %s'\n", t->o->id);
+	return 1;
 }
 
 /* Returns 1 when we leave the job now. */
@@ -139,14 +158,8 @@ static int on_sig(struct att *t, int sig)
 		t->res->detached = 1;
 		return 1;
 	}
-	if (++t->ints >= 2) {
-		end_asking(t);
-		t->res->interrupted = 1;
-		fprintf(stderr, "\ngpurun: left job %s %s\n", t->o->id,
-			t->stop_sent ? "while it is being stopped" : "running");
-		fprintf(stderr, "hint: see it with 'gpurun status %s'\n", t->o->id);
-		return 1;
-	}
+	if (++t->ints >= 2)
+		return leave_now(t);
 	if (t->o->on_interrupt == ATTACH_INT_LEAVE) {
 		t->res->detached = 1;
 		return 1;
@@ -159,14 +172,18 @@ static int on_sig(struct att *t, int sig)
 		t->res->detached = 1;
 		return 1;
 	}
+	/* One key, no Enter: s, d, or Ctrl-C again (arriving as a byte, so
+	 * no "^C" lands in the log). The log goes on below the question. */
 	t->asking = 1;
-	sb_reset(&t->line);
-	fprintf(stderr, "\ngpurun: stop the job or detach? [s/d] ");
-	fflush(stderr);
+	t->keys = term_set(0, TERM_KEY) == 0;
+	log_out_break(&t->lo);
+	fprintf(stderr, "gpurun: stop the job or detach? [s/d] (%s; Ctrl-C again leaves it running)\n",
+		t->keys ? "one key" : "then Enter");
 	return 0;
 }
 
-/* The answer to "stop or detach?" from the terminal. 1: leave now. */
+/* The answer to "stop or detach?": the first key that means something.
+ * 1: leave now. */
 static int on_answer(struct att *t)
 {
 	char buf[256];
@@ -175,29 +192,50 @@ static int on_answer(struct att *t)
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return 0;
 	if (n <= 0) {
-		t->res->detached = 1;
-		return 1;
-	}
-	sb_add(&t->line, buf, (size_t)n);
-	if (!memchr(t->line.buf, '\n', t->line.len))
-		return 0;
-	const char *a = t->line.buf;
-	while (*a == ' ' || *a == '\t')
-		a++;
-	if (*a == 's' || *a == 'S') {
 		end_asking(t);
-		ask_stop(t);
-		return 0;
-	}
-	if (*a == 'd' || *a == 'D') {
-		t->asking = 0;
 		t->res->detached = 1;
 		return 1;
 	}
-	sb_reset(&t->line);
-	fprintf(stderr, "gpurun: please answer s (stop the job) or d (detach): ");
-	fflush(stderr);
+	for (ssize_t i = 0; i < n; i++) {
+		char c = buf[i];
+		if (c == 's' || c == 'S') {
+			end_asking(t);
+			ask_stop(t);
+			return 0;
+		}
+		if (c == 'd' || c == 'D') {
+			end_asking(t);
+			t->res->detached = 1;
+			return 1;
+		}
+		if (c == 3) /* Ctrl-C, as a key */
+			return leave_now(t);
+	}
+	if (!t->keys)
+		fprintf(stderr, "gpurun: please answer s (stop the job) or d (detach): ");
 	return 0;
+}
+
+static void fwd_notice(void *arg, const char *msg)
+{
+	struct att *t = arg;
+
+	log_out_notice(&t->lo, "%s", msg);
+}
+
+/* A folder as the user would type it from here: relative when it is
+ * below the current folder. */
+static const char *shown_path(const char *path)
+{
+	char cwd[4096];
+	size_t n;
+
+	if (!getcwd(cwd, sizeof(cwd)))
+		return path;
+	n = strlen(cwd);
+	if (!strncmp(path, cwd, n) && path[n] == '/' && path[n + 1])
+		return path + n + 1;
+	return path;
 }
 
 static void pull_done(struct att *t)
@@ -206,10 +244,10 @@ static void pull_done(struct att *t)
 	struct gr_err e = { 0 };
 
 	if (art_pull_finish(t->pull, &st, &e) < 0)
-		fprintf(stderr, "gpurun: warning: artifact pull failed: %s\n", ts(e.msg));
+		log_out_notice(&t->lo, "warning: artifact pull failed: %s", ts(e.msg));
 	else if (st.extracted && !t->ctx->quiet)
-		fprintf(stderr, "gpurun: pulled %u artifact%s into %s\n", st.extracted,
-			st.extracted == 1 ? "" : "s", t->o->pull_dest);
+		log_out_notice(&t->lo, "pulled %u file%s to %s/", st.extracted,
+			       st.extracted == 1 ? "" : "s", shown_path(t->o->pull_dest));
 	art_stats_release(&st);
 	t->pull = NULL;
 	t->next_pull = now_ms() + (uint64_t)t->o->pull_interval * 1000;
@@ -296,7 +334,7 @@ static void lose_conn(struct att *t, const char *why)
 	if (!t->lost_since) {
 		t->lost_since = now_ms();
 		if (!t->ctx->quiet)
-			fprintf(stderr, "gpurun: connection lost (%s); reconnecting\n", ts(why));
+			log_out_notice(&t->lo, "connection lost (%s); reconnecting", ts(why));
 	}
 	if (t->pull) {
 		art_pull_abort(t->pull);
@@ -339,8 +377,8 @@ static int reconnect(struct att *t)
 			return rc;
 		}
 		if (t->ctx->verbose)
-			fprintf(stderr, "gpurun: reconnect failed (%s); next try in %d ms\n",
-				ts(t->ctx->err.msg), backoff);
+			log_out_notice(&t->lo, "reconnect failed (%s); next try in %d ms",
+				       ts(t->ctx->err.msg), backoff);
 		int sig = sleep_sig(backoff);
 		if (sig) {
 			/* No connection to ask a stop on: leave it running. */
@@ -350,8 +388,7 @@ static int reconnect(struct att *t)
 		backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
 	}
 	if (!t->ctx->quiet)
-		fprintf(stderr, "gpurun: reconnected; the log continues at byte %llu\n",
-			(unsigned long long)t->res->offset);
+		log_out_notice(&t->lo, "reconnected");
 	t->lost_since = 0;
 	t->last_rx = now_ms();
 	if (t->stop_resend && !t->res->ended) {
@@ -384,7 +421,7 @@ static int loop(struct att *t)
 				if (art_pull_start(t->ctx->conn, t->ctx->cfg->remote.path, o->id, o->pull,
 						   o->pull_dest, t->ctx->cfg->artifacts.min_free,
 						   &t->pull, &e) < 0) {
-					fprintf(stderr, "gpurun: warning: artifact pull failed: %s\n", ts(e.msg));
+					log_out_notice(&t->lo, "warning: artifact pull failed: %s", ts(e.msg));
 					t->next_pull = now + (uint64_t)o->pull_interval * 1000;
 				}
 			} else if (t->next_pull - now < (uint64_t)timeout) {
@@ -460,21 +497,33 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	sigaddset(&ours, SIGTERM);
 	sigaddset(&ours, SIGHUP);
 	sigprocmask(SIG_UNBLOCK, &ours, NULL); /* train blocks them until now */
+	log_out_init(&t.lo, o->out_fd);
+	/* What the forwarded ports have to say waits for a line boundary too. */
+	void (*fwd_fn)(void *, const char *) = fwd_notice;
+	void *fwd_arg = &t;
+	if (ctx->fwd)
+		fwd_swap_notify(ctx->fwd, &fwd_fn, &fwd_arg);
+	/* A Ctrl-C echoed as "^C" would land in the middle of a log line. */
+	if (o->follow && ctx->interactive)
+		term_set(0, TERM_NO_ECHOCTL);
 	if ((rc = ctx_connect(ctx)) == 0)
 		rc = loop(&t);
 	if (t.pull)
 		art_pull_abort(t.pull);
-	if (t.asking)
-		end_asking(&t);
+	end_asking(&t);
+	/* After a Ctrl-C, keys typed were answers, never for the shell. */
+	term_restore(t.ints > 0);
 	out_finish(&t);
+	log_out_flush(&t.lo);
+	if (ctx->fwd)
+		fwd_swap_notify(ctx->fwd, &fwd_fn, &fwd_arg);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	sigaction(SIGHUP, &old_hup, NULL);
 	close(sig_pipe[0]);
 	close(sig_pipe[1]);
 	sig_pipe[0] = sig_pipe[1] = -1;
-	sb_release(&t.held);
-	sb_release(&t.line);
+	log_out_release(&t.lo);
 	sb_release(&t.safe);
 	return rc;
 }

@@ -44,7 +44,8 @@ struct attach_result {
  * caller's to job_rec_clear. */
 int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_result *res);
 
-/* "gpurun: detached from job ID; it keeps running" + how to reattach. */
-void job_print_detached(const struct gr_ctx *ctx, const char *id);
+/* "gpurun: detached from job ID (NAME); it keeps running" + how to
+ * reattach (by name when it has one; name may be NULL). */
+void job_print_detached(const struct gr_ctx *ctx, const char *id, const char *name);
 
 #endif

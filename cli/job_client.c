@@ -26,7 +26,16 @@ int job_id_check(const char *id, struct gr_err *err)
 
 int job_rec_check(const struct job_rec *r, struct gr_err *err)
 {
-	return job_id_check(r->id, err);
+	int rc = job_id_check(r->id, err);
+
+	/* Names go into messages, the cache and completion: only the shape
+	 * both sides allow. Hashes are shown as they come: only hex. */
+	if (rc == 0 && r->name && *r->name && !job_name_ok(r->name))
+		rc = gr_errf(err, GR_EPROTO, "the host sent an invalid name '%s' for job %s; "
+			     "refusing it", ts(r->name), r->id);
+	if (rc == 0 && (!job_hex_ok(r->git_commit, 40, 64) || !job_hex_ok(r->git_diff, 64, 64)))
+		rc = gr_errf(err, GR_EPROTO, "the host sent a malformed commit for job %s", r->id);
+	return rc;
 }
 
 
@@ -299,17 +308,19 @@ int job_stop(struct gr_conn *c, const char *project, const char *id, int grace_s
 int job_stop_print(const struct job_stop_report *s, int quiet)
 {
 	struct strbuf end = STRBUF_INIT;
+	char who[JOB_SHOWN_MAX];
 
+	job_shown(&s->rec, who, sizeof(who));
 	if (!quiet) {
 		if (s->nterm)
 			fprintf(stderr, "gpurun: stopped job %s: SIGTERM to %u process%s%s\n",
-				s->rec.id, s->nterm, s->nterm == 1 ? "" : "es",
+				who, s->nterm, s->nterm == 1 ? "" : "es",
 				s->killed ? ", SIGKILL to those left after the grace period" : "");
 		else
-			fprintf(stderr, "gpurun: job %s had no processes left to stop\n", s->rec.id);
+			fprintf(stderr, "gpurun: job %s had no processes left to stop\n", who);
 		if (job_rec_ended(&s->rec)) {
 			job_describe_end(&s->rec, &end);
-			fprintf(stderr, "gpurun: job %s %s\n", s->rec.id, end.buf);
+			fprintf(stderr, "gpurun: job %s %s\n", who, end.buf);
 		}
 	}
 	sb_release(&end);
@@ -499,6 +510,7 @@ void job_gpus_free(struct job_gpus *g)
 struct cache_line {
 	char *id, *state;
 	long long start;
+	char *name; /* "" when the job has none */
 };
 
 /* Newest first. A stable insertion sort: among jobs started in the same
@@ -552,17 +564,21 @@ void job_cache_update(const char *root, const struct job_rec *recs, size_t n)
 			continue;
 		l = xrealloc(l, (nl + 1) * sizeof(*l));
 		l[nl++] = (struct cache_line){ xstrdup(r->id),
-			xstrdup(state_word_ok(r->state) ? r->state : "unknown"), (long long)(t / 1000) };
+			xstrdup(state_word_ok(r->state) ? r->state : "unknown"), (long long)(t / 1000),
+			xstrdup(r->name && job_name_ok(r->name) ? r->name : "") };
 	}
 	read_file(path, &old, NULL);
 	for (char *line = strtok_r(old.buf ? old.buf : (char *)"", "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+		char *t3 = t2 ? strchr(t2 + 1, '\t') : NULL;
 		long long start;
 		size_t j;
 		if (!t2)
 			continue;
 		*t1 = *t2 = '\0';
+		if (t3)
+			*t3 = '\0'; /* the name, since issue 15 */
 		if (!job_id_ok(line) || !state_word_ok(t1 + 1) || parse_ll(t2 + 1, 0, 1LL << 40, &start) < 0)
 			continue;
 		for (j = 0; j < nl && strcmp(l[j].id, line); j++)
@@ -570,16 +586,19 @@ void job_cache_update(const char *root, const struct job_rec *recs, size_t n)
 		if (j < nl)
 			continue; /* superseded by what we were given */
 		l = xrealloc(l, (nl + 1) * sizeof(*l));
-		l[nl++] = (struct cache_line){ xstrdup(line), xstrdup(t1 + 1), start };
+		l[nl++] = (struct cache_line){ xstrdup(line), xstrdup(t1 + 1), start,
+					       xstrdup(t3 && job_name_ok(t3 + 1) ? t3 + 1 : "") };
 	}
 	sort_cache(l, nl);
 	for (size_t i = 0; i < nl && i < 200; i++)
-		sb_addf(&out, "%s\t%s\t%lld\n", l[i].id, l[i].state, l[i].start);
+		sb_addf(&out, "%s\t%s\t%lld%s%s\n", l[i].id, l[i].state, l[i].start,
+			*l[i].name ? "\t" : "", l[i].name);
 	write_file_atomic(path, out.buf ? out.buf : "", out.len, 0644, NULL);
 out:
 	for (size_t i = 0; i < nl; i++) {
 		free(l[i].id);
 		free(l[i].state);
+		free(l[i].name);
 	}
 	free(l);
 	sb_release(&old);
@@ -613,6 +632,15 @@ out:
 	sb_release(&old);
 	sb_release(&out);
 	free(path);
+}
+
+const char *job_shown(const struct job_rec *r, char *buf, size_t n)
+{
+	if (r->name && *r->name && job_name_ok(r->name))
+		snprintf(buf, n, "%s (%s)", r->id, r->name);
+	else
+		snprintf(buf, n, "%s", r->id);
+	return buf;
 }
 
 const char *job_fmt_time(uint64_t ms, char *buf, size_t n)

@@ -28,7 +28,8 @@ int job_start(struct gr_conn *c, const char *project, const struct strvec *spec,
  * the host sends passes here before it is used in a path, the cache or a
  * message. */
 int job_id_check(const char *id, struct gr_err *err);
-/* The checks a record from the host must pass (its id, for now). */
+/* The checks a record from the host must pass: its id, its name (empty
+ * or job_name_ok) and its commit and diff hash (hex). */
 int job_rec_check(const struct job_rec *r, struct gr_err *err);
 
 /* Jobs newest first (id NULL or "" = all, limit 0 = all). *recs is the
@@ -108,12 +109,17 @@ void job_gpus_payload(struct strbuf *pl, const char *project);
 int job_gpus_parse(const void *p, size_t n, struct job_gpus *g, struct gr_err *err);
 void job_gpus_free(struct job_gpus *g);
 
-/* Record recs in <root>/.gpurun/jobs ("ID\tSTATE\tSTART_UNIX", newest
- * first, at most 200 lines): entries are added or updated, others kept.
+/* Record recs in <root>/.gpurun/jobs ("ID\tSTATE\tSTART_UNIX[\tNAME]",
+ * newest first, at most 200 lines): entries are added or updated, others kept.
  * Best effort: a failure is silent (it is only a cache). */
 void job_cache_update(const char *root, const struct job_rec *recs, size_t n);
 /* Drop ids (removed from the host) from the cache. */
 void job_cache_forget(const char *root, const struct strvec *ids);
+
+/* "ID (NAME)" for a named job, else "ID", into buf (at least
+ * JOB_SHOWN_MAX bytes); the record passed job_rec_check. */
+#define JOB_SHOWN_MAX (GR_JOB_ID_LEN + GR_JOB_NAME_MAX + 4)
+const char *job_shown(const struct job_rec *r, char *buf, size_t n);
 
 /* "2026-11-22 00:35:12" (local time) for a Unix ms time; "-" for 0. */
 const char *job_fmt_time(uint64_t ms, char *buf, size_t n);

@@ -9,6 +9,7 @@
 
 #include "agent_hash.h"
 #include "completion.h"
+#include "forward.h"
 #include "gpurun.h"
 
 #ifndef GR_VERSION
@@ -81,6 +82,11 @@ int main(int argc, char **argv)
 	/* The shells' completion scripts ask here; nothing else runs. */
 	if (argc > 1 && !strcmp(argv[1], "__complete"))
 		return complete_main(argc - 1, argv + 1);
+	/* The man page (make man writes cli/gpurun.1 from it). */
+	if (argc == 2 && !strcmp(argv[1], "__man")) {
+		help_man(stdout);
+		return 0;
+	}
 	gr_getopt_init(&st, argc, argv);
 	st.stop_at_positional = 1; /* options after the command are the command's */
 	while ((id = gr_getopt(&st, gr_global_opts, &ctx.err)) > 0) {
@@ -154,6 +160,8 @@ int main(int argc, char **argv)
 			goto fail;
 		if ((rc = apply_overrides(&ctx)) < 0)
 			goto fail;
+		for (size_t i = 0; i < ctx.cfg->warnings.n && !ctx.quiet; i++)
+			fprintf(stderr, "gpurun: warning: %s\n", ctx.cfg->warnings.v[i]);
 	}
 	/* The command sees argv from its own name on. */
 	rc = ctx.cmd->fn((int)st.args.n, st.args.v, &ctx);
@@ -169,6 +177,7 @@ out:
 		rc = gr_exit_code(ctx.err.code);
 	}
 	conn_close(ctx.conn);
+	fwd_free(ctx.fwd);
 	gr_trace("connection closed");
 	config_free(ctx.cfg);
 	sv_clear(&ctx.overrides);

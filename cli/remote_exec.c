@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "remote_exec.h"
+#include "term.h"
 #include "term_filter.h"
 
 static int sig_pipe[2] = { -1, -1 };
@@ -23,19 +24,28 @@ static void on_signal(int sig)
 	errno = e;
 }
 
-int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_err *err)
+static void send_winsize(struct gr_conn *c, uint32_t id)
 {
 	struct strbuf pl = STRBUF_INIT;
-	struct sigaction sa = { 0 }, old_int, old_term, old_hup;
-	struct pollfd extra[2];
-	struct term_filter tf_out, tf_err;
-	uint32_t id = conn_next_id(c);
-	int stdin_open = o->forward_stdin, interrupts = 0, rc;
-	size_t argc = 0, envc = 0;
+	unsigned rows, cols;
 
-	tf_init(&tf_out);
-	tf_init(&tf_err);
-	while (o->argv[argc])
+	if (term_size(&rows, &cols) < 0)
+		return;
+	put_u16(&pl, (uint16_t)(rows > 0xffff ? 0xffff : rows));
+	put_u16(&pl, (uint16_t)(cols > 0xffff ? 0xffff : cols));
+	conn_send(c, GR_MSG_WINSIZE, 0, id, pl.buf, pl.len);
+	sb_release(&pl);
+}
+
+static void send_exec(struct gr_conn *c, uint32_t id, const struct remote_exec_opts *o)
+{
+	struct strbuf pl = STRBUF_INIT;
+	size_t argc = 0, envc = 0;
+	unsigned rows = 0, cols = 0;
+	uint32_t flags = (o->pty ? GR_EXEC_PTY : 0) | (o->login_shell ? GR_EXEC_LOGIN : 0);
+	const char *term = getenv("TERM");
+
+	while (o->argv && o->argv[argc])
 		argc++;
 	while (o->env && o->env[envc])
 		envc++;
@@ -46,8 +56,28 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 	put_u32(&pl, (uint32_t)envc);
 	for (size_t i = 0; i < envc; i++)
 		put_str(&pl, o->env[i]);
+	put_u32(&pl, flags);
+	if (o->pty)
+		term_size(&rows, &cols);
+	put_str(&pl, o->pty ? (term && *term ? term : "dumb") : "");
+	put_u16(&pl, (uint16_t)(rows > 0xffff ? 0xffff : rows));
+	put_u16(&pl, (uint16_t)(cols > 0xffff ? 0xffff : cols));
 	conn_send(c, GR_MSG_EXEC, 0, id, pl.buf, pl.len);
-	sb_reset(&pl);
+	sb_release(&pl);
+}
+
+int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT;
+	struct sigaction sa = { 0 }, old_int, old_term, old_hup, old_winch;
+	struct pollfd extra[2];
+	struct term_filter tf_out, tf_err;
+	uint32_t id = conn_next_id(c);
+	int stdin_open = o->forward_stdin, interrupts = 0, raw = 0, rc;
+
+	tf_init(&tf_out);
+	tf_init(&tf_err);
+	send_exec(c, id, o);
 	if (!stdin_open)
 		conn_send(c, GR_MSG_STDIN, GR_F_END, id, NULL, 0);
 
@@ -59,6 +89,11 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
 	sigaction(SIGHUP, &sa, &old_hup);
+	sigaction(SIGWINCH, &sa, &old_winch);
+	/* Keys go to the remote terminal as typed (Ctrl-C included: its
+	 * line discipline makes the SIGINT), as with ssh -t. */
+	if (o->pty && stdin_open && term_set(0, TERM_RAW) == 0)
+		raw = 1;
 
 	for (;;) {
 		struct gr_frame f;
@@ -75,13 +110,17 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 		if (rc == 2) {
 			unsigned char sig;
 			if (read(sig_pipe[0], &sig, 1) == 1) {
-				if (++interrupts >= 2) {
+				if (sig == SIGWINCH) {
+					if (o->pty)
+						send_winsize(c, id);
+				} else if (++interrupts >= 2) {
 					rc = gr_errf(err, GR_ECANCEL, "interrupted; the command may still be running on the host");
 					break;
+				} else {
+					put_u32(&pl, sig);
+					conn_send(c, GR_MSG_SIGNAL, 0, id, pl.buf, pl.len);
+					sb_reset(&pl);
 				}
-				put_u32(&pl, sig);
-				conn_send(c, GR_MSG_SIGNAL, 0, id, pl.buf, pl.len);
-				sb_reset(&pl);
 			}
 			if (stdin_open && n > 1 && extra[1].revents) {
 				char buf[65536];
@@ -130,6 +169,8 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 			break;
 		}
 	}
+	if (raw)
+		term_restore(0);
 	/* A character cut short at the end shows as U+FFFD, as less does. */
 	sb_reset(&pl);
 	if (o->filter_out && (tf_finish(&tf_out, &pl), pl.len) && write_full(o->out_fd, pl.buf, pl.len) < 0) {
@@ -142,6 +183,7 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	sigaction(SIGHUP, &old_hup, NULL);
+	sigaction(SIGWINCH, &old_winch, NULL);
 	close(sig_pipe[0]);
 	close(sig_pipe[1]);
 	sig_pipe[0] = sig_pipe[1] = -1;

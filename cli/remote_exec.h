@@ -1,7 +1,7 @@
 /* Run one command through the agent's EXEC request and relay it: stdout
  * and stderr to two fds as they arrive, stdin forwarded, Ctrl-C passed on
- * as SIGINT (a second one gives up). Shared by exec, the build step of
- * train, and the pre-push hook. */
+ * as SIGINT (a second one gives up); or under a pty with our terminal raw.
+ * Shared by exec, shell, the build step of train, and the pre-push hook. */
 #ifndef GR_REMOTE_EXEC_H
 #define GR_REMOTE_EXEC_H
 
@@ -14,6 +14,12 @@ struct remote_exec_opts {
 	int forward_stdin;            /* relay our stdin to the command */
 	int out_fd, err_fd;           /* where its stdout / stderr go */
 	int filter_out, filter_err;   /* that fd is a terminal: only safe bytes (term_filter.h) */
+	/* Under a pty on the host (exec -t, shell): one output stream (to
+	 * out_fd), TERM and the window size passed on and kept up to date
+	 * (SIGWINCH), our terminal raw meanwhile when stdin is one. The
+	 * host then drives this terminal, as with ssh -t: no filter. */
+	int pty;
+	int login_shell;              /* the user's login shell; argv is empty */
 };
 
 /* Returns the command's exit status (0-255, 128+N for signal N), or a

@@ -523,16 +523,6 @@ fail:
 
 /* ---- the transport over an exec channel ---- */
 
-struct ssh_transport {
-	struct gr_transport base;
-	struct ssh_chain *c;
-	struct ssh_hop *h;       /* the target */
-	LIBSSH2_CHANNEL *ch;
-	char *cmd;               /* the exec request */
-	int exec_pending;        /* sent; its reply not seen yet */
-	int eof_sent;
-};
-
 /* The exec request's answer arrives while we already read the channel:
  * waiting for it would cost a round trip, as OpenSSH knows. */
 static int exec_check(struct ssh_transport *t, struct gr_err *err)
@@ -621,8 +611,6 @@ static int tr_pollfds(struct gr_transport *gt, struct pollfd *pfd, int want_read
 	int dir = libssh2_session_block_directions(t->h->s);
 
 	(void)want_read;
-	/* Always read: window adjusts, keepalive answers and stderr arrive
-	 * whatever the caller wants; write only when libssh2 is stuck on it. */
 	pfd[0].fd = t->h->fd;
 	pfd[0].events = POLLIN;
 	pfd[0].revents = 0;
@@ -633,10 +621,18 @@ static int tr_pollfds(struct gr_transport *gt, struct pollfd *pfd, int want_read
 	 * while writing, or a window adjust it took in while reading. Then the
 	 * socket has nothing to wake us: ask for writability, which is there,
 	 * so the caller comes straight back. */
-	else if (libssh2_poll_channel_read(t->ch, 1) == 1 ||
+	else if (ssh_channel_held(t->ch) ||
 		 (want_write && libssh2_channel_window_write(t->ch) > 0))
 		pfd[0].events |= POLLOUT;
 	return 1;
+}
+
+int ssh_channel_held(LIBSSH2_CHANNEL *ch)
+{
+	unsigned long avail = 0;
+
+	libssh2_channel_window_read_ex(ch, &avail, NULL);
+	return avail > 0;
 }
 
 static int tr_tick(struct gr_transport *gt, int *timeout_ms, struct gr_err *err)
@@ -687,6 +683,7 @@ static const struct gr_transport_ops ssh_ops = {
 	.tick = tr_tick,
 	.close_write = tr_close_write,
 	.free = tr_free,
+	.tunnels = &ssh_tunnel_ops,
 };
 
 int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,

@@ -10,6 +10,7 @@
 
 #include "err.h"
 #include "sshconfig.h"
+#include "transport.h"
 #include "util.h"
 
 /* Used when neither ssh_config nor [remote] sets ConnectTimeout: OpenSSH
@@ -122,6 +123,30 @@ LIBSSH2_SESSION *ssh_session_new(struct ssh_hop *h);
 /* Keepalive for a connected hop: send one when due, and fail when the peer
  * has been silent for interval * (count + 1). *next_ms: when to call again. */
 int ssh_hop_keepalive(struct ssh_hop *h, int *next_ms, struct gr_err *err);
+
+/* ---- the libssh2 transport (ssh.c) ---- */
+
+struct ssh_transport {
+	struct gr_transport base;
+	struct ssh_chain *c;
+	struct ssh_hop *h;       /* the target */
+	LIBSSH2_CHANNEL *ch;     /* the agent's exec channel */
+	char *cmd;               /* the exec request */
+	int exec_pending;        /* sent; its reply not seen yet */
+	int eof_sent;
+};
+
+/* 1 when libssh2 already holds bytes for ch (data or stderr), read from
+ * the socket while another call ran: no poll() will report them. (Not
+ * libssh2_poll_channel_read: in 1.10 it gives up at the first queued
+ * packet shorter than 5 bytes, and the 1-byte answer to every keepalive
+ * is one, queued for good, so after the first keepalive it said "nothing"
+ * for every channel.) */
+int ssh_channel_held(LIBSSH2_CHANNEL *ch);
+
+/* Port forwarding over the same session: direct-tcpip channels
+ * (ssh_fwd.c). */
+extern const struct tr_tunnel_ops ssh_tunnel_ops;
 
 /* ---- ssh_net.c: getting a byte stream to the hop's sshd ---- */
 

@@ -305,7 +305,7 @@ static void *pump_main(void *arg)
 			continue;
 		/* What libssh2 already holds wakes no poll: data read while we
 		 * wrote, or a window that opened while we read. */
-		if ((down_off == down_len && !chan_eof && libssh2_poll_channel_read(p->ch, 0) == 1) ||
+		if ((down_off == down_len && !chan_eof && ssh_channel_held(p->ch)) ||
 		    (up_off < up_len && libssh2_channel_window_write(p->ch) > 0))
 			continue;
 

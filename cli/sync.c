@@ -36,7 +36,26 @@ struct run {
 	uint32_t early_sid; /* an OPEN that went with the bootstrap command */
 	struct ignore *ig;  /* for keep_ignored, made when first needed */
 	struct scan_opts so;
+	struct sync_tree *tree;
+	int idle_ms;        /* the longest silence on the connection we wait out */
+	char *host_root;    /* STATE's (the non-optimistic path) */
+	uint64_t host_free;
 };
+
+#define IDLE_DEFAULT_S 120
+
+/* GPURUN_IO_TIMEOUT: seconds of silence on the connection after which a
+ * sync gives up (the agent sends keepalives while it is busy). */
+static int idle_limit_ms(void)
+{
+	const char *v = getenv("GPURUN_IO_TIMEOUT");
+	char *end;
+	long s = v && *v ? strtol(v, &end, 10) : 0;
+
+	if (!v || !*v || *end || s <= 0 || s > 86400)
+		s = IDLE_DEFAULT_S;
+	return (int)s * 1000;
+}
 
 /* Is path (on the host) ignored here? Then the sync leaves it there. */
 static int ignored_here(void *arg, const char *path, int is_dir)
@@ -115,6 +134,7 @@ static int remote_error(struct gr_ctx *ctx, int rc)
 
 static int open_session(struct run *r, uint32_t *sid, struct host_state *h)
 {
+	struct strbuf body = STRBUF_INIT; /* a long STATE: its DATA frames, then its own */
 	struct gr_frame f;
 	int rc;
 
@@ -123,17 +143,97 @@ static int open_session(struct run *r, uint32_t *sid, struct host_state *h)
 	else
 		*sid = send_open(r, r->o->dry_run ? SYNC_OPEN_DRY_RUN : 0);
 	r->early_sid = 0;
-	do {
-		if ((rc = conn_recv(r->ctx->conn, &f, -1, &r->ctx->err)) < 0)
-			return rc;
-	} while (f.id != *sid);
-	r->wire.in += GR_FRAME_HDR + f.len;
-	if (f.type == GR_MSG_ERROR)
-		return remote_error(r->ctx, conn_error_from_frame(&f, &r->ctx->err));
-	if (f.type != SYNC_MSG_STATE)
-		return gr_errf(&r->ctx->err, GR_EPROTO,
-			       "protocol error: expected SYNC_STATE, got %s", proto_msg_name(f.type));
-	return parse_state(&f, h, &r->ctx->err);
+	for (;;) {
+		if ((rc = conn_recv_idle(r->ctx->conn, &f, r->idle_ms, &r->ctx->err)) < 0)
+			goto out;
+		if (f.id != *sid)
+			continue;
+		r->wire.in += GR_FRAME_HDR + f.len;
+		if (f.type != GR_MSG_DATA)
+			break;
+		if (body.len + f.len > SYNC_ANSWER_MAX) {
+			rc = gr_errf(&r->ctx->err, GR_EPROTO, "protocol error: the host's state is "
+				     "larger than %u MiB", SYNC_ANSWER_MAX >> 20);
+			goto out;
+		}
+		sb_add(&body, f.payload, f.len);
+	}
+	if (f.type == GR_MSG_ERROR) {
+		rc = remote_error(r->ctx, conn_error_from_frame(&f, &r->ctx->err));
+		goto out;
+	}
+	if (f.type != SYNC_MSG_STATE) {
+		rc = gr_errf(&r->ctx->err, GR_EPROTO, "protocol error: expected SYNC_STATE, got %s",
+			     proto_msg_name(f.type));
+		goto out;
+	}
+	sb_add(&body, f.payload, f.len);
+	rc = parse_state((const uint8_t *)body.buf, body.len, h, &r->ctx->err);
+out:
+	sb_release(&body);
+	return rc;
+}
+
+#define ERRORS_SHOWN 20
+
+/* What could not be synced: each file (the first ERRORS_SHOWN), then one
+ * error saying why, and what helps; the hint to sync again only where
+ * that can help by itself. */
+static int report_errors(struct run *r, const struct sync_xfer *x, const struct sync_plan *plan)
+{
+	struct gr_err *err = &r->ctx->err;
+	size_t n[4] = { 0 }, files = 0, local = 0;
+	uint64_t lacking = 0;
+	const char *root = x->host_root ? x->host_root : r->ctx->cfg->remote.path;
+
+	for (size_t i = 0; i < x->nerrs; i++) {
+		const struct sync_error *e = &x->errs[i];
+		if (i < ERRORS_SHOWN && e->path) {
+			char *q = sync_quote(e->path);
+			fprintf(stderr, "gpurun: %s: %s\n", q, ts(e->msg));
+			free(q);
+		} else if (i < ERRORS_SHOWN) {
+			fprintf(stderr, "gpurun: %s\n", ts(e->msg));
+		}
+		files += e->path != NULL;
+		if (e->kind == SYNC_ERR_LOCAL)
+			local++;
+		else
+			n[e->kind < 4 ? e->kind : SYNC_ERR_OTHER]++;
+		if (e->kind == SYNC_ERR_NOSPACE)
+			lacking += e->size;
+	}
+	if (x->nerrs > ERRORS_SHOWN)
+		fprintf(stderr, "gpurun: (and %zu more)\n", x->nerrs - ERRORS_SHOWN);
+	const char *s = files == 1 ? "" : "s";
+	if (n[SYNC_ERR_NOSPACE]) {
+		/* Temp files sit beside the old versions until COMMIT: the sync
+		 * needs all it sends, at least what did not fit. */
+		uint64_t need = plan->send_bytes > x->host_free ? plan->send_bytes - x->host_free : 0;
+		if (need < lacking)
+			need = lacking;
+		unsigned long long mib = (need + (1u << 20) - 1) >> 20;
+		gr_errf(err, GR_EREMOTE, "no space left on the host (needs %llu MiB more)",
+			mib ? mib : 1);
+		gr_hintf(err, "make room in '%s' on the host; the next sync sends the rest", ts(root));
+	} else if (n[SYNC_ERR_DENIED]) {
+		gr_errf(err, GR_EREMOTE, "%zu file%s could not be synced: permission denied on the "
+			"host", files, s);
+		gr_hintf(err, "make '%s' and the folders in it writable on the host", ts(root));
+	} else if (n[SYNC_ERR_IN_THE_WAY]) {
+		gr_errf(err, GR_EREMOTE, "%zu file%s could not be synced: folders on the host "
+			"hold files gpurun did not send", files, s);
+		gr_hintf(err, "move those files away on the host, or add the paths to .gpurunignore");
+	} else if (local && local == x->nerrs) {
+		gr_errf(err, GR_EIO, "%zu local file%s could not be read", local,
+			local == 1 ? "" : "s");
+		gr_hintf(err, "make them readable, or add them to .gpurunignore");
+	} else {
+		gr_errf(err, GR_EREMOTE, "%zu file%s could not be synced", files ? files : x->nerrs,
+			(files ? files : x->nerrs) == 1 ? "" : "s");
+		gr_hintf(err, "run 'gpurun sync' again");
+	}
+	return err->code;
 }
 
 /* Plan against view and carry it out: on session *sid, or, optimistic, on
@@ -166,7 +266,7 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	if ((rc = size_check(ctx, r->o, &plan, &r->local)) < 0) {
 		if (!optimistic) {
 			conn_send(ctx->conn, GR_MSG_CANCEL, 0, *sid, NULL, 0);
-			conn_flush(ctx->conn, NULL);
+			conn_flush_idle(ctx->conn, r->idle_ms, NULL);
 		}
 		goto out;
 	}
@@ -176,17 +276,22 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	x.sid = *sid;
 	x.optimistic = optimistic;
 	x.root = cfg->root;
+	x.tree = r->tree;
 	x.plan = &plan;
 	x.local = &r->local;
 	x.leaves = r->leaves;
 	x.delta_min = cfg->sync.delta_min;
+	x.idle_ms = r->idle_ms;
 	x.wire = &r->wire;
 	x.prog = &prog;
+	x.host_root = r->host_root ? xstrdup(r->host_root) : NULL;
+	x.host_free = r->host_free;
 	sync_progress_start(&prog, ctx->progress && !r->o->quiet, plan.send_bytes);
 	gr_trace("sync: transfer starts (%zu files, %llu bytes)", plan.nfiles,
 		 (unsigned long long)plan.send_bytes);
 	rc = sync_xfer_run(&x, &ctx->err);
-	gr_trace("sync: transfer done");
+	gr_trace("sync: transfer done (progress %llu of %llu bytes)",
+		 (unsigned long long)prog.done, (unsigned long long)prog.total);
 	sync_progress_clear(&prog);
 	if (x.rejected) {
 		*rejected = 1;
@@ -209,7 +314,7 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	r->st.bytes_matched = x.matched;
 	uint8_t expect[SM_HASH_LEN];
 	sm_digest(&x.expect, expect);
-	if (x.committed && !x.errors.n && !memcmp(expect, x.digest, SM_HASH_LEN)) {
+	if (x.committed && !x.nerrs && !memcmp(expect, x.digest, SM_HASH_LEN)) {
 		sync_rstate_save(cfg->root, r->key, &x.expect, NULL);
 		sync_xfer_save_sigs(&x);
 		sync_sig_gc(cfg->root, &x.expect);
@@ -217,14 +322,12 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	}
 	/* The next sync asks the host for its manifest and repairs. */
 	sync_rstate_drop(cfg->root, r->key);
-	for (size_t i = 0; i < x.errors.n; i++)
-		fprintf(stderr, "gpurun: %s\n", ts(x.errors.v[i]));
-	if (x.errors.n)
-		rc = gr_errf(&ctx->err, GR_EREMOTE, "%zu file%s could not be synced",
-			     x.errors.n, x.errors.n == 1 ? "" : "s");
-	else
+	if (x.nerrs) {
+		rc = report_errors(r, &x, &plan);
+	} else {
 		rc = gr_errf(&ctx->err, GR_EREMOTE, "the host's manifest does not match what was sent");
-	gr_hintf(&ctx->err, "run 'gpurun sync' again");
+		gr_hintf(&ctx->err, "run 'gpurun sync' again");
+	}
 out:
 	sync_xfer_release(&x);
 	sync_plan_free(&plan);
@@ -255,10 +358,13 @@ static int exchange(struct run *r)
 		goto out;
 	}
 	keep_ignored(r, &r->view);
-	rc = resolve_hashes(cfg, &r->local, &r->view, r->leaves, &r->hs, &r->ctx->err);
+	rc = resolve_hashes(cfg, r->tree, &r->local, &r->view, r->leaves, &r->hs, &r->ctx->err);
 	if (rc < 0)
 		goto out;
 	warn_host_changes(&h, &r->local);
+	free(r->host_root);
+	r->host_root = h.root ? sync_tame(h.root) : NULL;
+	r->host_free = h.free;
 	rc = transfer(r, &r->view, 0, &sid, &rejected);
 out:
 	host_state_release(&h);
@@ -282,11 +388,16 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 
 	r.ctx = ctx;
 	r.o = o;
+	r.idle_ms = idle_limit_ms();
 	if ((rc = sync_check_remote_path(cfg->remote.path, &ctx->err)) < 0)
 		goto out;
 	connect_start(&cj, ctx);
 	if ((rc = scan_tree(cfg->root, &so, &ents, &nents, &ctx->err)) < 0)
 		goto out;
+	if (!(r.tree = sync_tree_open(cfg->root, &ctx->err))) {
+		rc = ctx->err.code;
+		goto out;
+	}
 	gr_trace("sync: scanned %zu entries", nents);
 	idx = sync_index_load(cfg->root);
 	if ((rc = sync_local_manifest(ents, nents, idx, &r.local, &r.hs, &ctx->err)) < 0)
@@ -300,7 +411,7 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 		keep_ignored(&r, &r.known);
 	/* While the connection comes up: hash what the host probably has too
 	 * (as far as the last sync knows), so a no-op is seen as one. */
-	if ((rc = resolve_hashes(cfg, &r.local, &r.known, r.leaves, &r.hs, &ctx->err)) < 0)
+	if ((rc = resolve_hashes(cfg, r.tree, &r.local, &r.known, r.leaves, &r.hs, &ctx->err)) < 0)
 		goto out;
 	int unhashed = 0;
 	for (size_t i = 0; i < r.local.n && !unhashed; i++)
@@ -369,6 +480,8 @@ out:
 	sm_list_free(&r.view);
 	sync_index_free(idx);
 	scan_free(ents, nents);
+	sync_tree_close(r.tree);
+	free(r.host_root);
 	free(r.key);
 	return rc;
 }

@@ -224,12 +224,12 @@ static int send_whole(int fd, const struct sync_send *in, struct zout *o,
 	while (off < in->size) {
 		size_t n = in->size - off < CHUNK ? (size_t)(in->size - off) : CHUNK;
 		if (read_at(fd, buf, n, off) < 0) {
-			rc = gr_errf(err, GR_ECONFLICT, "'%s' changed while being sent", in->abspath);
+			rc = gr_errf(err, GR_ECONFLICT, "'%s' changed while being sent", in->name);
 			goto out;
 		}
 		sigmaker_update(&m, buf, n);
 		if (z_write(o, buf, n, ZSTD_e_continue) < 0) {
-			rc = gr_errf(err, GR_EIO, "cannot send '%s'", in->abspath);
+			rc = gr_errf(err, GR_EIO, "cannot send '%s'", in->name);
 			goto out;
 		}
 		off += n;
@@ -237,12 +237,12 @@ static int send_whole(int fd, const struct sync_send *in, struct zout *o,
 			res->progress(res->parg, n);
 	}
 	if (z_write(o, NULL, 0, ZSTD_e_end) < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot send '%s'", in->abspath);
+		rc = gr_errf(err, GR_EIO, "cannot send '%s'", in->name);
 		goto out;
 	}
 	sigmaker_final(&m, &res->sig, hash);
 	if (memcmp(hash, in->hash, SM_HASH_LEN))
-		rc = gr_errf(err, GR_ECONFLICT, "'%s' changed while being sent", in->abspath);
+		rc = gr_errf(err, GR_ECONFLICT, "'%s' changed while being sent", in->name);
 	res->literal = in->size;
 out:
 	sigmaker_release(&m);
@@ -367,7 +367,7 @@ static int send_delta(int fd, const struct sync_send *in, const uint8_t *leaves,
 		rs_result r = rs_job_iter(load, &b);
 		rs_job_free(load);
 		if (r != RS_DONE || rs_build_hash_table(rsig) != RS_DONE) {
-			rc = gr_errf(err, GR_EPROTO, "the signature for '%s' is unusable", in->abspath);
+			rc = gr_errf(err, GR_EPROTO, "the signature for '%s' is unusable", in->name);
 			goto out;
 		}
 	}
@@ -403,7 +403,7 @@ static int send_delta(int fd, const struct sync_send *in, const uint8_t *leaves,
 			}
 			if (r == -2) {
 				rc = gr_errf(err, GR_ECONFLICT, "'%s' changed while being sent",
-					     in->abspath);
+					     in->name);
 				goto out;
 			}
 			if (r < 0)
@@ -426,7 +426,7 @@ static int send_delta(int fd, const struct sync_send *in, const uint8_t *leaves,
 	sync_sig_build(&res->sig, block, nb, weak, leaves);
 	goto out;
 fail_send:
-	rc = gr_errf(err, GR_EIO, "cannot send the delta of '%s'", in->abspath);
+	rc = gr_errf(err, GR_EIO, "cannot send the delta of '%s'", in->name);
 out:
 	if (rsig)
 		rs_free_sumset(rsig);
@@ -442,23 +442,22 @@ int sync_send_file(const struct sync_send *in, struct sync_send_res *res,
 	uint8_t *own = NULL, hash[SM_HASH_LEN];
 	const uint8_t *leaves = in->leaves;
 	struct stat st;
-	int fd = -1, rc = 0;
+	int fd, rc = 0;
 
 	o->in = in;
 	o->res = res;
 	o->z = ZSTD_createCCtx();
 	ZSTD_CCtx_setParameter(o->z, ZSTD_c_compressionLevel, ZLEVEL);
-	fd = open(in->abspath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_size != in->size) {
-		rc = gr_errf(err, fd < 0 && errno != ENOENT ? GR_EIO : GR_ECONFLICT,
-			     "'%s' changed while being sent", in->abspath);
+	fd = in->fd;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != in->size) {
+		rc = gr_errf(err, GR_ECONFLICT, "'%s' changed while being sent", in->name);
 		goto out;
 	}
 	if (in->old && !leaves) {
-		if ((rc = sync_hash_file(in->abspath, in->size, hash, &own, err)) < 0)
+		if ((rc = sync_hash_fd(fd, in->name, in->size, hash, &own, err)) < 0)
 			goto out;
 		if (memcmp(hash, in->hash, SM_HASH_LEN)) {
-			rc = gr_errf(err, GR_ECONFLICT, "'%s' changed while being sent", in->abspath);
+			rc = gr_errf(err, GR_ECONFLICT, "'%s' changed while being sent", in->name);
 			goto out;
 		}
 		leaves = own;
@@ -475,8 +474,6 @@ int sync_send_file(const struct sync_send *in, struct sync_send_res *res,
 		rc = send_whole(fd, in, o, res, err);
 	}
 out:
-	if (fd >= 0)
-		close(fd);
 	free(own);
 	sb_release(&o->held);
 	ZSTD_freeCCtx(o->z);

@@ -52,7 +52,8 @@ void sigmaker_release(struct sigmaker *m);
 typedef int (*sync_sink)(void *arg, const void *p, size_t n);
 
 struct sync_send {
-	const char *abspath;
+	int fd;                      /* the file, open for reading (the caller's) */
+	const char *name;            /* its path, for messages */
 	uint64_t size;               /* as planned */
 	const uint8_t *hash;         /* content hash as planned */
 	const uint8_t *leaves;       /* its block hashes if known, else NULL */
@@ -72,8 +73,8 @@ struct sync_send_res {
 };
 
 /* Send one file as a delta (in->old set) or whole. GR_ECONFLICT if the
- * file no longer matches the plan (changed meanwhile); nothing has been
- * given to the sink then. */
+ * file no longer matches the plan (changed meanwhile; then nothing has
+ * been given to the sink if it was found before the first byte). */
 int sync_send_file(const struct sync_send *in, struct sync_send_res *out,
 		   struct gr_err *err);
 

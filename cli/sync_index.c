@@ -13,6 +13,7 @@
 
 #include "proto.h"
 #include "sync_index.h"
+#include "sync_proto.h"
 
 #define IDX_MAGIC "GRIX"
 #define IDX_VERSION 1u
@@ -159,14 +160,25 @@ int sync_hash_file(const char *abspath, uint64_t size, uint8_t hash[SM_HASH_LEN]
 		   uint8_t **leaves, struct gr_err *err)
 {
 	int fd = open(abspath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	struct stat st;
-	int rc = 0;
 
 	if (leaves)
 		*leaves = NULL;
 	if (fd < 0)
 		return gr_errf(err, errno == ENOENT ? GR_ENOTFOUND : GR_EIO,
 			       "cannot open '%s': %s", abspath, strerror(errno));
+	int rc = sync_hash_fd(fd, abspath, size, hash, leaves, err);
+	close(fd);
+	return rc;
+}
+
+int sync_hash_fd(int fd, const char *abspath, uint64_t size, uint8_t hash[SM_HASH_LEN],
+		 uint8_t **leaves, struct gr_err *err)
+{
+	struct stat st;
+	int rc = 0;
+
+	if (leaves)
+		*leaves = NULL;
 	if (fstat(fd, &st) == 0)
 		size = (uint64_t)st.st_size;
 	uint32_t block = sm_block_len(size);
@@ -215,7 +227,6 @@ int sync_hash_file(const char *abspath, uint64_t size, uint8_t hash[SM_HASH_LEN]
 	}
 	thash_final(&t, hash);
 out:
-	close(fd);
 	return rc;
 }
 
@@ -230,6 +241,20 @@ static void add_parents(struct sm_list *out, const char *path)
 	free(p);
 }
 
+/* A name the agent keeps for its temp files (and removes as strays): such
+ * a file or folder cannot be carried, and is left out. */
+static int unsendable(const char *path)
+{
+	static const char pre[] = SYNC_TMP_PREFIX;
+
+	for (const char *c = path; c; c = strchr(c, '/')) {
+		c += *c == '/';
+		if (!strncmp(c, pre, sizeof(pre) - 1))
+			return 1;
+	}
+	return 0;
+}
+
 int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
 			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err)
 {
@@ -240,7 +265,7 @@ int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index 
 	(void)err;
 	for (size_t i = 0; i < n; i++) {
 		const struct scan_entry *s = &e[i];
-		if (!sm_path_ok(s->path))
+		if (!sm_path_ok(s->path) || unsendable(s->path))
 			continue;
 		if (s->type == SCAN_DIR) {
 			sm_add(out, s->path, SM_DIR);
@@ -255,6 +280,8 @@ int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index 
 			m->mode = s->mode & 0777;
 			m->size = s->size;
 			m->mtime_ns = s->mtime_ns;
+			m->dev = s->dev;
+			m->ino = s->ino;
 			if (c && !c->unhashed && c->size == s->size && c->mtime_ns == s->mtime_ns &&
 			    c->ino == s->ino && c->mode == s->mode &&
 			    c->mtime_ns < idx->scan_ns - RACY_NS) {
@@ -297,13 +324,15 @@ int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index 
 	return 0;
 }
 
-int sync_hash_entry(const char *root, struct sm_entry *m, uint8_t **leaves,
+int sync_hash_entry(struct sync_tree *t, struct sm_entry *m, uint8_t **leaves,
 		    struct sync_hash_stats *hs, struct gr_err *err)
 {
-	char *abs = xasprintf("%s/%s", root, m->path);
-	int rc = sync_hash_file(abs, m->size, m->hash, leaves, err);
+	int fd = sync_tree_open_file(t, m->path, m->dev, m->ino, err);
 
-	free(abs);
+	if (fd < 0)
+		return fd;
+	int rc = sync_hash_fd(fd, m->path, m->size, m->hash, leaves, err);
+	close(fd);
 	if (rc < 0)
 		return rc;
 	m->flags &= (uint8_t)~SM_F_UNHASHED;
@@ -467,6 +496,11 @@ int sync_sig_save(const char *root, const uint8_t hash[SM_HASH_LEN], const void 
 	return rc;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 void sync_sig_gc(const char *root, const struct sm_list *keep)
 {
 	char *dir = state_path(root, "sigs");
@@ -485,13 +519,13 @@ void sync_sig_gc(const char *root, const struct sm_list *keep)
 		sm_hex(keep->e[i].hash, hex);
 		sv_push(&want, hex);
 	}
+	if (want.n > 1)
+		qsort(want.v, want.n, sizeof(*want.v), cmp_str);
 	while ((de = readdir(d))) {
 		if (de->d_name[0] == '.' || strlen(de->d_name) != 2 * SM_HASH_LEN)
 			continue;
-		int used = 0;
-		for (size_t i = 0; i < want.n && !used; i++)
-			used = !strcmp(want.v[i], de->d_name);
-		if (!used)
+		const char *name = de->d_name;
+		if (!want.n || !bsearch(&name, want.v, want.n, sizeof(*want.v), cmp_str))
 			unlinkat(dirfd(d), de->d_name, 0);
 	}
 	closedir(d);

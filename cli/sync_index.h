@@ -13,6 +13,7 @@
 
 #include "scan.h"
 #include "sync_manifest.h"
+#include "sync_open.h"
 
 struct sync_index;
 
@@ -32,8 +33,10 @@ struct sync_hash_stats {
 int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
 			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err);
 /* Hash an SM_F_UNHASHED entry now (its block hashes too if leaves is set:
- * a new array the caller frees). GR_ENOTFOUND if it is gone meanwhile. */
-int sync_hash_entry(const char *root, struct sm_entry *m, uint8_t **leaves,
+ * a new array the caller frees), opened through t (never through a
+ * symlink, and only if it is still the file the scan saw). GR_ENOTFOUND
+ * if it is gone meanwhile, GR_ECONFLICT if it was replaced. */
+int sync_hash_entry(struct sync_tree *t, struct sm_entry *m, uint8_t **leaves,
 		    struct sync_hash_stats *hs, struct gr_err *err);
 /* Before saving: take the hashes of entries hashed since; entries still
  * unhashed are left out of the index. */
@@ -43,6 +46,9 @@ void sync_index_learn(struct sync_index *idx, const struct sm_list *local);
  * a new array of sm_block_len(size)-sized blocks' hashes). */
 int sync_hash_file(const char *abspath, uint64_t size, uint8_t hash[SM_HASH_LEN],
 		   uint8_t **leaves, struct gr_err *err);
+/* The same from an open file (name for messages); the caller closes fd. */
+int sync_hash_fd(int fd, const char *name, uint64_t size, uint8_t hash[SM_HASH_LEN],
+		 uint8_t **leaves, struct gr_err *err);
 
 int sync_index_save(const char *root, struct sync_index *idx, struct gr_err *err);
 

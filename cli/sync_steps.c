@@ -21,12 +21,22 @@ void host_state_release(struct host_state *h)
 	sv_clear(&h->warnings);
 }
 
-int parse_state(const struct gr_frame *f, struct host_state *h, struct gr_err *err)
+char *sync_tame(const char *msg)
+{
+	char *m = xstrdup(msg);
+
+	for (unsigned char *c = (unsigned char *)m; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	return m;
+}
+
+int parse_state(const uint8_t *p, size_t len, struct host_state *h, struct gr_err *err)
 {
 	struct gr_rd rd;
 	size_t n = 0;
 
-	rd_init(&rd, f->payload, f->len);
+	rd_init(&rd, p, len);
 	h->flags = get_u32(&rd);
 	const uint8_t *d = get_bytes(&rd, &n);
 	if (!d || n != SM_HASH_LEN)
@@ -34,17 +44,18 @@ int parse_state(const struct gr_frame *f, struct host_state *h, struct gr_err *e
 	else
 		memcpy(h->digest, d, SM_HASH_LEN);
 	h->root = get_str(&rd);
+	h->free = get_u64(&rd);
 	for (uint32_t i = 0, k = get_u32(&rd); i < k && !rd.bad; i++) {
 		uint8_t kind = get_u8(&rd);
 		if (kind == CHANGE_UPDATED) {
 			sm_get_entry(&rd, &h->changed, 0);
 		} else if (kind == CHANGE_MISSING) {
-			char *p = get_str(&rd);
-			if (p && sm_path_ok(p))
-				sv_push(&h->missing, p);
+			char *q = get_str(&rd);
+			if (q && sm_path_ok(q))
+				sv_push(&h->missing, q);
 			else
 				rd.bad = 1;
-			free(p);
+			free(q);
 		} else {
 			rd.bad = 1;
 		}
@@ -54,44 +65,89 @@ int parse_state(const struct gr_frame *f, struct host_state *h, struct gr_err *e
 	    sm_decode_z(z, n, &h->manifest, err) < 0)
 		return GR_EPROTO;
 	for (uint32_t i = 0, k = get_u32(&rd); i < k && !rd.bad; i++) {
-		char *w = get_str(&rd);
-		if (w)
-			sv_push(&h->warnings, w);
+		char *w = get_str(&rd), *t = w ? sync_tame(w) : NULL;
+		if (t)
+			sv_push(&h->warnings, t);
 		free(w);
+		free(t);
 	}
+	sm_sort(&h->changed);
 	return rd_done(&rd, err, "SYNC_STATE");
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int in_sorted(const struct strvec *v, const char *p)
+{
+	return v->n && bsearch(&p, v->v, v->n, sizeof(*v->v), cmp_str) != NULL;
+}
+
+/* The paths whose subtree is gone from the host: folders gone, or now a
+ * file or a symlink (the agent does not list what was below them). */
+static void dead_folders(const struct host_state *h, struct strvec *dead)
+{
+	for (size_t i = 0; i < h->missing.n; i++)
+		sv_push(dead, h->missing.v[i]);
+	for (size_t i = 0; i < h->changed.n; i++)
+		if (h->changed.e[i].type != SM_DIR)
+			sv_push(dead, h->changed.e[i].path);
+	if (dead->n > 1)
+		qsort(dead->v, dead->n, sizeof(*dead->v), cmp_str);
+}
+
+/* Is a folder above path in dead? */
+static int under_dead(const struct strvec *dead, const char *path)
+{
+	char *p = dead->n ? xstrdup(path) : NULL;
+	int found = 0;
+
+	for (char *s = p ? strrchr(p, '/') : NULL; s && !found; s = strrchr(p, '/')) {
+		*s = '\0';
+		found = in_sorted(dead, p);
+	}
+	free(p);
+	return found;
+}
+
+static void copy_entry(struct sm_list *to, const struct sm_entry *e)
+{
+	struct sm_entry *c = sm_add(to, e->path, e->type);
+	char *p = c->path;
+	*c = *e;
+	c->path = p;
+	c->link = e->link ? xstrdup(e->link) : NULL;
 }
 
 /* What the host holds: the manifest it sent, or the one we committed
  * last with the changes it found applied. Checked against its digest. */
 int host_view(struct host_state *h, struct sm_list *known, struct sm_list *view,
-		     struct gr_err *err)
+	      struct gr_err *err)
 {
 	uint8_t d[SM_HASH_LEN];
 	const struct sm_list *base = (h->flags & SYNC_STATE_HAS_MANIFEST) ? &h->manifest : known;
+	struct strvec missing = STRVEC_INIT, dead = STRVEC_INIT;
 
+	for (size_t i = 0; i < h->missing.n; i++)
+		sv_push(&missing, h->missing.v[i]);
+	if (missing.n > 1)
+		qsort(missing.v, missing.n, sizeof(*missing.v), cmp_str);
+	dead_folders(h, &dead);
 	for (size_t i = 0; i < base->n; i++) {
 		const struct sm_entry *e = &base->e[i];
-		int drop = sm_find(&h->changed, e->path) != NULL;
-		for (size_t k = 0; k < h->missing.n && !drop; k++)
-			drop = !strcmp(h->missing.v[k], e->path);
-		if (drop)
+		/* A manifest sent whole has the changes in it already. */
+		if (base == known && (sm_find(&h->changed, e->path) ||
+				      in_sorted(&missing, e->path) || under_dead(&dead, e->path)))
 			continue;
-		struct sm_entry *c = sm_add(view, e->path, e->type);
-		char *p = c->path;
-		*c = *e;
-		c->path = p;
-		c->link = e->link ? xstrdup(e->link) : NULL;
+		copy_entry(view, e);
 	}
 	if (!(h->flags & SYNC_STATE_HAS_MANIFEST))
-		for (size_t i = 0; i < h->changed.n; i++) {
-			const struct sm_entry *e = &h->changed.e[i];
-			struct sm_entry *c = sm_add(view, e->path, e->type);
-			char *p = c->path;
-			*c = *e;
-			c->path = p;
-			c->link = e->link ? xstrdup(e->link) : NULL;
-		}
+		for (size_t i = 0; i < h->changed.n; i++)
+			copy_entry(view, &h->changed.e[i]);
+	sv_clear(&missing);
+	sv_clear(&dead);
 	sm_sort(view);
 	sm_digest(view, d);
 	if (memcmp(d, h->digest, SM_HASH_LEN))
@@ -100,28 +156,54 @@ int host_view(struct host_state *h, struct sm_list *known, struct sm_list *view,
 	return 0;
 }
 
-/* Say which files someone changed on the host, where we undo it. */
+static const char *type_name(uint8_t type)
+{
+	return type == SM_DIR ? "a folder" : type == SM_LINK ? "a symlink" : "a file";
+}
+
+#define CHANGES_SHOWN 20
+
+/* Say which files someone changed on the host, where we undo it: once
+ * for a folder, not for each file it held, and the first CHANGES_SHOWN
+ * only (then how many more). */
 void warn_host_changes(const struct host_state *h, const struct sm_list *local)
 {
+	struct strvec dead = STRVEC_INIT;
+	size_t said = 0;
+
+	dead_folders(h, &dead);
 	for (size_t i = 0; i < h->changed.n; i++) {
 		const struct sm_entry *e = &h->changed.e[i], *l = sm_find(local, e->path);
-		if (l && sm_same(l, e))
+		if ((l && sm_same(l, e)) || under_dead(&dead, e->path) || ++said > CHANGES_SHOWN)
 			continue;
 		char *q = sync_quote(e->path);
-		fprintf(stderr, "gpurun: %s changed on the host since the last sync; %s\n", q,
-			l ? "overwriting" : "deleting it");
+		if (!l)
+			fprintf(stderr, "gpurun: %s changed on the host since the last sync; "
+				"deleting it\n", q);
+		else if (l->type != e->type)
+			fprintf(stderr, "gpurun: %s changed on the host since the last sync (it is "
+				"%s there now); replacing it with %s\n", q, type_name(e->type),
+				type_name(l->type));
+		else
+			fprintf(stderr, "gpurun: %s changed on the host since the last sync; "
+				"overwriting\n", q);
 		free(q);
 	}
 	for (size_t i = 0; i < h->missing.n; i++) {
-		if (!sm_find(local, h->missing.v[i]))
+		if (!sm_find(local, h->missing.v[i]) || under_dead(&dead, h->missing.v[i]) ||
+		    ++said > CHANGES_SHOWN)
 			continue;
 		char *q = sync_quote(h->missing.v[i]);
 		fprintf(stderr, "gpurun: %s was deleted on the host since the last sync; "
 			"sending it again\n", q);
 		free(q);
 	}
+	if (said > CHANGES_SHOWN)
+		fprintf(stderr, "gpurun: (and %zu more changed on the host; all are undone)\n",
+			said - CHANGES_SHOWN);
 	for (size_t i = 0; i < h->warnings.n; i++)
 		fprintf(stderr, "gpurun: %s\n", ts(h->warnings.v[i]));
+	sv_clear(&dead);
 }
 
 
@@ -145,7 +227,7 @@ static void *connect_main(void *arg)
 {
 	struct connect_job *j = arg;
 	struct conn_opts o = { .accept_new = j->ctx->accept_new, .verbose = j->ctx->verbose,
-			       .early = take_offer, .early_arg = j };
+			       .early = take_offer, .early_arg = j, .fwd = j->ctx->fwd };
 
 	j->rc = conn_open(&j->conn, j->ctx->cfg, &o, &j->err);
 	pthread_mutex_lock(&j->mu);
@@ -208,9 +290,9 @@ int connect_finish(struct connect_job *j)
 /* Hash the files whose content must be compared with the host's: the
  * same path and size there, or large (a delta needs the block hashes).
  * The rest is new or resized: it is hashed while it is sent. */
-int resolve_hashes(const struct gr_config *cfg, struct sm_list *local,
-			  const struct sm_list *view, uint8_t **leaves,
-			  struct sync_hash_stats *hs, struct gr_err *err)
+int resolve_hashes(const struct gr_config *cfg, struct sync_tree *tree, struct sm_list *local,
+		   const struct sm_list *view, uint8_t **leaves,
+		   struct sync_hash_stats *hs, struct gr_err *err)
 {
 	for (size_t i = 0; i < local->n; i++) {
 		struct sm_entry *e = &local->e[i];
@@ -220,8 +302,8 @@ int resolve_hashes(const struct gr_config *cfg, struct sm_list *local,
 		int big = e->size >= cfg->sync.delta_min;
 		if (!r || r->type != SM_FILE || (r->size != e->size && !big))
 			continue;
-		int rc = sync_hash_entry(cfg->root, e, big ? &leaves[i] : NULL, hs, err);
-		if (rc == GR_ENOTFOUND) { /* gone: the send says so */
+		int rc = sync_hash_entry(tree, e, big ? &leaves[i] : NULL, hs, err);
+		if (rc == GR_ENOTFOUND || rc == GR_ECONFLICT) { /* the send says so */
 			gr_err_clear(err);
 			continue;
 		}
@@ -278,8 +360,9 @@ void summary(const struct sync_opts *o, const struct sync_stats *st)
 		return;
 	fmt_size(st->bytes_wire, w, sizeof(w));
 	if (o->dry_run)
-		fprintf(stderr, "would sync %llu files (%llu deleted), %.1f s\n",
-			(unsigned long long)st->files_sent, (unsigned long long)st->files_deleted,
+		fprintf(stderr, "would send %llu files, %s; delete %llu; update %llu (%.1f s)\n",
+			(unsigned long long)st->files_sent, fmt_size(st->bytes_total, w, sizeof(w)),
+			(unsigned long long)st->files_deleted, (unsigned long long)st->files_updated,
 			st->seconds);
 	else
 		fprintf(stderr, "synced %llu files (%llu deleted), %s on the wire, %.2f s%s\n",

@@ -9,12 +9,16 @@
 
 #include "sync.h"
 #include "sync_manifest.h"
+#include "sync_open.h"
 #include "sync_plan.h"
+
+struct sync_hash_stats;
 
 struct host_state {
 	uint32_t flags;
 	uint8_t digest[SM_HASH_LEN];
 	char *root;
+	uint64_t free;            /* bytes free in the folder's file system */
 	struct sm_list changed;   /* updated entries */
 	struct strvec missing;    /* gone from the host */
 	struct sm_list manifest;  /* when sent whole */
@@ -22,9 +26,14 @@ struct host_state {
 };
 
 void host_state_release(struct host_state *h);
-int parse_state(const struct gr_frame *f, struct host_state *h, struct gr_err *err);
+/* A copy of a message from the host, fit for a terminal (control bytes
+ * become '?'). */
+char *sync_tame(const char *msg);
+/* STATE's payload (with its long part before it, if any). */
+int parse_state(const uint8_t *p, size_t n, struct host_state *h, struct gr_err *err);
 /* What the host holds: the manifest it sent, or known with the changes it
- * found applied; checked against its digest. */
+ * found applied (a folder gone or replaced takes what was below it);
+ * checked against its digest. */
 int host_view(struct host_state *h, struct sm_list *known, struct sm_list *view,
 	      struct gr_err *err);
 /* Say which files someone changed on the host, where we undo it. */
@@ -53,8 +62,10 @@ int connect_finish(struct connect_job *j);
 void connect_abandon(struct connect_job *j);
 
 /* Hash the files whose content must be compared with the host's (view):
- * the same path and size there, or large (a delta needs block hashes). */
-int resolve_hashes(const struct gr_config *cfg, struct sm_list *local,
+ * the same path and size there, or large (a delta needs block hashes).
+ * A file gone or replaced since the scan is left unhashed (the transfer
+ * skips it with a warning). */
+int resolve_hashes(const struct gr_config *cfg, struct sync_tree *tree, struct sm_list *local,
 		   const struct sm_list *view, uint8_t **leaves,
 		   struct sync_hash_stats *hs, struct gr_err *err);
 

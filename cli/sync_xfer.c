@@ -1,83 +1,99 @@
-/* Carrying out a sync plan over one connection (see sync_xfer.h). The tar
- * stream is written by libarchive (pax, zstd filter, no padding after the
- * last block) straight into DATA frames; large files go through
- * sync_delta. Output is paced: above a high-water mark we flush, and
- * answers are read between chunks, so signatures arriving meanwhile are
- * used as soon as the tar is done. */
-#include <archive.h>
-#include <archive_entry.h>
+/* Carrying out a sync plan over one connection (see sync_xfer.h): the
+ * requests in flight and their answers, ops, large files (sync_delta),
+ * COMMIT; the tar stream is sync_xfer_tar.c. Output is paced: above a
+ * high-water mark we wait for the pipe, and answers are read between
+ * chunks, so signatures arriving meanwhile are used as soon as the tar is
+ * done, and a file the host refuses stops as soon as it says so. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include "sync_delta.h"
 #include "sync_index.h"
 #include "sync_proto.h"
-#include "sync_xfer.h"
+#include "sync_steps.h"
+#include "sync_xfer_int.h"
 
-#define FRAME_DATA (256u << 10)
 #define HIGH_WATER (1u << 20) /* queued output above this: wait for the pipe... */
 #define LOW_WATER (256u << 10) /* ...until below this, so it never runs dry */
-#define READ_CHUNK (256u << 10)
-#define TAR_LEVEL 3            /* zstd level of the tar stream */
-#define FAST_LEVEL (-50)       /* for what does not compress: about a memcpy */
-#define PROBE_MIN (256u << 10) /* files this large are probed first */
-#define PROBE_LEN (64u << 10)
+#define OPS_FRAME (256u << 10) /* OPS payloads are cut at about this size */
+#define SIG_MAX (256u << 20)  /* the largest signature taken from the host */
 
-enum { RQ_TAR = 1, RQ_FILE, RQ_SIG, RQ_COMMIT };
-
-struct xreq {
-	uint32_t id;
-	int kind;
-	size_t item;         /* plan->files index (FILE, SIG) */
-	int done, failed;
-	struct strbuf data;  /* SIG: the signature; COMMIT: the answer */
-	char *msg;           /* ERROR's message */
-};
-
-struct xsig {
-	uint8_t hash[SM_HASH_LEN];
-	struct strbuf sig;
-};
-
-static void xsend(struct sync_xfer *x, uint16_t type, uint16_t flags, uint32_t id,
-		  const void *p, size_t n)
+void xsend(struct sync_xfer *x, uint16_t type, uint16_t flags, uint32_t id, const void *p,
+	   size_t n)
 {
 	conn_send(x->c, type, flags, id, p, n);
 	x->wire->out += GR_FRAME_HDR + n;
 }
 
-static struct xreq *add_req(struct sync_xfer *x, uint32_t id, int kind, size_t item)
+size_t add_req(struct sync_xfer *x, uint32_t id, int kind, size_t item)
 {
 	x->reqs = xrealloc(x->reqs, (x->nreqs + 1) * sizeof(*x->reqs));
-	struct xreq *r = &x->reqs[x->nreqs++];
+	struct xreq *r = &x->reqs[x->nreqs];
 	memset(r, 0, sizeof(*r));
 	r->id = id;
 	r->kind = kind;
 	r->item = item;
-	return r;
+	return x->nreqs++;
 }
 
 static struct xreq *find_req(struct sync_xfer *x, uint32_t id)
 {
-	/* The session's id is reused by COMMIT: prefer what is not done. */
 	for (size_t i = x->nreqs; i-- > 0;)
-		if (x->reqs[i].id == id && !x->reqs[i].done)
+		if (x->reqs[i].id == id)
 			return &x->reqs[i];
 	return NULL;
 }
 
-static const char *item_path(struct sync_xfer *x, size_t item)
+struct sm_entry *item_entry(struct sync_xfer *x, size_t item)
 {
-	return x->local->e[x->plan->files[item].local].path;
+	return &x->local->e[x->plan->files[item].local];
 }
 
-static void add_error(struct sync_xfer *x, const char *path, const char *msg)
+void add_error(struct sync_xfer *x, const char *path, int kind, const char *msg, uint64_t size)
 {
-	sv_pushf(&x->errors, "'%s': %s", path, msg);
+	if (kind != SYNC_ERR_LOCAL && (kind < SYNC_ERR_OTHER || kind > SYNC_ERR_IN_THE_WAY))
+		kind = SYNC_ERR_OTHER; /* a kind from the host we do not know */
+	/* One per file: a later, more precise word on it replaces the first. */
+	for (size_t i = 0; path && i < x->nerrs; i++) {
+		struct sync_error *e = &x->errs[i];
+		if (e->path && !strcmp(e->path, path)) {
+			free(e->msg);
+			e->msg = sync_tame(msg);
+			if (kind != SYNC_ERR_OTHER)
+				e->kind = kind;
+			return;
+		}
+	}
+	x->errs = xrealloc(x->errs, (x->nerrs + 1) * sizeof(*x->errs));
+	x->errs[x->nerrs++] = (struct sync_error){ path ? xstrdup(path) : NULL, kind,
+						   sync_tame(msg), size };
+	if (kind == SYNC_ERR_NOSPACE)
+		x->nospace = 1; /* what is left would not fit either */
+}
+
+/* The optimistic OPEN's answer: the session goes on (what it says about
+ * the folder is noted), or it ended there because the host is not as
+ * planned for. */
+static void session_state(struct sync_xfer *x, struct xreq *r, const struct gr_frame *f)
+{
+	struct host_state h = { 0 };
+	struct gr_err e = { 0 };
+
+	if (f->flags & GR_F_END) {
+		x->rejected = r->done = r->failed = 1;
+		x->fatal = gr_errf(x->err, GR_ECONFLICT, "the host changed since the last sync");
+		return;
+	}
+	sb_add(&r->data, f->payload, f->len);
+	if (parse_state((const uint8_t *)r->data.buf, r->data.len, &h, &e) == 0) {
+		x->host_free = h.free;
+		free(x->host_root);
+		x->host_root = h.root ? sync_tame(h.root) : NULL;
+	}
+	host_state_release(&h);
+	sb_release(&r->data);
 }
 
 static void dispatch(struct sync_xfer *x, const struct gr_frame *f)
@@ -86,38 +102,44 @@ static void dispatch(struct sync_xfer *x, const struct gr_frame *f)
 	struct gr_err e = { 0 };
 
 	x->wire->in += GR_FRAME_HDR + f->len;
-	if (!r)
+	if (!r || r->done)
 		return; /* late frames of something finished */
-	if (r->kind == RQ_COMMIT && f->type == SYNC_MSG_STATE) {
-		/* The answer to an optimistic OPEN: the session goes on, or it
-		 * ended there because the host is not as planned for. */
-		if (f->flags & GR_F_END) {
-			x->rejected = r->done = r->failed = 1;
-			x->fatal = gr_errf(x->err, GR_ECONFLICT, "the host changed since the last sync");
-		}
+	if (f->type == GR_MSG_DATA && (r->kind == RQ_SIG || r->kind == RQ_SESSION)) {
+		/* A signature, or the first part of a long answer. */
+		if (r->data.len + f->len > (r->kind == RQ_SIG ? SIG_MAX : SYNC_ANSWER_MAX))
+			x->fatal = gr_errf(x->err, GR_EPROTO, "protocol error: the host's answer "
+					   "is larger than %u MiB", SYNC_ANSWER_MAX >> 20);
+		else
+			sb_add(&r->data, f->payload, f->len);
+		return;
+	}
+	if (r->kind == RQ_SESSION && f->type == SYNC_MSG_STATE) {
+		session_state(x, r, f);
 		return;
 	}
 	if (f->type == GR_MSG_ERROR) {
 		int code = conn_error_from_frame(f, &e);
+		struct gr_rd rd;
+		rd_init(&rd, f->payload, f->len);
+		get_u32(&rd);
+		free(get_str(&rd));
+		uint32_t kind = rd.n >= 4 ? get_u32(&rd) : SYNC_ERR_OTHER; /* sync's own word on it */
 		r->failed = r->done = 1;
-		r->msg = xstrdup(e.msg);
 		if (r->kind == RQ_FILE) {
-			add_error(x, item_path(x, r->item), e.msg);
+			struct sm_entry *l = item_entry(x, r->item);
+			x->revert[x->plan->files[r->item].local] = 1;
+			add_error(x, l->path, (int)kind, e.msg, l->size);
 		} else if (r->kind == RQ_TAR) {
-			sv_pushf(&x->errors, "the tar stream failed: %s", e.msg);
-		} else if (r->kind == RQ_COMMIT && !x->fatal) {
+			add_error(x, NULL, (int)kind, e.msg, 0);
+		} else if (r->kind == RQ_SESSION && !x->fatal) {
 			/* The session is over: nothing more can land. */
 			*x->err = e;
 			x->fatal = code;
 		}
 		return;
 	}
-	if (f->type == GR_MSG_DATA && r->kind == RQ_SIG) {
-		sb_add(&r->data, f->payload, f->len);
-		return;
-	}
 	if (f->type == GR_MSG_OK) {
-		sb_add(&r->data, f->payload, f->len);
+		sb_add(&r->ans, f->payload, f->len);
 		r->done = 1;
 	}
 }
@@ -128,14 +150,25 @@ static int poll_frames(struct sync_xfer *x)
 	struct gr_frame f;
 	int rc;
 
-	while ((rc = conn_recv(x->c, &f, 0, x->err)) == 1)
+	while (!x->fatal && (rc = conn_recv(x->c, &f, 0, x->err)) == 1)
 		dispatch(x, &f);
 	if (rc < 0)
 		x->fatal = rc;
-	return rc < 0 ? rc : 0;
+	return x->fatal;
 }
 
-static int pace(struct sync_xfer *x)
+static int silent_too_long(struct sync_xfer *x)
+{
+	if (now_ms() - conn_last_io(x->c) < (uint64_t)x->idle_ms)
+		return 0;
+	x->fatal = gr_errf(x->err, GR_ETIMEOUT, "the host took nothing and sent nothing for %d s",
+			   x->idle_ms / 1000);
+	gr_hintf(x->err, "the agent on the host may be stuck, or the network gone; "
+		 "GPURUN_IO_TIMEOUT sets how long gpurun waits");
+	return x->fatal;
+}
+
+int pace(struct sync_xfer *x)
 {
 	int rc;
 
@@ -152,6 +185,8 @@ static int pace(struct sync_xfer *x)
 				return x->fatal = rc;
 			if (rc == 1)
 				dispatch(x, &f);
+			if (x->fatal || silent_too_long(x))
+				return x->fatal;
 		}
 	}
 	return 0;
@@ -161,7 +196,7 @@ static int pace(struct sync_xfer *x)
 static int wait_one(struct sync_xfer *x)
 {
 	struct gr_frame f;
-	int rc = conn_recv(x->c, &f, -1, x->err);
+	int rc = conn_recv_idle(x->c, &f, x->idle_ms, x->err);
 
 	if (rc < 0)
 		return x->fatal = rc;
@@ -169,14 +204,7 @@ static int wait_one(struct sync_xfer *x)
 	return x->fatal;
 }
 
-/* DATA frames for one stream, FRAME_DATA bytes at a time. */
-struct fbuf {
-	struct sync_xfer *x;
-	uint32_t id;
-	struct strbuf b;
-};
-
-static int fbuf_add(struct fbuf *fb, const void *p, size_t n)
+int fbuf_add(struct fbuf *fb, const void *p, size_t n)
 {
 	sb_add(&fb->b, p, n);
 	if (fb->b.len < FRAME_DATA)
@@ -186,13 +214,13 @@ static int fbuf_add(struct fbuf *fb, const void *p, size_t n)
 	return pace(fb->x);
 }
 
-static void fbuf_end(struct fbuf *fb)
+void fbuf_end(struct fbuf *fb)
 {
 	xsend(fb->x, GR_MSG_DATA, GR_F_END, fb->id, fb->b.buf, fb->b.len);
 	sb_release(&fb->b);
 }
 
-static void keep_sig(struct sync_xfer *x, const uint8_t hash[SM_HASH_LEN], struct strbuf *sig)
+void keep_sig(struct sync_xfer *x, const uint8_t hash[SM_HASH_LEN], struct strbuf *sig)
 {
 	x->sigs = xrealloc(x->sigs, (x->nsigs + 1) * sizeof(*x->sigs));
 	struct xsig *s = &x->sigs[x->nsigs++];
@@ -201,38 +229,69 @@ static void keep_sig(struct sync_xfer *x, const uint8_t hash[SM_HASH_LEN], struc
 	memset(sig, 0, sizeof(*sig));
 }
 
+/* OPS frames, each cut near OPS_FRAME bytes (a tree of 100,000 folders
+ * makes megabytes of them): deletions children first, folders parents
+ * first, symlinks, then the mode/time-only changes COMMIT applies. */
+struct opsbuf {
+	struct sync_xfer *x;
+	struct strbuf b;
+	uint32_t n;
+};
+
+static void ops_flush(struct opsbuf *o)
+{
+	struct strbuf pl = STRBUF_INIT;
+
+	if (!o->n)
+		return;
+	put_u32(&pl, o->n);
+	sb_add(&pl, o->b.buf, o->b.len);
+	xsend(o->x, SYNC_MSG_OPS, 0, o->x->sid, pl.buf, pl.len);
+	sb_release(&pl);
+	sb_reset(&o->b);
+	o->n = 0;
+}
+
+static void ops_next(struct opsbuf *o, uint8_t op, const char *path)
+{
+	if (o->b.len >= OPS_FRAME)
+		ops_flush(o);
+	put_u8(&o->b, op);
+	put_str(&o->b, path);
+	o->n++;
+}
+
 static void send_ops(struct sync_xfer *x)
 {
 	const struct sync_plan *p = x->plan;
-	struct strbuf b = STRBUF_INIT;
-	uint32_t n = (uint32_t)(p->deletes.n + p->mkdirs.n + p->nlinks);
+	struct opsbuf o = { x, STRBUF_INIT, 0 };
 
-	if (!n)
-		return;
-	put_u32(&b, n);
-	for (size_t i = 0; i < p->deletes.n; i++) {
-		put_u8(&b, SYNC_OP_DELETE);
-		put_str(&b, p->deletes.v[i]);
-	}
-	for (size_t i = 0; i < p->mkdirs.n; i++) {
-		put_u8(&b, SYNC_OP_MKDIR);
-		put_str(&b, p->mkdirs.v[i]);
-	}
+	for (size_t i = 0; i < p->deletes.n; i++)
+		ops_next(&o, SYNC_OP_DELETE, p->deletes.v[i]);
+	for (size_t i = 0; i < p->mkdirs.n; i++)
+		ops_next(&o, SYNC_OP_MKDIR, p->mkdirs.v[i]);
 	for (size_t i = 0; i < p->nlinks; i++) {
 		const struct sm_entry *e = &x->local->e[p->links[i]];
-		put_u8(&b, SYNC_OP_SYMLINK);
-		put_str(&b, e->path);
-		put_str(&b, e->link);
+		ops_next(&o, SYNC_OP_SYMLINK, e->path);
+		put_str(&o.b, e->link);
 	}
-	xsend(x, SYNC_MSG_OPS, 0, x->sid, b.buf, b.len);
-	sb_release(&b);
+	for (size_t i = 0; i < p->nmeta; i++) {
+		const struct sm_entry *e = &x->local->e[p->meta[i]];
+		ops_next(&o, SYNC_OP_META, e->path);
+		put_u32(&o.b, e->mode);
+		put_u64(&o.b, (uint64_t)e->mtime_ns);
+	}
+	ops_flush(&o);
+	sb_release(&o.b);
 }
 
 /* FILE streams: the header goes with the first bytes (a declined delta
- * sends nothing and becomes a whole file). */
+ * sends nothing and becomes a whole file), and the request is registered
+ * with it, so an early answer (the host refuses the file) is seen while
+ * the rest is still being read, and stops it. */
 struct fsink {
 	struct fbuf fb;
-	size_t item;
+	size_t item, req;
 	int kind, started;
 };
 
@@ -254,18 +313,22 @@ static void file_header(struct fsink *fs)
 	put_u64(&b, (uint64_t)l->mtime_ns);
 	xsend(x, SYNC_MSG_FILE, 0, fs->fb.id, b.buf, b.len);
 	sb_release(&b);
+	fs->req = add_req(x, fs->fb.id, RQ_FILE, fs->item);
 	fs->started = 1;
 }
 
 static int fsink_cb(void *arg, const void *p, size_t n)
 {
 	struct fsink *fs = arg;
+	struct sync_xfer *x = fs->fb.x;
 
-	if (fs->fb.x->fatal)
+	if (x->fatal)
 		return -1;
 	if (!fs->started)
 		file_header(fs);
-	return fbuf_add(&fs->fb, p, n) < 0 ? -1 : 0;
+	if (x->reqs[fs->req].done) /* answered before the end: refused */
+		return -1;
+	return fbuf_add(&fs->fb, p, n) < 0 || x->reqs[fs->req].done ? -1 : 0;
 }
 
 static int prog_cb(void *arg, uint64_t n)
@@ -279,19 +342,30 @@ static int do_file(struct sync_xfer *x, size_t item, const struct sync_sig *old)
 {
 	const struct sync_item *it = &x->plan->files[item];
 	const struct sm_entry *l = &x->local->e[it->local];
-	char *abs = xasprintf("%s/%s", x->root, l->path);
-	struct fsink fs = { { x, conn_next_id(x->c), STRBUF_INIT }, item, 0, 0 };
-	struct sync_send in = { abs, l->size, l->hash, x->leaves ? x->leaves[it->local] : NULL,
-				old, fsink_cb, &fs };
+	struct fsink fs = { { x, conn_next_id(x->c), STRBUF_INIT }, item, 0, 0, 0 };
 	struct sync_send_res res = { 0 };
 	struct gr_err e = { 0 };
-	int rc;
+	uint64_t shown = x->prog->done;
+	int rc, fd;
 
+	if (x->nospace) { /* it would not fit either: the host keeps its version */
+		x->revert[it->local] = 1;
+		return 0;
+	}
+	fd = sync_tree_open_file(x->tree, l->path, l->dev, l->ino, &e);
+	if (fd < 0) {
+		rc = fd;
+		goto failed;
+	}
+	struct sync_send in = { fd, l->path, l->size, l->hash,
+				x->leaves ? x->leaves[it->local] : NULL, old, fsink_cb, &fs };
 	res.progress = prog_cb;
 	res.parg = x->prog;
 	fs.kind = old ? SYNC_FILE_DELTA : SYNC_FILE_WHOLE;
 	rc = sync_send_file(&in, &res, &e);
 	if (!rc && res.declined) {
+		/* What the probe read is read again, whole: show it once. */
+		x->prog->done = shown;
 		sb_release(&res.sig);
 		memset(&res, 0, sizeof(res));
 		res.progress = prog_cb;
@@ -300,26 +374,22 @@ static int do_file(struct sync_xfer *x, size_t item, const struct sync_sig *old)
 		fs.kind = SYNC_FILE_WHOLE;
 		rc = sync_send_file(&in, &res, &e);
 	}
+	close(fd);
 	if (x->fatal) {
 		rc = x->fatal;
 		goto out;
 	}
-	if (rc < 0) {
-		/* The host keeps its version of this one. */
-		if (fs.started)
-			xsend(x, GR_MSG_CANCEL, 0, fs.fb.id, NULL, 0);
+	if (fs.started && x->reqs[fs.req].failed) {
+		/* The host refused it (dispatch noted why); it keeps its version. */
 		x->revert[it->local] = 1;
-		if (rc == GR_ECONFLICT)
-			sv_pushf(&x->warnings, "%s; it goes with the next sync", e.msg);
-		else
-			add_error(x, l->path, e.msg);
 		rc = 0;
 		goto out;
 	}
+	if (rc < 0)
+		goto failed;
 	if (!fs.started)
 		file_header(&fs);
 	fbuf_end(&fs.fb);
-	add_req(x, fs.fb.id, RQ_FILE, item);
 	if (fs.kind == SYNC_FILE_DELTA)
 		x->files_delta++;
 	else
@@ -329,219 +399,24 @@ static int do_file(struct sync_xfer *x, size_t item, const struct sync_sig *old)
 	if (res.sig.len)
 		keep_sig(x, l->hash, &res.sig);
 	rc = pace(x);
+	goto out;
+failed:
+	/* The host keeps its version of this one. */
+	if (fs.started) {
+		xsend(x, GR_MSG_CANCEL, 0, fs.fb.id, NULL, 0);
+		x->reqs[fs.req].done = x->reqs[fs.req].failed = 1; /* no answer comes */
+	}
+	x->revert[it->local] = 1;
+	if (rc == GR_ECONFLICT || rc == GR_ENOTFOUND)
+		sv_pushf(&x->warnings, "%s; not sent (the next sync sends what is there then)",
+			 e.msg);
+	else
+		add_error(x, l->path, SYNC_ERR_LOCAL, e.msg, l->size);
+	rc = 0;
 out:
 	sb_release(&fs.fb.b);
 	sb_release(&res.sig);
-	free(abs);
 	return rc;
-}
-
-/* The tar stream's compression: ours, not libarchive's filter, so a file
- * that does not compress (a dataset, a checkpoint) goes through at a fast
- * level instead of costing a full search for matches (zstd level 3 spent
- * about 0.1 s of CPU on a 100 MB random file). A level change ends the
- * zstd frame; the agent's reader takes concatenated frames. */
-struct tarz {
-	struct fbuf fb;
-	ZSTD_CCtx *z, *probe;
-	int level;
-	uint8_t out[1u << 17];
-	uint8_t scratch[PROBE_LEN + PROBE_LEN / 64 + 1024];
-};
-
-static int fbuf_emit(void *arg, const void *p, size_t n)
-{
-	return fbuf_add(arg, p, n);
-}
-
-static int tarz_write(struct tarz *tz, const void *p, size_t n, ZSTD_EndDirective end)
-{
-	return sync_zstd_feed(tz->z, p, n, end, tz->out, sizeof(tz->out), fbuf_emit, &tz->fb);
-}
-
-static int tarz_level(struct tarz *tz, int level)
-{
-	if (level == tz->level)
-		return 0;
-	if (tarz_write(tz, NULL, 0, ZSTD_e_end) < 0)
-		return -1;
-	tz->level = level;
-	return ZSTD_isError(ZSTD_CCtx_setParameter(tz->z, ZSTD_c_compressionLevel, level)) ? -1 : 0;
-}
-
-/* Does this sample compress by at least 3%? (zstd level 1: ~0.1 ms) */
-static int compresses(struct tarz *tz, const void *p, size_t n)
-{
-	if (n > PROBE_LEN)
-		n = PROBE_LEN;
-	size_t c = ZSTD_compressCCtx(tz->probe, tz->scratch, sizeof(tz->scratch), p, n, 1);
-	return ZSTD_isError(c) || c * 100 < n * 97;
-}
-
-static la_ssize_t tar_write(struct archive *a, void *arg, const void *p, size_t n)
-{
-	struct tarz *tz = arg;
-
-	(void)a;
-	if (tarz_write(tz, p, n, ZSTD_e_continue) < 0)
-		return -1;
-	return (la_ssize_t)n;
-}
-
-/* One file into the tar: exactly the planned size, hashed as read (unless
- * its block hashes are known: then only the weak sums for the signature). */
-static int tar_one(struct sync_xfer *x, struct archive *a, struct tarz *tz, size_t item,
-		   uint8_t *buf)
-{
-	const struct sync_item *it = &x->plan->files[item];
-	struct sm_entry *l = &x->local->e[it->local];
-	const uint8_t *leaves = x->leaves ? x->leaves[it->local] : NULL;
-	char *abs = xasprintf("%s/%s", x->root, l->path);
-	int fd = open(abs, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	int big = l->size >= x->delta_min, rc = 0, changed = 0;
-	int unhashed = l->flags & SM_F_UNHASHED;
-	struct sigmaker m;
-	struct thash t;
-	uint8_t hash[SM_HASH_LEN];
-
-	free(abs);
-	if (fd < 0) {
-		x->revert[it->local] = 1;
-		if (errno == ENOENT)
-			sv_pushf(&x->warnings, "'%s' was deleted while being sent", l->path);
-		else
-			add_error(x, l->path, strerror(errno));
-		return 0;
-	}
-	struct archive_entry *ae = archive_entry_new();
-	archive_entry_copy_pathname(ae, l->path);
-	archive_entry_set_size(ae, (la_int64_t)l->size);
-	archive_entry_set_filetype(ae, AE_IFREG);
-	archive_entry_set_perm(ae, (mode_t)l->mode);
-	archive_entry_set_mtime(ae, (time_t)(l->mtime_ns / 1000000000LL),
-				(long)(l->mtime_ns % 1000000000LL));
-	if (archive_write_header(a, ae) != ARCHIVE_OK) {
-		rc = x->fatal ? x->fatal : gr_errf(x->err, GR_EIO, "cannot write the tar stream: %s",
-						   archive_error_string(a));
-		goto out;
-	}
-	if (big)
-		sigmaker_init(&m, l->size, leaves);
-	else
-		thash_init(&t, l->size);
-	for (uint64_t done = 0; done < l->size;) {
-		size_t want = l->size - done < READ_CHUNK ? (size_t)(l->size - done) : READ_CHUNK;
-		ssize_t r = read(fd, buf, want);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) { /* shorter than planned: zeros, and say so */
-			memset(buf, 0, want);
-			r = (ssize_t)want;
-			changed = 1;
-		}
-		if (big)
-			sigmaker_update(&m, buf, (size_t)r);
-		else
-			thash_update(&t, buf, (size_t)r);
-		if (!done && l->size >= PROBE_MIN && !compresses(tz, buf, (size_t)r) &&
-		    tarz_level(tz, FAST_LEVEL) < 0) {
-			rc = x->fatal ? x->fatal : gr_errf(x->err, GR_EIO, "cannot compress the tar stream");
-			break;
-		}
-		if (archive_write_data(a, buf, (size_t)r) != r) {
-			rc = x->fatal ? x->fatal : gr_errf(x->err, GR_EIO,
-							   "cannot write the tar stream: %s",
-							   archive_error_string(a));
-			break;
-		}
-		done += (uint64_t)r;
-		sync_progress_add(x->prog, (uint64_t)r);
-	}
-	if (!rc && tarz_level(tz, TAR_LEVEL) < 0)
-		rc = x->fatal ? x->fatal : gr_errf(x->err, GR_EIO, "cannot compress the tar stream");
-	struct strbuf sig = STRBUF_INIT;
-	if (big) {
-		sigmaker_final(&m, &sig, hash);
-		sigmaker_release(&m);
-	} else {
-		thash_final(&t, hash);
-	}
-	if (!rc) {
-		if (!unhashed && (changed || memcmp(hash, l->hash, SM_HASH_LEN)))
-			/* The host gets what was read; the next sync sees the rest. */
-			sv_pushf(&x->warnings, "'%s' changed while being sent; run 'gpurun sync' again",
-				 l->path);
-		memcpy(l->hash, hash, SM_HASH_LEN);
-		l->flags &= (uint8_t)~SM_F_UNHASHED;
-		if (sig.len)
-			keep_sig(x, hash, &sig);
-		x->files_tar++;
-	}
-	sb_release(&sig);
-out:
-	archive_entry_free(ae);
-	close(fd);
-	return rc;
-}
-
-static int do_tar(struct sync_xfer *x)
-{
-	struct tarz *tz = NULL;
-	struct strbuf pl = STRBUF_INIT;
-	struct archive *a = NULL;
-	uint8_t *buf = NULL;
-	int rc = 0, any = 0;
-
-	for (size_t i = 0; i < x->plan->nfiles && !any; i++)
-		any = x->plan->files[i].how == HOW_TAR;
-	if (!any)
-		return 0;
-	tz = xcalloc(1, sizeof(*tz));
-	tz->fb = (struct fbuf){ x, conn_next_id(x->c), STRBUF_INIT };
-	tz->z = ZSTD_createCCtx();
-	tz->probe = ZSTD_createCCtx();
-	tz->level = TAR_LEVEL;
-	if (!tz->z || !tz->probe)
-		abort(); /* out of memory */
-	ZSTD_CCtx_setParameter(tz->z, ZSTD_c_compressionLevel, TAR_LEVEL);
-	put_u32(&pl, x->sid);
-	xsend(x, SYNC_MSG_TAR, 0, tz->fb.id, pl.buf, pl.len);
-	add_req(x, tz->fb.id, RQ_TAR, 0);
-	a = archive_write_new();
-	if (archive_write_set_format_pax(a) != ARCHIVE_OK ||
-	    /* names are bytes: no charset conversion, whatever the locale */
-	    archive_write_set_options(a, "hdrcharset=BINARY") != ARCHIVE_OK ||
-	    /* no blocking: every write goes straight to tar_write */
-	    archive_write_set_bytes_per_block(a, 0) != ARCHIVE_OK ||
-	    archive_write_open2(a, tz, NULL, tar_write, NULL, NULL) != ARCHIVE_OK) {
-		rc = gr_errf(x->err, GR_EIO, "cannot start the tar stream: %s",
-			     archive_error_string(a));
-		goto out;
-	}
-	buf = xmalloc(READ_CHUNK);
-	for (size_t i = 0; i < x->plan->nfiles && !rc; i++)
-		if (x->plan->files[i].how == HOW_TAR)
-			rc = tar_one(x, a, tz, i, buf);
-	if (!rc && archive_write_close(a) != ARCHIVE_OK)
-		rc = x->fatal ? x->fatal : gr_errf(x->err, GR_EIO, "cannot finish the tar stream: %s",
-						   archive_error_string(a));
-	if (!rc && tarz_write(tz, NULL, 0, ZSTD_e_end) < 0)
-		rc = x->fatal ? x->fatal : gr_errf(x->err, GR_EIO, "cannot finish the tar stream");
-	if (!rc)
-		fbuf_end(&tz->fb);
-	gr_trace("sync: tar stream written");
-out:
-	if (a)
-		archive_write_free(a);
-	free(buf);
-	if (tz) {
-		sb_release(&tz->fb.b);
-		ZSTD_freeCCtx(tz->z);
-		ZSTD_freeCCtx(tz->probe);
-		free(tz);
-	}
-	sb_release(&pl);
-	return rc ? rc : pace(x);
 }
 
 static void ask_sig(struct sync_xfer *x, size_t item)
@@ -573,10 +448,7 @@ static void build_expect(struct sync_xfer *x)
 	for (size_t i = 0; i < x->local->n; i++) {
 		const struct sm_entry *src = &x->local->e[i];
 		if (x->revert[i]) {
-			src = NULL;
-			for (size_t k = 0; k < x->plan->nfiles; k++)
-				if (x->plan->files[k].local == i)
-					src = x->plan->files[k].prev;
+			src = x->item_of[i] ? x->plan->files[x->item_of[i] - 1].prev : NULL;
 			if (!src || src->type == SM_DIR)
 				continue; /* nothing there now */
 		}
@@ -596,13 +468,6 @@ static void send_commit(struct sync_xfer *x)
 
 	build_expect(x);
 	sm_digest(&x->expect, digest);
-	put_u32(&b, (uint32_t)x->plan->nmeta);
-	for (size_t i = 0; i < x->plan->nmeta; i++) {
-		const struct sm_entry *e = &x->local->e[x->plan->meta[i]];
-		put_str(&b, e->path);
-		put_u32(&b, e->mode);
-		put_u64(&b, (uint64_t)e->mtime_ns);
-	}
 	put_bytes(&b, digest, SM_HASH_LEN);
 	xsend(x, SYNC_MSG_COMMIT, 0, x->sid, b.buf, b.len);
 	sb_release(&b);
@@ -613,6 +478,7 @@ static int parse_commit(struct sync_xfer *x, struct xreq *r)
 	struct gr_rd rd;
 	size_t n = 0;
 
+	sb_add(&r->data, r->ans.buf, r->ans.len); /* after its long part, if any */
 	rd_init(&rd, r->data.buf, r->data.len);
 	const uint8_t *d = get_bytes(&rd, &n);
 	if (d && n == SM_HASH_LEN)
@@ -620,17 +486,24 @@ static int parse_commit(struct sync_xfer *x, struct xreq *r)
 	else
 		rd.bad = 1;
 	for (uint32_t i = 0, k = get_u32(&rd); i < k && !rd.bad; i++) {
-		char *path = get_str(&rd), *msg = get_str(&rd);
-		if (path && msg)
-			add_error(x, path, msg);
+		char *path = get_str(&rd);
+		uint32_t kind = get_u32(&rd);
+		char *msg = get_str(&rd);
+		if (path && msg && sm_path_ok(path)) {
+			const struct sm_entry *l = sm_find(x->local, path);
+			add_error(x, path, (int)kind, msg, l && l->type == SM_FILE ? l->size : 0);
+		} else {
+			rd.bad = 1;
+		}
 		free(path);
 		free(msg);
 	}
 	for (uint32_t i = 0, k = get_u32(&rd); i < k && !rd.bad; i++) {
-		char *w = get_str(&rd);
-		if (w)
-			sv_push(&x->warnings, w);
+		char *w = get_str(&rd), *t = w ? sync_tame(w) : NULL;
+		if (t)
+			sv_push(&x->warnings, t);
 		free(w);
+		free(t);
 	}
 	return rd_done(&rd, x->err, "SYNC_COMMIT answer");
 }
@@ -642,7 +515,10 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 
 	x->err = err;
 	x->revert = xcalloc(x->local->n ? x->local->n : 1, 1);
-	add_req(x, x->sid, RQ_COMMIT, 0); /* the session: STATE, errors, COMMIT's answer */
+	x->item_of = xcalloc(x->local->n ? x->local->n : 1, sizeof(*x->item_of));
+	for (size_t i = 0; i < p->nfiles; i++)
+		x->item_of[p->files[i].local] = i + 1;
+	add_req(x, x->sid, RQ_SESSION, 0); /* STATE, errors, COMMIT's answer */
 	send_ops(x);
 	rc = poll_frames(x); /* OPEN (when optimistic) and the ops leave now */
 	for (size_t i = 0; i < p->nfiles; i++)
@@ -652,7 +528,7 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 		rc = poll_frames(x); /* the requests that need an answer go first */
 	/* The tar first: its small files are unpacked while deltas stream. */
 	if (!rc)
-		rc = do_tar(x);
+		rc = sync_xfer_tar(x);
 	for (size_t i = 0; i < p->nfiles && !rc; i++) {
 		if (p->files[i].how != HOW_DELTA)
 			continue;
@@ -697,14 +573,20 @@ void sync_xfer_release(struct sync_xfer *x)
 {
 	for (size_t i = 0; i < x->nreqs; i++) {
 		sb_release(&x->reqs[i].data);
-		free(x->reqs[i].msg);
+		sb_release(&x->reqs[i].ans);
 	}
 	free(x->reqs);
 	for (size_t i = 0; i < x->nsigs; i++)
 		sb_release(&x->sigs[i].sig);
 	free(x->sigs);
 	free(x->revert);
+	free(x->item_of);
+	for (size_t i = 0; i < x->nerrs; i++) {
+		free(x->errs[i].path);
+		free(x->errs[i].msg);
+	}
+	free(x->errs);
+	free(x->host_root);
 	sv_clear(&x->warnings);
-	sv_clear(&x->errors);
 	sm_list_free(&x->expect);
 }

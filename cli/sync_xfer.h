@@ -1,9 +1,12 @@
 /* Carry out a sync plan over the open session, pipelined on the one
- * connection: folder/link/deletion ops in one frame, signature requests
- * for large files without a cached one, deltas and whole large files as
- * they are computed, every other file in one tar.zst stream, then COMMIT
- * with the digest the host's manifest must have. Nothing waits for an
- * answer until COMMIT, except deltas that need the host's signature. */
+ * connection: folder/link/deletion/mode ops in as many frames as they
+ * need, signature requests for large files without a cached one, deltas
+ * and whole large files as they are computed, every other file in one
+ * tar.zst stream, then COMMIT with the digest the host's manifest must
+ * have. Nothing waits for an answer until COMMIT, except deltas that need
+ * the host's signature; an answer that arrives early (the host refused a
+ * file while it was being sent) stops that file at once. No wait is
+ * longer than idle_ms of silence on the connection. */
 #ifndef GR_SYNC_XFER_H
 #define GR_SYNC_XFER_H
 
@@ -11,6 +14,7 @@
 
 #include "conn.h"
 #include "sync_manifest.h"
+#include "sync_open.h"
 #include "sync_plan.h"
 #include "sync_progress.h"
 
@@ -18,23 +22,41 @@ struct sync_wire {
 	uint64_t out, in; /* frame bytes (headers included) sent and received */
 };
 
+/* A local file that could not be read (never from the host). */
+#define SYNC_ERR_LOCAL 100
+
+/* A file (or the tar stream, path NULL) the host could not write. */
+struct sync_error {
+	char *path;
+	int kind;       /* SYNC_ERR_* (sync_proto.h) */
+	char *msg;
+	uint64_t size;  /* the file's size, 0 if not known */
+};
+
 struct sync_xfer {
 	/* in */
 	struct gr_conn *c;
 	uint32_t sid;               /* the session (OPEN's request id) */
 	int optimistic;             /* OPEN's answer (SYNC_STATE) is still to come */
-	const char *root;           /* local project folder */
+	const char *root;           /* the local project folder (its .gpurun/sigs) */
+	struct sync_tree *tree;     /* the same, open (sync_open.h) */
 	const struct sync_plan *plan;
 	struct sm_list *local;      /* entries whose content changed while being
 				       sent get the hash of what was sent */
 	uint8_t **leaves;           /* per local entry: block hashes, or NULL */
 	uint64_t delta_min;         /* cache signatures of files this large */
+	int idle_ms;                /* the longest silence on the connection */
 	struct sync_wire *wire;
 	struct sync_progress *prog;
+	/* in, and out when the optimistic STATE tells them */
+	char *host_root;            /* the folder on the host (owned) */
+	uint64_t host_free;         /* bytes free there at OPEN */
 	/* out */
 	uint64_t files_tar, files_delta, files_whole, files_sig, literal, matched;
 	struct strvec warnings;     /* messages to show */
-	struct strvec errors;       /* "'path': what went wrong" */
+	struct sync_error *errs;    /* what the host could not write */
+	size_t nerrs;
+	int nospace;                /* the host ran out of space: the rest stayed home */
 	struct sm_list expect;      /* what the host should hold now */
 	uint8_t digest[SM_HASH_LEN];/* what the host says it holds */
 	int committed;              /* COMMIT answered OK */
@@ -43,13 +65,14 @@ struct sync_xfer {
 	struct xreq *reqs;
 	size_t nreqs;
 	uint8_t *revert;            /* per local entry: the host keeps its version */
+	size_t *item_of;            /* per local entry: its plan->files index + 1, or 0 */
 	struct xsig *sigs;          /* signatures to cache once committed */
 	size_t nsigs;
 	int fatal;
 	struct gr_err *err;
 };
 
-/* 0 when the exchange completed (check committed, errors and whether
+/* 0 when the exchange completed (check committed, errs and whether
  * digest matches the digest of expect), or a GR_E* code with err set when
  * the connection or the session failed. */
 int sync_xfer_run(struct sync_xfer *x, struct gr_err *err);

@@ -15,6 +15,35 @@
 #define GR_TR_AGAIN (-1000) /* would block: poll and retry */
 
 struct gr_transport;
+struct tr_tunnel;
+struct fwd_spec;
+
+/* Streams to HOST:PORT opened from the host's side, for port forwarding
+ * (forward.c): libssh2's direct-tcpip channels on the agent's session,
+ * or plain TCP for the local transport. All calls are non-blocking. */
+struct tr_tunnel_ops {
+	/* 0 with *out set, GR_TR_AGAIN (call again with the same arguments,
+	 * and open no other stream meanwhile), or a GR_E* code with err set
+	 * (the host could not connect: the stream is refused). */
+	int (*open)(struct gr_transport *t, const char *host, int port, struct tr_tunnel **out,
+		    struct gr_err *err);
+	/* > 0 bytes, 0 at EOF, GR_TR_AGAIN, or a GR_E* code with err set. */
+	ssize_t (*read)(struct gr_transport *t, struct tr_tunnel *tu, void *buf, size_t n,
+			struct gr_err *err);
+	ssize_t (*write)(struct gr_transport *t, struct tr_tunnel *tu, const void *buf, size_t n,
+			 struct gr_err *err);
+	/* EOF on the way to the host: 0, or GR_TR_AGAIN. */
+	int (*send_eof)(struct gr_transport *t, struct tr_tunnel *tu);
+	/* Close and free: 0, or GR_TR_AGAIN (call again later). */
+	int (*close)(struct gr_transport *t, struct tr_tunnel *tu);
+	/* Forget it without waiting for anything (the transport is going away). */
+	void (*drop)(struct gr_transport *t, struct tr_tunnel *tu);
+	/* An fd to poll for it (-1: the transport's own pollfds cover it). */
+	int (*fd)(struct gr_transport *t, struct tr_tunnel *tu);
+	/* 1 when a read (want_read) or write (want_write) would make progress
+	 * now though no poll would say so (data or window held inside). */
+	int (*ready)(struct gr_transport *t, struct tr_tunnel *tu, int want_read, int want_write);
+};
 
 struct gr_transport_ops {
 	const char *name;
@@ -32,6 +61,9 @@ struct gr_transport_ops {
 	int (*close_write)(struct gr_transport *t, struct gr_err *err);
 	/* Tear down; frees t. */
 	void (*free)(struct gr_transport *t);
+	/* Port forwarding over this transport; NULL when it has none of its
+	 * own (openssh: ssh's -L, from tr_cmd, does it). */
+	const struct tr_tunnel_ops *tunnels;
 };
 
 struct gr_transport {
@@ -47,6 +79,10 @@ struct tr_cmd {
 	const char *script;
 	void (*late)(void *arg, struct strbuf *out);
 	void *late_arg;
+	/* Ports to forward: openssh passes them to ssh as -L (the others
+	 * serve them through their tunnel ops). */
+	const struct fwd_spec *fwd;
+	size_t nfwd;
 };
 
 /* The command line for a remote login shell: "exec /bin/sh -c 'script'

@@ -4,12 +4,16 @@
  * lacks). Both are two non-blocking pipes to the child. */
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "forward.h"
 #include "transport.h"
 
 struct proc_transport {
@@ -98,13 +102,127 @@ static void proc_free(struct gr_transport *t)
 				goto reaped;
 			usleep(10000);
 		}
+		/* A stopped or stuck process never acts on SIGTERM: it gets
+		 * SIGKILL after a while, so gpurun itself never hangs here. */
 		kill(p->pid, SIGTERM);
+		for (int i = 0; i < 200; i++) {
+			if (waitpid(p->pid, &status, WNOHANG) != 0)
+				goto reaped;
+			usleep(10000);
+		}
+		kill(p->pid, SIGKILL);
 		waitpid(p->pid, &status, 0);
 	}
 reaped:
 	free(t->desc);
 	free(p);
 }
+
+/* ---- port forwarding for the local transport: a plain TCP relay ---- */
+
+struct tr_tunnel {
+	int fd;
+};
+
+static int tcp_open(struct gr_transport *t, const char *host, int port, struct tr_tunnel **out,
+		    struct gr_err *err)
+{
+	struct addrinfo hints = { 0 }, *res = NULL;
+	char ps[16];
+	int rc, fd = -1, last = ECONNREFUSED;
+
+	(void)t;
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	snprintf(ps, sizeof(ps), "%d", port);
+	if ((rc = getaddrinfo(host, ps, &hints, &res)) != 0)
+		return gr_errf(err, GR_EREMOTE, "cannot resolve '%s': %s", host, gai_strerror(rc));
+	/* This machine is the host: a connect is as quick as the answer. */
+	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+			last = errno;
+			close(fd);
+			fd = -1;
+		}
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return gr_errf(err, GR_EREMOTE, "%s", strerror(last));
+	set_nonblock(fd, 1);
+	*out = xcalloc(1, sizeof(**out));
+	(*out)->fd = fd;
+	return 0;
+}
+
+static ssize_t tcp_read(struct gr_transport *t, struct tr_tunnel *tu, void *buf, size_t n,
+			struct gr_err *err)
+{
+	ssize_t r = recv(tu->fd, buf, n, 0);
+
+	(void)t;
+	if (r >= 0)
+		return r;
+	if (errno == EAGAIN || errno == EINTR)
+		return GR_TR_AGAIN;
+	return gr_errf(err, GR_EIO, "forwarded connection: %s", strerror(errno));
+}
+
+static ssize_t tcp_write(struct gr_transport *t, struct tr_tunnel *tu, const void *buf,
+			 size_t n, struct gr_err *err)
+{
+	ssize_t w = send(tu->fd, buf, n, MSG_NOSIGNAL);
+
+	(void)t;
+	if (w >= 0)
+		return w;
+	if (errno == EAGAIN || errno == EINTR)
+		return GR_TR_AGAIN;
+	return gr_errf(err, GR_EIO, "forwarded connection: %s", strerror(errno));
+}
+
+static int tcp_send_eof(struct gr_transport *t, struct tr_tunnel *tu)
+{
+	(void)t;
+	shutdown(tu->fd, SHUT_WR);
+	return 0;
+}
+
+static int tcp_close(struct gr_transport *t, struct tr_tunnel *tu)
+{
+	(void)t;
+	close(tu->fd);
+	free(tu);
+	return 0;
+}
+
+static void tcp_drop(struct gr_transport *t, struct tr_tunnel *tu)
+{
+	tcp_close(t, tu);
+}
+
+static int tcp_fd(struct gr_transport *t, struct tr_tunnel *tu)
+{
+	(void)t;
+	return tu->fd;
+}
+
+static int tcp_ready(struct gr_transport *t, struct tr_tunnel *tu, int want_read, int want_write)
+{
+	(void)t; (void)tu; (void)want_read; (void)want_write;
+	return 0; /* a socket: poll tells */
+}
+
+static const struct tr_tunnel_ops tcp_tunnels = {
+	.open = tcp_open,
+	.read = tcp_read,
+	.write = tcp_write,
+	.send_eof = tcp_send_eof,
+	.close = tcp_close,
+	.drop = tcp_drop,
+	.fd = tcp_fd,
+	.ready = tcp_ready,
+};
 
 static const struct gr_transport_ops proc_ops = {
 	.name = "process",
@@ -116,8 +234,19 @@ static const struct gr_transport_ops proc_ops = {
 	.free = proc_free,
 };
 
-static int spawn(struct gr_transport **out, char *const argv[], const char *desc,
-		 struct gr_err *err)
+static const struct gr_transport_ops local_ops = {
+	.name = "local",
+	.read = proc_read,
+	.write = proc_write,
+	.pollfds = proc_pollfds,
+	.tick = proc_tick,
+	.close_write = proc_close_write,
+	.free = proc_free,
+	.tunnels = &tcp_tunnels,
+};
+
+static int spawn(struct gr_transport **out, const struct gr_transport_ops *ops,
+		 char *const argv[], const char *desc, struct gr_err *err)
 {
 	int in[2], outp[2];
 	struct proc_transport *p;
@@ -148,7 +277,7 @@ static int spawn(struct gr_transport **out, char *const argv[], const char *desc
 	close(in[0]);
 	close(outp[1]);
 	p = xcalloc(1, sizeof(*p));
-	p->base.ops = &proc_ops;
+	p->base.ops = ops;
 	p->base.desc = xstrdup(desc);
 	p->pid = pid;
 	p->to_fd = in[1];
@@ -189,7 +318,7 @@ int transport_proc_local(struct gr_transport **out, const struct tr_cmd *cmd,
 		cmd->late(cmd->late_arg, &arg);
 	if (arg.len)
 		argv[4] = arg.buf;
-	rc = spawn(out, argv, "local", err);
+	rc = spawn(out, &local_ops, argv, "local", err);
 	sb_release(&arg);
 	return rc;
 }
@@ -225,10 +354,19 @@ int transport_proc_openssh(struct gr_transport **out, const struct gr_config *cf
 		sv_push(&av, user_cfg);
 	}
 	free(user_cfg);
+	/* Forwarded ports: ssh's own -L (gpurun checked they are free). A
+	 * port ssh cannot take fails the connection rather than a warning. */
+	for (size_t i = 0; i < cmd->nfwd; i++) {
+		const struct fwd_spec *f = &cmd->fwd[i];
+		sv_push(&av, "-L");
+		sv_pushf(&av, "%s:%d:%s:%d", f->bind, f->lport, f->host, f->hport);
+	}
+	if (cmd->nfwd)
+		sv_push(&av, "-oExitOnForwardFailure=yes");
 	sv_push(&av, "--");
 	sv_push(&av, cfg->remote.host);
 	sv_push(&av, remote);
-	rc = spawn(out, av.v, cfg->remote.host, err);
+	rc = spawn(out, &proc_ops, av.v, cfg->remote.host, err);
 	sv_clear(&av);
 	free(remote);
 	return rc;

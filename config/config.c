@@ -122,6 +122,7 @@ static void fill(struct gr_config *c)
 	set_str(&c->build.command, text_of(p, "build.command"));
 	set_str(&c->train.command, text_of(p, "train.command"));
 	set_str(&c->train.shell, text_of(p, "train.shell"));
+	set_str(&c->train.env, text_of(p, "train.env"));
 	split_list(&c->train.persist, text_of(p, "train.persist"));
 	set_str(&c->train.gpus, text_of(p, "train.gpus"));
 	c->train.stop_grace = int_of(p, "train.stop_grace");
@@ -480,6 +481,7 @@ int config_load(struct gr_config **out, const char *file, int allow_missing,
 		if (rc < 0)
 			goto out;
 	}
+	cfgk_env_warnings(environ, &c->warnings);
 	fill(c);
 	*out = c;
 	c = NULL;
@@ -715,12 +717,13 @@ void config_free(struct gr_config *cfg)
 	free(cfg->remote.host); free(cfg->remote.path); free(cfg->remote.identity);
 	free(cfg->remote.known_hosts); free(cfg->build.command); free(cfg->train.command);
 	free(cfg->train.gpus); free(cfg->hooks.pre_push);
-	free(cfg->setup.command); free(cfg->train.shell);
+	free(cfg->setup.command); free(cfg->train.shell); free(cfg->train.env);
 	sv_clear(&cfg->sync.exclude); sv_clear(&cfg->artifacts.pull);
 	sv_clear(&cfg->sync.include); sv_clear(&cfg->setup.inputs); sv_clear(&cfg->train.persist);
 	free(cfg->slurm.partition); free(cfg->slurm.account); free(cfg->slurm.qos);
 	free(cfg->slurm.time); free(cfg->slurm.mem); free(cfg->slurm.constraint);
 	free(cfg->slurm.gpu_type); free(cfg->slurm.gpu_flag); free(cfg->slurm.build_on);
 	sv_clear(&cfg->slurm.options);
+	sv_clear(&cfg->warnings);
 	free(cfg);
 }

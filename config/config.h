@@ -44,6 +44,24 @@ struct gr_config_key {
 /* The whole schema, in template order; *n gets the count. */
 const struct gr_config_key *config_keys(size_t *n);
 
+/* The GPURUN_* variables gpurun reads besides GPURUN_<SECTION>_<KEY>
+ * (help environment lists them; any other GPURUN_* that looks like one
+ * of these or like a key gets a warning). */
+struct gr_env_var {
+	const char *name;   /* "GPURUN_TRACE" */
+	const char *value;  /* what to set it to, for help ("1"), or NULL */
+	const char *help;   /* one or two lines ('\n' between them) */
+	int host;           /* read by the agent on the GPU host */
+};
+const struct gr_env_var *config_env_vars(size_t *n);
+
+/* [train] env: NAME=VALUE words, separated by blanks, quoted as in a
+ * shell ('...', "..." with \" \\ \$ \`, \x), nothing expanded. Each word
+ * is appended to out (may be NULL: only check). 0, or -1 with why set. */
+int config_env_parse(const char *s, struct strvec *out, struct strbuf *why);
+/* One NAME=VALUE (--env): a variable name, no control characters. */
+int config_env_word_ok(const char *kv, struct strbuf *why);
+
 struct gr_config {
 	char *file;  /* the gpurun.ini in use, or NULL when none was found */
 	char *root;  /* the folder holding it (the project root); else cwd */
@@ -72,6 +90,7 @@ struct gr_config {
 	} build;
 	struct {
 		char *command;         /* the job */
+		char *env;             /* [train] env: config_env_parse's input */
 		char *shell;           /* "sh" or "login" */
 		struct strvec persist; /* paths shared by every job, kept in the project folder */
 		char *gpus;            /* "all", "N" or "0,2" */
@@ -88,6 +107,8 @@ struct gr_config {
 	struct {
 		char *pre_push;        /* smoke test run on the host by the pre-push hook */
 	} hooks;
+	struct strvec warnings;    /* for the user, not fatal: GPURUN_TRAIN_COMAND is
+				      no variable gpurun reads (did you mean ...?) */
 	/* [remote] scheduler = slurm: the host is a cluster's login node. */
 	int slurm_on;
 	struct {
@@ -120,8 +141,11 @@ struct gr_config {
  * malformed lines are GR_ECONFIG errors "FILE:LINE: ...".
  *
  * Then GPURUN_<SECTION>_<KEY> environment variables (empty ones are
- * ignored; a list given there replaces the file's). On success *out is
- * the caller's to config_free(). */
+ * ignored; a list given there replaces the file's); a GPURUN_* variable
+ * gpurun does not read but that looks like one it does is a warning in
+ * cfg->warnings (typos in the file and -o are errors, but the
+ * environment is shared with everything else). On success *out is the
+ * caller's to config_free(). */
 int config_load(struct gr_config **out, const char *file, int allow_missing,
 		struct gr_err *err);
 

@@ -46,4 +46,9 @@ void cfgk_template(struct strbuf *out, const char *project, const struct cfg_pro
 /* The environment variable for key k: GPURUN_REMOTE_HOST. */
 void cfgk_env_name(const struct gr_config_key *k, struct strbuf *out);
 
+/* A warning for each GPURUN_* in envp that gpurun does not read but that
+ * looks like a variable it does (a known section after GPURUN_, or a
+ * name a typo away), with the closest one. */
+void cfgk_env_warnings(char *const *envp, struct strvec *out);
+
 #endif

@@ -3,6 +3,7 @@
  * template `gpurun init` writes, help and completions, so they cannot
  * disagree. Loading and precedence live in config.c. */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -13,6 +14,7 @@ static const char *check_host(const char *v, struct strbuf *norm);
 static const char *check_gpus(const char *v, struct strbuf *norm);
 static const char *check_pull(const char *v, struct strbuf *norm);
 static const char *check_text(const char *v, struct strbuf *norm);
+static const char *check_env(const char *v, struct strbuf *norm);
 static const char *check_persist(const char *v, struct strbuf *norm);
 static const char *check_inputs(const char *v, struct strbuf *norm);
 static const char *check_word(const char *v, struct strbuf *norm);
@@ -82,6 +84,9 @@ static const struct gr_config_key keys[] = {
 	{ .section = "train", .name = "persist", .type = GR_KEY_LIST, .def = "",
 	  .help = "paths kept in the project folder and shared by every job ('dir/': a folder); never synced",
 	  .example = "checkpoints/ .venv/", .check = check_persist },
+	{ .section = "train", .name = "env", .type = GR_KEY_STRING, .def = "",
+	  .help = "the job's environment: K=V words, quoted as in a shell (K=\"a b\"); --env adds",
+	  .example = "WANDB_MODE=offline OMP_NUM_THREADS=8", .check = check_env },
 	{ .section = "train", .name = "gpus", .type = GR_KEY_STRING, .def = "all",
 	  .help = "GPUs for the job: all, a count (2), or device indices (0,2)",
 	  .check = check_gpus },
@@ -230,6 +235,83 @@ static int is_typo(const char *typed, const char *real)
 	return dist <= 2 && dist * 2 < n + (n < 4);
 }
 
+static const struct gr_env_var env_vars[] = {
+	{ "GPURUN_SKIP_HOOK", "1", "skip gpurun's pre-push hook for one push\n"
+	  "(git push --no-verify skips every hook)", 0 },
+	{ "GPURUN_TRACE", "1", "time each step on stderr (\"trace: <ms> <step>\")", 0 },
+	{ "GPURUN_IO_TIMEOUT", "S", "a sync gives up after S seconds in which the\n"
+	  "connection moved no byte (default 120)", 0 },
+	{ "GPURUN_SSH", "PROG", "the ssh that transport = openssh runs (default: ssh)", 0 },
+	{ "GPURUN_JOB_ID", NULL, "set for a job on the host: its id", 1 },
+	{ "GPURUN_JOB_DIR", NULL, "set for a job on the host: its folder", 1 },
+	{ "GPURUN_LOCK_DIR", NULL, "where every account's GPU locks are (default /tmp;\n"
+	  "must be root's, and sticky if others may write it)", 1 },
+	{ "GPURUN_NVIDIA_SMI", "PROG", "the nvidia-smi the agent runs (for tests)", 1 },
+};
+
+const struct gr_env_var *config_env_vars(size_t *n)
+{
+	*n = GR_ARRAY_SIZE(env_vars);
+	return env_vars;
+}
+
+void cfgk_env_warnings(char *const *envp, struct strvec *out)
+{
+	struct strbuf name = STRBUF_INIT;
+
+	for (; envp && *envp; envp++) {
+		const char *v = *envp, *eq = strchr(v, '=');
+		char *var, *best = NULL;
+		size_t best_d = 99, known = 0, sec = 0;
+
+		if (strncmp(v, "GPURUN_", 7) || !eq)
+			continue;
+		var = xstrndup(v, (size_t)(eq - v));
+		for (size_t i = 0; i < GR_ARRAY_SIZE(keys) && !known; i++) {
+			sb_reset(&name);
+			cfgk_env_name(&keys[i], &name);
+			if (!strcmp(var, name.buf)) {
+				known = 1;
+				break;
+			}
+			/* GPURUN_TRAIN_...: meant as a key of [train]. */
+			size_t sl = strlen(keys[i].section);
+			if (!strncasecmp(var + 7, keys[i].section, sl) && var[7 + sl] == '_')
+				sec = 1;
+			size_t d = distance(var, name.buf);
+			if (d < best_d) {
+				best_d = d;
+				free(best);
+				best = xstrdup(name.buf);
+			}
+		}
+		for (size_t i = 0; i < GR_ARRAY_SIZE(env_vars) && !known; i++) {
+			if (!strcmp(var, env_vars[i].name)) {
+				known = 1;
+				break;
+			}
+			size_t d = distance(var, env_vars[i].name);
+			if (d < best_d) {
+				best_d = d;
+				free(best);
+				best = xstrdup(env_vars[i].name);
+			}
+		}
+		/* Not ours and like nothing of ours (GPURUN_BUILD, a test's
+		 * GPURUN_TEST_BIG): none of our business. */
+		if (!known && (sec || (best && is_typo(var + 7, best + 7)))) {
+			if (best && is_typo(var + 7, best + 7))
+				sv_pushf(out, "%s is not a variable gpurun reads; did you mean %s?", var, best);
+			else
+				sv_pushf(out, "%s is not a variable gpurun reads (see 'gpurun help environment')",
+					 var);
+		}
+		free(best);
+		free(var);
+	}
+	sb_release(&name);
+}
+
 void cfgk_hint_key(const char *section, const char *name, struct strbuf *hint)
 {
 	const char *best = NULL, *elsewhere = NULL;
@@ -334,6 +416,103 @@ static const char *check_text(const char *v, struct strbuf *norm)
 {
 	(void)norm;
 	return control_chars(v);
+}
+
+/* ---- [train] env and --env ---------------------------------------------- */
+
+int config_env_word_ok(const char *kv, struct strbuf *why)
+{
+	const char *eq = strchr(kv, '=');
+
+	if (!eq || eq == kv) {
+		sb_addf(why, "'%s' is not NAME=VALUE", kv);
+		return -1;
+	}
+	for (const char *p = kv; p < eq; p++)
+		if (!(isalpha((unsigned char)*p) || *p == '_' || (p > kv && isdigit((unsigned char)*p)))) {
+			sb_addf(why, "'%.*s' is not a variable name (letters, digits, _; not a digit "
+				"first)", (int)(eq - kv), kv);
+			return -1;
+		}
+	for (const char *p = eq + 1; *p; p++)
+		if (iscntrl((unsigned char)*p) && *p != '\t') {
+			sb_addf(why, "the value of %.*s holds a control character", (int)(eq - kv), kv);
+			return -1;
+		}
+	return 0;
+}
+
+int config_env_parse(const char *s, struct strvec *out, struct strbuf *why)
+{
+	struct strbuf w = STRBUF_INIT;
+	int rc = 0;
+
+	for (const char *p = s; rc == 0;) {
+		int have = 0;
+		p += strspn(p, " \t");
+		if (!*p)
+			break;
+		sb_reset(&w);
+		while (*p && *p != ' ' && *p != '\t' && rc == 0) {
+			have = 1;
+			if (*p == '\'') {
+				const char *end = strchr(p + 1, '\'');
+				if (!end) {
+					sb_adds(why, "a ' is not closed");
+					rc = -1;
+					break;
+				}
+				sb_add(&w, p + 1, (size_t)(end - p - 1));
+				p = end + 1;
+			} else if (*p == '"') {
+				for (p++; *p && *p != '"'; p++) {
+					if (*p == '\\' && p[1] && strchr("\"\\$`", p[1]))
+						p++;
+					sb_add(&w, p, 1);
+				}
+				if (*p != '"') {
+					sb_adds(why, "a \" is not closed");
+					rc = -1;
+					break;
+				}
+				p++;
+			} else if (*p == '\\') {
+				if (!p[1]) {
+					sb_adds(why, "a \\ ends the value");
+					rc = -1;
+					break;
+				}
+				sb_add(&w, p + 1, 1);
+				p += 2;
+			} else {
+				sb_add(&w, p, 1);
+				p++;
+			}
+		}
+		if (rc == 0 && have) {
+			if (config_env_word_ok(w.buf ? w.buf : "", why) < 0)
+				rc = -1;
+			else if (out)
+				sv_push(out, w.buf);
+		}
+	}
+	sb_release(&w);
+	return rc;
+}
+
+static const char *check_env(const char *v, struct strbuf *norm)
+{
+	static char msg[256];
+	struct strbuf why = STRBUF_INIT;
+	const char *bad = NULL;
+
+	(void)norm;
+	if (config_env_parse(v, NULL, &why) < 0) {
+		snprintf(msg, sizeof(msg), "%s", why.buf ? why.buf : "malformed");
+		bad = msg;
+	}
+	sb_release(&why);
+	return bad;
 }
 
 static const char *check_port(const char *p)

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "agent_hash.h"
 
 #define OUT_HIGH_WATER (8u << 20)
+#define KEEPALIVE_MS 5000
 
 struct stream {
 	uint32_t id;
@@ -59,7 +61,12 @@ struct agent {
 	size_t nchildren;
 	struct timer *timers;
 	size_t ntimers;
+	uint64_t last_alive;
 };
+
+/* The agent serving this process, for agent_keepalive (one per process). */
+static struct agent *serving;
+static pthread_t serving_thread;
 
 static int sigchld_pipe[2] = { -1, -1 };
 
@@ -108,6 +115,22 @@ void agent_fail(struct agent *a, uint32_t id, int code, const char *fmt, ...)
 	agent_send(a, GR_MSG_ERROR, GR_F_END, id, pl.buf, pl.len);
 	sb_release(&msg);
 	sb_release(&pl);
+}
+
+static void write_output(struct agent *a);
+
+void agent_keepalive(void)
+{
+	struct agent *a = serving;
+	uint64_t now = now_ms();
+
+	if (!a || !pthread_equal(pthread_self(), serving_thread) ||
+	    now - a->last_alive < KEEPALIVE_MS)
+		return;
+	a->last_alive = now;
+	if (!agent_out_pending(a)) /* else those bytes say it as well */
+		agent_send(a, GR_MSG_KEEPALIVE, 0, 0, NULL, 0);
+	write_output(a);
 }
 
 size_t agent_out_pending(struct agent *a)
@@ -415,6 +438,9 @@ static int serve(char *early)
 	signal(SIGPIPE, SIG_IGN);
 	set_nonblock(0, 1);
 	set_nonblock(1, 1);
+	serving = &a;
+	serving_thread = pthread_self();
+	a.last_alive = now_ms();
 	/* Unasked, so the client learns who we are without a round trip. */
 	send_hello(&a, 0);
 	if (early && take_early(&a, early) < 0)
@@ -477,6 +503,7 @@ static int serve(char *early)
 	}
 	while (a.nstreams)
 		agent_stream_close(&a, a.streams[0].id);
+	serving = NULL;
 	free(pfd);
 	free(a.streams);
 	free(a.watches);

@@ -45,6 +45,13 @@ void agent_fail(struct agent *a, uint32_t id, int code, const char *fmt, ...)
 size_t agent_out_pending(struct agent *a);
 int agent_out_full(struct agent *a);
 
+/* A handler busy with local work for long (hashing a large file, waiting
+ * for a lock, a worker or syncfs) calls this now and then: at most every
+ * few seconds it queues a KEEPALIVE frame and writes what the client
+ * takes now, so the client's limit on a silent connection measures a dead
+ * peer, not a slow disk. Main thread only (elsewhere it does nothing). */
+void agent_keepalive(void);
+
 /* Streams: after a handler opens one, DATA frames for `id` go to on_data
  * (with end = 1 on the frame that carries GR_F_END), and CANCEL or the
  * client's disconnect go to on_close. on_data returning non-zero with err

@@ -1,14 +1,19 @@
 /* EXEC: run a command in a folder on the host, stream its stdout and
- * stderr separately as they are written, pass stdin and signals through,
- * and end with its exit status. Used by `gpurun exec` and the build step. */
+ * stderr separately as they are written (or, with a pty, the terminal's
+ * output), pass stdin, window sizes and signals through, and end with its
+ * exit status. Used by `gpurun exec`, `gpurun shell` and the build step. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pty.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -21,6 +26,7 @@ struct exec_state {
 	struct strbuf in_buf; /* stdin bytes not yet written */
 	size_t in_off;
 	int in_end;           /* client closed stdin */
+	int pty;              /* out_fd is a pty's master (in_fd a dup of it) */
 	int exited, status;
 	int closed;
 };
@@ -81,9 +87,18 @@ static void on_stdin_ready(struct agent *a, int fd, short revents, void *arg)
 	}
 	sb_reset(&s->in_buf);
 	s->in_off = 0;
-	if (s->in_end)
+	if (s->in_end) {
+		if (s->pty) {
+			/* A terminal has no end of input: type its EOF key, as
+			 * a user closing the program by hand would. */
+			struct termios t;
+			if (tcgetattr(s->in_fd, &t) == 0 && (t.c_lflag & ICANON) &&
+			    write(s->in_fd, &t.c_cc[VEOF], 1) < 0) {
+				/* the program is gone: nothing to tell */
+			}
+		}
 		close_in(a, s);
-	else
+	} else
 		agent_watch_fd(a, s->in_fd, 0, on_stdin_ready, s);
 }
 
@@ -94,6 +109,18 @@ static void on_exit_status(struct agent *a, pid_t pid, int status, void *arg)
 	(void)pid;
 	s->exited = 1;
 	s->status = status;
+	if (s->pty && s->out_fd >= 0) {
+		/* What the command wrote before it ended is in the pty now. A
+		 * background process may keep the terminal open for ever: take
+		 * what is there and end, as sshd does. */
+		char buf[65536];
+		ssize_t r;
+		while ((r = read(s->out_fd, buf, sizeof(buf))) > 0)
+			agent_send(a, GR_MSG_STDOUT, 0, s->id, buf, (size_t)r);
+		agent_unwatch_fd(a, s->out_fd);
+		close(s->out_fd);
+		s->out_fd = -1;
+	}
 	exec_maybe_finish(a, s);
 }
 
@@ -129,8 +156,23 @@ static int exec_on_frame(struct agent *a, uint32_t id, void *st,
 			return GR_EPROTO;
 		if (sig == 0 || sig >= 65)
 			return gr_errf(err, GR_EINVAL, "bad signal number %u", sig);
-		if (!s->exited)
-			kill(-s->pid, (int)sig);
+		if (!s->exited) {
+			/* On a terminal the signal is for the job in front (what
+			 * the key would have reached), else for the command's group. */
+			pid_t pg = s->pty && s->out_fd >= 0 ? tcgetpgrp(s->out_fd) : -1;
+			kill(pg > 0 ? -pg : -s->pid, (int)sig);
+		}
+		return 0;
+	}
+	if (f->type == GR_MSG_WINSIZE) {
+		struct winsize ws = { 0 };
+		ws.ws_row = get_u16(&rd);
+		ws.ws_col = get_u16(&rd);
+		if (rd_done(&rd, err, "WINSIZE") < 0)
+			return GR_EPROTO;
+		/* The kernel tells the program (SIGWINCH) when the size changed. */
+		if (s->pty && s->out_fd >= 0 && ws.ws_row && ws.ws_col)
+			ioctl(s->out_fd, TIOCSWINSZ, &ws);
 		return 0;
 	}
 	if (f->type == GR_MSG_STDIN) {
@@ -192,15 +234,67 @@ static void on_child_exit(struct agent *a, pid_t pid, int status, void *arg)
 	on_exit_status(a, pid, status, arg);
 }
 
+/* The user's login shell: $SHELL (sshd sets it from the passwd entry),
+ * else the passwd entry itself (read from the file: a static binary's
+ * getpwuid may find no NSS module), else /bin/sh. */
+static char *login_shell(void)
+{
+	const char *env = getenv("SHELL");
+	char line[1024], *shell = NULL;
+	FILE *f;
+
+	if (env && env[0] == '/' && access(env, X_OK) == 0)
+		return xstrdup(env);
+	if ((f = fopen("/etc/passwd", "re"))) {
+		while (!shell && fgets(line, sizeof(line), f)) {
+			char *field[7] = { 0 }, *p = line;
+			int n = 0;
+			line[strcspn(line, "\n")] = 0;
+			while (n < 7 && p) {
+				field[n++] = p;
+				if ((p = strchr(p, ':')))
+					*p++ = 0;
+			}
+			long long uid;
+			if (n == 7 && parse_ll(field[2], 0, 0xffffffffLL, &uid) == 0 &&
+			    (uid_t)uid == getuid() && field[6][0] == '/' && access(field[6], X_OK) == 0)
+				shell = xstrdup(field[6]);
+		}
+		fclose(f);
+	}
+	return shell ? shell : xstrdup("/bin/sh");
+}
+
+/* In the child: run argv in dir with env added, or report why not on
+ * errfd (errno, then exit). */
+static void exec_child(const char *dir, struct strvec *argv, struct strvec *env,
+		       const char *path, int errfd)
+{
+	int e;
+
+	signal(SIGPIPE, SIG_DFL);
+	signal(SIGCHLD, SIG_DFL);
+	for (size_t i = 0; i < env->n; i++)
+		putenv(env->v[i]);
+	if (chdir(dir) < 0 || (execvp(path, argv->v), 1)) {
+		e = errno;
+		if (write(errfd, &e, sizeof(e)) < 0)
+			_exit(127);
+	}
+	_exit(127);
+}
+
 static int h_exec(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
 {
-	char *cwd = get_str(rd), *full = NULL;
+	char *cwd = get_str(rd), *full = NULL, *term = NULL, *shell = NULL;
 	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
 	int pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, pin[2] = { -1, -1 };
-	int pexec[2] = { -1, -1 };
+	int pexec[2] = { -1, -1 }, master = -1;
 	struct exec_state *s = NULL;
+	struct winsize ws = { 0 };
 	struct stat st;
-	uint32_t n;
+	uint32_t n, flags;
+	pid_t pid;
 	int rc = 0;
 
 	n = get_u32(rd);
@@ -217,9 +311,27 @@ static int h_exec(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err 
 			sv_push(&env, v);
 		free(v);
 	}
+	flags = get_u32(rd);
+	term = get_str(rd);
+	ws.ws_row = get_u16(rd);
+	ws.ws_col = get_u16(rd);
 	if ((rc = rd_done(rd, err, "EXEC")) < 0)
 		goto out;
-	if (!argv.n) {
+	if (flags & ~(uint32_t)(GR_EXEC_PTY | GR_EXEC_LOGIN)) {
+		rc = gr_errf(err, GR_EINVAL, "unknown EXEC flags %#x", flags);
+		goto out;
+	}
+	if (flags & GR_EXEC_LOGIN) {
+		/* The login shell: "-bash" as argv[0] is how a shell is told. */
+		const char *base;
+		if (argv.n) {
+			rc = gr_errf(err, GR_EINVAL, "a login shell takes no command");
+			goto out;
+		}
+		shell = login_shell();
+		base = strrchr(shell, '/') ? strrchr(shell, '/') + 1 : shell;
+		sv_pushf(&argv, "-%s", base);
+	} else if (!argv.n) {
 		rc = gr_errf(err, GR_EINVAL, "no command to run");
 		goto out;
 	}
@@ -239,32 +351,37 @@ static int h_exec(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err 
 	}
 	free(full);
 	full = real;
-	if (pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0 ||
-	    pipe2(pin, O_CLOEXEC) < 0 || pipe2(pexec, O_CLOEXEC) < 0) {
+	if (pipe2(pexec, O_CLOEXEC) < 0 ||
+	    (!(flags & GR_EXEC_PTY) &&
+	     (pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0 ||
+	      pipe2(pin, O_CLOEXEC) < 0))) {
 		rc = gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));
 		goto out;
 	}
-	pid_t pid = fork();
+	if (flags & GR_EXEC_PTY) {
+		/* The terminal's own defaults (cooked, echo, signals): the
+		 * client's terminal is raw and this one does the work. */
+		if (term && *term)
+			sv_pushf(&env, "TERM=%s", term);
+		if (!ws.ws_row || !ws.ws_col)
+			ws = (struct winsize){ .ws_row = 24, .ws_col = 80 };
+		pid = forkpty(&master, NULL, NULL, &ws);
+	} else {
+		pid = fork();
+	}
 	if (pid < 0) {
-		rc = gr_errf(err, GR_EIO, "fork: %s", strerror(errno));
+		rc = gr_errf(err, GR_EIO, "%s: %s", flags & GR_EXEC_PTY ? "forkpty" : "fork",
+			     strerror(errno));
 		goto out;
 	}
 	if (pid == 0) {
-		int e;
-		setpgid(0, 0);
-		signal(SIGPIPE, SIG_DFL);
-		signal(SIGCHLD, SIG_DFL);
-		dup2(pin[0], 0);
-		dup2(pout[1], 1);
-		dup2(perr[1], 2);
-		for (size_t i = 0; i < env.n; i++)
-			putenv(env.v[i]);
-		if (chdir(full) < 0 || (execvp(argv.v[0], argv.v), 1)) {
-			e = errno;
-			if (write(pexec[1], &e, sizeof(e)) < 0)
-				_exit(127);
+		if (!(flags & GR_EXEC_PTY)) {
+			setpgid(0, 0);
+			dup2(pin[0], 0);
+			dup2(pout[1], 1);
+			dup2(perr[1], 2);
 		}
-		_exit(127);
+		exec_child(full, &argv, &env, shell ? shell : argv.v[0], pexec[1]);
 	}
 	close(pexec[1]);
 	pexec[1] = -1;
@@ -274,7 +391,7 @@ static int h_exec(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err 
 		 * missing program, 126 for one that cannot be run. */
 		struct strbuf msg = STRBUF_INIT, pl = STRBUF_INIT;
 		waitpid(pid, NULL, 0);
-		sb_addf(&msg, "gpurun-agent: cannot run '%s': %s\n", argv.v[0],
+		sb_addf(&msg, "gpurun-agent: cannot run '%s': %s\n", shell ? shell : argv.v[0],
 			strerror(child_errno));
 		agent_send(a, GR_MSG_STDERR, 0, id, msg.buf, msg.len);
 		put_u8(&pl, 0);
@@ -287,15 +404,27 @@ static int h_exec(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err 
 	s = xcalloc(1, sizeof(*s));
 	s->id = id;
 	s->pid = pid;
-	s->out_fd = pout[0];
-	s->err_fd = perr[0];
-	s->in_fd = pin[1];
-	pout[0] = perr[0] = pin[1] = -1;
+	if (flags & GR_EXEC_PTY) {
+		s->pty = 1;
+		s->out_fd = master;
+		s->err_fd = -1;
+		s->in_fd = fcntl(master, F_DUPFD_CLOEXEC, 3); /* watched apart from reads */
+		set_cloexec(master);
+		master = -1;
+	} else {
+		s->out_fd = pout[0];
+		s->err_fd = perr[0];
+		s->in_fd = pin[1];
+		pout[0] = perr[0] = pin[1] = -1;
+	}
 	set_nonblock(s->out_fd, 1);
-	set_nonblock(s->err_fd, 1);
-	set_nonblock(s->in_fd, 1);
 	agent_watch_fd(a, s->out_fd, POLLIN, on_output, s);
-	agent_watch_fd(a, s->err_fd, POLLIN, on_output, s);
+	if (s->err_fd >= 0) {
+		set_nonblock(s->err_fd, 1);
+		agent_watch_fd(a, s->err_fd, POLLIN, on_output, s);
+	}
+	if (s->in_fd >= 0)
+		set_nonblock(s->in_fd, 1);
 	agent_watch_child(a, pid, on_child_exit, s);
 	agent_stream_open(a, id, &exec_ops, s);
 	s = NULL;
@@ -306,8 +435,12 @@ out:
 		if (pin[i] >= 0) close(pin[i]);
 		if (pexec[i] >= 0) close(pexec[i]);
 	}
+	if (master >= 0)
+		close(master);
 	free(cwd);
 	free(full);
+	free(term);
+	free(shell);
 	sv_clear(&argv);
 	sv_clear(&env);
 	return rc;

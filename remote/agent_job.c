@@ -125,6 +125,42 @@ out:
 	return w;
 }
 
+/* Lock the project's names (<root>/.names.lock) and check no live job is
+ * called name: the lock's fd, -2 (err: which job has it), or -1. */
+static int job_name_claim(const char *root, const char *name, struct gr_err *err)
+{
+	struct strvec ids = STRVEC_INIT;
+	char *p;
+	int fd, rc;
+
+	if ((rc = mkdir_p(root, 0700, err)) < 0)
+		return -1;
+	p = xasprintf("%s/.names.lock", root);
+	fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	free(p);
+	if (fd < 0 || flock(fd, LOCK_EX) < 0) {
+		gr_errf(err, GR_EIO, "cannot lock the job names: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	job_list_ids(root, &ids);
+	for (size_t i = 0; i < ids.n && fd >= 0; i++) {
+		char *d = xasprintf("%s/%s", root, ids.v[i]);
+		struct job_rec r = { 0 };
+		if (job_load(d, &r, 0, NULL) == 0 && !job_rec_ended(&r) && !strcmp(r.name, name)) {
+			gr_errf(err, GR_EEXIST, "job %s is called '%s' and has not ended", r.id, name);
+			gr_hintf(err, "choose another --name, or stop it first: gpurun stop %s", name);
+			close(fd);
+			fd = -2;
+		}
+		job_rec_clear(&r);
+		free(d);
+	}
+	sv_clear(&ids);
+	return fd;
+}
+
 struct start_arg {
 	char *project, *full, *root;
 	struct job_spec spec;
@@ -146,6 +182,14 @@ static int start_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *er
 	(void)data_fd;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
+	/* A name is unique among the project's live jobs: checked and the
+	 * job made under one lock, so two starts cannot both take it. */
+	int name_lock = -1;
+	const char *name = job_spec_get(&s->spec, "name", "");
+	if (*name && (name_lock = job_name_claim(s->root, name, err)) < 0) {
+		rc = name_lock == -2 ? GR_EEXIST : GR_EIO;
+		goto out;
+	}
 	if ((rc = job_create(s->root, s->full, &s->spec, (uint64_t)now.tv_sec * 1000 +
 			     (uint64_t)now.tv_nsec / 1000000, &id, &dir, err)) < 0)
 		goto out;
@@ -156,6 +200,10 @@ static int start_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *er
 	}
 	if ((rc = be->start(dir, err)) < 0)
 		goto fail;
+	/* Running (or queued) now: the name is the new job's. */
+	if (name_lock >= 0)
+		close(name_lock);
+	name_lock = -1;
 	/* The project's other jobs that are not over, so train can say so. */
 	job_list_ids(s->root, &ids);
 	for (size_t i = 0; i < ids.n && nothers < 16; i++) {
@@ -178,12 +226,35 @@ static int start_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *er
 fail:
 	job_rm_tree(dir);
 out:
+	if (name_lock >= 0)
+		close(name_lock);
 	sv_clear(&persist);
 	sv_clear(&ids);
 	sb_release(&others);
 	free(id);
 	free(dir);
 	free(warn);
+	return rc;
+}
+
+/* The spec keys of issue 15: a name of the allowed shape, an argv whose
+ * program is named, and git fields of their shapes. */
+static int check_spec_15(const struct job_spec *spec, struct gr_err *err)
+{
+	struct strvec argv = STRVEC_INIT;
+	const char *name = job_spec_get(spec, "name", "");
+	int rc = 0;
+
+	job_spec_list(spec, "argv", &argv);
+	if (*name && !job_name_ok(name))
+		rc = gr_errf(err, GR_EINVAL, "bad job name '%s': a letter, then letters, digits, "
+			     "'.', '_' or '-', at most %d", name, GR_JOB_NAME_MAX);
+	else if (argv.n && !*argv.v[0])
+		rc = gr_errf(err, GR_EINVAL, "the job's argv names no program");
+	else if (!job_hex_ok(job_spec_get(spec, "git_commit", ""), 40, 64) ||
+		 !job_hex_ok(job_spec_get(spec, "git_diff", ""), 64, 64))
+		rc = gr_errf(err, GR_EINVAL, "malformed git commit or diff hash in the job's spec");
+	sv_clear(&argv);
 	return rc;
 }
 
@@ -212,6 +283,8 @@ static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_er
 		rc = gr_errf(err, GR_EINVAL, "no [train] command to run");
 		goto out;
 	}
+	if ((rc = check_spec_15(&s.spec, err)) < 0)
+		goto out;
 	if (!job_shell_valid(job_spec_get(&s.spec, "shell", ""))) {
 		rc = gr_errf(err, GR_EINVAL, "unknown shell '%s' (sh or login)",
 			     job_spec_get(&s.spec, "shell", ""));

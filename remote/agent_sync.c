@@ -14,6 +14,7 @@
 
 #include "safe_dir.h"
 #include "sync_agent.h"
+#include "sync_apply.h"
 #include "sync_proto.h"
 
 static struct sync_session *current;
@@ -85,19 +86,74 @@ void sync_add_pending(struct sync_session *s, const char *relpath, const char *t
 	pthread_mutex_unlock(&s->mu);
 }
 
-void sync_add_error(struct sync_session *s, const char *relpath, const char *fmt, ...)
+int sync_err_kind(int errnum)
+{
+	switch (errnum) {
+	case ENOSPC:
+	case EDQUOT:
+		return SYNC_ERR_NOSPACE;
+	case EACCES:
+	case EPERM:
+	case EROFS:
+		return SYNC_ERR_DENIED;
+	case ENOTEMPTY: /* a folder in the way that still holds files */
+		return SYNC_ERR_IN_THE_WAY;
+	}
+	return SYNC_ERR_OTHER;
+}
+
+static void add_error(struct sync_session *s, const char *relpath, int kind, const char *fmt,
+		      va_list ap)
 {
 	struct strbuf m = STRBUF_INIT;
-	va_list ap;
 
-	va_start(ap, fmt);
 	sb_vaddf(&m, fmt, ap);
-	va_end(ap);
 	pthread_mutex_lock(&s->mu);
+	s->err_kinds = xrealloc(s->err_kinds, (s->err_paths.n + 1) * sizeof(*s->err_kinds));
+	s->err_kinds[s->err_paths.n] = (uint32_t)kind;
 	sv_push(&s->err_paths, relpath);
 	sv_push(&s->err_msgs, m.buf);
 	pthread_mutex_unlock(&s->mu);
 	sb_release(&m);
+}
+
+void sync_add_error(struct sync_session *s, const char *relpath, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	add_error(s, relpath, SYNC_ERR_OTHER, fmt, ap);
+	va_end(ap);
+}
+
+void sync_add_errno(struct sync_session *s, const char *relpath, int errnum,
+		    const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	add_error(s, relpath, sync_err_kind(errnum), fmt, ap);
+	va_end(ap);
+}
+
+void sync_fail(struct agent *a, uint32_t id, int code, int kind, const char *msg)
+{
+	struct strbuf pl = STRBUF_INIT;
+
+	proto_error_payload(&pl, code, msg);
+	put_u32(&pl, (uint32_t)kind);
+	agent_send(a, GR_MSG_ERROR, GR_F_END, id, pl.buf, pl.len);
+	sb_release(&pl);
+}
+
+void sync_send_long(struct agent *a, uint32_t id, uint16_t type, uint16_t flags,
+		    const struct strbuf *pl)
+{
+	size_t off = 0;
+
+	for (; pl->len - off > SYNC_PIECE; off += SYNC_PIECE)
+		agent_send(a, GR_MSG_DATA, 0, id, pl->buf + off, SYNC_PIECE);
+	agent_send(a, type, flags, id, pl->buf + off, pl->len - off);
 }
 
 int sync_tmp_finish(int fd, uint32_t mode, int64_t mtime_ns)
@@ -159,6 +215,7 @@ static const struct agent_stream_ops session_ops = {
 
 static int h_open(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
 {
+	sync_apply_busy = agent_keepalive;
 	char *path = get_str(rd);
 	uint32_t flags = get_u32(rd);
 	size_t elen = 0, llen = 0;
@@ -199,13 +256,19 @@ static int tar_data(struct agent *a, uint32_t id, void *st, const uint8_t *p, si
 	if (s != current || !s->tar)
 		return gr_errf(err, GR_EPROTO, "the sync session is gone");
 	untar_feed(s->tar, p, n, end);
-	if (!end)
+	/* A worker that stopped early (the disk is full): say so now, so
+	 * the client stops sending the rest. */
+	if (!end && !untar_stopped(s->tar))
 		return 0;
-	rc = untar_finish(s->tar, &files, err);
+	int kind = SYNC_ERR_OTHER;
+	rc = untar_finish(s->tar, &files, &kind, err);
 	untar_free(s->tar);
 	s->tar = NULL;
-	if (rc < 0)
-		return rc;
+	if (rc < 0) {
+		sync_fail(a, id, rc, kind, err->msg);
+		agent_stream_close(a, id);
+		return 0;
+	}
 	put_u32(&pl, files);
 	agent_ok(a, id, pl.buf, pl.len);
 	sb_release(&pl);

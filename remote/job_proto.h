@@ -86,6 +86,13 @@ enum gr_job_msg {
 	X(persist, LIST)      /* relative paths shared by every job */       \
 	X(backend, ONE)       /* "local" (default) or "slurm": job_backend.h */ \
 	/* issue 15 */                                                       \
+	X(argv, LIST)         /* train -- CMD ARGS: run as argv, never re-split; \
+				 then command is its display (job_argv_display) */ \
+	X(name, ONE)          /* --name (job_name_ok), unique among live jobs */ \
+	X(git_commit, ONE)    /* the local commit it was started from (hex) */ \
+	X(git_branch, ONE)                                                   \
+	X(git_dirty, ONE)     /* "1": the work tree differed from the commit */ \
+	X(git_diff, ONE)      /* BLAKE2b-256 hex of that difference */       \
 	/* issue 14: [slurm], job_slurm.h */                                 \
 	X(slurm_partition, ONE)       /* sbatch --partition */               \
 	X(slurm_account, ONE)         /* --account */                        \
@@ -128,6 +135,47 @@ static inline int job_id_ok(const char *id)
 			: !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
 			return 0;
 	}
+	return 1;
+}
+
+#define GR_JOB_NAME_MAX 64
+
+/* 1 if name can name a job (--name): a letter, then letters, digits, '.',
+ * '_' or '-', at most GR_JOB_NAME_MAX bytes. Never the shape of an id or
+ * of an id's prefix (those start with a digit), so "logs NAME" cannot be
+ * mistaken for an id, and it is safe in a path, a message and a shell
+ * word. Both sides check: the client before sending, the agent before
+ * storing, the client again in every record the host sends. */
+static inline int job_name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (!n || n > GR_JOB_NAME_MAX)
+		return 0;
+	if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z')))
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+/* 1 if s is empty or lowercase hex of a length in [min, max] (commits:
+ * 40 or 64; hashes: 64). */
+static inline int job_hex_ok(const char *s, size_t min, size_t max)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (!n)
+		return 1;
+	if (n < min || n > max)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
 	return 1;
 }
 

@@ -54,6 +54,13 @@
 	X(reason, STR, AUTO)         /* why it waits or did not run */       \
 	X(disk_bytes, U64, AUTO)     /* bytes the job alone holds on disk */ \
 	/* names, commits (issue 15) */                                      \
+	X(name, STR, AUTO)           /* --name, or "" (job_name_ok) */       \
+	X(command_is_argv, BOOL, AUTO) /* command is an argv, shell-quoted, \
+					  run without a shell */             \
+	X(git_commit, STR, AUTO)     /* local commit it was started from */  \
+	X(git_branch, STR, AUTO)                                             \
+	X(git_dirty, BOOL, AUTO)     /* the work tree differed from it */    \
+	X(git_diff, STR, AUTO)       /* BLAKE2b-256 of the difference */     \
 	/* scheduler (issue 14) */                                           \
 	X(slurm_id, STR, AUTO)       /* the Slurm job id (the last, if resubmitted) */ \
 	X(slurm_state, STR, AUTO)    /* what Slurm says: PENDING, RUNNING, TIMEOUT, ... */ \

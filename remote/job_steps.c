@@ -51,6 +51,25 @@ void job_step_argv(const char *shell, const char *cmd, struct strvec *argv)
 	sv_push(argv, cmd);
 }
 
+void job_step_exec_argv(const char *shell, const struct strvec *args, struct strvec *argv)
+{
+	if (shell && !strcmp(shell, "login")) {
+		/* The words reach the program as "$@" (fish: $argv): never
+		 * parsed again. */
+		const char *sh = job_login_shell(), *base = strrchr(sh, '/');
+		int fish = !strcmp(base ? base + 1 : sh, "fish");
+		sv_push(argv, sh);
+		sv_push(argv, "-l");
+		sv_push(argv, "-i");
+		sv_push(argv, "-c");
+		sv_push(argv, fish ? "exec $argv" : "exec \"$@\"");
+		if (!fish)
+			sv_push(argv, "gpurun"); /* $0 */
+	}
+	for (size_t i = 0; i < args->n; i++)
+		sv_push(argv, args->v[i]);
+}
+
 /* ---- setup's key ---- */
 
 static void hash_str(blake2b_state *b, const char *s)

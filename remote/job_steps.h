@@ -28,6 +28,11 @@ const char *job_login_shell(void);
  * container wrapper (issue 16) wraps it here. */
 void job_step_argv(const char *shell, const char *cmd, struct strvec *argv);
 
+/* The argv that runs args (train -- CMD ARGS) as they are, never
+ * re-split: execvp'd directly with "sh"; with "login" through the login
+ * shell, which sets up the environment and then `exec "$@"`s them. */
+void job_step_exec_argv(const char *shell, const struct strvec *args, struct strvec *argv);
+
 /* 1 if shell is a mode job_step_argv knows. */
 int job_shell_valid(const char *shell);
 

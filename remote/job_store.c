@@ -241,6 +241,38 @@ fail:
 
 /* ---- the record ---- */
 
+/* What the client said about the job when it started it (issue 15): its
+ * name, whether its command is an argv, and the code it came from. */
+static void job_load_spec(const char *dir, struct job_rec *r)
+{
+	struct job_spec sp = { STRVEC_INIT };
+	struct strvec argv = STRVEC_INIT;
+
+	if (job_spec_read(dir, &sp, NULL) == 0) {
+		r->name = xstrdup(job_spec_get(&sp, "name", ""));
+		job_spec_list(&sp, "argv", &argv);
+		r->command_is_argv = argv.n > 0;
+		r->git_commit = xstrdup(job_spec_get(&sp, "git_commit", ""));
+		r->git_branch = xstrdup(job_spec_get(&sp, "git_branch", ""));
+		r->git_dirty = !strcmp(job_spec_get(&sp, "git_dirty", ""), "1");
+		r->git_diff = xstrdup(job_spec_get(&sp, "git_diff", ""));
+	}
+	sv_clear(&argv);
+	job_spec_free(&sp);
+}
+
+/* The job's name, from its spec ("" if none). */
+static char *job_name_of(const char *dir)
+{
+	struct job_spec sp = { STRVEC_INIT };
+	char *name;
+
+	job_spec_read(dir, &sp, NULL);
+	name = xstrdup(job_spec_get(&sp, "name", ""));
+	job_spec_free(&sp);
+	return name;
+}
+
 int job_load(const char *dir, struct job_rec *r, unsigned flags, struct gr_err *err)
 {
 	struct strvec job = STRVEC_INIT;
@@ -269,6 +301,7 @@ int job_load(const char *dir, struct job_rec *r, unsigned flags, struct gr_err *
 	r->command = xstrdup(cmd.buf ? cmd.buf : "");
 	r->created_ms = job_kv_u64(&job, "created_ms");
 	r->now_ms = (uint64_t)time(NULL) * 1000;
+	job_load_spec(dir, r);
 	be = job_backend_find(job_kv_get(&job, "backend") ? job_kv_get(&job, "backend")
 							  : JOB_BACKEND_DEFAULT);
 	r->backend = xstrdup(be ? be->name : "unknown");
@@ -356,6 +389,18 @@ int job_resolve(const char *root, const char *want, char **id, struct gr_err *er
 			goto out;
 		}
 		found = ids.v[0];
+	} else if (job_name_ok(want)) {
+		/* A name (never the shape of an id): its newest job, which is
+		 * the live one if one is (names are unique among live jobs). */
+		for (size_t i = 0; i < ids.n && !found; i++) {
+			char *d = xasprintf("%s/%s", root, ids.v[i]), *name = job_name_of(d);
+			if (!strcmp(name, want)) {
+				found = ids.v[i];
+				matches = 1;
+			}
+			free(name);
+			free(d);
+		}
 	} else {
 		for (size_t i = 0; i < ids.n; i++) {
 			if (!strcmp(ids.v[i], want)) {

@@ -83,8 +83,9 @@ int job_load(const char *dir, struct job_rec *r, unsigned flags, struct gr_err *
 /* Ids of the jobs under root, newest first (by creation time, then id). */
 void job_list_ids(const char *root, struct strvec *ids);
 
-/* Resolve want ("" = latest, an id, or a unique prefix of one) to an id.
- * *id is the caller's. GR_ENOTFOUND / GR_EINVAL (ambiguous) with err set. */
+/* Resolve want ("" = latest, an id, a job's name: its newest job with
+ * that name, or a unique prefix of an id) to an id. *id is the caller's.
+ * GR_ENOTFOUND / GR_EINVAL (ambiguous) with err set. */
 int job_resolve(const char *root, const char *want, char **id, struct gr_err *err);
 
 /* Offset where the last n lines of the file at path start (0 if it holds

@@ -191,7 +191,15 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	/* A launcher goes first (srun ... for a job of several tasks). */
 	for (size_t i = 0; step == JOB_STEP_RUN && s->mode->launcher && i < s->mode->launcher->n; i++)
 		sv_push(&argv, s->mode->launcher->v[i]);
-	job_step_argv(job_spec_get(&s->spec, "shell", "sh"), cmd, &argv);
+	/* train -- CMD ARGS: the words as given, never through sh -c. */
+	struct strvec args = STRVEC_INIT;
+	if (step == JOB_STEP_RUN)
+		job_spec_list(&s->spec, "argv", &args);
+	if (args.n)
+		job_step_exec_argv(job_spec_get(&s->spec, "shell", "sh"), &args, &argv);
+	else
+		job_step_argv(job_spec_get(&s->spec, "shell", "sh"), cmd, &argv);
+	sv_clear(&args);
 	tio.c_cflag = CS8 | CREAD; /* raw: no \r added, no echo */
 	tio.c_cc[VMIN] = 1;
 	cfsetispeed(&tio, B38400);

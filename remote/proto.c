@@ -1,4 +1,6 @@
 /* Frame encoding and bounds-checked decoding (see proto.h, PROTOCOL.md). */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "proto.h"
@@ -54,6 +56,13 @@ void proto_frame_append(struct strbuf *out, uint16_t type, uint16_t flags,
 {
 	uint8_t hdr[GR_FRAME_HDR];
 
+	/* The peer refuses it and the stream is lost: a bug on this side,
+	 * shown where it is made rather than as the peer's protocol error. */
+	if (n > GR_FRAME_MAX) {
+		fprintf(stderr, "gpurun: BUG: a frame of %zu bytes (type 0x%02x), above the %u-byte limit\n",
+			n, type, GR_FRAME_MAX);
+		abort();
+	}
 	proto_hdr_encode(hdr, (uint32_t)n, type, flags, id);
 	sb_add(out, hdr, sizeof(hdr));
 	sb_add(out, payload, n);
@@ -151,12 +160,14 @@ const char *proto_msg_name(uint16_t type)
 	case GR_MSG_CANCEL: return "CANCEL";
 	case GR_MSG_PING: return "PING";
 	case GR_MSG_PROBE: return "PROBE";
+	case GR_MSG_KEEPALIVE: return "KEEPALIVE";
 	case GR_MSG_EXEC: return "EXEC";
 	case GR_MSG_STDOUT: return "STDOUT";
 	case GR_MSG_STDERR: return "STDERR";
 	case GR_MSG_EXIT: return "EXIT";
 	case GR_MSG_STDIN: return "STDIN";
 	case GR_MSG_SIGNAL: return "SIGNAL";
+	case GR_MSG_WINSIZE: return "WINSIZE";
 	}
 	if (type >= GR_MSG_SYNC_FIRST && type <= GR_MSG_SYNC_LAST)
 		return "SYNC*";

@@ -28,13 +28,16 @@ enum gr_msg {
 	GR_MSG_CANCEL = 0x05, /* c->a: abandon request id */
 	GR_MSG_PING = 0x06,   /* c->a: answered by OK (round-trip measure, keepalive) */
 	GR_MSG_PROBE = 0x07,  /* c->a: str path; a->c OK: see PROTOCOL.md (doctor) */
+	GR_MSG_KEEPALIVE = 0x08, /* a->c, id 0, empty: busy with local work (conn swallows it) */
 	/* exec 0x10-0x1f (remote/agent_exec.c) */
-	GR_MSG_EXEC = 0x10,   /* c->a: str cwd, u32 argc, str argv..., u32 envc, str env... */
+	GR_MSG_EXEC = 0x10,   /* c->a: str cwd, u32 argc, str argv..., u32 envc, str env...,
+			       * u32 flags (GR_EXEC_*), str term, u16 rows, u16 cols */
 	GR_MSG_STDOUT = 0x11, /* a->c: bytes the command wrote to stdout */
 	GR_MSG_STDERR = 0x12, /* a->c: bytes the command wrote to stderr */
 	GR_MSG_EXIT = 0x13,   /* a->c: u8 signalled, i32 code; ends the request */
 	GR_MSG_STDIN = 0x14,  /* c->a: bytes for the command's stdin; END flag closes it */
 	GR_MSG_SIGNAL = 0x15, /* c->a: u32 signal number to the command's process group */
+	GR_MSG_WINSIZE = 0x16, /* c->a: u16 rows, u16 cols of the command's pty */
 	/* sync 0x20-0x3f (remote/agent_sync.c) */
 	GR_MSG_SYNC_FIRST = 0x20,
 	GR_MSG_SYNC_LAST = 0x3f,
@@ -44,6 +47,12 @@ enum gr_msg {
 	/* artifacts 0x60-0x6f (remote/agent_job.c) */
 	GR_MSG_ART_FIRST = 0x60,
 	GR_MSG_ART_LAST = 0x6f,
+};
+
+/* EXEC's flags. */
+enum gr_exec_flags {
+	GR_EXEC_PTY = 1,   /* run under a pty: one output stream, TERM and size set */
+	GR_EXEC_LOGIN = 2, /* run the user's login shell (argv empty) */
 };
 
 enum gr_frame_flags {

@@ -29,6 +29,12 @@ struct sync_pending {
 	struct sm_entry desc;  /* what it holds (desc.path == path, not owned) */
 };
 
+struct sync_meta {        /* a mode/time-only change, applied at COMMIT */
+	char *path;
+	uint32_t mode;
+	int64_t mtime_ns;
+};
+
 struct sync_session {
 	uint32_t id;
 	int rootfd, statefd, lockfd, journalfd;
@@ -38,11 +44,15 @@ struct sync_session {
 	struct strvec deleted;   /* paths removed */
 	struct sfs_dir dir;      /* the main thread's folder cache */
 	struct untar *tar;       /* the tar stream being unpacked, if any */
+	struct sync_meta *metas; /* OPS' SYNC_OP_META, for COMMIT */
+	size_t nmetas;
+	int host_dirty;          /* manifest entries' host fields were refreshed */
 
 	pthread_mutex_t mu;      /* guards what follows (the untar thread adds) */
 	struct sync_pending *pend;
 	size_t npend, apend;
 	struct strvec err_paths, err_msgs, warnings;
+	uint32_t *err_kinds;     /* SYNC_ERR_*, one per err_paths entry */
 	struct strvec journaled;
 };
 
@@ -64,6 +74,17 @@ void sync_add_pending(struct sync_session *s, const char *relpath, const char *t
 /* A file that could not be written (reported by COMMIT). Thread-safe. */
 void sync_add_error(struct sync_session *s, const char *relpath, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* The same, for a failure with errno errnum (which says its SYNC_ERR_ kind). */
+void sync_add_errno(struct sync_session *s, const char *relpath, int errnum,
+		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* SYNC_ERR_* for an errno. */
+int sync_err_kind(int errnum);
+/* ERROR on a sync stream, with its SYNC_ERR_ kind after the message. */
+void sync_fail(struct agent *a, uint32_t id, int code, int kind, const char *msg);
+/* An answer that may outgrow a frame: DATA frames of SYNC_PIECE bytes,
+ * then the answer (type) with the rest (PROTOCOL.md: long answers). */
+void sync_send_long(struct agent *a, uint32_t id, uint16_t type, uint16_t flags,
+		    const struct strbuf *payload);
 /* Finish a written temp file: mode, mtime, start writeback, close. */
 int sync_tmp_finish(int fd, uint32_t mode, int64_t mtime_ns);
 
@@ -87,8 +108,11 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd,
 struct untar *untar_start(struct sync_session *s);
 /* Queue bytes (blocks while the worker is far behind); end = last bytes. */
 void untar_feed(struct untar *u, const void *p, size_t n, int end);
-/* Wait for the worker; 0 and the file count, or an error for the stream. */
-int untar_finish(struct untar *u, uint32_t *files, struct gr_err *err);
+/* Wait for the worker; 0 and the file count, or an error for the stream
+ * (*kind: its SYNC_ERR_ kind). */
+int untar_finish(struct untar *u, uint32_t *files, int *kind, struct gr_err *err);
+/* Did the worker stop before the end (no space left, a bad stream)? */
+int untar_stopped(struct untar *u);
 /* Stop (if running) and free. */
 void untar_free(struct untar *u);
 

@@ -19,6 +19,14 @@
 
 enum { ST_MAGIC, ST_CMD, ST_PARAM, ST_LITERAL, ST_DONE };
 
+void (*sync_apply_busy)(void);
+
+static void busy(void)
+{
+	if (sync_apply_busy)
+		sync_apply_busy();
+}
+
 void dapply_init(struct dapply *d, int basefd, uint64_t base_size, int outfd, uint64_t max_out)
 {
 	memset(d, 0, sizeof(*d));
@@ -38,6 +46,7 @@ void dapply_release(struct dapply *d)
 
 static int fail(struct dapply *d, const char *what)
 {
+	d->errnum = errno;
 	snprintf(d->err, sizeof(d->err), "%s%s%s", what, errno ? ": " : "",
 		 errno ? strerror(errno) : "");
 	return -1;
@@ -52,6 +61,26 @@ static uint64_t be(const uint8_t *p, size_t n)
 	return v;
 }
 
+/* pwrite all of it: a write may be short just before the disk fills (the
+ * next one then says why). */
+static int pwrite_all(int fd, const void *p, size_t n, uint64_t off)
+{
+	while (n) {
+		ssize_t w = pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		p = (const char *)p + w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
 static int do_copy(struct dapply *d, uint64_t pos, uint64_t len)
 {
 	loff_t src = (loff_t)pos, dst = (loff_t)d->out;
@@ -62,9 +91,10 @@ static int do_copy(struct dapply *d, uint64_t pos, uint64_t len)
 		return fail(d, "the delta copies outside the old file");
 	while (left) {
 		ssize_t r = copy_file_range(d->basefd, &src, d->outfd, &dst,
-					    left > (1u << 30) ? (1u << 30) : (size_t)left, 0);
+					    left > (1u << 28) ? (1u << 28) : (size_t)left, 0);
 		if (r > 0) {
 			left -= (uint64_t)r;
+			busy();
 			continue;
 		}
 		if (r < 0 && errno == EINTR)
@@ -76,7 +106,7 @@ static int do_copy(struct dapply *d, uint64_t pos, uint64_t len)
 			while (left) {
 				size_t k = left < sizeof(buf) ? (size_t)left : sizeof(buf);
 				ssize_t g = pread(d->basefd, buf, k, src);
-				if (g <= 0 || pwrite(d->outfd, buf, (size_t)g, dst) != g)
+				if (g <= 0 || pwrite_all(d->outfd, buf, (size_t)g, (uint64_t)dst) < 0)
 					return fail(d, "cannot copy from the old file");
 				src += g;
 				dst += g;
@@ -174,7 +204,7 @@ int dapply_feed(struct dapply *d, const uint8_t *p, size_t n)
 			errno = 0;
 			if (k > d->max_out - d->out)
 				return fail(d, "the delta makes a longer file than announced");
-			if (pwrite(d->outfd, p, k, (off_t)d->out) != (ssize_t)k)
+			if (pwrite_all(d->outfd, p, k, d->out) < 0)
 				return fail(d, "cannot write");
 			d->out += k;
 			d->lit_left -= k;
@@ -238,6 +268,8 @@ static void *hash_part_main(void *arg)
 			break;
 		}
 		blake2b(h->leaves + k * SM_HASH_LEN, buf, NULL, SM_HASH_LEN, len, 0);
+		if (k % 1024 == 0)
+			busy(); /* (the keepalive does nothing off the agent's main thread) */
 	}
 	free(buf);
 	return NULL;
@@ -339,6 +371,11 @@ void sync_leaves_save(int statefd, const uint8_t hash[SM_HASH_LEN], const uint8_
 	close(dfd);
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 void sync_leaves_gc(int statefd, const struct sm_list *man)
 {
 	int dfd = statefd < 0 ? -1 : leaves_dir(statefd, 0);
@@ -350,19 +387,23 @@ void sync_leaves_gc(int statefd, const struct sm_list *man)
 			close(dfd);
 		return;
 	}
+	struct strvec want = STRVEC_INIT;
+	for (size_t i = 0; i < man->n; i++) {
+		char hex[2 * SM_HASH_LEN + 1];
+		if (man->e[i].type != SM_FILE || man->e[i].size < SYNC_LEAVES_MIN)
+			continue;
+		sm_hex(man->e[i].hash, hex);
+		sv_push(&want, hex);
+	}
+	if (want.n > 1)
+		qsort(want.v, want.n, sizeof(*want.v), cmp_str);
 	while ((de = readdir(dir))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		int keep = 0;
-		for (size_t i = 0; i < man->n && !keep; i++) {
-			char hex[2 * SM_HASH_LEN + 1];
-			if (man->e[i].type != SM_FILE || man->e[i].size < SYNC_LEAVES_MIN)
-				continue;
-			sm_hex(man->e[i].hash, hex);
-			keep = !strcmp(hex, de->d_name);
-		}
-		if (!keep)
+		const char *name = de->d_name;
+		if (!want.n || !bsearch(&name, want.v, want.n, sizeof(*want.v), cmp_str))
 			unlinkat(dirfd(dir), de->d_name, 0);
 	}
 	closedir(dir);
+	sv_clear(&want);
 }

@@ -16,6 +16,10 @@
 /* Large files (at least this big) keep their block hashes on the host. */
 #define SYNC_LEAVES_MIN (1u << 20)
 
+/* Called now and then during long work here (copying, hashing a large
+ * file): the agent sets its keepalive; NULL elsewhere (the unit tests). */
+extern void (*sync_apply_busy)(void);
+
 struct dapply {
 	int basefd, outfd;
 	uint64_t base_size, max_out, out;
@@ -26,6 +30,7 @@ struct dapply {
 	struct { uint64_t off, len; } *same; /* output ranges copied in place */
 	size_t nsame, asame;
 	char err[160];
+	int errnum;      /* errno of a failed read or write, 0 for a bad delta */
 };
 
 void dapply_init(struct dapply *d, int basefd, uint64_t base_size, int outfd, uint64_t max_out);

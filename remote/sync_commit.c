@@ -5,6 +5,7 @@
  * written last. A session that never commits leaves every file old. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,18 +48,56 @@ static void op_mkdir(struct sync_session *s, const char *path)
 	struct stat st;
 
 	if (dfd < 0) {
-		sync_add_error(s, path, "cannot create folder: %s", strerror(errno));
+		sync_add_errno(s, path, errno, "cannot create folder: %s", strerror(errno));
 		return;
 	}
 	if (mkdirat(dfd, base, safe_dir_mode()) < 0 && errno != EEXIST) {
-		sync_add_error(s, path, "cannot create folder: %s", strerror(errno));
+		sync_add_errno(s, path, errno, "cannot create folder: %s", strerror(errno));
 		return;
 	}
-	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
-		sync_add_error(s, path, "cannot create folder: something else is in the way");
+	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		sync_add_errno(s, path, errno, "cannot create folder: %s", strerror(errno));
 		return;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		/* A file or a symlink where the project has a folder: it goes
+		 * (a symlink is never followed), and the folder is made. */
+		const char *what = S_ISLNK(st.st_mode) ? "a symlink" : "a file";
+		if (unlinkat(dfd, base, 0) < 0 || mkdirat(dfd, base, safe_dir_mode()) < 0) {
+			sync_add_errno(s, path, errno, "cannot create folder: %s is in the way: %s",
+				       what, strerror(errno));
+			return;
+		}
+		sv_pushf(&s->warnings, "'%s' was %s on the host; replaced with the folder", path,
+			 what);
 	}
 	sm_add(&s->added, path, SM_DIR);
+}
+
+/* Rename tmp over base: a file or symlink there is replaced, an empty
+ * folder removed first; a folder that still holds something stays
+ * (ENOTEMPTY). 0, or -1 with errno. */
+static int rename_over(int dfd, const char *tmp, const char *base)
+{
+	if (renameat(dfd, tmp, dfd, base) == 0)
+		return 0;
+	if (errno != EISDIR && errno != ENOTEMPTY && errno != EEXIST && errno != ENOTDIR)
+		return -1;
+	struct stat st;
+	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+		return -1;
+	if (unlinkat(dfd, base, AT_REMOVEDIR) < 0) {
+		if (errno == EEXIST)
+			errno = ENOTEMPTY;
+		return -1;
+	}
+	return renameat(dfd, tmp, dfd, base);
+}
+
+static const char *rename_error(int e)
+{
+	return e == ENOTEMPTY ? "a folder holding files gpurun did not send is in the way"
+			      : strerror(e);
 }
 
 static void op_symlink(struct sync_session *s, const char *path, const char *target)
@@ -69,7 +108,7 @@ static void op_symlink(struct sync_session *s, const char *path, const char *tar
 	struct stat st;
 
 	if (dfd < 0) {
-		sync_add_error(s, path, "cannot create symlink: %s", strerror(errno));
+		sync_add_errno(s, path, errno, "cannot create symlink: %s", strerror(errno));
 		return;
 	}
 	/* Made under a temp name and renamed over the old entry: atomic. */
@@ -79,12 +118,13 @@ static void op_symlink(struct sync_session *s, const char *path, const char *tar
 		if (symlinkat(target, dfd, tmp) == 0)
 			break;
 		if (errno != EEXIST || tries > 100) {
-			sync_add_error(s, path, "cannot create symlink: %s", strerror(errno));
+			sync_add_errno(s, path, errno, "cannot create symlink: %s", strerror(errno));
 			return;
 		}
 	}
-	if (renameat(dfd, tmp, dfd, base) < 0) {
-		sync_add_error(s, path, "cannot create symlink: %s", strerror(errno));
+	if (rename_over(dfd, tmp, base) < 0) {
+		int e = errno;
+		sync_add_errno(s, path, e, "cannot create symlink: %s", rename_error(e));
 		unlinkat(dfd, tmp, 0);
 		return;
 	}
@@ -101,18 +141,31 @@ int sync_apply_ops(struct sync_session *s, struct gr_rd *rd, struct gr_err *err)
 	for (uint32_t i = 0; i < n && !rd->bad; i++) {
 		uint8_t op = get_u8(rd);
 		char *path = get_str(rd), *target = NULL;
+		uint32_t mode = 0;
+		int64_t mtime = 0;
 		if (op == SYNC_OP_SYMLINK)
 			target = get_str(rd);
+		if (op == SYNC_OP_META) {
+			mode = get_u32(rd);
+			mtime = (int64_t)get_u64(rd);
+		}
 		if (rd->bad || !path || !sync_path_ok(path) ||
 		    (op == SYNC_OP_SYMLINK && (!target || !*target))) {
 			free(path);
 			free(target);
 			return gr_errf(err, GR_EPROTO, "malformed or unsafe SYNC_OPS");
 		}
+		if ((i + 1) % 256 == 0)
+			agent_keepalive();
 		switch (op) {
 		case SYNC_OP_DELETE: op_delete(s, path); break;
 		case SYNC_OP_MKDIR: op_mkdir(s, path); break;
 		case SYNC_OP_SYMLINK: op_symlink(s, path, target); break;
+		case SYNC_OP_META: /* at COMMIT, after the renames */
+			s->metas = xrealloc(s->metas, (s->nmetas + 1) * sizeof(*s->metas));
+			s->metas[s->nmetas++] = (struct sync_meta){ path, mode, mtime };
+			path = NULL;
+			break;
 		default:
 			free(path);
 			free(target);
@@ -191,26 +244,92 @@ static void merge(struct sync_session *s, struct sm_list *out)
 	sm_sort(out);
 }
 
+struct syncfs_job {
+	int fd, done;
+	pthread_mutex_t mu;
+};
+
+static void *syncfs_main(void *arg)
+{
+	struct syncfs_job *j = arg;
+
+	syncfs(j->fd);
+	pthread_mutex_lock(&j->mu);
+	j->done = 1;
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+/* syncfs, which may take long on a busy disk, on a thread: the agent
+ * tells the client meanwhile that it is busy, not gone. */
+static void sync_disk(int fd)
+{
+	struct syncfs_job j = { fd, 0, PTHREAD_MUTEX_INITIALIZER };
+	pthread_t th;
+
+	if (pthread_create(&th, NULL, syncfs_main, &j) != 0) {
+		syncfs(fd);
+		return;
+	}
+	for (;;) {
+		pthread_mutex_lock(&j.mu);
+		int done = j.done;
+		pthread_mutex_unlock(&j.mu);
+		if (done)
+			break;
+		agent_keepalive();
+		usleep(20000);
+	}
+	pthread_join(th, NULL);
+}
+
+/* The mode/time-only changes OPS announced. */
+static void apply_metas(struct sync_session *s)
+{
+	for (size_t i = 0; i < s->nmetas; i++) {
+		const struct sync_meta *m = &s->metas[i];
+		struct sm_entry *old = sm_find(&s->man, m->path);
+		struct stat st;
+		if (!old || old->type != SM_FILE) {
+			sync_add_error(s, m->path, "cannot change mode or time: not a file gpurun sent");
+		} else if (set_meta(s, m->path, m->mode, m->mtime_ns, &st) < 0) {
+			sync_add_errno(s, m->path, errno, "cannot change mode or time: %s",
+				       strerror(errno));
+		} else {
+			old->mode = m->mode & 0777;
+			old->mtime_ns = m->mtime_ns;
+			sync_host_fields(old, &st);
+		}
+	}
+}
+
 int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struct gr_err *err)
 {
 	struct sm_list next = { 0 };
 	struct strbuf pl = STRBUF_INIT;
 	uint8_t digest[SM_HASH_LEN];
-	uint32_t nmeta = get_u32(rd);
+	size_t elen = 0;
+	const uint8_t *expect = get_bytes(rd, &elen);
 	int rc = 0;
 
+	(void)expect; /* the client compares the digests */
+	if ((rc = rd_done(rd, err, "SYNC_COMMIT")) < 0)
+		return rc;
 	if (s->tar)
 		return gr_errf(err, GR_EPROTO, "COMMIT before the tar stream ended");
 	/* Every temp file durable at once (their writeback started as each
 	 * was closed), before any of them replaces an old file. */
-	syncfs(s->rootfd);
+	sync_disk(s->rootfd);
 	for (size_t i = 0; i < s->npend; i++) {
 		struct sync_pending *p = &s->pend[i];
 		const char *base;
 		struct stat st;
+		if (i % 256 == 0)
+			agent_keepalive();
 		int dfd = sfs_parent(&s->dir, p->path, &base);
-		if (dfd < 0 || renameat(dfd, p->tmp, dfd, base) < 0) {
-			sync_add_error(s, p->path, "cannot put in place: %s", strerror(errno));
+		if (dfd < 0 || rename_over(dfd, p->tmp, base) < 0) {
+			int e = errno;
+			sync_add_errno(s, p->path, e, "cannot put in place: %s", rename_error(e));
 			if (dfd >= 0)
 				unlinkat(dfd, p->tmp, 0);
 		} else {
@@ -225,33 +344,7 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 		free(p->path);
 	}
 	s->npend = 0;
-	for (uint32_t i = 0; i < nmeta && !rd->bad; i++) {
-		char *path = get_str(rd);
-		uint32_t mode = get_u32(rd);
-		int64_t mtime = (int64_t)get_u64(rd);
-		struct stat st;
-		if (rd->bad || !path || !sync_path_ok(path)) {
-			free(path);
-			rd->bad = 1;
-			break;
-		}
-		struct sm_entry *old = sm_find(&s->man, path);
-		if (!old || old->type != SM_FILE) {
-			sync_add_error(s, path, "cannot change mode or time: not a file gpurun sent");
-		} else if (set_meta(s, path, mode, mtime, &st) < 0) {
-			sync_add_error(s, path, "cannot change mode or time: %s", strerror(errno));
-		} else {
-			old->mode = mode & 0777;
-			old->mtime_ns = mtime;
-			sync_host_fields(old, &st);
-		}
-		free(path);
-	}
-	size_t elen = 0;
-	const uint8_t *expect = get_bytes(rd, &elen);
-	if ((rc = rd_done(rd, err, "SYNC_COMMIT")) < 0)
-		goto out;
-	(void)expect;
+	apply_metas(s);
 	merge(s, &next);
 	/* No second syncfs for the renames: if the host crashes before they
 	 * reach the disk, the manifest is ahead of the files, and the next
@@ -264,12 +357,13 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 	put_u32(&pl, (uint32_t)s->err_paths.n);
 	for (size_t i = 0; i < s->err_paths.n; i++) {
 		put_str(&pl, s->err_paths.v[i]);
+		put_u32(&pl, s->err_kinds[i]);
 		put_str(&pl, s->err_msgs.v[i]);
 	}
 	put_u32(&pl, (uint32_t)s->warnings.n);
 	for (size_t i = 0; i < s->warnings.n; i++)
 		put_str(&pl, s->warnings.v[i]);
-	agent_ok(a, s->id, pl.buf, pl.len);
+	sync_send_long(a, s->id, GR_MSG_OK, GR_F_END, &pl);
 out:
 	sm_list_free(&next);
 	sb_release(&pl);

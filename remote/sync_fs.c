@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "safe_dir.h"
 #include "sync_fs.h"
 #include "sync_manifest.h"
@@ -251,6 +252,7 @@ int sfs_hash_file(struct sfs_dir *d, const char *relpath, uint8_t hash[32],
 		if (r == 0)
 			break;
 		thash_update(&t, buf, (size_t)r);
+		agent_keepalive();
 	}
 	close(fd);
 	free(buf);

@@ -40,6 +40,7 @@ struct sm_entry {
 	char *link;        /* SM_LINK: target as stored; else NULL */
 	struct sm_host host;
 	uint8_t flags;     /* client-side state, never sent: SM_F_* */
+	uint64_t dev, ino; /* client: the local file the scan saw (never sent) */
 };
 
 #define SM_F_UNHASHED 1 /* hash not computed yet (the client hashes what it must) */

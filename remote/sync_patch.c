@@ -37,6 +37,8 @@ struct fstream {
 	struct dapply dp;  /* DELTA */
 	ZSTD_DStream *z;
 	char *zout;
+	int zend;          /* the zstd input so far ends a frame */
+	int errnum;        /* the errno of a failed write (says its SYNC_ERR_ kind) */
 };
 
 static void keep_leaf(void *arg, uint64_t index, const uint8_t h[SM_HASH_LEN])
@@ -50,9 +52,11 @@ static int out_write(struct fstream *f, const void *p, size_t n, struct gr_err *
 	if (f->th.done + n > f->desc.size)
 		return gr_errf(err, GR_EREMOTE, "'%s' came out longer than announced", f->path);
 	thash_update(&f->th, p, n);
-	if (write_full(f->fd, p, n) < 0)
-		return gr_errf(err, GR_EIO, "cannot write '%s' on the host: %s", f->path,
+	if (write_full(f->fd, p, n) < 0) {
+		f->errnum = errno;
+		return gr_errf(err, GR_EIO, "cannot write on the host: %s",
 			       strerror(errno));
+	}
 	return 0;
 }
 
@@ -81,10 +85,9 @@ static int delta_leaves(struct fstream *f, struct gr_err *err)
 	return rc;
 }
 
-static int fs_data(struct agent *a, uint32_t id, void *st, const uint8_t *p, size_t n,
-		   int end, struct gr_err *err)
+static int fs_data_do(struct agent *a, uint32_t id, struct fstream *f, const uint8_t *p,
+		      size_t n, int end, struct gr_err *err)
 {
-	struct fstream *f = st;
 	ZSTD_inBuffer in = { p, n, 0 };
 	uint64_t size;
 	int rc;
@@ -94,27 +97,35 @@ static int fs_data(struct agent *a, uint32_t id, void *st, const uint8_t *p, siz
 			return rc;
 	} else for (;;) {
 		ZSTD_outBuffer out = { f->zout, OUTBUF, 0 };
+		size_t before = in.pos;
 		size_t r = ZSTD_decompressStream(f->z, &out, &in);
 		if (ZSTD_isError(r))
 			return gr_errf(err, GR_EPROTO, "corrupt data for '%s': %s", f->path,
 				       ZSTD_getErrorName(r));
+		/* 0: a frame is decoded and flushed. A call that neither took
+		 * nor gave a byte (an empty last DATA frame, or the output
+		 * filled exactly by the frame's end) returns the size of the
+		 * next frame's header instead: it says nothing new. */
+		if (r == 0 || in.pos > before || out.pos)
+			f->zend = r == 0;
 		if (out.pos) {
 			if (f->kind != SYNC_FILE_DELTA)
 				rc = out_write(f, f->zout, out.pos, err);
-			else if ((rc = dapply_feed(&f->dp, (uint8_t *)f->zout, out.pos)) < 0)
+			else if ((rc = dapply_feed(&f->dp, (uint8_t *)f->zout, out.pos)) < 0) {
+				f->errnum = f->dp.errnum;
 				rc = gr_errf(err, GR_EREMOTE, "cannot apply the delta to '%s': %s",
 					     f->path, f->dp.err);
+			}
 			if (rc < 0)
 				return rc;
 		}
-		if (in.pos == in.size && out.pos < out.size) {
-			if (end && r != 0)
-				return gr_errf(err, GR_EPROTO, "the data for '%s' is truncated", f->path);
+		if (in.pos == in.size && out.pos < out.size)
 			break;
-		}
 	}
 	if (!end)
 		return 0;
+	if (f->kind != SYNC_FILE_RAW && !f->zend)
+		return gr_errf(err, GR_EPROTO, "the data for '%s' is truncated", f->path);
 	if (f->kind == SYNC_FILE_DELTA) {
 		if (!f->dp.done)
 			return gr_errf(err, GR_EPROTO, "the delta for '%s' is truncated", f->path);
@@ -130,9 +141,11 @@ static int fs_data(struct agent *a, uint32_t id, void *st, const uint8_t *p, siz
 			       "'%s' did not come out as sent (size or hash differs)", f->path);
 	int fd = f->fd;
 	f->fd = -1;
-	if (sync_tmp_finish(fd, f->desc.mode, f->desc.mtime_ns) < 0)
-		return gr_errf(err, GR_EIO, "cannot write '%s' on the host: %s", f->path,
+	if (sync_tmp_finish(fd, f->desc.mode, f->desc.mtime_ns) < 0) {
+		f->errnum = errno;
+		return gr_errf(err, GR_EIO, "cannot write on the host: %s",
 			       strerror(errno));
+	}
 	struct sync_session *s = sync_session_get(f->sid);
 	if (!s)
 		return gr_errf(err, GR_EPROTO, "the sync session is gone");
@@ -144,6 +157,22 @@ static int fs_data(struct agent *a, uint32_t id, void *st, const uint8_t *p, siz
 	agent_ok(a, id, NULL, 0);
 	agent_stream_close(a, id);
 	return 0;
+}
+
+static int fs_data(struct agent *a, uint32_t id, void *st, const uint8_t *p, size_t n,
+		   int end, struct gr_err *err)
+{
+	struct fstream *f = st;
+	int rc = fs_data_do(a, id, f, p, n, end, err);
+
+	if (rc < 0 && f->errnum) {
+		/* The disk said no (full, read-only...): the client hears the
+		 * kind at once, stops sending this file, and says why. */
+		sync_fail(a, id, rc, sync_err_kind(f->errnum), err->msg);
+		agent_stream_close(a, id);
+		return 0;
+	}
+	return rc;
 }
 
 static void fs_close(struct agent *a, uint32_t id, void *st)
@@ -259,9 +288,11 @@ int sync_h_file(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *e
 		f->dirfd = fcntl(sfs_parent(&s->dir, f->path, &bn), F_DUPFD_CLOEXEC, 0);
 	}
 	if (f->fd < 0 || f->dirfd < 0) {
+		int e = errno;
 		f->tmp[0] = '\0';
-		rc = gr_errf(err, GR_EIO, "cannot create a file beside '%s' on the host: %s",
-			     f->path, strerror(errno));
+		gr_errf(err, GR_EIO, "cannot create a file beside it on the host: %s", strerror(e));
+		sync_fail(a, id, GR_EIO, sync_err_kind(e), err->msg);
+		rc = 0; /* answered */
 		goto out;
 	}
 	if (kind == SYNC_FILE_DELTA)
@@ -320,6 +351,7 @@ int sync_h_sig(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *er
 		}
 		eof = r == 0;
 		thash_update(&th, in, (size_t)r);
+		agent_keepalive(); /* and out go the DATA frames queued so far */
 		rs_buffers_t b = { in, (size_t)r, eof, out, OUTBUF };
 		rs_result res;
 		for (;;) {

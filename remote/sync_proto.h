@@ -1,5 +1,9 @@
 /* Sync's messages (0x20-0x3f) and the limits both sides enforce. The
- * exchange is specified in PROTOCOL.md, section "Sync". */
+ * exchange is specified in PROTOCOL.md, section "Sync". No message grows
+ * with the tree past a frame: OPS go in as many frames as they need, and
+ * the agent's long answers (STATE, COMMIT's OK) come as DATA frames on the
+ * request's id followed by the answer frame, the payload being all of
+ * their bytes in order. */
 #ifndef GR_SYNC_PROTO_H
 #define GR_SYNC_PROTO_H
 
@@ -10,11 +14,13 @@ enum {
 	 * bytes local_digest (32). Answered by STATE; unless STATE carries
 	 * GR_F_END the request id stays open as the sync session. */
 	SYNC_MSG_OPEN = 0x20,
-	/* a->c: u32 state flags, bytes digest(32), str root, u32 nchanged,
-	 * changed entries, bytes manifest (zstd; empty unless asked for). */
+	/* a->c: u32 state flags, bytes digest(32), str root, u64 free bytes,
+	 * u32 nchanged, changed entries, bytes manifest (zstd; empty unless
+	 * asked for), u32 nwarnings, str warning... (a long answer). */
 	SYNC_MSG_STATE = 0x21,
-	/* c->a, on the session id: u32 n, then n ops (u8 op, str path,
-	 * [str target for SYNC_OP_SYMLINK]). Applied in order at once. */
+	/* c->a, on the session id, any number: u32 n, then n ops (u8 op, str
+	 * path, [str target for SYNC_OP_SYMLINK], [u32 mode, u64 mtime_ns for
+	 * SYNC_OP_META]). Applied in order at once (META at COMMIT). */
 	SYNC_MSG_OPS = 0x22,
 	/* c->a, new id: u32 session; then DATA frames carrying one tar.zst
 	 * stream (pax, regular files only); END on the last. OK: u32 files. */
@@ -28,9 +34,9 @@ enum {
 	 * believes is there). DATA: a librsync signature; OK: bytes hash,
 	 * u64 size (of the file the signature was made from). */
 	SYNC_MSG_SIG = 0x25,
-	/* c->a, on the session id: u32 nmeta, (str path, u32 mode, i64
-	 * mtime_ns)..., bytes expect_digest. Ends the session; OK: bytes
-	 * digest, u32 nerrors, (str path, str message)...; u32 nwarnings, str... */
+	/* c->a, on the session id: bytes expect_digest. Ends the session; OK
+	 * (a long answer): bytes digest, u32 nerrors, (str path, u32 kind,
+	 * str message)...; u32 nwarnings, str... */
 	SYNC_MSG_COMMIT = 0x26,
 };
 
@@ -59,7 +65,22 @@ enum {
 	SYNC_OP_DELETE = 1, /* a file, a link, or an empty folder */
 	SYNC_OP_MKDIR = 2,
 	SYNC_OP_SYMLINK = 3, /* str target follows */
+	SYNC_OP_META = 4,    /* u32 mode, u64 mtime_ns follow: a file's mode and time */
 };
+
+/* Why the host could not write a file: COMMIT's error list, and the
+ * optional u32 after the message of an ERROR on a FILE or TAR stream. */
+enum {
+	SYNC_ERR_OTHER = 0,
+	SYNC_ERR_NOSPACE = 1,   /* ENOSPC, EDQUOT: nothing more fits */
+	SYNC_ERR_DENIED = 2,    /* EACCES, EPERM, EROFS */
+	SYNC_ERR_IN_THE_WAY = 3,/* a folder holding files gpurun did not send */
+};
+
+/* The pieces a long answer is cut into (DATA frames). */
+#define SYNC_PIECE (1u << 20)
+/* The most a client takes in one answer (a manifest of millions of files). */
+#define SYNC_ANSWER_MAX (512u << 20)
 
 /* FILE kinds */
 enum {

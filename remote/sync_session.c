@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "sync_agent.h"
@@ -41,6 +42,7 @@ static int take_lock(struct sync_session *s, int statefd, struct gr_err *err)
 		if (now_ms() > deadline)
 			return gr_errf(err, GR_ETIMEOUT,
 				       "another sync into '%s' is still running", s->root);
+		agent_keepalive();
 		usleep(50000);
 	}
 	return 0;
@@ -105,66 +107,148 @@ void sync_host_fields(struct sm_entry *e, const struct stat *st)
 	e->host.ctime_ns = sfs_ctime_ns(st);
 }
 
-static int host_same(const struct sm_entry *e, const struct stat *st)
+static uint8_t type_of(const struct stat *st)
 {
-	return e->host.ino == (uint64_t)st->st_ino && e->host.size == (uint64_t)st->st_size &&
-	       e->host.mtime_ns == sfs_mtime_ns(st) && e->host.ctime_ns == sfs_ctime_ns(st);
+	return S_ISREG(st->st_mode) ? SM_FILE : S_ISDIR(st->st_mode) ? SM_DIR
+	       : S_ISLNK(st->st_mode) ? SM_LINK : 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Is a folder above path in dead (sorted)? */
+static int under_dead(const struct strvec *dead, const char *path)
+{
+	char *p = dead->n ? xstrdup(path) : NULL;
+	int found = 0;
+
+	for (char *s = p ? strrchr(p, '/') : NULL; s && !found; s = strrchr(p, '/')) {
+		*s = '\0';
+		const char *k = p;
+		found = bsearch(&k, dead->v, dead->n, sizeof(*dead->v), cmp_str) != NULL;
+	}
+	free(p);
+	return found;
+}
+
+/* Describe what is at e->path now (st: its lstat) into e, as the manifest
+ * would: the content hash of a file, a symlink's target. A file whose
+ * inode, size and mtime are the ones recorded is not read again: only its
+ * ctime (a hard link made or removed, as a job's snapshot does) or its mode
+ * changed, and a write that kept the size and set the mtime back to the
+ * nanosecond is what a copy of the same version does. 0, or -1 if it
+ * cannot be read (then it counts as gone). */
+static int describe(struct sync_session *s, struct sm_entry *e, const struct stat *st)
+{
+	uint8_t type = type_of(st);
+	int same_type = type == e->type;
+
+	if (type == SM_FILE) {
+		if (!same_type || e->host.ino != (uint64_t)st->st_ino ||
+		    e->host.size != (uint64_t)st->st_size ||
+		    e->host.mtime_ns != sfs_mtime_ns(st)) {
+			uint64_t size;
+			if (sfs_hash_file(&s->dir, e->path, e->hash, &size) < 0)
+				return -1;
+			e->size = size;
+		}
+		/* The host keeps only the owner's bits of what was sent unless
+		 * [sync] preserve_perms (safe_file_mode): either is no change. */
+		uint32_t m = (uint32_t)st->st_mode & 0777;
+		if (!same_type || (m != (e->mode & 0777) && m != (e->mode & 0700)))
+			e->mode = m;
+		e->mtime_ns = sfs_mtime_ns(st);
+	} else if (type == SM_LINK) {
+		char buf[4097];
+		const char *base;
+		int dfd = sfs_parent(&s->dir, e->path, &base);
+		ssize_t r = dfd < 0 ? -1 : readlinkat(dfd, base, buf, sizeof(buf) - 1);
+		if (r <= 0)
+			return -1;
+		buf[r] = '\0';
+		if (!e->link || strcmp(e->link, buf)) {
+			free(e->link);
+			e->link = xstrdup(buf);
+		}
+	}
+	if (!same_type) {
+		if (type != SM_LINK) {
+			free(e->link);
+			e->link = NULL;
+		}
+		if (type != SM_FILE) {
+			e->mode = 0;
+			e->size = 0;
+			e->mtime_ns = 0;
+			memset(e->hash, 0, SM_HASH_LEN);
+		}
+		e->type = type;
+	}
+	sync_host_fields(e, st);
+	return 0;
 }
 
 /* Compare the manifest with the disk; what differs is updated in place
- * (dropped when gone) and described in *changes. Returns the count. */
+ * (dropped when gone) and described in *changes. A folder gone, or now a
+ * file or symlink, takes what was below it: only the folder is listed.
+ * An entry whose host fields changed but not its description is updated
+ * silently (s->host_dirty). Returns the number of changes. */
 static uint32_t refresh(struct sync_session *s, struct strbuf *changes)
 {
+	struct strvec dead = STRVEC_INIT; /* sorted: manifest order */
 	uint32_t n = 0;
 	size_t keep = 0;
 
 	for (size_t i = 0; i < s->man.n; i++) {
 		struct sm_entry *e = &s->man.e[i];
 		struct stat st;
-		int ok = sfs_lstat(&s->dir, e->path, &st) == 0;
-		int gone = !ok || (e->type == SM_FILE && !S_ISREG(st.st_mode)) ||
-			   (e->type == SM_DIR && !S_ISDIR(st.st_mode)) ||
-			   (e->type == SM_LINK && !S_ISLNK(st.st_mode));
-		if (!gone && e->type != SM_DIR && !host_same(e, &st)) {
-			if (e->type == SM_FILE) {
-				uint64_t size;
-				if (sfs_hash_file(&s->dir, e->path, e->hash, &size) < 0) {
-					gone = 1;
-				} else {
-					e->size = size;
-					e->mode = (uint32_t)st.st_mode & 0777;
-					e->mtime_ns = sfs_mtime_ns(&st);
-				}
-			} else {
-				char buf[4097];
-				const char *base;
-				int dfd = sfs_parent(&s->dir, e->path, &base);
-				ssize_t r = dfd < 0 ? -1 : readlinkat(dfd, base, buf, sizeof(buf) - 1);
-				if (r <= 0) {
-					gone = 1;
-				} else {
-					buf[r] = '\0';
-					free(e->link);
-					e->link = xstrdup(buf);
-				}
-			}
-			if (!gone) {
-				sync_host_fields(e, &st);
-				put_u8(changes, CHANGE_UPDATED);
-				sm_put_entry(changes, e, 0);
-				n++;
-			}
+		if (i % 256 == 0)
+			agent_keepalive();
+		if (under_dead(&dead, e->path)) {
+			sm_entry_release(e);
+			continue;
 		}
+		int gone = sfs_lstat(&s->dir, e->path, &st) < 0 || !type_of(&st);
+		int was_dir = e->type == SM_DIR;
+		if (!gone && e->type == SM_DIR && S_ISDIR(st.st_mode)) {
+			s->man.e[keep++] = *e;
+			continue;
+		}
+		if (!gone && e->type != SM_DIR && type_of(&st) == e->type &&
+		    e->host.ino == (uint64_t)st.st_ino && e->host.size == (uint64_t)st.st_size &&
+		    e->host.mtime_ns == sfs_mtime_ns(&st) && e->host.ctime_ns == sfs_ctime_ns(&st)) {
+			s->man.e[keep++] = *e;
+			continue;
+		}
+		struct sm_entry before = *e;
+		before.link = e->link ? xstrdup(e->link) : NULL;
+		if (!gone)
+			gone = describe(s, e, &st) < 0;
 		if (gone) {
+			if (was_dir)
+				sv_push(&dead, e->path);
 			put_u8(changes, CHANGE_MISSING);
 			put_str(changes, e->path);
 			n++;
 			sm_entry_release(e);
-			continue;
+		} else {
+			if (was_dir && e->type != SM_DIR)
+				sv_push(&dead, e->path);
+			if (sm_same(&before, e)) { /* only what the agent notes changed */
+				s->host_dirty = 1;
+			} else {
+				put_u8(changes, CHANGE_UPDATED);
+				sm_put_entry(changes, e, 0);
+				n++;
+			}
+			s->man.e[keep++] = *e;
 		}
-		s->man.e[keep++] = *e;
+		free(before.link);
 	}
 	s->man.n = keep;
+	sv_clear(&dead);
 	return n;
 }
 
@@ -232,8 +316,11 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 		}
 		if (!dry && (rc = take_lock(s, statefd, err)) < 0)
 			goto out;
-		if (!dry)
+		if (!dry) {
 			clean_journal(s, statefd);
+			/* and the manifest's own, had an agent died writing it */
+			sfs_clean_tmps(&s->dir, SYNC_STATE_DIR);
+		}
 		load_manifest(s, statefd);
 		sm_digest(&s->man, base);
 		nchanged = refresh(s, &changes);
@@ -256,12 +343,18 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 	}
 	/* What changed on the disk goes into the manifest now, unless the
 	 * client comes back (rejected): it must hear about those changes. */
-	if (nchanged && !dry && !(state & SYNC_STATE_REJECTED) &&
+	if ((nchanged || s->host_dirty) && !dry && !(state & SYNC_STATE_REJECTED) &&
 	    (rc = sync_write_manifest(s, &s->man, err)) < 0)
 		goto out;
+	s->host_dirty = 0;
+	struct statvfs vfs;
+	uint64_t free_bytes = 0;
+	if (s->rootfd >= 0 && fstatvfs(s->rootfd, &vfs) == 0)
+		free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 	put_u32(&pl, state);
 	put_bytes(&pl, digest, SM_HASH_LEN);
 	put_str(&pl, s->root);
+	put_u64(&pl, free_bytes);
 	put_u32(&pl, nchanged);
 	sb_add(&pl, changes.buf, changes.len);
 	struct strbuf z = STRBUF_INIT;
@@ -273,7 +366,7 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 	for (size_t i = 0; i < s->warnings.n; i++)
 		put_str(&pl, s->warnings.v[i]);
 	sv_clear(&s->warnings);
-	agent_send(a, SYNC_MSG_STATE, done ? GR_F_END : 0, id, pl.buf, pl.len);
+	sync_send_long(a, id, SYNC_MSG_STATE, done ? GR_F_END : 0, &pl);
 	if (!done) {
 		*out = s;
 		s = NULL;
@@ -313,6 +406,10 @@ void sync_session_free(struct sync_session *s)
 	sm_list_free(&s->man);
 	sm_list_free(&s->added);
 	sv_clear(&s->deleted);
+	for (size_t i = 0; i < s->nmetas; i++)
+		free(s->metas[i].path);
+	free(s->metas);
+	free(s->err_kinds);
 	sv_clear(&s->err_paths);
 	sv_clear(&s->err_msgs);
 	sv_clear(&s->warnings);

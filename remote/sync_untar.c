@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sync_agent.h"
@@ -36,7 +37,7 @@ struct untar {
 	size_t queued;
 	int eof, abort, done;
 	uint32_t files;
-	int rc;
+	int rc, kind;
 	char msg[512];
 };
 
@@ -75,6 +76,17 @@ static void set_fail(struct untar *u, const char *fmt, const char *a, const char
 	snprintf(u->msg, sizeof(u->msg), fmt, a, b);
 }
 
+/* Nothing more fits: the stream stops here (the client stops sending it,
+ * and what follows stays as it is on the host). */
+static int out_of_space(struct untar *u, int errnum)
+{
+	if (sync_err_kind(errnum) != SYNC_ERR_NOSPACE)
+		return 0;
+	set_fail(u, "no space left on the host%s%s", "", "");
+	u->kind = SYNC_ERR_NOSPACE;
+	return 1;
+}
+
 /* Copy one entry's data into fd, hashing it. 0, or -1 (archive error,
  * message set) or -2 (write error, errno set). */
 /* All zero? (Runs of zeros are left as holes: a sparse file stays sparse.) */
@@ -90,6 +102,25 @@ static int all_zero(const uint8_t *p, size_t n)
 		n -= k;
 	}
 	return 1;
+}
+
+/* pwrite all of it (a write may be short just before the disk fills). */
+static int pwrite_full(int fd, const void *p, size_t n, uint64_t off)
+{
+	while (n) {
+		ssize_t w = pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		p = (const char *)p + w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
 }
 
 static int copy_data(struct untar *u, struct archive *ar, int fd, struct thash *t,
@@ -125,8 +156,13 @@ static int copy_data(struct untar *u, struct archive *ar, int fd, struct thash *
 			pos += n; /* left as a hole */
 			continue;
 		}
-		if (!werr && pwrite(fd, p, n, (off_t)pos) != (ssize_t)n)
-			werr = errno ? errno : EIO;
+		if (!werr && pwrite_full(fd, p, n, pos) < 0) {
+			werr = errno;
+			if (sync_err_kind(werr) == SYNC_ERR_NOSPACE) {
+				errno = werr; /* no point reading the rest */
+				return -2;
+			}
+		}
 		pos += n;
 	}
 	if (pos != size) {
@@ -186,9 +222,13 @@ static void unpack(struct untar *u, struct archive *ar)
 		}
 		int fd = sync_tmp_create(s, &dir, path, tmp);
 		if (fd < 0) {
-			sync_add_error(s, path, "cannot create a file beside it: %s", strerror(errno));
-			archive_read_data_skip(ar);
+			int e = errno;
+			sync_add_errno(s, path, e, "cannot create a file beside it on the host: %s",
+				       strerror(e));
 			sb_release(&leaves);
+			if (out_of_space(u, e))
+				break;
+			archive_read_data_skip(ar);
 			continue;
 		}
 		int cr = copy_data(u, ar, fd, &t, size);
@@ -200,8 +240,10 @@ static void unpack(struct untar *u, struct archive *ar)
 			int dfd = sfs_parent(&dir, path, &base);
 			if (dfd >= 0)
 				unlinkat(dfd, tmp, 0);
-			sync_add_error(s, path, "cannot write: %s", strerror(e));
+			sync_add_errno(s, path, e, "cannot write on the host: %s", strerror(e));
 			sb_release(&leaves);
+			if (out_of_space(u, e))
+				break;
 			continue;
 		}
 		if (cr == -1) {
@@ -277,10 +319,26 @@ void untar_feed(struct untar *u, const void *p, size_t n, int end)
 	if (end)
 		u->eof = 1;
 	pthread_cond_broadcast(&u->cv);
-	/* Backpressure: the agent stops reading the connection meanwhile. */
-	while (u->queued > QUEUE_HIGH && !u->done && !u->abort)
-		pthread_cond_wait(&u->cv, &u->mu);
+	/* Backpressure: the agent stops reading the connection meanwhile
+	 * (and tells the client it is busy, should the disk be slow). */
+	while (u->queued > QUEUE_HIGH && !u->done && !u->abort) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&u->cv, &u->mu, &ts);
+		pthread_mutex_unlock(&u->mu);
+		agent_keepalive();
+		pthread_mutex_lock(&u->mu);
+	}
 	pthread_mutex_unlock(&u->mu);
+}
+
+int untar_stopped(struct untar *u)
+{
+	pthread_mutex_lock(&u->mu);
+	int stopped = u->done && u->rc;
+	pthread_mutex_unlock(&u->mu);
+	return stopped;
 }
 
 static void join(struct untar *u)
@@ -299,7 +357,7 @@ static void join(struct untar *u)
 	u->cur = NULL;
 }
 
-int untar_finish(struct untar *u, uint32_t *files, struct gr_err *err)
+int untar_finish(struct untar *u, uint32_t *files, int *kind, struct gr_err *err)
 {
 	pthread_mutex_lock(&u->mu);
 	u->eof = 1;
@@ -307,6 +365,7 @@ int untar_finish(struct untar *u, uint32_t *files, struct gr_err *err)
 	pthread_mutex_unlock(&u->mu);
 	join(u);
 	*files = u->files;
+	*kind = u->kind;
 	if (u->rc)
 		return gr_errf(err, u->rc, "%s", u->msg);
 	return 0;

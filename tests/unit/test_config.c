@@ -624,7 +624,7 @@ static void test_schema(void)
 		"remote.known_hosts", "remote.connect_timeout", "remote.scheduler", "sync.exclude", "sync.warn_size",
 		"sync.delta_min", "sync.include_git", "sync.preserve_perms", "sync.include",
 		"setup.command", "setup.inputs", "build.command", "train.command", "train.shell",
-		"train.persist", "train.gpus", "train.stop_grace", "artifacts.pull",
+		"train.persist", "train.env", "train.gpus", "train.stop_grace", "artifacts.pull",
 		"artifacts.interval", "artifacts.min_free", "jobs.keep", "slurm.partition",
 		"slurm.account", "slurm.qos", "slurm.time", "slurm.nodes", "slurm.ntasks_per_node",
 		"slurm.cpus_per_task", "slurm.mem", "slurm.constraint", "slurm.gpu_flag",

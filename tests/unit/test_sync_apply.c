@@ -162,8 +162,10 @@ static void test_client_deltas(void)
 	sigmaker_update(&m, new, n);
 	sigmaker_final(&m, NULL, h);
 	sigmaker_release(&m);
-	struct sync_send in = { path, n, h, NULL, &s, collect, &z };
+	fd = open(path, O_RDONLY);
+	struct sync_send in = { fd, path, n, h, NULL, &s, collect, &z };
 	CHECK_EQ_INT(sync_send_file(&in, &res, &err), 0);
+	close(fd);
 	sb_grow(&d, n + 65536);
 	size_t dn = ZSTD_decompress(d.buf, n + 65536, z.buf, z.len);
 	CHECK(!ZSTD_isError(dn));

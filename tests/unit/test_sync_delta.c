@@ -106,8 +106,10 @@ static void roundtrip(const uint8_t *old, size_t oldn, const uint8_t *new, size_
 	CHECK_EQ_INT(sync_sig_parse(oldsig.buf, oldsig.len, &sig), 0);
 	CHECK_EQ_INT(sync_hash_file(path, newn, lh, &leaves, &err), 0);
 	CHECK(!memcmp(lh, nh, SM_HASH_LEN));
-	struct sync_send in = { path, newn, nh, leaves, &sig, collect, &z };
+	int fd = open(path, O_RDONLY);
+	struct sync_send in = { fd, path, newn, nh, leaves, &sig, collect, &z };
 	CHECK_EQ_INT(sync_send_file(&in, &res, &err), 0);
+	close(fd);
 	CHECK_EQ_INT(res.declined, expect_declined);
 	if (!expect_declined) {
 		CHECK_EQ_INT(patch(&z, old, oldn, &out), 0);
@@ -194,7 +196,8 @@ static void test_whole_file(void)
 	full_sig(d, n, &sig, h);
 	CHECK_EQ_INT(sync_hash_file(path, n, lh, NULL, &err), 0);
 	CHECK(!memcmp(lh, h, SM_HASH_LEN));
-	struct sync_send in = { path, n, h, NULL, NULL, collect, &z };
+	int fd = open(path, O_RDONLY);
+	struct sync_send in = { fd, path, n, h, NULL, NULL, collect, &z };
 	CHECK_EQ_INT(sync_send_file(&in, &res, &err), 0);
 	uint8_t *back = malloc(n);
 	CHECK_EQ_INT(ZSTD_decompress(back, n, z.buf, z.len), n);
@@ -202,9 +205,11 @@ static void test_whole_file(void)
 	CHECK(res.sig.len == sig.len && !memcmp(res.sig.buf, sig.buf, sig.len));
 	/* a file that no longer matches the plan is refused */
 	uint8_t wrong[SM_HASH_LEN] = { 1 };
-	struct sync_send bad = { path, n, wrong, NULL, NULL, collect, &z };
+	lseek(fd, 0, SEEK_SET);
+	struct sync_send bad = { fd, path, n, wrong, NULL, NULL, collect, &z };
 	struct sync_send_res r2 = { 0 };
 	CHECK_EQ_INT(sync_send_file(&bad, &r2, &err), GR_ECONFLICT);
+	close(fd);
 	sb_release(&r2.sig);
 	free(back);
 	free(path);
@@ -228,6 +233,7 @@ static struct scan_entry entry(const char *name)
 	e.size = (uint64_t)st.st_size;
 	e.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
 	e.ino = st.st_ino;
+	e.dev = st.st_dev;
 	free(p);
 	return e;
 }
@@ -247,15 +253,20 @@ static int index_pass(struct sync_index *idx, struct scan_entry *e, size_t n,
 		      struct sm_list *m, struct sync_hash_stats *hs)
 {
 	struct gr_err err = { 0 };
+	struct sync_tree *tree = sync_tree_open(tmpdir, &err);
+	int rc = 0;
 
 	memset(hs, 0, sizeof(*hs));
 	if (sync_local_manifest(e, n, idx, m, hs, &err) < 0)
 		return -1;
-	for (size_t i = 0; i < m->n; i++)
+	for (size_t i = 0; i < m->n && !rc; i++)
 		if ((m->e[i].flags & SM_F_UNHASHED) &&
-		    sync_hash_entry(tmpdir, &m->e[i], NULL, hs, &err) < 0 &&
+		    sync_hash_entry(tree, &m->e[i], NULL, hs, &err) < 0 &&
 		    err.code != GR_ENOTFOUND)
-			return -1;
+			rc = -1;
+	sync_tree_close(tree);
+	if (rc)
+		return rc;
 	sync_index_learn(idx, m);
 	return sync_index_save(tmpdir, idx, &err);
 }
@@ -266,6 +277,7 @@ static void test_index_caches_hashes(void)
 	struct sync_hash_stats hs;
 	struct sm_list m = { 0 };
 	struct gr_err err = { 0 };
+	struct sync_tree *tree = sync_tree_open(tmpdir, &err);
 
 	char *sub = xasprintf("%s/sub", tmpdir);
 	mkdir(sub, 0755);
@@ -301,7 +313,7 @@ static void test_index_caches_hashes(void)
 	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
 	CHECK(m.e[2].flags & SM_F_UNHASHED);
 	CHECK(!(m.e[1].flags & SM_F_UNHASHED));
-	CHECK_EQ_INT(sync_hash_entry(tmpdir, &m.e[2], NULL, &hs, &err), 0);
+	CHECK_EQ_INT(sync_hash_entry(tree, &m.e[2], NULL, &hs, &err), 0);
 	CHECK(memcmp(m.e[2].hash, h, SM_HASH_LEN));
 	/* an entry left unhashed is not saved: it is hashed next time */
 	sync_index_learn(idx, &m);
@@ -323,9 +335,10 @@ static void test_index_caches_hashes(void)
 	unlink(two);
 	free(two);
 	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
-	CHECK_EQ_INT(sync_hash_entry(tmpdir, &m.e[2], NULL, &hs, &err), GR_ENOTFOUND);
+	CHECK_EQ_INT(sync_hash_entry(tree, &m.e[2], NULL, &hs, &err), GR_ENOTFOUND);
 	sm_list_free(&m);
 	sync_index_free(idx);
+	sync_tree_close(tree);
 }
 
 static void test_racy_files_are_rehashed(void)
