@@ -311,7 +311,22 @@ int job_stop_print(const struct job_stop_report *s, int quiet)
 	char who[JOB_SHOWN_MAX];
 
 	job_shown(&s->rec, who, sizeof(who));
-	if (!quiet) {
+	if (!quiet && s->rec.slurm_id && *s->rec.slurm_id) {
+		/* Slurm's: scancel with the grace period as a signal first. */
+		if (s->nterm)
+			fprintf(stderr, "gpurun: stopped job %s: SIGTERM to every process of Slurm "
+				"job %s%s\n", who, ts(s->rec.slurm_id),
+				s->killed ? ", scancel after the grace period" : "");
+		else if (!job_rec_ended(&s->rec) || !strcmp(s->rec.state, "stopped"))
+			fprintf(stderr, "gpurun: cancelled Slurm job %s of job %s before it started\n",
+				ts(s->rec.slurm_id), who);
+		if (s->rec.reason && *s->rec.reason)
+			fprintf(stderr, "gpurun: %s\n", ts(s->rec.reason));
+		if (job_rec_ended(&s->rec) && s->nterm) {
+			job_describe_end(&s->rec, &end);
+			fprintf(stderr, "gpurun: job %s %s\n", who, end.buf);
+		}
+	} else if (!quiet) {
 		if (s->nterm)
 			fprintf(stderr, "gpurun: stopped job %s: SIGTERM to %u process%s%s\n",
 				who, s->nterm, s->nterm == 1 ? "" : "es",

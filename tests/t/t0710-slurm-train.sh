@@ -113,10 +113,23 @@ test_expect_success 'stop of a running job: TERM first, scancel; its processes a
 	wait_grep "^up\$" $T/log && n=$(sid "$id") && test "$(sstate "$n")" = RUNNING &&
 	pgrep -f "^sleep $S\$" >/dev/null &&
 	"$GPURUN" stop "$id" >$T/out 2>$T/err &&
-	test_grep "Slurm job $n" $T/err &&
+	test_grep "stopped job $id: SIGTERM to every process of Slurm job $n\$" $T/err &&
+	test_grep "gpurun: Slurm job $n: FAILED" $T/err && test_grep "exited with status 7" $T/err &&
 	wait $lpid; test_grep -x got-term $T/log &&
-	wait_status "$id" stopped && slurm_wait_state "$n" CANCELLED 30 &&
+	wait_status "$id" stopped && test "$(sstate "$n")" = FAILED &&
 	! pgrep -f "^sleep $S\$"
+'
+
+test_expect_success 'stop of a job that ignores SIGTERM: scancel after the grace period' '
+	cd "$P" && ini "[train]" "command = trap \"echo ignored\" TERM; echo up; while :; do sleep 0.2; done" \
+		"stop_grace = 2" &&
+	"$GPURUN" train -d >$T/id 2>$T/err && id=$(cat $T/id) && n=$(sid "$id") &&
+	for i in $(seq 1 300); do grep -q "^up" "$(find "$LH" -path "*/$id/.gpurun/log")" && break; sleep 0.1; done &&
+	"$GPURUN" stop "$id" >$T/out 2>$T/err &&
+	test_grep "SIGTERM to every process of Slurm job $n, scancel after the grace period" $T/err &&
+	test_grep "Slurm job $n: CANCELLED" $T/err &&
+	wait_status "$id" stopped && test "$(sstate "$n")" = CANCELLED &&
+	"$GPURUN" logs "$id" >$T/log && test_grep -x ignored $T/log
 '
 
 test_expect_success 'stop of a pending job: queued with its reason, then cancelled' '
@@ -130,6 +143,7 @@ test_expect_success 'stop of a pending job: queued with its reason, then cancell
 	done && test_grep Resources $T/js &&
 	n=$(sid "$id") && test "$(sstate "$n")" = PENDING &&
 	"$GPURUN" stop "$id" >$T/out 2>$T/err &&
+	test_grep "cancelled Slurm job $n of job $id before it started" $T/err &&
 	slurm_wait_state "$n" CANCELLED 30 && wait_status "$id" stopped &&
 	scancel "$blocker" && ! test -e $TRASH/pending-ran
 '
@@ -143,6 +157,27 @@ test_expect_success 'a job cancelled outside gpurun (scancel by hand) says so' '
 	test_grep "was cancelled outside gpurun" $T/err &&
 	wait_status "$id" cancelled && ! pgrep -f "^sleep $((S + 2))\$"
 '
+
+test_expect_success '[slurm] build_on = compute: setup and build run inside the job' '
+	cd "$P" && ini "[setup]" "command = echo setup-in-\$SLURM_JOB_ID" "[train]" "command = cat built" \
+		"[slurm]" "build_on = compute" &&
+	sed -i "s/^command =\$/command = echo built-in-\$SLURM_JOB_ID >built/" gpurun.ini &&
+	"$GPURUN" -q train >$T/out && n=$(sid "$(last_id)") &&
+	test_grep -x "setup-in-$n" $T/out && test_grep -x "built-in-$n" $T/out
+'
+
+test_expect_success 'doctor: sbatch and squeue on the login node, the partition and its GPUs' '
+	cd "$P" && ini "[train]" "command = true" "gpus = 1" &&
+	"$GPURUN" doctor >$T/doc 2>&1 && test_grep "sbatch.*/sbatch" $T/doc &&
+	test_grep "squeue.*/squeue" $T/doc &&
+	test_grep "partition.*gpu (the default): up, 1 node ([a-z]*), gres gpu:2" $T/doc &&
+	ini "[train]" "command = true" "[slurm]" "partition = nope" &&
+	! "$GPURUN" doctor >$T/doc 2>&1 &&
+	test_grep "no partition .nope. on this cluster (it has: gpu debug)" $T/doc
+'
+
+test_skip '[slurm] nodes = 2: one task per node with NODE_RANK' \
+	'needs a cluster of two nodes; the test cluster has one'
 
 test_expect_success 'logs -f through a cut connection: every line once, the status' '
 	start_proxy wan "$SSHD_PORT_login" 5 && ssh_host_via viaproxy login "$PROXY_PORT_wan" &&
