@@ -11,6 +11,7 @@
 #include "gpurun.h"
 #include "term_filter.h"
 #include "job_client.h"
+#include "completion.h"
 #include "ssh.h"
 #include "sync_plan.h"
 
@@ -118,7 +119,7 @@ static void check_partitions(struct gr_ctx *ctx, struct doctor *d, const char *t
 {
 	const char *want = ctx->cfg->slurm.partition ? ctx->cfg->slurm.partition : "";
 	const char *gpus = ctx->cfg->train.gpus ? ctx->cfg->train.gpus : "";
-	struct strbuf names = STRBUF_INIT;
+	struct strbuf names = STRBUF_INIT, cache = STRBUF_INIT;
 	struct gr_err e = { 0 };
 	int found = 0, lines = 0;
 
@@ -150,6 +151,8 @@ static void check_partitions(struct gr_ctx *ctx, struct doctor *d, const char *t
 		if (is_default)
 			f[0][nl - 1] = '\0';
 		sb_addf(&names, "%s%s", names.len ? " " : "", ts(f[0]));
+		if (slurm_partition_ok(f[0], strlen(f[0])))
+			sb_addf(&cache, "%s\n", f[0]);
 		if (!found && ((*want && !strcmp(f[0], want)) || (!*want && is_default))) {
 			found = 1;
 			int has_gpu = strstr(f[2], "gpu") != NULL;
@@ -177,6 +180,14 @@ static void check_partitions(struct gr_ctx *ctx, struct doctor *d, const char *t
 		gr_hintf(&e, "set [slurm] partition to one of them");
 		fail(d, "partition", &e, GR_ECONFIG);
 	}
+	/* For completion (-o slurm.partition=); a failure only costs that. */
+	char *dir = xasprintf("%s/.gpurun", ctx->cfg->root), *path = xasprintf("%s/%s",
+		ctx->cfg->root, GR_PARTITIONS_CACHE);
+	if (mkdir_p(dir, 0755, NULL) == 0)
+		write_file_atomic(path, cache.buf ? cache.buf : "", cache.len, 0644, NULL);
+	free(dir);
+	free(path);
+	sb_release(&cache);
 	sb_release(&names);
 }
 

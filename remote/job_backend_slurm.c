@@ -138,7 +138,16 @@ static int slurm_info_get(const char *dir, const char *id, int requeue, uint64_t
 	int final = 0, have = cache_read(dir, id, si, &at, &final) == 0;
 
 	*error = xstrdup("");
-	if (have && (final || slurm_wall_ms() - at < max_age))
+	/* A cached "pending" is stale once the job's command has started. */
+	if (have && !final && (!strcmp(si->state, "PENDING") || !strcmp(si->state, "CONFIGURING"))) {
+		struct strvec run = STRVEC_INIT;
+		char *p = job_meta(dir, "run");
+		if (job_kv_read(p, &run, NULL) == 0 && job_kv_u64(&run, "start_ms") + 1000 >= at)
+			max_age = 0;
+		free(p);
+		sv_clear(&run);
+	}
+	if (have && (final || (max_age && slurm_wall_ms() - at < max_age)))
 		return 0;
 	struct slurm_info fresh;
 	if (slurm_query(id, &fresh, &err) < 0) {
@@ -791,8 +800,16 @@ static int slurm_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 		return job_backend_local.stop(dir, grace_s, payload, err);
 	}
 	const char *id = ids.n ? ids.v[ids.n - 1] : "";
+	/* Pending or not, as Slurm says now (the record may be a cached
+	 * answer from before the job started). */
+	struct slurm_info si;
+	struct gr_err qe = { 0 };
+	int pending = !strcmp(r.state, "queued");
+	if (*id && slurm_query(id, &si, &qe) == 0 && si.known)
+		pending = !strcmp(si.state, "PENDING") || !strcmp(si.state, "REQUEUED") ||
+			  !strcmp(si.state, "REQUEUE_HOLD");
 	if (!job_rec_ended(&r)) {
-		if (!strcmp(r.state, "queued")) {
+		if (pending) {
 			scancel(id, NULL, &said);
 			wait_end(dir, &r, 30000);
 		} else {

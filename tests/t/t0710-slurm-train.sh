@@ -3,8 +3,9 @@
 # reached over the test sshd as a login node ([remote] scheduler = slurm):
 # submit and stream, exit status passed through, GPU choice by gres, two
 # tasks with their ranks, stop of a running and of a pending job, a job
-# cancelled by hand, the time limit after the signal, logs -f across a cut
-# connection, and sacct present and absent.
+# cancelled by hand, the time limit after the signal (and resubmission),
+# build_on = compute, doctor, logs -f across a cut connection, and sacct
+# present and absent.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../slurm.sh"
 
@@ -57,10 +58,10 @@ T=$TRASH/out && mkdir -p "$T"
 # --signal warning up to 30 s early), so this job starts first and is
 # checked at the end, while the other cases run.
 TL=$TRASH/tl && mkdir -p "$TL"
-test_expect_success 'a job with a time limit and signal_before starts (checked later)' '
+test_expect_success 'a job with a time limit, signal_before and resubmit starts (checked later)' '
 	write_ini "$TL" login libssh2 tlproj &&
-	printf "scheduler = slurm\n[build]\ncommand =\n[train]\ncommand = %s\n[slurm]\ntime = 0:20\nsignal_before = 10\n" \
-		"trap \"echo got-usr1\" USR1; trap \"echo got-term; exit 0\" TERM; echo up; while :; do sleep 0.2; done" >>"$TL/gpurun.ini" &&
+	printf "scheduler = slurm\n[build]\ncommand =\n[train]\ncommand = %s\npersist = ckpt/\n[slurm]\ntime = 0:20\nsignal_before = 10\nresubmit = true\nmax_resubmits = 1\n" \
+		"mkdir -p ckpt; n=\$((\$(cat ckpt/n 2>/dev/null || echo 0) + 1)); echo \$n >ckpt/n; echo run \$n; trap \"echo got-usr1\" USR1; trap \"echo got-term; exit 0\" TERM; echo up; while :; do sleep 0.2; done" >>"$TL/gpurun.ini" &&
 	cd "$TL" && tl_id=$("$GPURUN" -q train -d) && test -n "$tl_id"
 '
 
@@ -166,11 +167,13 @@ test_expect_success '[slurm] build_on = compute: setup and build run inside the 
 	test_grep -x "setup-in-$n" $T/out && test_grep -x "built-in-$n" $T/out
 '
 
-test_expect_success 'doctor: sbatch and squeue on the login node, the partition and its GPUs' '
+test_expect_success 'doctor: sbatch and squeue on the login node, the partition and its GPUs; completion offers partitions' '
 	cd "$P" && ini "[train]" "command = true" "gpus = 1" &&
 	"$GPURUN" doctor >$T/doc 2>&1 && test_grep "sbatch.*/sbatch" $T/doc &&
 	test_grep "squeue.*/squeue" $T/doc &&
 	test_grep "partition.*gpu (the default): up, 1 node ([a-z]*), gres gpu:2" $T/doc &&
+	"$GPURUN" __complete -o slurm.partition= | cut -f1 >$T/comp &&
+	test_grep -x "slurm.partition=gpu" $T/comp && test_grep -x "slurm.partition=debug" $T/comp &&
 	ini "[train]" "command = true" "[slurm]" "partition = nope" &&
 	! "$GPURUN" doctor >$T/doc 2>&1 &&
 	test_grep "no partition .nope. on this cluster (it has: gpu debug)" $T/doc
@@ -192,12 +195,16 @@ test_expect_success 'logs -f through a cut connection: every line once, the stat
 	test_cmp $T/want $T/got && test $(grep -c reconnected $T/cuterr) -ge 2
 '
 
-test_expect_success 'the time limit: SIGUSR1 first, then TERM; state timeout, exit 247' '
+test_expect_success 'the time limit: SIGUSR1, TERM, resubmitted once, resumed; timeout, exit 247' '
 	cd "$TL" && { "$GPURUN" logs -f "$tl_id" >$T/tl 2>$T/tlerr; rc=$?; } &&
-	test $rc = 247 && test_grep -x up $T/tl && test_grep -x got-usr1 $T/tl &&
-	test_grep -x got-term $T/tl && test_grep "time limit is near: SIGUSR1 sent" $T/tl &&
+	test $rc = 247 && test_grep -x "run 1" $T/tl && test_grep -x "run 2" $T/tl &&
+	test "$(grep -c -x got-usr1 $T/tl)" = 2 && test "$(grep -c -x got-term $T/tl)" = 2 &&
+	test_grep "time limit is near: SIGUSR1 sent" $T/tl &&
+	test_grep "submitted again as Slurm job [0-9]* (resubmission 1 of 1)" $T/tl &&
+	test_grep "not submitted again: \[slurm\] max_resubmits (1) reached" $T/tl &&
 	test_grep "reached its Slurm time limit" $T/tlerr &&
 	"$GPURUN" status --json "$tl_id" >$T/tl.json && test "$(json_field $T/tl.json state)" = timeout &&
+	test "$(json_field $T/tl.json submits)" = 2 &&
 	test "$(sstate "$(json_field $T/tl.json slurm_id)")" = TIMEOUT
 '
 
