@@ -5,8 +5,9 @@
  *           [setup] and [build] there (unless [slurm] build_on = compute),
  *           then sbatch of the batch script in the job's folder; while the
  *           job waits it writes the queue's reason into the log.
- *   in the allocation, the batch script runs the agent as `slurm-run`: the
- *           same supervisor (job_super.h), without gpurun's GPU locks
+ *   in the allocation (job_slurm_run.c), the batch script runs the agent
+ *           as `slurm-run`: the same supervisor (job_super.h), without
+ *           gpurun's GPU locks
  *           (Slurm chose the GPUs), the command through `srun ... agent
  *           slurm-task` when the job has several tasks; MASTER_ADDR,
  *           MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK and NODE_RANK for
@@ -43,39 +44,6 @@
  * ended, for at most this long (a batch step that does not end). */
 #define SETTLE_MS 60000
 
-static uint64_t slurm_wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* A line of gpurun's own in the job's log. */
-static void lognote(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void lognote(int fd, const char *fmt, ...)
-{
-	struct strbuf sb = STRBUF_INIT;
-	va_list ap;
-
-	sb_adds(&sb, "[gpurun] ");
-	va_start(ap, fmt);
-	sb_vaddf(&sb, fmt, ap);
-	va_end(ap);
-	sb_adds(&sb, "\n");
-	if (fd >= 0 && write_full(fd, sb.buf, sb.len) < 0)
-		fprintf(stderr, "gpurun-agent: cannot write the log: %s\n", strerror(errno));
-	sb_release(&sb);
-}
-
-static int open_log(const char *dir)
-{
-	char *p = job_meta(dir, "log");
-	int fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-
-	free(p);
-	return fd;
-}
-
 /* ---- what Slurm said, cached in .gpurun/slurm-state ---- */
 
 static void cache_write(const char *dir, const char *id, const struct slurm_info *si, int final,
@@ -84,7 +52,7 @@ static void cache_write(const char *dir, const char *id, const struct slurm_info
 	char *t = xasprintf("id=%s\nqueried_ms=%llu\nknown=%d\nfinal=%d\nstate=%s\nreason=%s\n"
 			    "exit=%d\nsignal=%d\nrestarts=%u\nnodes=%s\npartition=%s\n"
 			    "start_s=%llu\nend_s=%llu\nsource=%s\nerror=%s\n",
-			    id, (unsigned long long)slurm_wall_ms(), si->known, final, si->state, si->reason,
+			    id, (unsigned long long)slurm_now_ms(), si->known, final, si->state, si->reason,
 			    si->exit_code, si->exit_signal, si->restarts, si->nodes, si->partition,
 			    (unsigned long long)si->start_s, (unsigned long long)si->end_s, si->source,
 			    error ? error : "");
@@ -147,7 +115,7 @@ static int slurm_info_get(const char *dir, const char *id, int requeue, uint64_t
 		free(p);
 		sv_clear(&run);
 	}
-	if (have && (final || (max_age && slurm_wall_ms() - at < max_age)))
+	if (have && (final || (max_age && slurm_now_ms() - at < max_age)))
 		return 0;
 	struct slurm_info fresh;
 	if (slurm_query(id, &fresh, &err) < 0) {
@@ -420,15 +388,11 @@ static int slurm_start(const char *dir, struct gr_err *err)
 	return job_start_supervisor(dir, "slurm-submit", err);
 }
 
-static int stopped_now(const char *dir)
-{
-	return job_meta_exists(dir, "stopped");
-}
 
 /* Sleep ms, in steps, until stop is asked. */
 static void nap_unless_stopped(const char *dir, int ms)
 {
-	for (int t = 0; t < ms && !stopped_now(dir); t += 250)
+	for (int t = 0; t < ms && !slurm_stop_asked(dir); t += 250)
 		usleep(250 * 1000);
 }
 
@@ -454,13 +418,13 @@ static int submit_and_watch(const char *dir, const struct job_spec *spec, int lo
 	int requeue = !strcmp(job_spec_get(spec, "slurm_requeue", ""), "1");
 
 	if (slurm_submit(dir, spec, NULL, &id, &err) < 0) {
-		lognote(log_fd, "sbatch failed: %s", err.msg);
+		slurm_lognote(log_fd, "sbatch failed: %s", err.msg);
 		return 1 << 8;
 	}
-	lognote(log_fd, "submitted to Slurm as job %s%s%s", id,
+	slurm_lognote(log_fd, "submitted to Slurm as job %s%s%s", id,
 		*job_spec_get(spec, "slurm_partition", "") ? " in partition " : "",
 		job_spec_get(spec, "slurm_partition", ""));
-	for (int i = 0; !stopped_now(dir); i++) {
+	for (int i = 0; !slurm_stop_asked(dir); i++) {
 		if (slurm_query(id, &si, &err) == 0 && si.known) {
 			if (strcmp(si.state, "PENDING") && strcmp(si.state, "CONFIGURING"))
 				break;
@@ -469,7 +433,7 @@ static int submit_and_watch(const char *dir, const struct job_spec *spec, int lo
 			snprintf(now, sizeof(now), "%s", !strcmp(si.state, "PENDING") ? si.reason :
 							 "its nodes are being set up");
 			if (reason_given(now) && strcmp(now, last)) {
-				lognote(log_fd, "queued: %s (Slurm job %s)", now, id);
+				slurm_lognote(log_fd, "queued: %s (Slurm job %s)", now, id);
 				snprintf(last, sizeof(last), "%s", now);
 			}
 			if (slurm_state_final(si.state, requeue))
@@ -478,252 +442,10 @@ static int submit_and_watch(const char *dir, const struct job_spec *spec, int lo
 		nap_unless_stopped(dir, i < 10 ? 1000 : 5000);
 	}
 	/* A stop that came while sbatch ran found no id to cancel. */
-	if (stopped_now(dir))
+	if (slurm_stop_asked(dir))
 		scancel(id, NULL, NULL);
 	free(id);
 	return 0;
-}
-
-/* ---- in the allocation ---- */
-
-static volatile sig_atomic_t slurm_got_term, slurm_got_usr1;
-
-static void slurm_on_signal(int sig)
-{
-	if (sig == SIGTERM)
-		slurm_got_term = 1;
-	else if (sig == SIGUSR1)
-		slurm_got_usr1 = 1;
-}
-
-/* SIGUSR1 ([slurm] signal_before) goes to the command's process group. */
-static void pass_usr1(const char *dir, uint64_t since_ms, int log_fd)
-{
-	struct strvec run = STRVEC_INIT;
-	char *p = job_meta(dir, "run");
-
-	job_kv_read(p, &run, NULL);
-	free(p);
-	uint64_t pid = job_kv_u64(&run, "pid");
-	if (pid > 1 && job_kv_u64(&run, "start_ms") >= since_ms && kill(-(pid_t)pid, SIGUSR1) == 0)
-		lognote(log_fd, "the time limit is near: SIGUSR1 sent to the job");
-	else
-		lognote(log_fd, "the time limit is near (the command has not started)");
-	sv_clear(&run);
-}
-
-/* A SIGTERM from Slurm: say why in the log (Slurm marks the job before
- * it signals it: a TERM at the time limit reads TIMEOUT, scancel's
- * CANCELLED), and at the time limit, with [slurm] resubmit, submit the
- * job again, to start after this one, so the next run resumes from the
- * persistent paths. */
-static void on_term(const char *dir, const struct job_spec *spec, const char *self, int log_fd)
-{
-	struct strvec ids = STRVEC_INIT;
-	struct slurm_info si;
-	struct gr_err err = { 0 };
-	long long max;
-	char *id = NULL;
-
-	if (stopped_now(dir) || slurm_query(self, &si, &err) < 0)
-		return;
-	int timeout = !strcmp(si.state, "TIMEOUT") || !strcmp(si.state, "DEADLINE") ||
-		      !strcmp(si.reason, "TimeLimit");
-	if (timeout)
-		lognote(log_fd, "Slurm job %s reached its time limit: SIGTERM now, SIGKILL after "
-			"the cluster's KillWait", self);
-	else if (!strcmp(si.state, "CANCELLED"))
-		lognote(log_fd, "Slurm job %s was cancelled (scancel): SIGTERM now", self);
-	if (!timeout || parse_ll(job_spec_get(spec, "slurm_resubmit", ""), 1, 1000, &max) < 0)
-		return;
-	slurm_ids(dir, &ids);
-	if (!ids.n || strcmp(ids.v[ids.n - 1], self))
-		goto out; /* done already, or not the current job */
-	if ((long long)ids.n - 1 >= max) {
-		lognote(log_fd, "not submitted again: [slurm] max_resubmits (%lld) reached", max);
-		goto out;
-	}
-	if (slurm_submit(dir, spec, self, &id, &err) < 0) {
-		lognote(log_fd, "cannot submit the job again: %s", err.msg);
-		goto out;
-	}
-	lognote(log_fd, "submitted again as Slurm job %s (resubmission %zu of %lld), to start "
-		"when this one has ended", id, ids.n, max);
-out:
-	free(id);
-	sv_clear(&ids);
-}
-
-static int env_num(const char *name, long long max, long long *out)
-{
-	const char *v = getenv(name);
-
-	return v && parse_ll(v, 0, max, out) == 0 ? 0 : -1;
-}
-
-/* A free TCP port on this node, for MASTER_PORT. */
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = 29500;
-
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
-/* `slurm-run DIR`: the batch script's command. */
-static int slurm_run(const char *dir)
-{
-	struct job_spec spec = { STRVEC_INIT };
-	struct strvec launcher = STRVEC_INIT;
-	struct gr_err err = { 0 };
-	const char *jid = getenv("SLURM_JOB_ID");
-	char host[256] = "", agent[4096], *extra = NULL;
-	long long restarts = 0, ntasks;
-	uint64_t since = slurm_wall_ms();
-	int log_fd = open_log(dir), status = 1, rc;
-	pid_t child;
-
-	if (!jid || !slurm_id_ok(jid) || job_spec_read(dir, &spec, &err) < 0 || log_fd < 0) {
-		fprintf(stderr, "gpurun-agent slurm-run: %s\n",
-			log_fd < 0 ? "cannot open the job's log" :
-			err.msg[0] ? err.msg : "not in a Slurm job (no SLURM_JOB_ID)");
-		goto out;
-	}
-	env_num("SLURM_RESTART_COUNT", 1000000, &restarts);
-	if (env_num("SLURM_NTASKS", 1000000, &ntasks) < 0)
-		ntasks = slurm_ntasks(&spec);
-	gethostname(host, sizeof(host) - 1);
-	/* torch.distributed, JAX and MPI-free launchers find each other by
-	 * these: rank 0 runs here, on the batch host. */
-	setenv("MASTER_ADDR", host, 1);
-	char port[16];
-	snprintf(port, sizeof(port), "%d", free_port());
-	setenv("MASTER_PORT", port, 1);
-	char nt[24];
-	snprintf(nt, sizeof(nt), "%lld", ntasks);
-	setenv("WORLD_SIZE", nt, 1);
-	if (ntasks <= 1) {
-		setenv("RANK", "0", 1);
-		setenv("LOCAL_RANK", "0", 1);
-		setenv("NODE_RANK", "0", 1);
-	} else {
-		ssize_t n = readlink("/proc/self/exe", agent, sizeof(agent) - 1);
-		agent[n > 0 ? n : 0] = '\0';
-		/* Each task sets its own RANK, LOCAL_RANK, NODE_RANK. */
-		sv_push(&launcher, "srun");
-		sv_push(&launcher, "--kill-on-bad-exit=1");
-		sv_push(&launcher, "--unbuffered");
-		sv_push(&launcher, agent);
-		sv_push(&launcher, "slurm-task");
-	}
-	if (restarts > 0) {
-		/* The status of the run Slurm requeued is not this run's. */
-		char *p = job_meta(dir, "status");
-		unlink(p);
-		free(p);
-		lognote(log_fd, "Slurm requeued job %s: run %lld starts", jid, restarts + 1);
-	}
-	lognote(log_fd, "running as Slurm job %s on %s (%lld task%s%s%s)", jid,
-		getenv("SLURM_JOB_NODELIST") ? getenv("SLURM_JOB_NODELIST") : host, ntasks,
-		ntasks == 1 ? "" : "s", getenv("CUDA_VISIBLE_DEVICES") ? ", GPUs " : "",
-		getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
-	extra = xasprintf("slurm_id=%s\nslurm_restarts=%lld\n", jid, restarts);
-	struct job_sup_mode mode = {
-		.setup_build = !strcmp(job_spec_get(&spec, "slurm_build_on", "login"), "compute"),
-		.run = 1,
-		.take_gpus = 0,
-		.launcher = launcher.n ? &launcher : NULL,
-		.gpus_shown = getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "",
-		.status_extra = extra,
-	};
-
-	struct sigaction sa = { 0 };
-	sa.sa_handler = slurm_on_signal;
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGUSR1, &sa, NULL);
-	child = fork();
-	if (child < 0) {
-		lognote(log_fd, "cannot start the job's supervisor: %s", strerror(errno));
-		goto out;
-	}
-	if (child == 0) {
-		signal(SIGUSR1, SIG_IGN); /* the parent passes it on */
-		signal(SIGTERM, SIG_DFL);
-		_exit(job_supervise_mode(dir, -1, -1, &mode));
-	}
-	for (int term_seen = 0;;) {
-		rc = waitpid(child, &status, 0);
-		int e = errno;
-		if (slurm_got_usr1) {
-			slurm_got_usr1 = 0;
-			pass_usr1(dir, since, log_fd);
-		}
-		if (slurm_got_term && !term_seen) {
-			term_seen = 1;
-			on_term(dir, &spec, jid, log_fd);
-		}
-		if (rc == child)
-			break;
-		if (rc < 0 && e != EINTR) {
-			status = 1 << 8;
-			break;
-		}
-	}
-	status = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-	if (status == 0) {
-		/* The batch step ends as the command did, so Slurm's own
-		 * accounting (sacct, emails) tells a failed job from a done
-		 * one: exit N, or 128+S for a signal. */
-		struct strvec st = STRVEC_INIT;
-		char *p = job_meta(dir, "status");
-		if (job_kv_read(p, &st, NULL) == 0) {
-			uint64_t sig = job_kv_u64(&st, "signal");
-			status = sig ? 128 + (int)(sig & 0x7f) : (int)(job_kv_u64(&st, "exit") & 0xff);
-		}
-		free(p);
-		sv_clear(&st);
-	}
-out:
-	if (log_fd >= 0)
-		close(log_fd);
-	free(extra);
-	sv_clear(&launcher);
-	job_spec_free(&spec);
-	return status;
-}
-
-/* `slurm-task CMD...`: one task of several (under srun): its rank from
- * Slurm's, then the command. */
-static int slurm_task(int argc, char **argv)
-{
-	static const struct {
-		const char *from, *to;
-	} ranks[] = {
-		{ "SLURM_PROCID", "RANK" }, { "SLURM_LOCALID", "LOCAL_RANK" },
-		{ "SLURM_NODEID", "NODE_RANK" }, { "SLURM_NTASKS", "WORLD_SIZE" },
-	};
-	long long n;
-
-	if (argc < 3) {
-		fprintf(stderr, "usage: gpurun-agent slurm-task CMD...\n");
-		return 2;
-	}
-	for (size_t i = 0; i < GR_ARRAY_SIZE(ranks); i++) {
-		if (env_num(ranks[i].from, 1000000000, &n) < 0) {
-			fprintf(stderr, "gpurun-agent slurm-task: no %s (not under srun?)\n", ranks[i].from);
-			return 127;
-		}
-		setenv(ranks[i].to, getenv(ranks[i].from), 1);
-	}
-	execvp(argv[2], argv + 2);
-	fprintf(stderr, "gpurun: cannot run %s: %s\n", argv[2], strerror(errno));
-	return 127;
 }
 
 /* `slurm-submit DIR LOCKFD READYFD`: the login node's supervisor. */
@@ -754,9 +476,9 @@ static int slurm_main(int argc, char **argv)
 	if (argc >= 2 && !strcmp(argv[1], "slurm-submit"))
 		return slurm_submit_main(argc, argv);
 	if (argc == 3 && !strcmp(argv[1], "slurm-run"))
-		return slurm_run(argv[2]);
+		return slurm_run_main(argv[2]);
 	if (argc >= 2 && !strcmp(argv[1], "slurm-task"))
-		return slurm_task(argc, argv);
+		return slurm_task_main(argc, argv);
 	return -1;
 }
 

@@ -2,6 +2,7 @@
  * their answers, and make the sbatch command line and batch script. */
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -542,4 +543,43 @@ out:
 	free(path);
 	free(meta);
 	return rc;
+}
+
+/* ---- shared by the backend's parts ---- */
+
+uint64_t slurm_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A line of gpurun's own in the job's log. */
+void slurm_lognote(int fd, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+
+	sb_adds(&sb, "[gpurun] ");
+	va_start(ap, fmt);
+	sb_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	sb_adds(&sb, "\n");
+	if (fd >= 0 && write_full(fd, sb.buf, sb.len) < 0)
+		fprintf(stderr, "gpurun-agent: cannot write the log: %s\n", strerror(errno));
+	sb_release(&sb);
+}
+
+int slurm_open_log(const char *dir)
+{
+	char *p = job_meta(dir, "log");
+	int fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+	free(p);
+	return fd;
+}
+
+int slurm_stop_asked(const char *dir)
+{
+	return job_meta_exists(dir, "stopped");
 }

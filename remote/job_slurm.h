@@ -106,4 +106,20 @@ void slurm_map(const struct slurm_info *si, int status_valid, const struct strve
 /* The job's Slurm ids, oldest first (from .gpurun/slurm). */
 void slurm_ids(const char *dir, struct strvec *ids);
 
+/* Wall-clock milliseconds (the times in a job's files). */
+uint64_t slurm_now_ms(void);
+/* A line of gpurun's own ("[gpurun] ...") in the job's log, fd from
+ * slurm_open_log (-1: dropped). */
+void slurm_lognote(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The job's log, opened to append; -1 on failure. */
+int slurm_open_log(const char *dir);
+/* 1 once `gpurun stop` asked (.gpurun/stopped). */
+int slurm_stop_asked(const char *dir);
+
+/* The modes of the agent binary in the allocation (job_slurm_run.c):
+ * `slurm-run DIR` (the batch script's) and `slurm-task CMD...` (one task
+ * under srun). Return the exit code. */
+int slurm_run_main(const char *dir);
+int slurm_task_main(int argc, char **argv);
+
 #endif

@@ -23,6 +23,7 @@
 #include "../../remote/job_house.c"
 #include "../../remote/job_proc.c"
 #include "../../remote/job_slurm.c"
+#include "../../remote/job_slurm_run.c"
 #include "../../remote/job_snap.c"
 #include "../../remote/job_steps.c"
 #include "../../remote/job_store.c"
