@@ -524,13 +524,19 @@ static int slurm_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 	const char *id = ids.n ? ids.v[ids.n - 1] : "";
 	/* Pending or not, as Slurm says now (the record may be a cached
 	 * answer from before the job started). */
-	struct slurm_info si;
+	struct slurm_info si = { 0 };
 	struct gr_err qe = { 0 };
 	int pending = !strcmp(r.state, "queued");
 	if (*id && slurm_query(id, &si, &qe) == 0 && si.known)
 		pending = !strcmp(si.state, "PENDING") || !strcmp(si.state, "REQUEUED") ||
 			  !strcmp(si.state, "REQUEUE_HOLD");
 	if (!job_rec_ended(&r)) {
+		int log_fd = slurm_open_log(dir);
+		slurm_lognote(log_fd, "stop: Slurm job %s is %s: %s", id,
+			      si.known && !qe.code ? si.state : r.state,
+			      pending ? "scancel" : "SIGTERM to its processes, scancel after the grace period");
+		if (log_fd >= 0)
+			close(log_fd);
 		if (pending) {
 			scancel(id, NULL, &said);
 			wait_end(dir, &r, 30000);

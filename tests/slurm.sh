@@ -21,6 +21,8 @@
 #
 # SLURM_MIN_JOB_AGE (default 300) is how long scontrol remembers an ended
 # job; a small value lets a test see a job only sacct knows.
+# SLURM_CRED_EXPIRE (Slurm's default 120) is also how long a requeued job
+# waits before it may start again.
 #
 # Exports SLURM_CONF (the same path for every cluster of a test); sets SLURM_DIR, SLURM_NODE, SLURM_PARTITION
 # (the default partition) and SLURM_PARTITION2 (a second one, for
@@ -143,7 +145,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$_msock
+AuthInfo=socket=$_msock${SLURM_CRED_EXPIRE:+,cred_expire=$SLURM_CRED_EXPIRE}
 StateSaveLocation=$_d/state
 SlurmdSpoolDir=$_d/spool/%n
 SlurmctldPidFile=$_d/run/slurmctld.pid

@@ -17,7 +17,8 @@ fi
 LH=$TRASH/login-home
 start_sshd login "SetEnv HOME=$LH $(slurm_sshd_env)" && trust_sshd login ||
 	{ echo "not ok - $TEST_NAME: sshd"; exit 1; }
-slurm_start || { echo "not ok - $TEST_NAME: the cluster did not start"; exit 1; }
+# A requeued job waits cred_expire seconds before it starts again.
+SLURM_CRED_EXPIRE=10 slurm_start || { echo "not ok - $TEST_NAME: the cluster did not start"; exit 1; }
 
 P=$TRASH/proj
 R=$LH/proj
@@ -144,7 +145,7 @@ test_expect_success 'stop of a pending job: queued with its reason, then cancell
 	done && test_grep Resources $T/js &&
 	n=$(sid "$id") && test "$(sstate "$n")" = PENDING &&
 	"$GPURUN" stop "$id" >$T/out 2>$T/err &&
-	test_grep "cancelled Slurm job $n of job $id before it started" $T/err &&
+	test_grep "Slurm job $n: CANCELLED" $T/err &&
 	slurm_wait_state "$n" CANCELLED 30 && wait_status "$id" stopped &&
 	scancel "$blocker" && ! test -e $TRASH/pending-ran
 '
@@ -157,6 +158,17 @@ test_expect_success 'a job cancelled outside gpurun (scancel by hand) says so' '
 	{ wait $tpid; rc=$?; } && test $rc = 143 &&
 	test_grep "was cancelled outside gpurun" $T/err &&
 	wait_status "$id" cancelled && ! pgrep -f "^sleep $((S + 2))\$"
+'
+
+test_expect_success '[slurm] requeue: a job Slurm requeues runs again; the first run is not its end' '
+	cd "$P" && ini "[train]" "command = n=\$((\$(cat runs 2>/dev/null || echo 0) + 1)); echo \$n >runs; echo run \$n; [ \$n = 1 ] && { sleep $((S + 3)) & wait; }; exit 0" \
+		"[slurm]" "requeue = true" &&
+	id=$("$GPURUN" -q train -d) && n=$(sid "$id") &&
+	{ "$GPURUN" logs -f "$id" >$T/rq 2>$T/rqerr & lpid=$!; } &&
+	wait_grep "^run 1\$" $T/rq && scontrol requeue "$n" &&
+	{ wait $lpid; rc=$?; } && test $rc = 0 &&
+	test_grep -x "run 2" $T/rq && test_grep "Slurm requeued job $n: run 2 starts" $T/rq &&
+	"$GPURUN" status --json "$id" >$T/rq.json && test "$(json_field $T/rq.json state)" = done
 '
 
 test_expect_success '[slurm] build_on = compute: setup and build run inside the job' '
