@@ -1,6 +1,7 @@
 /* gpurun doctor: check, in order, config, ssh_config, name resolution, TCP,
  * SSH handshake, host key, authentication, the agent, the remote tools and
- * the python/nvcc a job would find through [train] shell, one line each,
+ * the python/nvcc a job would find through [train] shell (or, with
+ * [container] image, the runtime, the image and how GPUs go in), one line each,
  * stopping where later checks would mean nothing. The ssh
  * steps come from the libssh2 layer's observer as the connection is made. */
 #include <stdarg.h>
@@ -327,6 +328,70 @@ out:
 	sv_clear(&kv);
 }
 
+/* [container]: the runtime a job would use, its image, and how GPUs
+ * would go in. */
+static void check_container(struct gr_ctx *ctx, struct doctor *d)
+{
+	const struct gr_config *cfg = ctx->cfg;
+	struct strvec kv = STRVEC_INIT;
+	struct gr_err e = { 0 };
+	const char *rt = "", *path = "", *ver = "", *why = "", *img = "", *gpu = "";
+	const char *cdi = "", *toolkit = "", *smi = "";
+
+	if (job_container_check(ctx->conn, cfg->remote.path ? cfg->remote.path : "",
+				cfg->container.runtime, cfg->container.image, &kv, &e) < 0) {
+		fail(d, "container", &e, e.code);
+		goto out;
+	}
+	for (size_t i = 0; i + 1 < kv.n; i += 2) {
+		const char *k = kv.v[i], *v = kv.v[i + 1];
+		const char **to = !strcmp(k, "runtime") ? &rt : !strcmp(k, "path") ? &path :
+				  !strcmp(k, "version") ? &ver : !strcmp(k, "error") ? &why :
+				  !strcmp(k, "image") ? &img : !strcmp(k, "gpu") ? &gpu :
+				  !strcmp(k, "cdi") ? &cdi : !strcmp(k, "toolkit") ? &toolkit :
+				  !strcmp(k, "nvidia_smi") ? &smi : NULL;
+		if (to)
+			*to = v;
+	}
+	/* The words the agent answers with are one of a few: anything else
+	 * is a host that does not run gpurun's agent as it should. */
+	if (!job_ctr_runtime_ok(rt) || (strcmp(img, "") && strcmp(img, "present") && strcmp(img, "absent")) ||
+	    (*rt && strcmp(gpu, "cdi") && strcmp(gpu, "toolkit") && strcmp(gpu, "none"))) {
+		gr_errf(&e, GR_EPROTO, "the host sent a malformed CONTAINER_CHECK answer "
+			"(runtime '%s', image '%s', gpu '%s'); refusing it", rt, img, gpu);
+		fail(d, "container", &e, GR_EPROTO);
+		goto out;
+	}
+	if (!*rt) {
+		gr_errf(&e, GR_EREMOTE, "%s", *why ? why : "no container runtime on the host");
+		gr_hintf(&e, "install podman or docker on the host, or leave [container] image empty "
+			 "to run jobs on the host itself");
+		fail(d, "container", &e, GR_EREMOTE);
+		goto out;
+	}
+	line("ok", "container", "%s %s (%s)", rt, ver, path);
+	if (!strcmp(img, "present"))
+		line("ok", "image", "%s is on the host", cfg->container.image);
+	else if (!strcmp(img, "absent"))
+		line("warn", "image", "%s is not on the host yet: the first job pulls it (its log shows the pull)",
+		     cfg->container.image);
+	if (!strcmp(gpu, "cdi"))
+		line("ok", "ctr gpus", "CDI: each job's GPUs as --device nvidia.com/gpu=N (%s)", cdi);
+	else if (!strcmp(gpu, "toolkit"))
+		line("ok", "ctr gpus", "docker --gpus, through the NVIDIA container toolkit (%s)", toolkit);
+	else if (*smi) {
+		line("warn", "ctr gpus", "the host has GPUs (%s) but none can go into a %s container: "
+		     "no CDI spec naming nvidia.com/gpu in /etc/cdi or /var/run/cdi%s", smi, rt,
+		     !strcmp(rt, "docker") ? ", no NVIDIA container toolkit" : "");
+		printf("     hint: install the NVIDIA container toolkit on the host and run "
+		       "'sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml'\n");
+	} else {
+		line("ok", "ctr gpus", "no GPUs on the host (no nvidia-smi): containers get none");
+	}
+out:
+	sv_clear(&kv);
+}
+
 int cmd_doctor(int argc, char **argv, struct gr_ctx *ctx)
 {
 	struct gr_getopt st;
@@ -372,7 +437,13 @@ int cmd_doctor(int argc, char **argv, struct gr_ctx *ctx)
 		     h->uploaded ? "uploaded now" : "already installed", h->version, h->home);
 	}
 	check_tools(ctx, &d);
-	check_job_env(ctx, &d);
+	if (ctx->cfg->container.image && *ctx->cfg->container.image) {
+		line("skip", "job env", "jobs run in the image %s: the host's python and nvcc do not apply",
+		     ctx->cfg->container.image);
+		check_container(ctx, &d);
+	} else {
+		check_job_env(ctx, &d);
+	}
 	check_crypto(&d);
 done:
 	sb_release(&d.methods);

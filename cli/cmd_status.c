@@ -60,23 +60,32 @@ static const char *short_commit(const struct job_rec *r, char *buf, size_t n)
 
 #define NAME_COL_MAX 24
 #define COMMAND_COL 40
+#define IMAGE_COL_MAX 32
 
 static void print_table(const struct job_rec *recs, size_t n, uint64_t disk_total,
 			struct strbuf *o)
 {
 	char t[32], d[32], code[16], sz[32], cm[32], nm[NAME_COL_MAX + 4], cmd[COMMAND_COL + 4];
-	int nw = 4;
+	char im[IMAGE_COL_MAX + 4];
+	int nw = 4, iw = 0; /* iw: an IMAGE column when a job ran in a container */
 
 	for (size_t i = 0; i < n; i++) {
 		int len = recs[i].name ? (int)strlen(recs[i].name) : 0;
 		if (len > nw)
 			nw = len > NAME_COL_MAX ? NAME_COL_MAX : len;
+		len = recs[i].image ? (int)strlen(recs[i].image) : 0;
+		if (len > iw)
+			iw = len > IMAGE_COL_MAX ? IMAGE_COL_MAX : len < 5 ? 5 : len;
 	}
 	if (!n)
 		sb_adds(o, "no jobs for this project yet\n");
-	else
-		sb_addf(o, "%-20s  %-8s  %-*s  %-19s  %-8s  %-4s  %9s  %-4s  %-9s  %s\n", "JOB", "STATE",
-			nw, "NAME", "STARTED", "DURATION", "EXIT", "DISK", "GPUS", "COMMIT", "COMMAND");
+	else {
+		sb_addf(o, "%-20s  %-8s  %-*s  %-19s  %-8s  %-4s  %9s  %-4s  %-9s  ", "JOB", "STATE",
+			nw, "NAME", "STARTED", "DURATION", "EXIT", "DISK", "GPUS", "COMMIT");
+		if (iw)
+			sb_addf(o, "%-*s  ", iw, "IMAGE");
+		sb_adds(o, "COMMAND\n");
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct job_rec *r = &recs[i];
 		int ec = job_rec_exit_code(r);
@@ -85,12 +94,16 @@ static void print_table(const struct job_rec *recs, size_t n, uint64_t disk_tota
 		else
 			snprintf(code, sizeof(code), "-");
 		/* The id and name passed job_rec_check; the rest is the host's text. */
-		sb_addf(o, "%-20s  %-8s  %-*s  %-19s  %-8s  %-4s  %9s  %-4s  %-9s  %s\n", r->id,
+		sb_addf(o, "%-20s  %-8s  %-*s  %-19s  %-8s  %-4s  %9s  %-4s  %-9s  ", r->id,
 			ts(r->state), nw, r->name && *r->name ? shorten(r->name, NAME_COL_MAX, nm) : "-",
 			job_fmt_time(r->start_ms ? r->start_ms : r->created_ms, t, sizeof(t)),
 			job_fmt_duration(duration(r), d, sizeof(d)), code,
 			fmt_size(r->disk_bytes, sz, sizeof(sz)), r->gpus && *r->gpus ? ts(r->gpus) : "-",
-			short_commit(r, cm, sizeof(cm)), ts(shorten(r->command, COMMAND_COL, cmd)));
+			short_commit(r, cm, sizeof(cm)));
+		if (iw)
+			sb_addf(o, "%-*s  ", iw,
+				r->image && *r->image ? ts(shorten(r->image, IMAGE_COL_MAX, im)) : "-");
+		sb_addf(o, "%s\n", ts(shorten(r->command, COMMAND_COL, cmd)));
 	}
 	if (n)
 		sb_addf(o, "disk used on the host by this project's jobs: %s in all"
@@ -129,7 +142,8 @@ static void print_detail(const struct job_rec *r, struct strbuf *o)
 	static const char *const shown[] = {
 		"id", "state", "name", "command", "command_is_argv", "git_commit", "git_branch",
 		"git_dirty", "git_diff", "created_ms", "start_ms", "end_ms", "has_status",
-		"signalled", "code", "gpus", "pid", "dir", "log_size", "now_ms", "disk_bytes", NULL,
+		"signalled", "code", "gpus", "pid", "dir", "log_size", "now_ms", "disk_bytes", "image",
+		"runtime", NULL,
 	};
 	char t[32], sz[32], d[32], buf[32];
 	struct strbuf end = STRBUF_INIT;
@@ -159,6 +173,10 @@ static void print_detail(const struct job_rec *r, struct strbuf *o)
 	}
 	LINE("runtime", "%s", job_fmt_duration(duration(r), d, sizeof(d)));
 	LINE("gpus", "%s", r->gpus && *r->gpus ? ts(r->gpus) : "not restricted");
+	if (r->image && *r->image)
+		LINE("image", "%s (%s)", ts(r->image), r->runtime && *r->runtime ? ts(r->runtime) : "?");
+	else
+		LINE("image", "- (on the host, no container)");
 	if (r->pid)
 		LINE("pid", "%u", r->pid);
 	LINE("folder", "%s", ts(r->dir));

@@ -24,6 +24,14 @@ int job_id_check(const char *id, struct gr_err *err)
 	return GR_EPROTO;
 }
 
+static int has_ctl(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 1;
+	return 0;
+}
+
 int job_rec_check(const struct job_rec *r, struct gr_err *err)
 {
 	int rc = job_id_check(r->id, err);
@@ -35,6 +43,15 @@ int job_rec_check(const struct job_rec *r, struct gr_err *err)
 			     "refusing it", ts(r->name), r->id);
 	if (rc == 0 && (!job_hex_ok(r->git_commit, 40, 64) || !job_hex_ok(r->git_diff, 64, 64)))
 		rc = gr_errf(err, GR_EPROTO, "the host sent a malformed commit for job %s", r->id);
+	/* The image is the user's own [container] image (the agent refused
+	 * one with a control character or a leading '-'); the runtime one
+	 * of two words. */
+	if (rc == 0 && !job_ctr_runtime_ok(r->runtime))
+		rc = gr_errf(err, GR_EPROTO, "the host sent an unknown container runtime '%s' for job %s; "
+			     "refusing it", ts(r->runtime), r->id);
+	if (rc == 0 && r->image && (r->image[0] == '-' || strlen(r->image) > 4096 || has_ctl(r->image)))
+		rc = gr_errf(err, GR_EPROTO, "the host sent an invalid image '%s' for job %s; refusing it",
+			     ts(r->image), r->id);
 	return rc;
 }
 
@@ -99,6 +116,17 @@ void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct s
 		PAIR("build", cfg->build.command);
 	for (size_t i = 0; i < cfg->train.persist.n; i++)
 		PAIR("persist", cfg->train.persist.v[i]);
+	if (cfg->container.image && *cfg->container.image) {
+		PAIR("container_image", cfg->container.image);
+		PAIR("container_runtime", cfg->container.runtime && *cfg->container.runtime
+						  ? cfg->container.runtime : "auto");
+		for (size_t i = 0; i < cfg->container.options.n; i++)
+			PAIR("container_option", cfg->container.options.v[i]);
+		for (size_t i = 0; i < cfg->container.mounts.n; i++)
+			PAIR("container_mount", cfg->container.mounts.v[i]);
+		if (cfg->container.user && *cfg->container.user)
+			PAIR("container_user", cfg->container.user);
+	}
 	if (cfg->slurm_on)
 		job_spec_slurm(cfg, spec);
 #undef PAIR
@@ -244,6 +272,10 @@ void job_stop_report_free(struct job_stop_report *s)
 	job_rec_clear(&s->rec);
 	sv_clear(&s->survivors);
 	sv_clear(&s->gpu_holders);
+	sv_clear(&s->ctr_stopped);
+	sv_clear(&s->ctr_left);
+	free(s->ctr_err);
+	s->ctr_err = NULL;
 }
 
 void job_stop_payload(struct strbuf *pl, const char *project, const char *id, int grace_s)
@@ -282,9 +314,28 @@ int job_stop_parse(const void *p, size_t n, struct job_stop_report *s, struct gr
 			sv_pushf(&s->gpu_holders, "%u %s", pid, gpu);
 		free(gpu);
 	}
+	k = get_u32(&rd);
+	if (k > rd.n / 5) /* an empty str and a u8 at least */
+		rd.bad = 1;
+	for (uint32_t i = 0; i < k && !rd.bad; i++) {
+		char *name = get_str(&rd);
+		uint8_t left = get_u8(&rd);
+		if (name)
+			sv_push(left ? &s->ctr_left : &s->ctr_stopped, name);
+		free(name);
+	}
+	s->ctr_err = get_str(&rd);
 	int rc = rd_done(&rd, err, "JOB_STOP");
 	if (rc == 0)
 		rc = job_rec_check(&s->rec, err);
+	/* Names go into messages: only what a runtime allows. */
+	for (size_t i = 0; rc == 0 && i < s->ctr_stopped.n + s->ctr_left.n; i++) {
+		const char *nm = i < s->ctr_stopped.n ? s->ctr_stopped.v[i]
+						      : s->ctr_left.v[i - s->ctr_stopped.n];
+		if (!job_ctr_name_ok(nm))
+			rc = gr_errf(err, GR_EPROTO, "the host sent an invalid container name '%s' for "
+				     "job %s; refusing it", ts(nm), s->rec.id);
+	}
 	if (rc < 0)
 		job_stop_report_free(s);
 	return rc;
@@ -331,8 +382,10 @@ int job_stop_print(const struct job_stop_report *s, int quiet)
 			fprintf(stderr, "gpurun: stopped job %s: SIGTERM to %u process%s%s\n",
 				who, s->nterm, s->nterm == 1 ? "" : "es",
 				s->killed ? ", SIGKILL to those left after the grace period" : "");
-		else
+		else if (!s->ctr_stopped.n)
 			fprintf(stderr, "gpurun: job %s had no processes left to stop\n", who);
+		for (size_t i = 0; i < s->ctr_stopped.n; i++)
+			fprintf(stderr, "gpurun: stopped and removed container %s\n", ts(s->ctr_stopped.v[i]));
 		if (job_rec_ended(&s->rec)) {
 			job_describe_end(&s->rec, &end);
 			fprintf(stderr, "gpurun: job %s %s\n", who, end.buf);
@@ -345,7 +398,13 @@ int job_stop_print(const struct job_stop_report *s, int quiet)
 	for (size_t i = 0; i < s->gpu_holders.n; i++)
 		fprintf(stderr, "gpurun: process %s of job %s still holds a GPU (pid gpu)\n",
 			ts(s->gpu_holders.v[i]), s->rec.id);
-	return s->survivors.n || s->gpu_holders.n;
+	for (size_t i = 0; i < s->ctr_left.n; i++)
+		fprintf(stderr, "gpurun: container %s of job %s is still there\n",
+			ts(s->ctr_left.v[i]), s->rec.id);
+	if (s->ctr_err && *s->ctr_err)
+		fprintf(stderr, "gpurun: cannot tell whether the job's container is gone: %s\n",
+			ts(s->ctr_err));
+	return s->survivors.n || s->gpu_holders.n || s->ctr_left.n || (s->ctr_err && *s->ctr_err);
 }
 
 void job_rm_report_free(struct job_rm_report *r)
@@ -428,16 +487,14 @@ int job_prune(struct gr_conn *c, const char *project, uint32_t keep, uint64_t ol
 	return rc;
 }
 
-int job_env(struct gr_conn *c, const char *project, const char *shell, struct strvec *kv,
-	    struct gr_err *err)
+/* A request answered by u32 n, n x (str key, str value), into kv. */
+static int kv_request(struct gr_conn *c, int type, const char *what, const struct strbuf *pl,
+		      struct strvec *kv, struct gr_err *err)
 {
-	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
+	struct strbuf rep = STRBUF_INIT;
 	struct gr_rd rd;
-	int rc;
+	int rc = conn_request(c, type, pl->buf, pl->len, &rep, err);
 
-	put_str(&pl, project);
-	put_str(&pl, shell);
-	rc = conn_request(c, GR_MSG_JOB_ENV, pl.buf, pl.len, &rep, err);
 	if (rc == 0) {
 		rd_init(&rd, rep.buf, rep.len);
 		uint32_t n = get_u32(&rd);
@@ -450,10 +507,36 @@ int job_env(struct gr_conn *c, const char *project, const char *shell, struct st
 			free(k);
 			free(v);
 		}
-		rc = rd_done(&rd, err, "JOB_ENV");
+		rc = rd_done(&rd, err, what);
 	}
-	sb_release(&pl);
 	sb_release(&rep);
+	return rc;
+}
+
+int job_env(struct gr_conn *c, const char *project, const char *shell, struct strvec *kv,
+	    struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT;
+	int rc;
+
+	put_str(&pl, project);
+	put_str(&pl, shell);
+	rc = kv_request(c, GR_MSG_JOB_ENV, "JOB_ENV", &pl, kv, err);
+	sb_release(&pl);
+	return rc;
+}
+
+int job_container_check(struct gr_conn *c, const char *project, const char *runtime,
+			const char *image, struct strvec *kv, struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT;
+	int rc;
+
+	put_str(&pl, project);
+	put_str(&pl, runtime);
+	put_str(&pl, image);
+	rc = kv_request(c, GR_MSG_CONTAINER_CHECK, "CONTAINER_CHECK", &pl, kv, err);
+	sb_release(&pl);
 	return rc;
 }
 

@@ -51,6 +51,9 @@ struct job_stop_report {
 	int killed;              /* SIGKILL was needed */
 	struct strvec survivors; /* "PID COMM" */
 	struct strvec gpu_holders; /* "PID GPU" */
+	struct strvec ctr_stopped; /* containers stopped and removed */
+	struct strvec ctr_left;    /* containers still there */
+	char *ctr_err;           /* the runtime did not answer: why */
 };
 void job_stop_report_free(struct job_stop_report *s);
 /* Send STOP and read its answer (stop_parse: for a reply already read). */
@@ -86,6 +89,10 @@ int job_prune(struct gr_conn *c, const char *project, uint32_t keep, uint64_t ol
  * appended to kv (v[2i] key, v[2i+1] value). */
 int job_env(struct gr_conn *c, const char *project, const char *shell, struct strvec *kv,
 	    struct gr_err *err);
+/* CONTAINER_CHECK: what a job's container would get on the host (runtime
+ * auto/podman/docker, image), as key/value pairs (job_container.h). */
+int job_container_check(struct gr_conn *c, const char *project, const char *runtime,
+			const char *image, struct strvec *kv, struct gr_err *err);
 
 struct job_gpu {
 	uint32_t index, util;

@@ -130,6 +130,12 @@ static void fill(struct gr_config *c)
 	c->artifacts.interval = int_of(p, "artifacts.interval");
 	c->artifacts.min_free = int_of(p, "artifacts.min_free");
 	c->jobs.keep = int_of(p, "jobs.keep");
+	set_str(&c->container.image, text_of(p, "container.image"));
+	set_str(&c->container.runtime, text_of(p, "container.runtime"));
+	sv_clear(&c->container.options);
+	config_split_words(text_of(p, "container.options"), &c->container.options);
+	split_list(&c->container.mounts, text_of(p, "container.mounts"));
+	set_str(&c->container.user, text_of(p, "container.user"));
 	set_str(&c->hooks.pre_push, text_of(p, "hooks.pre_push"));
 	c->slurm_on = !strcmp(text_of(p, "remote.scheduler"), "slurm");
 	set_str(&c->slurm.partition, text_of(p, "slurm.partition"));
@@ -724,6 +730,8 @@ void config_free(struct gr_config *cfg)
 	free(cfg->slurm.time); free(cfg->slurm.mem); free(cfg->slurm.constraint);
 	free(cfg->slurm.gpu_type); free(cfg->slurm.gpu_flag); free(cfg->slurm.build_on);
 	sv_clear(&cfg->slurm.options);
+	free(cfg->container.image); free(cfg->container.runtime); free(cfg->container.user);
+	sv_clear(&cfg->container.options); sv_clear(&cfg->container.mounts);
 	sv_clear(&cfg->warnings);
 	free(cfg);
 }

@@ -105,6 +105,13 @@ struct gr_config {
 		int keep;              /* ended jobs kept after each train; 0 = all */
 	} jobs;
 	struct {
+		char *image;           /* "" = jobs run on the host */
+		char *runtime;         /* "auto", "podman" or "docker" */
+		struct strvec options; /* words, quotes removed (config_split_words) */
+		struct strvec mounts;  /* SRC[:DST[:ro]] */
+		char *user;            /* "" = the caller's uid:gid on the host */
+	} container;
+	struct {
 		char *pre_push;        /* smoke test run on the host by the pre-push hook */
 	} hooks;
 	struct strvec warnings;    /* for the user, not fatal: GPURUN_TRAIN_COMAND is
@@ -177,10 +184,10 @@ int config_write_template(const char *path, struct gr_err *err);
 
 void config_free(struct gr_config *cfg);
 
-/* Split v into words as a shell would without expanding anything:
- * blanks separate, quotes group ('...' literally, "..." with \" and \\),
- * a backslash escapes one character. out may be NULL (only check).
- * Returns NULL, or why v cannot be split (an unclosed quote). */
+/* Split v into words as a shell would, without expanding anything:
+ * blanks separate words, '...' and "..." group them (in "...", \" and \\
+ * stand for themselves), \ quotes the next character. Words go to out
+ * (may be NULL: only check). Returns NULL, or why v cannot be split. */
 const char *config_split_words(const char *v, struct strvec *out);
 
 /* Length of a leading "$GPURUN_JOB_DIR/" (or "${GPURUN_JOB_DIR}/") in an

@@ -20,12 +20,17 @@ static const char *check_inputs(const char *v, struct strbuf *norm);
 static const char *check_word(const char *v, struct strbuf *norm);
 static const char *check_slurm_time(const char *v, struct strbuf *norm);
 static const char *check_slurm_options(const char *v, struct strbuf *norm);
+static const char *check_image(const char *v, struct strbuf *norm);
+static const char *check_options(const char *v, struct strbuf *norm);
+static const char *check_mounts(const char *v, struct strbuf *norm);
+static const char *check_user(const char *v, struct strbuf *norm);
 
 static const char *const transport_values[] = { "libssh2", "openssh", "local", NULL };
 static const char *const shell_values[] = { "sh", "login", NULL };
 static const char *const scheduler_values[] = { "none", "slurm", NULL };
 static const char *const build_on_values[] = { "login", "compute", NULL };
 static const char *const gpu_flag_values[] = { "gres", "gpus", NULL };
+static const char *const runtime_values[] = { "auto", "podman", "docker", NULL };
 
 static const struct gr_config_key keys[] = {
 	{ .section = "remote", .name = "host", .type = GR_KEY_STRING, .def = "",
@@ -151,6 +156,22 @@ static const struct gr_config_key keys[] = {
 	  .help = "submit a job that reaches its time limit again (it resumes from [train] persist paths)" },
 	{ .section = "slurm", .name = "max_resubmits", .type = GR_KEY_INT, .def = "10", .min = 1, .max = 1000,
 	  .help = "with resubmit: at most this many submissions after the first" },
+
+	{ .section = "container", .name = "image", .type = GR_KEY_STRING, .def = "",
+	  .help = "setup, build and the job run in this image, with the host's podman or docker",
+	  .example = "nvcr.io/nvidia/pytorch:24.05-py3", .check = check_image },
+	{ .section = "container", .name = "runtime", .type = GR_KEY_ENUM, .def = "auto",
+	  .values = runtime_values,
+	  .help = "podman, docker, or auto: podman if the host has it, else docker" },
+	{ .section = "container", .name = "options", .type = GR_KEY_STRING, .def = "",
+	  .help = "more options for the runtime's run, passed as they are (quotes group words)",
+	  .example = "--shm-size=8g --env HF_HOME=/cache", .check = check_options },
+	{ .section = "container", .name = "mounts", .type = GR_KEY_LIST, .def = "",
+	  .help = "more host paths to mount: SRC[:DST[:ro]], a relative SRC in the project folder",
+	  .example = "/data/imagenet:/data:ro", .check = check_mounts },
+	{ .section = "container", .name = "user", .type = GR_KEY_STRING, .def = "",
+	  .help = "who the job runs as inside (--user); empty: your uid:gid, so files stay yours",
+	  .example = "root", .check = check_user },
 
 	{ .section = "hooks", .name = "pre_push", .type = GR_KEY_STRING, .def = "",
 	  .help = "smoke test the git pre-push hook runs on the host; empty: none",
@@ -718,44 +739,6 @@ static const char *check_slurm_options(const char *v, struct strbuf *norm)
 	return control_chars(v) ? control_chars(v) : config_split_words(v, NULL);
 }
 
-/* ---- words ---- */
-
-const char *config_split_words(const char *v, struct strvec *out)
-{
-	struct strbuf w = STRBUF_INIT;
-	int in_word = 0;
-	char q = 0;
-
-	for (const char *c = v; *c; c++) {
-		if (q) {
-			if (*c == q)
-				q = 0;
-			else if (q == '"' && *c == '\\' && (c[1] == '"' || c[1] == '\\'))
-				sb_add(&w, ++c, 1);
-			else
-				sb_add(&w, c, 1);
-		} else if (*c == '\'' || *c == '"') {
-			q = *c;
-			in_word = 1;
-		} else if (*c == '\\' && c[1]) {
-			sb_add(&w, ++c, 1);
-			in_word = 1;
-		} else if (*c == ' ' || *c == '\t') {
-			if (in_word && out)
-				sv_push(out, w.buf ? w.buf : "");
-			sb_reset(&w);
-			in_word = 0;
-		} else {
-			sb_add(&w, c, 1);
-			in_word = 1;
-		}
-	}
-	if (in_word && !q && out)
-		sv_push(out, w.buf ? w.buf : "");
-	sb_release(&w);
-	return q ? "a quote is not closed" : NULL;
-}
-
 static int is_size(const char *v)
 {
 	const char *p = v;
@@ -894,4 +877,87 @@ done:
 	if (!out->buf)
 		sb_add(out, "", 0);
 	return rc;
+}
+
+/* ---- [container] ---- */
+
+const char *config_split_words(const char *v, struct strvec *out)
+{
+	struct strbuf w = STRBUF_INIT;
+	int in_word = 0;
+	char q = 0;
+
+	for (const char *c = v; *c; c++) {
+		if (q) {
+			if (*c == q)
+				q = 0;
+			else if (q == '"' && *c == '\\' && (c[1] == '"' || c[1] == '\\'))
+				sb_add(&w, ++c, 1);
+			else
+				sb_add(&w, c, 1);
+		} else if (*c == '\'' || *c == '"') {
+			q = *c;
+			in_word = 1;
+		} else if (*c == '\\' && c[1]) {
+			sb_add(&w, ++c, 1);
+			in_word = 1;
+		} else if (*c == ' ' || *c == '\t') {
+			if (in_word && out)
+				sv_push(out, w.buf ? w.buf : "");
+			sb_reset(&w);
+			in_word = 0;
+		} else {
+			sb_add(&w, c, 1);
+			in_word = 1;
+		}
+	}
+	if (in_word && !q && out)
+		sv_push(out, w.buf ? w.buf : "");
+	sb_release(&w);
+	return q ? "a quote is not closed" : NULL;
+}
+
+static const char *check_image(const char *v, struct strbuf *norm)
+{
+	(void)norm;
+	if (control_chars(v))
+		return control_chars(v);
+	if (v[0] == '-')
+		return "an image name cannot start with '-'";
+	if (strpbrk(v, " \t"))
+		return "an image name has no spaces (options go in [container] options)";
+	return NULL;
+}
+
+static const char *check_options(const char *v, struct strbuf *norm)
+{
+	(void)norm;
+	return control_chars(v) ? control_chars(v) : config_split_words(v, NULL);
+}
+
+static const char *check_mounts(const char *v, struct strbuf *norm)
+{
+	char *dup = xstrdup(v), *save = NULL, *w;
+	const char *why = NULL;
+
+	(void)norm;
+	for (char *s = dup; !why && (w = strtok_r(s, " ", &save)); s = NULL) {
+		char *c1 = strchr(w, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (c1 == w)
+			why = "a mount needs its host path: SRC[:DST[:ro]]";
+		else if (c1 && c1[1] != '/')
+			why = "a mount's path in the container must be absolute: SRC:/path[:ro]";
+		else if (c2 && strcmp(c2 + 1, "ro") && strcmp(c2 + 1, "rw"))
+			why = "a mount ends with :ro or :rw, if anything";
+	}
+	free(dup);
+	return why;
+}
+
+static const char *check_user(const char *v, struct strbuf *norm)
+{
+	(void)norm;
+	if (control_chars(v))
+		return control_chars(v);
+	return v[0] == '-' || strpbrk(v, " \t") ? "expected a user or uid[:gid], like root or 1000:1000" : NULL;
 }

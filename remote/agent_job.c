@@ -23,6 +23,7 @@
 #include "agent_job.h"
 #include "job_backend.h"
 #include "job_child.h"
+#include "job_container.h"
 #include "job_glob.h"
 #include "job_gpu.h"
 #include "job_house.h"
@@ -175,7 +176,7 @@ static int start_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *er
 	const struct job_backend *be = job_backend_find(job_spec_get(&s->spec, "backend",
 								      JOB_BACKEND_DEFAULT));
 	struct snap_stats ss;
-	char *id = NULL, *dir = NULL, *warn = NULL;
+	char *id = NULL, *dir = NULL, *warn = NULL, *ctr_warn = NULL;
 	uint32_t nothers = 0;
 	int rc;
 
@@ -198,6 +199,8 @@ static int start_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *er
 		gr_err_prefix(err, "cannot snapshot the project");
 		goto fail;
 	}
+	if ((rc = job_ctr_prepare(dir, s->full, &ctr_warn, err)) < 0)
+		goto fail;
 	if ((rc = be->start(dir, err)) < 0)
 		goto fail;
 	/* Running (or queued) now: the name is the new job's. */
@@ -217,6 +220,11 @@ static int start_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *er
 		free(d);
 	}
 	warn = logout_kill_warning();
+	if (ctr_warn) {
+		char *both = warn ? xasprintf("%s; %s", warn, ctr_warn) : xstrdup(ctr_warn);
+		free(warn);
+		warn = both;
+	}
 	put_str(pl, id);
 	put_str(pl, dir);
 	put_str(pl, warn ? warn : "");
@@ -234,6 +242,7 @@ out:
 	free(id);
 	free(dir);
 	free(warn);
+	free(ctr_warn);
 	return rc;
 }
 
@@ -290,6 +299,8 @@ static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_er
 			     job_spec_get(&s.spec, "shell", ""));
 		goto out;
 	}
+	if ((rc = job_ctr_spec_check(&s.spec, err)) < 0)
+		goto out;
 	if (!job_backend_find(job_spec_get(&s.spec, "backend", JOB_BACKEND_DEFAULT))) {
 		rc = gr_errf(err, GR_EUNSUPP, "this agent has no job backend '%s'",
 			     job_spec_get(&s.spec, "backend", ""));
@@ -759,6 +770,7 @@ const struct agent_handler agent_job_handlers[] = {
 	{ GR_MSG_JOB_RM, "job-rm", agent_job_rm },
 	{ GR_MSG_JOB_PRUNE, "job-prune", agent_job_prune },
 	{ GR_MSG_JOB_ENV, "job-env", agent_job_env },
+	{ GR_MSG_CONTAINER_CHECK, "container-check", agent_ctr_check },
 	{ GR_MSG_ART_PULL, "artifacts", h_art },
 	{ 0, NULL, NULL },
 };

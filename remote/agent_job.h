@@ -13,5 +13,7 @@ char *job_root(const char *project);
 int agent_job_rm(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
 int agent_job_prune(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
 int agent_job_env(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
+/* In agent_container.c. */
+int agent_ctr_check(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
 
 #endif

@@ -16,10 +16,13 @@
  *           (job_super.h) there, the command through srun for several
  *           tasks. state maps scontrol/sacct to gpurun's states, with the
  *           queue reason in `reason`; stop is scancel.
- *   containers (planned) are not a backend but a wrapper either backend
- *           uses: job_step_argv() is the one place where a step's argv is
- *           made, so a wrapper turns it into `podman run --name JOB ...
- *           ARGV` there, and a backend's stop stops the named container.
+ *   containers are not a backend but a wrapper either backend uses
+ *           (job_container.h): the runtime is resolved at JOB_START for
+ *           any backend (.gpurun/container); whoever runs a step builds
+ *           its argv with job_ctr_run_argv() instead of job_step_argv(),
+ *           and a stop stops the job's containers by label
+ *           (job_ctr_stop_all(), or job_ctr_stop_sh() in a batch
+ *           script's trap).
  *
  * Common ground: the job folder and its meta files (job_store.h). Output
  * goes to .gpurun/log (the log streamer reads it from there, whichever

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "job_backend.h"
+#include "job_container.h"
 #include "job_gpu.h"
 #include "job_proc.h"
 #include "job_store.h"
@@ -234,6 +235,10 @@ static int local_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 	struct job_proc *ps = NULL;
 	struct pidset seen = { 0 };
 	struct gpu_report g = { 0 };
+	struct job_ctr ctr;
+	struct strvec cstopped = STRVEC_INIT, cleft = STRVEC_INIT;
+	struct gr_err cerr = { 0 };
+	const char *ctr_err = "";
 	uint32_t nterm = 0;
 	int killed = 0, rc;
 	size_t n;
@@ -245,6 +250,15 @@ static int local_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 	if (!job_rec_ended(&r))
 		write_file_atomic(p, "", 0, 0644, NULL);
 	free(p);
+
+	/* A job in a container: its runtime stops it (SIGTERM to its init,
+	 * SIGKILL after the grace) and removes it, and says what is left.
+	 * The processes are looked for after, as for any job. */
+	if (job_ctr_load(dir, &ctr, NULL) == 0) {
+		if (job_ctr_stop_all(&ctr, r.id, grace_s, &cstopped, &cleft, &cerr) < 0)
+			ctr_err = cerr.msg;
+		job_ctr_free(&ctr);
+	}
 
 	/* SIGTERM everything now, and whatever appears during the grace. */
 	uint64_t deadline = now_ms() + (uint64_t)grace_s * 1000;
@@ -313,11 +327,37 @@ static int local_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 	put_u32(payload, nh);
 	sb_add(payload, holders.buf, holders.len);
 	sb_release(&holders);
+	/* The containers stopped, each with whether it is still there (one
+	 * that appeared meanwhile is only "still there"). */
+	struct strvec newer = STRVEC_INIT;
+	for (size_t j = 0; j < cleft.n; j++) {
+		int seen = 0;
+		for (size_t i = 0; i < cstopped.n; i++)
+			seen |= !strcmp(cleft.v[j], cstopped.v[i]);
+		if (!seen)
+			sv_push(&newer, cleft.v[j]);
+	}
+	put_u32(payload, (uint32_t)(cstopped.n + newer.n));
+	for (size_t i = 0; i < cstopped.n; i++) {
+		int still = 0;
+		for (size_t j = 0; j < cleft.n; j++)
+			still |= !strcmp(cleft.v[j], cstopped.v[i]);
+		put_str(payload, cstopped.v[i]);
+		put_u8(payload, (uint8_t)still);
+	}
+	for (size_t j = 0; j < newer.n; j++) {
+		put_str(payload, newer.v[j]);
+		put_u8(payload, 1);
+	}
+	sv_clear(&newer);
+	put_str(payload, ctr_err);
 	rc = 0;
 out:
 	gpu_report_free(&g);
 	free(ps);
 	free(seen.v);
+	sv_clear(&cstopped);
+	sv_clear(&cleft);
 	job_rec_clear(&r);
 	return rc;
 }
@@ -326,6 +366,8 @@ static int local_main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "supervise"))
 		return job_supervise(argc, argv);
+	if (argc >= 2 && !strcmp(argv[1], "container-reap"))
+		return job_ctr_reap_main(argc, argv);
 	return -1;
 }
 

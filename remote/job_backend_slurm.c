@@ -556,7 +556,9 @@ static int slurm_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 	struct strbuf why = STRBUF_INIT;
 	if (*id)
 		sb_addf(&why, "Slurm job %s: %s", id, *r.slurm_state ? r.slurm_state : "unknown");
-	if (said.len) {
+	/* scancel's complaint matters when the job did not end (a signal
+	 * to a job that ends meanwhile draws "Invalid job id"). */
+	if (said.len && !job_rec_ended(&r)) {
 		char line[256];
 		size_t n = strcspn(said.buf, "\n");
 		snprintf(line, sizeof(line), "%.*s", (int)(n < 200 ? n : 200), said.buf);
@@ -572,6 +574,8 @@ static int slurm_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 	put_u8(payload, (uint8_t)killed);
 	put_u32(payload, 0); /* survivors: Slurm's to clean up */
 	put_u32(payload, 0); /* GPU holders */
+	put_u32(payload, 0); /* containers: on the compute node, the batch step's */
+	put_str(payload, "");
 	job_rec_clear(&r);
 	sv_clear(&ids);
 	sb_release(&said);

@@ -71,7 +71,7 @@ int gpu_run_capture(const char *const *argv, int timeout_ms, struct strbuf *out)
 	return WEXITSTATUS(status);
 }
 
-static char *smi_path(void)
+char *gpu_smi_path(void)
 {
 	const char *env = getenv("GPURUN_NVIDIA_SMI"), *path = getenv("PATH");
 	struct strbuf dirs = STRBUF_INIT;
@@ -351,7 +351,7 @@ static int lock_try(uint32_t index, const char *job_id, int *out, struct gr_err 
 
 void gpu_report_load(struct gpu_report *r, int with_apps)
 {
-	char *smi = smi_path();
+	char *smi = gpu_smi_path();
 	struct strbuf out = STRBUF_INIT;
 	int rc;
 

@@ -45,6 +45,10 @@ struct gpu_report {
  * could not be run. */
 int gpu_run_capture(const char *const *argv, int timeout_ms, struct strbuf *out);
 
+/* nvidia-smi's path (GPURUN_NVIDIA_SMI, PATH, the usual folders), or
+ * NULL; the caller frees it. */
+char *gpu_smi_path(void);
+
 /* Ask nvidia-smi; a host without it gives have_smi = 0 and no error. */
 void gpu_report_load(struct gpu_report *r, int with_apps);
 void gpu_report_free(struct gpu_report *r);

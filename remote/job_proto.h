@@ -54,6 +54,10 @@ enum gr_job_msg {
 	 * PATH through that shell: python3, python, nvcc, nvidia-smi (paths
 	 * or ""), python_version, path (its PATH), shell (what ran) */
 	GR_MSG_JOB_ENV = 0x4b,
+	/* c->a: str project, str runtime (auto, podman, docker), str image.
+	 * a->c OK: u32 n, n x (str key, str value): what a job's container
+	 * would get on this host (job_container.h, job_ctr_check) */
+	GR_MSG_CONTAINER_CHECK = 0x4c,
 	/* artifacts: c->a: str project, str id, u32 npat, str pattern...,
 	 * u32 nhave, nhave x (str path, u64 size, i64 mtime_s, u32 mtime_ns).
 	 * Patterns are relative to the job's working directory.
@@ -110,7 +114,12 @@ enum gr_job_msg {
 	X(slurm_signal_before, ONE)   /* seconds: --signal=B:USR1@N */       \
 	X(slurm_requeue, ONE)         /* "1": --requeue, else --no-requeue */ \
 	X(slurm_resubmit, ONE)        /* times to submit again at the time limit */ \
-	/* issue 16 */
+	/* issue 16: [container], job_container.h */                       \
+	X(container_image, ONE)    /* runs every step in this image */     \
+	X(container_runtime, ONE)  /* auto (default), podman or docker */  \
+	X(container_option, LIST)  /* one word of [container] options */   \
+	X(container_mount, LIST)   /* SRC[:DST[:ro]] */                     \
+	X(container_user, ONE)     /* --user; "" = the caller's uid:gid */
 
 /* Put one spec pair. */
 static inline void job_spec_put(struct strbuf *b, const char *key, const char *value)
@@ -161,6 +170,32 @@ static inline int job_name_ok(const char *name)
 			return 0;
 	}
 	return 1;
+}
+
+#define GR_CTR_NAME_MAX 255
+
+/* 1 if name can name a container as podman and docker allow: a letter or
+ * digit, then letters, digits, '_', '.' or '-' (the host lists a job's
+ * containers by label, so [container] options may have named one). */
+static inline int job_ctr_name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	if (!n || n > GR_CTR_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      (i && (c == '.' || c == '_' || c == '-'))))
+			return 0;
+	}
+	return 1;
+}
+
+/* 1 if s is "", "podman" or "docker": the runtimes a job can run in. */
+static inline int job_ctr_runtime_ok(const char *s)
+{
+	return !s || !*s || !strcmp(s, "podman") || !strcmp(s, "docker");
 }
 
 /* 1 if s is empty or lowercase hex of a length in [min, max] (commits:

@@ -67,7 +67,9 @@
 	X(partition, STR, AUTO)      /* the Slurm partition it runs in */ \
 	X(nodes, STR, AUTO)          /* the nodes it runs on (Slurm's list) */ \
 	X(submits, U32, AUTO)        /* Slurm submissions so far (1 + resubmits) */ \
-	/* containers (issue 16) */
+	/* containers (issue 16) */                                          \
+	X(image, STR, AUTO)          /* [container] image; "" = none */      \
+	X(runtime, STR, AUTO)        /* podman or docker, as resolved */
 
 #define JR_CTYPE_STR char *
 #define JR_CTYPE_U64 uint64_t

@@ -417,6 +417,11 @@ int slurm_sbatch_argv(const struct job_spec *spec, const char *dir, const char *
 		else
 			sv_pushf(argv, "--gres=gpu:%s%s%lld", type, *type ? ":" : "", n);
 	}
+	/* Each task under srun would start a container of the same name. */
+	if (*job_spec_get(spec, "container_image", "") && slurm_ntasks(spec) > 1)
+		return gr_errf(err, GR_EINVAL, "[container] image with several Slurm tasks "
+			       "(nodes x ntasks_per_node > 1) is not supported yet: use one task "
+			       "(torchrun inside the image starts the workers)");
 	n = spec_num(spec, "slurm_signal_before", 0);
 	if (n > 0)
 		sv_pushf(argv, "--signal=B:USR1@%lld", n);

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "job_container.h"
 #include "job_slurm.h"
 #include "job_store.h"
 #include "job_super.h"
@@ -167,12 +168,18 @@ int slurm_run_main(const char *dir)
 		ntasks == 1 ? "" : "s", getenv("CUDA_VISIBLE_DEVICES") ? ", GPUs " : "",
 		getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
 	extra = xasprintf("slurm_id=%s\nslurm_restarts=%lld\n", jid, restarts);
+	/* The host's indices of the GPUs Slurm gave the job, for a container
+	 * (CUDA_VISIBLE_DEVICES may be renumbered inside Slurm's cgroup). */
+	const char *jg = getenv("SLURM_JOB_GPUS");
+	if (jg && (!*jg || strspn(jg, "0123456789,") != strlen(jg) || strlen(jg) > 256))
+		jg = NULL;
 	struct job_sup_mode mode = {
 		.setup_build = !strcmp(job_spec_get(&spec, "slurm_build_on", "login"), "compute"),
 		.run = 1,
 		.take_gpus = 0,
 		.launcher = launcher.n ? &launcher : NULL,
 		.gpus_shown = getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "",
+		.ctr_gpus = jg,
 		.status_extra = extra,
 	};
 
@@ -209,6 +216,22 @@ int slurm_run_main(const char *dir)
 		}
 	}
 	status = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+	if (job_ctr_wanted(&spec)) {
+		/* The supervisor removes its containers; should it have been
+		 * killed first, none may outlive the job (scancel does not
+		 * reach a container). */
+		struct job_ctr c = { 0 };
+		struct strvec stopped = STRVEC_INIT;
+		const char *base = strrchr(dir, '/');
+		if (job_ctr_load(dir, &c, &err) == 0) {
+			job_ctr_stop_all(&c, base ? base + 1 : dir, 1, &stopped, NULL, &err);
+			if (stopped.n)
+				slurm_lognote(log_fd, "removed %zu container%s the job left", stopped.n,
+					      stopped.n == 1 ? "" : "s");
+			job_ctr_free(&c);
+		}
+		sv_clear(&stopped);
+	}
 	if (status == 0) {
 		/* The batch step ends as the command did, so Slurm's own
 		 * accounting (sacct, emails) tells a failed job from a done

@@ -150,6 +150,12 @@ void job_setup_key(const char *project, const struct job_spec *s, char out[65])
 	hash_str(&b, "gpurun setup 1");
 	hash_str(&b, job_spec_get(s, "shell", "sh"));
 	hash_str(&b, job_spec_get(s, "setup", ""));
+	/* Setup's results belong to the image it ran in (a job on the host
+	 * hashes nothing more, so its key stays what it was). */
+	if (*job_spec_get(s, "container_image", "")) {
+		hash_str(&b, job_spec_get(s, "container_image", ""));
+		hash_str(&b, job_spec_get(s, "container_runtime", "auto"));
+	}
 	job_spec_list(s, "setup_input", &inputs);
 	for (size_t i = 0; i < inputs.n; i++) {
 		int fd = open(project, O_RDONLY | O_DIRECTORY | O_CLOEXEC), found = 0;

@@ -24,8 +24,8 @@ extern const char *const job_step_names[]; /* "setup", "build", "run" */
 const char *job_login_shell(void);
 
 /* The argv that runs cmd through shell mode ("sh" or "login"), appended
- * to argv. This is the one place a step's command line is made: a
- * container wrapper (issue 16) wraps it here. */
+ * to argv: the one place a step's command line is made on the host. In a
+ * container, job_ctr_run_argv() (job_container.h) makes it instead. */
 void job_step_argv(const char *shell, const char *cmd, struct strvec *argv);
 
 /* The argv that runs args (train -- CMD ARGS) as they are, never
@@ -37,7 +37,8 @@ void job_step_exec_argv(const char *shell, const struct strvec *args, struct str
 int job_shell_valid(const char *shell);
 
 /* The key that decides whether setup must run again: BLAKE2b of the shell
- * mode, the command and, for each input (a path or glob relative to the
+ * mode, the command, the container image and runtime (if any) and, for
+ * each input (a path or glob relative to the
  * project folder; sorted matches), its path and content; a missing input
  * counts as missing. Hex in out. */
 void job_setup_key(const char *project, const struct job_spec *s, char out[65]);

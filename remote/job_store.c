@@ -305,6 +305,15 @@ int job_load(const char *dir, struct job_rec *r, unsigned flags, struct gr_err *
 	be = job_backend_find(job_kv_get(&job, "backend") ? job_kv_get(&job, "backend")
 							  : JOB_BACKEND_DEFAULT);
 	r->backend = xstrdup(be ? be->name : "unknown");
+	/* A job in a container (job_container.h): its image and runtime. */
+	struct strvec ctr = STRVEC_INIT;
+	p = job_meta(dir, "container");
+	if (job_kv_read(p, &ctr, NULL) == 0) {
+		r->image = xstrdup(job_kv_get(&ctr, "image") ? job_kv_get(&ctr, "image") : "");
+		r->runtime = xstrdup(job_kv_get(&ctr, "runtime") ? job_kv_get(&ctr, "runtime") : "");
+	}
+	free(p);
+	sv_clear(&ctr);
 	if (be) {
 		be->state(dir, r);
 	} else {

@@ -20,6 +20,8 @@
  *     status     key=value: exit, signal, end_ms, phase; written last, atomically
  *     stopped    exists once `gpurun stop` was asked for this job
  *     du         key=value: bytes, written once the job has ended
+ *     container  key=value: the runtime and image a job in a container
+ *                uses, resolved at start (job_container.h)
  *   .objects/  the snapshots' shared store (job_snap.h)
  * The jobs root is outside the synced tree, so sync never deletes it. */
 #ifndef GR_JOB_STORE_H

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "job_container.h"
 #include "job_gpu.h"
 #include "job_steps.h"
 #include "job_store.h"
@@ -54,6 +55,8 @@ struct sup {
 	struct job_spec spec;
 	int log_fd;
 	const struct job_sup_mode *mode;
+	struct job_ctr ctr; /* the job's container (job_container.h) */
+	int has_ctr;
 };
 
 /* A line of gpurun's own in the job's log. */
@@ -154,17 +157,57 @@ static void spawn_child(struct sup *s, const char *cwd, const struct strvec *arg
 	_exit(127);
 }
 
-/* Copy what the step wrote from the pty to the log. Returns 0 while the
- * pty is open, 1 once every writer closed it. */
-static int pump(int master, int log_fd)
+/* A container's terminal (-t) turns each \n into \r\n; undo that, so a
+ * job's log reads the same inside a container as outside (a lone \r, a
+ * progress bar's, stays). *cr: a \r ended the last piece; it waits for
+ * the next byte, or for flush_cr. Returns the bytes put in out (n + 1). */
+static size_t crlf_undo(int *cr, const char *in, size_t n, char *out)
 {
-	char buf[65536];
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (*cr) {
+			*cr = 0;
+			if (in[i] != '\n')
+				out[o++] = '\r';
+		}
+		if (in[i] == '\r')
+			*cr = 1;
+		else
+			out[o++] = in[i];
+	}
+	return o;
+}
+
+static void log_write(int log_fd, const char *buf, size_t n)
+{
+	if (n && write_full(log_fd, buf, n) < 0)
+		fprintf(stderr, "gpurun-agent: cannot write the log: %s\n", strerror(errno));
+}
+
+/* A \r held back by crlf_undo: nothing followed it for a while. */
+static void flush_cr(int *cr, int log_fd)
+{
+	if (cr && *cr) {
+		*cr = 0;
+		log_write(log_fd, "\r", 1);
+	}
+}
+
+/* Copy what the step wrote from the pty to the log (through crlf_undo
+ * when cr is set). Returns 0 while the pty is open, 1 once every writer
+ * closed it. */
+static int pump(int master, int log_fd, int *cr)
+{
+	char buf[65536], out[65537];
 
 	for (;;) {
 		ssize_t n = read(master, buf, sizeof(buf));
 		if (n > 0) {
-			if (write_full(log_fd, buf, (size_t)n) < 0)
-				fprintf(stderr, "gpurun-agent: cannot write the log: %s\n", strerror(errno));
+			if (cr)
+				log_write(log_fd, out, crlf_undo(cr, buf, (size_t)n, out));
+			else
+				log_write(log_fd, buf, (size_t)n);
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -175,6 +218,30 @@ static int pump(int master, int log_fd)
 	}
 }
 
+/* `RUNTIME stop NAME` in a child of ours (reaped by run_step). */
+static pid_t spawn_stop(struct sup *s, const char *name)
+{
+	struct strvec argv = STRVEC_INIT;
+	pid_t pid;
+
+	job_ctr_stop_argv(&s->ctr, name, CTR_GRACE, &argv);
+	pid = fork();
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+		dup2(nul, 0);
+		dup2(nul, 1);
+		for (int sg = 1; sg < NSIG; sg++)
+			signal(sg, SIG_DFL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execv(argv.v[0], argv.v);
+		_exit(127);
+	}
+	sv_clear(&argv);
+	return pid;
+}
+
 /* Run cmd as step in cwd under a pty, its output into the log; returns
  * its wait status (a failure to start is status 127 or 1). For the run
  * step, gpus (CUDA_VISIBLE_DEVICES, NULL: unset) and the GPU lock fds
@@ -182,11 +249,13 @@ static int pump(int master, int log_fd)
 static int run_step(struct sup *s, enum job_step step, const char *cwd, const char *cmd,
 		    const char *gpus, const char *gpus_shown, const int *fds, size_t nfds)
 {
-	struct strvec argv = STRVEC_INIT;
+	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
 	struct termios tio = { 0 };
 	struct winsize ws = { .ws_row = 50, .ws_col = 200 };
-	int master = -1, status = 1 << 8;
-	pid_t pid;
+	int master = -1, status = 1 << 8, cr = 0;
+	int *crp = s->has_ctr ? &cr : NULL;
+	pid_t pid, stopper = -1;
+	char name[64] = "";
 
 	/* A launcher goes first (srun ... for a job of several tasks). */
 	for (size_t i = 0; step == JOB_STEP_RUN && s->mode->launcher && i < s->mode->launcher->n; i++)
@@ -195,10 +264,24 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	struct strvec args = STRVEC_INIT;
 	if (step == JOB_STEP_RUN)
 		job_spec_list(&s->spec, "argv", &args);
-	if (args.n)
+	if (s->has_ctr) {
+		/* The step in the job's image: the runtime's client runs under
+		 * the pty, the container gets a terminal of its own (-t). */
+		struct job_ctr_step cs = {
+			.job_id = s->id, .job_dir = s->dir, .step = step, .cwd = cwd,
+			.shell = job_spec_get(&s->spec, "shell", "sh"), .cmd = cmd,
+			.args = args.n ? &args : NULL, .env = &env,
+			/* Under a scheduler, the GPUs it gave the job. */
+			.gpus = gpus ? gpus : s->mode->ctr_gpus,
+		};
+		job_spec_list(&s->spec, "env", &env);
+		job_ctr_run_argv(&s->ctr, &cs, &argv);
+		job_ctr_name(s->id, step, name, sizeof(name));
+	} else if (args.n) {
 		job_step_exec_argv(job_spec_get(&s->spec, "shell", "sh"), &args, &argv);
-	else
+	} else {
 		job_step_argv(job_spec_get(&s->spec, "shell", "sh"), cmd, &argv);
+	}
 	sv_clear(&args);
 	tio.c_cflag = CS8 | CREAD; /* raw: no \r added, no echo */
 	tio.c_cc[VMIN] = 1;
@@ -213,6 +296,7 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	if (pid == 0)
 		spawn_child(s, cwd, &argv, gpus, fds, nfds);
 	sv_clear(&argv);
+	sv_clear(&env);
 	fcntl(master, F_SETFD, FD_CLOEXEC);
 	set_nonblock(master, 1);
 	if (step == JOB_STEP_RUN) {
@@ -226,10 +310,13 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	int pty_done = 0, exited = 0, forwarded = 0;
 	while (!exited) {
 		struct pollfd pfd[2] = { { sig_pipe[0], POLLIN, 0 }, { pty_done ? -1 : master, POLLIN, 0 } };
-		if (poll(pfd, 2, 1000) < 0 && errno != EINTR)
+		int r = poll(pfd, 2, 1000);
+		if (r < 0 && errno != EINTR)
 			break;
+		if (r == 0)
+			flush_cr(crp, s->log_fd);
 		if (!pty_done && pfd[1].revents)
-			pty_done = pump(master, s->log_fd);
+			pty_done = pump(master, s->log_fd, crp);
 		if (pfd[0].revents) {
 			char buf[64];
 			while (read(sig_pipe[0], buf, sizeof(buf)) > 0)
@@ -238,6 +325,12 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 		if (got_term && !forwarded) {
 			kill(-pid, SIGTERM); /* pass it on, once (the flag stays: no next step) */
 			forwarded = 1;
+			/* The client may pass it on, or not (docker documents its
+			 * signal proxy for non-TTY mode only): stop the container
+			 * through the runtime, without waiting here, so its output
+			 * still reaches the log. */
+			if (s->has_ctr)
+				stopper = spawn_stop(s, name);
 		}
 		if (waitpid(pid, &status, WNOHANG) == pid)
 			exited = 1;
@@ -248,9 +341,26 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 		struct pollfd pfd = { master, POLLIN, 0 };
 		if (poll(&pfd, 1, 100) <= 0)
 			break;
-		pty_done = pump(master, s->log_fd);
+		pty_done = pump(master, s->log_fd, crp);
 	}
+	flush_cr(crp, s->log_fd);
 	close(master);
+	if (s->has_ctr) {
+		/* The client is gone; its container goes too (a client killed
+		 * from outside leaves it running). */
+		struct strvec rm = STRVEC_INIT;
+		if (stopper > 0)
+			while (waitpid(stopper, NULL, 0) < 0 && errno == EINTR)
+				;
+		job_ctr_rm_argv(&s->ctr, name, &rm);
+		job_ctr_exec((const char *const *)rm.v, CTR_ASK_MS, NULL, NULL);
+		sv_clear(&rm);
+		/* 125: the runtime's own failure, not the command's (126 and
+		 * 127 may be the command's shell's too). */
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 125)
+			note(s, "%s could not run the %s step in %s (exit 125): see the lines above",
+			     s->ctr.runtime, job_step_names[step], s->ctr.image);
+	}
 	return status;
 }
 
@@ -351,6 +461,10 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 	free(p);
 	if (rc == 0)
 		rc = job_spec_read(s.dir, &s.spec, &err);
+	/* A job meant for a container never runs on the host instead. */
+	if (rc == 0 && job_ctr_wanted(&s.spec))
+		rc = job_ctr_load(s.dir, &s.ctr, &err);
+	s.has_ctr = rc == 0 && job_ctr_wanted(&s.spec);
 	p = job_meta(s.dir, "log");
 	s.log_fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (rc == 0 && s.log_fd < 0)
@@ -386,6 +500,14 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 	 * by us: a job that outlives its supervisor must read as "lost". */
 	if (lockfd >= 0)
 		fcntl(lockfd, F_SETFD, FD_CLOEXEC);
+	if (s.has_ctr) {
+		/* Removes the job's containers should we die without doing so
+		 * (a supervisor that holds the job's lock; under Slurm the
+		 * batch step does it, job_slurm_run.c). */
+		if (lockfd >= 0)
+			job_ctr_reap_spawn(s.dir);
+		note(&s, "in a container: %s (%s)", s.ctr.image, s.ctr.runtime);
+	}
 
 	if (mode->setup_build) {
 		if ((status = do_setup(&s)) != 0)
@@ -470,5 +592,7 @@ out:
 		close(s.log_fd);
 	sv_clear(&job);
 	job_spec_free(&s.spec);
+	if (s.has_ctr)
+		job_ctr_free(&s.ctr);
 	return 0;
 }

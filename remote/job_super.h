@@ -22,6 +22,9 @@ struct job_sup_mode {
 	/* argv put before the command's (srun ... for several tasks). */
 	const struct strvec *launcher;
 	const char *gpus_shown;   /* the `run` file's gpus when take_gpus is 0 */
+	const char *ctr_gpus;     /* host GPU indices a container gets when
+				     take_gpus is 0 (Slurm's SLURM_JOB_GPUS);
+				     NULL: not restricted */
 	const char *status_extra; /* more key=value lines for .gpurun/status */
 };
 

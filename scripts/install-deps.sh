@@ -19,6 +19,17 @@ openssh-server openssh-client rsync git zstd gzip clang libclang-rt-14-dev
 bash-completion zsh fish tmux procps psmisc python3 python3-venv bc man-db groff-base
 slurmctld slurmd slurm-client munge slurmdbd mariadb-server"
 
+# Containers (tests/container.sh): rootful podman and docker's own daemon,
+# both on runc (crun fails on hybrid cgroups; podman would pick crun, its
+# first alternative), each runtime's init for --init (catatonit, tini via
+# docker.io), and a static busybox to build the test image from, with no
+# registry. busybox-static conflicts with busybox: either one will do.
+# uidmap: newuidmap/newgidmap, for rootless podman (a non-root account).
+pkgs="$pkgs podman runc catatonit uidmap docker.io"
+if ! dpkg-query -W -f='${Status}' busybox 2>/dev/null | grep -q 'install ok installed'; then
+	pkgs="$pkgs busybox-static"
+fi
+
 missing=""
 for p in $pkgs; do
 	s=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

@@ -18,6 +18,13 @@ as $HOSTILE says (comma-separated):
   flood       before its first JOB_STATUS answer, $HOSTILE_FLOOD_MB MiB of
               DATA frames for a request nobody made
   bigframe    JOB_STATUS is answered with a header announcing 4 GiB
+  field       the record field $HOSTILE_FIELD of those records becomes
+              $HOSTILE_FIELD_HEX (e.g. a container image or runtime)
+  ctr-name    JOB_STOP's list of the job's containers becomes one, named
+              $HOSTILE_CTR_HEX
+  ctr-check   CONTAINER_CHECK is answered, without the real agent, with
+              runtime $HOSTILE_CTR_RT_HEX, a path and version holding
+              escapes, image "present" and gpu $HOSTILE_CTR_GPU_HEX
 
 Only what the scenario names changes; everything else passes through, so
 the client meets a host that behaves until it lies.
@@ -32,6 +39,7 @@ HDR = struct.Struct(">IHHI")
 OK, ERROR, DATA = 0x02, 0x03, 0x04
 JOB_START, JOB_LIST, JOB_STATUS, JOB_LOG = 0x40, 0x41, 0x42, 0x43
 LOG_DATA, LOG_END, JOB_STOP, ART_PULL = 0x45, 0x46, 0x47, 0x60
+CONTAINER_CHECK = 0x4c
 
 SCEN = set(filter(None, os.environ.get("HOSTILE", "").split(",")))
 out = sys.stdout.buffer
@@ -95,6 +103,8 @@ def rewrite_record(p, off):
         want[b"id"] = env_bytes("HOSTILE_ID_HEX")
     if "state" in SCEN:
         want[b"state"] = env_bytes("HOSTILE_STATE_HEX")
+    if "field" in SCEN:
+        want[os.environ["HOSTILE_FIELD"].encode()] = env_bytes("HOSTILE_FIELD_HEX")
     pos = off + 4
     for _ in range(n):
         kl = struct.unpack_from(">I", p, pos)[0]
@@ -111,6 +121,44 @@ def rewrite_record(p, off):
     return p[:off] + struct.pack(">I", n) + p[off + 4:]
 
 
+def record_end(p, off):
+    """Where the record that starts at off ends."""
+    n = struct.unpack_from(">I", p, off)[0]
+    pos = off + 4
+    for _ in range(2 * n):
+        pos = str_at(p, pos)
+    return pos
+
+
+def rewrite_stop_containers(p):
+    """JOB_STOP's answer: record, u32 nterm, u8 killed, u32 nsurv x (u32,
+    str), u32 ngpu x (u32, str), u32 nctr x (str, u8), str error: the
+    containers become one, $HOSTILE_CTR_HEX, stopped."""
+    pos = record_end(p, 0) + 5
+    for _ in range(2):
+        k = struct.unpack_from(">I", p, pos)[0]
+        pos += 4
+        for _ in range(k):
+            pos = str_at(p, pos + 4)
+    k = struct.unpack_from(">I", p, pos)[0]
+    end = pos + 4
+    for _ in range(k):
+        end = str_at(p, end) + 1
+    name = env_bytes("HOSTILE_CTR_HEX")
+    return p[:pos] + struct.pack(">I", 1) + struct.pack(">I", len(name)) + name + b"\0" + p[end:]
+
+
+def ctr_check_answer():
+    kv = [(b"runtime", env_bytes("HOSTILE_CTR_RT_HEX")),
+          (b"path", b"/usr/bin/podman\x1b]0;pwned\x07"), (b"version", b"4.3.1\x1b[2J"),
+          (b"image", b"present"), (b"gpu", env_bytes("HOSTILE_CTR_GPU_HEX")),
+          (b"cdi", b""), (b"toolkit", b""), (b"nvidia_smi", b"")]
+    out = struct.pack(">I", len(kv))
+    for k, v in kv:
+        out += struct.pack(">I", len(k)) + k + struct.pack(">I", len(v)) + v
+    return out
+
+
 def from_agent(typ, flags, rid, p):
     """Frames the real agent sends: rewritten, then passed on."""
     req = types.get(rid)
@@ -119,6 +167,8 @@ def from_agent(typ, flags, rid, p):
             p = replace_str(p, 0, env_bytes("HOSTILE_ID_HEX"))
         elif req != JOB_START:
             p = rewrite_record(p, 0)
+        if req == JOB_STOP and "ctr-name" in SCEN:
+            p = rewrite_stop_containers(p)
     elif typ == OK and req == JOB_LIST and struct.unpack_from(">I", p, 0)[0] > 0:
         p = rewrite_record(p, 4)
     elif typ == LOG_END:
@@ -168,6 +218,9 @@ def main():
             types[rid] = typ
         if typ == JOB_LIST and "count" in SCEN:
             send(frame(OK, 1, rid, struct.pack(">I", 0xFFFFFFFF) + b"x" * 100))
+            continue
+        if typ == CONTAINER_CHECK and "ctr-check" in SCEN:
+            send(frame(OK, 1, rid, ctr_check_answer()))
             continue
         if typ == JOB_STATUS and "bigframe" in SCEN:
             send(HDR.pack(0xFFFFFFFF, OK, 1, rid))

@@ -3,7 +3,8 @@
 # its answers (tests/helpers/hostile_agent.py) hands gpurun job ids that
 # lead out of runs/ ('..', absolute, '/', NUL, newline, ESC), OSC 52 and
 # friends in log bytes cut one byte per frame, escapes in states and GPU
-# names, counts and frame sizes past any payload, a flood of frames nobody
+# names, container runtimes, images and names that no agent sends, a
+# doctor's container check outside its words, counts and frame sizes past any payload, a flood of frames nobody
 # asked for, and archives larger than announced. Each case checks what
 # reached the disk and, on a real terminal (tests/helpers/pty_run.py),
 # the bytes the user would have seen.
@@ -123,6 +124,41 @@ test_expect_success 'status: escapes in a state and a GPU name are shown escaped
 	test_grep "run\\\\x1b\]52;c;QUJD\\\\x07ning" tty.out && test_grep "Evil\\\\x1b\]0;t" tty.out &&
 	python3 -c "import json; d=json.load(open(\"js\")); assert d[\"jobs\"][0][\"state\"]==\"run\x1b]52;c;QUJD\x07ning\", d; assert d[\"gpus\"][0][\"name\"]==\"Evil\x1b]0;t\x07GPU\", d" &&
 	! grep -q "$(printf "\033")" js
+'
+
+test_expect_success 'a container runtime or image in a record that no agent sends is refused' '
+	cd "$P" && export HOSTILE=field HOSTILE_FIELD=runtime HOSTILE_FIELD_HEX=$(hex "podman\033]0;t\a") &&
+	test_expect_code 251 $PTY tty.out "$GPURUN" status "$J" && no_escape tty.out &&
+	test_grep "unknown container runtime .podman\\\\x1b\]0;t\\\\x07" tty.out &&
+	export HOSTILE_FIELD=image HOSTILE_FIELD_HEX=$(hex "img\033]52;c;QUJD\a") &&
+	test_expect_code 251 $PTY tty.out "$GPURUN" status && no_escape tty.out &&
+	test_grep "invalid image .img\\\\x1b\]52;c;QUJD" tty.out &&
+	export HOSTILE_FIELD_HEX=$(hex "--privileged") &&
+	test_expect_code 251 "$GPURUN" logs "$J" 2>err && test_grep "invalid image" err &&
+	export HOSTILE_FIELD_HEX=$(hex "localhost/ok:1") && "$GPURUN" status "$J" >out &&
+	unset HOSTILE HOSTILE_FIELD && test_grep -E "^image +localhost/ok:1 " out
+'
+
+test_expect_success 'stop: a container name no runtime allows is refused, never printed raw' '
+	cd "$P" && export HOSTILE=ctr-name HOSTILE_CTR_HEX=$(hex "gpurun-x\033]52;c;QUJD\a") &&
+	test_expect_code 251 $PTY tty.out "$GPURUN" stop "$J" && no_escape tty.out &&
+	test_grep "invalid container name .gpurun-x\\\\x1b\]52;c;QUJD" tty.out &&
+	export HOSTILE_CTR_HEX=$(hex "-rf") && test_expect_code 251 "$GPURUN" stop "$J" 2>err &&
+	test_grep "invalid container name" err &&
+	export HOSTILE_CTR_HEX=$(hex "gpurun-$J") && "$GPURUN" stop "$J" 2>err && unset HOSTILE &&
+	test_grep "stopped and removed container gpurun-$J" err
+'
+
+test_expect_success 'doctor: a container check answer outside its words is refused; escapes shown escaped' '
+	cd "$P" && export HOSTILE=ctr-check HOSTILE_CTR_RT_HEX=$(hex "podman\033[2J") HOSTILE_CTR_GPU_HEX=$(hex cdi) &&
+	$PTY tty.out "$GPURUN" -o container.image=localhost/x:1 doctor; no_escape tty.out &&
+	test_grep -E "FAIL +container +the host sent a malformed CONTAINER_CHECK answer" tty.out &&
+	export HOSTILE_CTR_RT_HEX=$(hex podman) HOSTILE_CTR_GPU_HEX=$(hex "evil") &&
+	$PTY tty.out "$GPURUN" -o container.image=localhost/x:1 doctor; no_escape tty.out &&
+	test_grep "malformed CONTAINER_CHECK answer" tty.out &&
+	export HOSTILE_CTR_GPU_HEX=$(hex none) &&
+	$PTY tty.out "$GPURUN" -o container.image=localhost/x:1 doctor; unset HOSTILE; no_escape tty.out &&
+	test_grep -E "ok +container +podman 4.3.1\\\\x1b\[2J \(/usr/bin/podman\\\\x1b\]0;pwned\\\\x07\)" tty.out
 '
 
 test_expect_success 'a count past the payload is refused at once (no 4-billion-entry allocation)' '

@@ -8,6 +8,7 @@
 # present and absent.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../slurm.sh"
+. "$(dirname "$0")/../container.sh"
 
 if why=$(slurm_missing); then
 	test_skip 'the Slurm backend' "$why"
@@ -116,9 +117,10 @@ test_expect_success 'stop of a running job: TERM first, scancel; its processes a
 	pgrep -f "^sleep $S\$" >/dev/null &&
 	"$GPURUN" stop "$id" >$T/out 2>$T/err &&
 	test_grep "stopped job $id: SIGTERM to every process of Slurm job $n\$" $T/err &&
-	test_grep "gpurun: Slurm job $n: FAILED" $T/err && test_grep "exited with status 7" $T/err &&
+	test_grep -E "gpurun: Slurm job $n: (FAILED|CANCELLED)\$" $T/err &&
+	test_grep "exited with status 7" $T/err &&
 	wait $lpid; test_grep -x got-term $T/log &&
-	wait_status "$id" stopped && test "$(sstate "$n")" = FAILED &&
+	wait_status "$id" stopped && case $(sstate "$n") in FAILED|CANCELLED) ;; *) false ;; esac &&
 	! pgrep -f "^sleep $S\$"
 '
 
@@ -193,6 +195,42 @@ test_expect_success 'doctor: sbatch and squeue on the login node, the partition 
 
 test_skip '[slurm] nodes = 2: one task per node with NODE_RANK' \
 	'needs a cluster of two nodes; the test cluster has one'
+
+# [container] image under Slurm: the batch step runs the job's steps in
+# the image with the test's own podman (tests/container.sh), reached
+# through a second login sshd whose sessions point podman at it.
+if ! why=$(container_missing podman) && container_start podman; then
+	start_sshd login2 "SetEnv HOME=$LH $(slurm_sshd_env) $(container_env podman)" && trust_sshd login2
+	test_expect_success '[container] image: the job runs in the image on the compute node' '
+		cd "$P" && ini "[train]" "command = cat /etc/gpurun-test-image; echo in-\$SLURM_JOB_ID; exit 3" \
+			"[container]" "image = $CONTAINER_IMAGE" "runtime = podman" &&
+		sed -i "s/^host = login\$/host = login2/" gpurun.ini &&
+		test_expect_code 3 "$GPURUN" train >$T/ctr 2>$T/ctrerr && id=$(last_id) && n=$(sid "$id") &&
+		test_grep -x "gpurun test image" $T/ctr && test_grep -x "in-$n" $T/ctr &&
+		test_grep "in a container: $CONTAINER_IMAGE (podman)" $T/ctr &&
+		test "$(ctr podman ps -a --filter "label=gpurun.job=$id" --format "{{.Names}}")" = ""
+	'
+	test_expect_success '[container] image: stop ends the container too' '
+		cd "$P" && ini "[train]" "command = echo up; sleep $((S + 4))" \
+			"[container]" "image = $CONTAINER_IMAGE" "runtime = podman" &&
+		sed -i "s/^host = login\$/host = login2/" gpurun.ini &&
+		id=$("$GPURUN" -q train -d) && n=$(sid "$id") &&
+		for i in $(seq 1 600); do
+			test "$(ctr podman ps --filter "label=gpurun.job=$id" --format "{{.Names}}")" = "gpurun-$id" && break
+			sleep 0.1
+		done &&
+		"$GPURUN" -o train.stop_grace=5 stop "$id" >$T/out 2>$T/err &&
+		wait_status "$id" stopped &&
+		for i in $(seq 1 300); do
+			test -z "$(ctr podman ps -a --filter "label=gpurun.job=$id" --format "{{.Names}}")" && break
+			sleep 0.1
+		done &&
+		test -z "$(ctr podman ps -a --filter "label=gpurun.job=$id" --format "{{.Names}}")" &&
+		! pgrep -f "^sleep $((S + 4))\$"
+	'
+else
+	test_skip '[container] image under Slurm' "${why:-$CONTAINER_WHY}"
+fi
 
 test_expect_success 'logs -f through a cut connection: every line once, the status' '
 	start_proxy wan "$SSHD_PORT_login" 5 && ssh_host_via viaproxy login "$PROXY_PORT_wan" &&

@@ -353,7 +353,7 @@ static void test_errors(void)
 		{ "# c\n[remot]\nhost = x\n", "gpurun.ini:2: unknown section [remot]",
 		  "did you mean [remote]?" },
 		{ "[gpu]\n", "gpurun.ini:1: unknown section [gpu]",
-		  "sections: [remote] [sync] [setup] [build] [train] [artifacts] [jobs] [slurm] [hooks]" },
+		  "sections: [remote] [sync] [setup] [build] [train] [artifacts] [jobs] [slurm] [container] [hooks]" },
 		{ "[slurm]\ntime = 2h\n", "gpurun.ini:2: invalid value '2h' for 'time' in [slurm]: "
 		  "expected minutes, H:MM:SS or D-HH:MM:SS (sbatch --time)", NULL },
 		{ "[slurm]\ntime = 1-2-3\n", "gpurun.ini:2: invalid value '1-2-3' for 'time'", NULL },
@@ -629,7 +629,9 @@ static void test_schema(void)
 		"slurm.account", "slurm.qos", "slurm.time", "slurm.nodes", "slurm.ntasks_per_node",
 		"slurm.cpus_per_task", "slurm.mem", "slurm.constraint", "slurm.gpu_flag",
 		"slurm.gpu_type", "slurm.options", "slurm.build_on", "slurm.signal_before",
-		"slurm.requeue", "slurm.resubmit", "slurm.max_resubmits", "hooks.pre_push" };
+		"slurm.requeue", "slurm.resubmit", "slurm.max_resubmits", "container.image",
+		"container.runtime", "container.options", "container.mounts", "container.user",
+		"hooks.pre_push" };
 
 	CHECK_EQ_INT(n, GR_ARRAY_SIZE(want));
 	for (size_t i = 0; i < n && i < GR_ARRAY_SIZE(want); i++) {

@@ -34,6 +34,8 @@
 #include "../../remote/job_backend.c"
 #include "../../remote/job_backend_local.c"
 #include "../../remote/job_backend_slurm.c"
+#include "../../remote/job_container.c"
+#include "../../remote/job_container_host.c"
 #include "../../remote/job_glob.c"
 #include "../../remote/job_gpu.c"
 #include "../../remote/job_house.c"

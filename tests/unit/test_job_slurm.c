@@ -18,6 +18,8 @@
 #include "../../remote/job_backend.c"
 #include "../../remote/job_backend_local.c"
 #include "../../remote/job_backend_slurm.c"
+#include "../../remote/job_container.c"
+#include "../../remote/job_container_host.c"
 #include "../../remote/job_glob.c"
 #include "../../remote/job_gpu.c"
 #include "../../remote/job_house.c"
@@ -278,6 +280,16 @@ static void test_sbatch_argv(void)
 	s = (struct job_spec){ STRVEC_INIT };
 	spec_set(&s, "slurm_partition", "gpu\n#SBATCH --uid=0");
 	CHECK_EQ_INT(slurm_sbatch_argv(&s, "/d", "J", "/s", NULL, &a, &err), GR_EINVAL);
+	sv_clear(&a);
+	job_spec_free(&s);
+	/* A container per task under srun would share one name. */
+	s = (struct job_spec){ STRVEC_INIT };
+	spec_set(&s, "container_image", "busybox");
+	CHECK(slurm_sbatch_argv(&s, "/d", "J", "/s", NULL, &a, &err) == 0);
+	sv_clear(&a);
+	spec_set(&s, "slurm_ntasks_per_node", "2");
+	CHECK_EQ_INT(slurm_sbatch_argv(&s, "/d", "J", "/s", NULL, &a, &err), GR_EINVAL);
+	CHECK(strstr(err.msg, "several Slurm tasks") != NULL);
 	sv_clear(&a);
 	job_spec_free(&s);
 }

@@ -1,0 +1,393 @@
+/* Jobs inside a container, the host's side (see job_container.h): running
+ * the runtime's client, finding the runtime and the way GPUs go into its
+ * containers, the job's .gpurun/container, and what doctor reports. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "job_container.h"
+#include "job_gpu.h"
+
+static const char *const cdi_dirs[] = { "/etc/cdi", "/var/run/cdi" };
+
+/* ---- running the runtime ---- */
+
+int job_ctr_exec(const char *const *argv, int timeout_ms, struct strbuf *out, struct strbuf *errs)
+{
+	int po[2], pe[2], status;
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	pid_t pid;
+
+	if (pipe2(po, O_CLOEXEC) < 0)
+		return -1;
+	if (pipe2(pe, O_CLOEXEC) < 0) {
+		close(po[0]);
+		close(po[1]);
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		close(po[0]); close(po[1]); close(pe[0]); close(pe[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+		dup2(nul, 0);
+		dup2(po[1], 1);
+		dup2(pe[1], 2);
+		for (int s = 1; s < NSIG; s++)
+			signal(s, SIG_DFL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execvp(argv[0], (char *const *)argv);
+		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(po[1]);
+	close(pe[1]);
+	struct pollfd pfd[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
+	while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
+		uint64_t now = now_ms();
+		if (now >= deadline) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		int r = poll(pfd, 2, (int)(deadline - now));
+		if (r < 0 && errno != EINTR)
+			break;
+		for (int i = 0; r > 0 && i < 2; i++) {
+			char buf[8192];
+			if (pfd[i].fd < 0 || !pfd[i].revents)
+				continue;
+			ssize_t n = read(pfd[i].fd, buf, sizeof(buf));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				close(pfd[i].fd);
+				pfd[i].fd = -1;
+				continue;
+			}
+			struct strbuf *to = i ? errs : out;
+			if (to && to->len < (1u << 20))
+				sb_add(to, buf, (size_t)n);
+		}
+	}
+	for (int i = 0; i < 2; i++)
+		if (pfd[i].fd >= 0)
+			close(pfd[i].fd);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+/* The last non-empty line of a runtime's error output, for a message. */
+const char *job_ctr_last_line(struct strbuf *sb)
+{
+	char *s = sb->buf;
+
+	if (!s)
+		return "no output";
+	while (sb->len && (s[sb->len - 1] == '\n' || s[sb->len - 1] == '\r' || s[sb->len - 1] == ' '))
+		s[--sb->len] = '\0';
+	char *nl = strrchr(s, '\n');
+	return nl ? nl + 1 : *s ? s : "no output";
+}
+
+/* prog's path on PATH (a regular executable file), or NULL. */
+static char *find_prog(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char *dup = xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin"), *save = NULL, *d;
+	char *found = NULL;
+	struct stat st;
+
+	for (char *s = dup; !found && (d = strtok_r(s, ":", &save)); s = NULL) {
+		char *p = xasprintf("%s/%s", *d ? d : ".", prog);
+		if (d[0] == '/' && stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0)
+			found = p;
+		else
+			free(p);
+	}
+	free(dup);
+	return found;
+}
+
+/* ---- finding the runtime and the way GPUs go in ---- */
+
+/* Use kind if it answers: 0 with *path and *version set, else -1 with
+ * why in *why. docker must reach its daemon. */
+static int try_runtime(const char *kind, char **path, char **version, char **why)
+{
+	struct strbuf out = STRBUF_INIT, errs = STRBUF_INIT;
+	int rc;
+
+	*path = find_prog(kind);
+	if (!*path) {
+		*why = xasprintf("no %s on the host's PATH", kind);
+		return -1;
+	}
+	const char *argv[] = { *path, "version", "--format",
+			       !strcmp(kind, "docker") ? "{{.Server.Version}}" : "{{.Client.Version}}", NULL };
+	rc = job_ctr_exec(argv, CTR_ASK_MS, &out, &errs);
+	if (rc != 0) {
+		*why = xasprintf("%s does not answer: %s", *path, rc < 0 ? strerror(errno) : job_ctr_last_line(&errs));
+		free(*path);
+		*path = NULL;
+	} else {
+		*version = xstrdup(job_ctr_last_line(&out));
+	}
+	sb_release(&out);
+	sb_release(&errs);
+	return rc == 0 ? 0 : -1;
+}
+
+/* want: auto (podman, then docker), podman or docker. */
+static int resolve_runtime(const char *want, char **kind, char **path, char **version,
+			   struct gr_err *err)
+{
+	static const char *const order[] = { "podman", "docker" };
+	struct strbuf whys = STRBUF_INIT;
+
+	for (size_t i = 0; i < GR_ARRAY_SIZE(order); i++) {
+		char *why = NULL;
+		if (strcmp(want, "auto") && strcmp(want, order[i]))
+			continue;
+		if (try_runtime(order[i], path, version, &why) == 0) {
+			*kind = xstrdup(order[i]);
+			sb_release(&whys);
+			return 0;
+		}
+		sb_addf(&whys, "%s%s", whys.len ? "; " : "", why);
+		free(why);
+	}
+	gr_errf(err, GR_ENOTFOUND, "no container runtime to run the image: %s", whys.buf);
+	gr_hintf(err, !strcmp(want, "auto") ? "install podman or docker on the host, or run without "
+		 "[container] image" : "set [container] runtime = auto to use what the host has");
+	sb_release(&whys);
+	return GR_ENOTFOUND;
+}
+
+/* CDI spec files on this host that name nvidia.com/gpu devices. */
+static void cdi_specs(struct strvec *files)
+{
+	for (size_t i = 0; i < GR_ARRAY_SIZE(cdi_dirs); i++) {
+		DIR *d = opendir(cdi_dirs[i]);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			size_t n = strlen(e->d_name);
+			if (!(n > 5 && !strcmp(e->d_name + n - 5, ".json")) &&
+			    !(n > 5 && !strcmp(e->d_name + n - 5, ".yaml")) &&
+			    !(n > 4 && !strcmp(e->d_name + n - 4, ".yml")))
+				continue;
+			char *p = xasprintf("%s/%s", cdi_dirs[i], e->d_name);
+			struct strbuf sb = STRBUF_INIT;
+			struct stat st;
+			if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (4 << 20) &&
+			    read_file(p, &sb, NULL) == 0 && sb.buf && strstr(sb.buf, "nvidia.com/gpu"))
+				sv_push(files, p);
+			sb_release(&sb);
+			free(p);
+		}
+		if (d)
+			closedir(d);
+	}
+}
+
+/* How GPUs go into kind's containers here: "cdi", "toolkit" or "none";
+ * what was found goes to cdi_found / toolkit_found. */
+static const char *gpu_way(const char *kind, const char *path, struct strvec *cdi_found,
+			   char **toolkit_found)
+{
+	struct strbuf info = STRBUF_INIT;
+	const char *way = "none";
+	char *hook = NULL;
+
+	cdi_specs(cdi_found);
+	*toolkit_found = NULL;
+	if (!strcmp(kind, "podman"))
+		return cdi_found->n ? "cdi" : "none";
+	/* docker: CDI from 25 on, when its daemon enables it (it then lists
+	 * the spec folders); else the toolkit's hook that --gpus runs. */
+	const char *argv[] = { path, "info", "--format", "{{json .}}", NULL };
+	if (job_ctr_exec(argv, CTR_ASK_MS, &info, NULL) == 0 && info.buf) {
+		const char *c = strstr(info.buf, "\"CDISpecDirs\":[");
+		if (cdi_found->n && c && c[15] != ']')
+			way = "cdi";
+		const char *r = strstr(info.buf, "\"Runtimes\":{");
+		if (!strcmp(way, "none") && r && strstr(r, "\"nvidia\""))
+			*toolkit_found = xstrdup("docker's nvidia runtime");
+	}
+	if (!strcmp(way, "none") && !*toolkit_found) {
+		if ((hook = find_prog("nvidia-container-runtime-hook")) ||
+		    (hook = find_prog("nvidia-container-toolkit")))
+			*toolkit_found = hook;
+	}
+	if (!strcmp(way, "none") && *toolkit_found)
+		way = "toolkit";
+	sb_release(&info);
+	return way;
+}
+
+/* A [container] mounts entry as a --mount value; SRC relative to the
+ * project folder, ~ the home folder; SRC must exist. */
+static int mount_value(const char *m, const char *project, char **out, struct gr_err *err)
+{
+	char *src = NULL, *dst = NULL, *full;
+	struct stat st;
+	int ro, rc = 0;
+
+	if (job_ctr_split_mount(m, &src, &dst, &ro) < 0) {
+		rc = gr_errf(err, GR_EINVAL, "container mount '%s' is not SRC[:DST[:ro]]", m);
+		goto out;
+	}
+	if (src[0] == '/')
+		full = xstrdup(src);
+	else if (src[0] == '~' && (src[1] == '/' || !src[1]))
+		full = expand_home(src);
+	else
+		full = xasprintf("%s/%s", project, src);
+	if (strchr(full, ',') || stat(full, &st) < 0) {
+		rc = gr_errf(err, GR_EINVAL, "container mount '%s': cannot use '%s'%s%s", m, full,
+			     strchr(full, ',') ? ": a comma in the path" : ": ",
+			     strchr(full, ',') ? "" : strerror(errno));
+		free(full);
+		goto out;
+	}
+	*out = xasprintf("type=bind,source=%s,target=%s%s", full, *dst ? dst : full, ro ? ",readonly" : "");
+	free(full);
+out:
+	free(src);
+	free(dst);
+	return rc;
+}
+
+static void kv_line(struct strbuf *sb, const char *k, const char *v)
+{
+	sb_addf(sb, "%s=%s\n", k, v);
+}
+
+int job_ctr_prepare(const char *dir, const char *project, char **warning, struct gr_err *err)
+{
+	struct job_spec spec = { STRVEC_INIT };
+	struct strvec v = STRVEC_INIT, cdi = STRVEC_INIT;
+	struct strbuf meta = STRBUF_INIT;
+	char *kind = NULL, *path = NULL, *version = NULL, *toolkit = NULL;
+	int rc;
+
+	*warning = NULL;
+	if ((rc = job_spec_read(dir, &spec, err)) < 0)
+		return rc;
+	if (!job_ctr_wanted(&spec))
+		goto out;
+	if ((rc = resolve_runtime(job_spec_get(&spec, "container_runtime", "auto"), &kind, &path,
+				  &version, err)) < 0)
+		goto out;
+	const char *way = gpu_way(kind, path, &cdi, &toolkit);
+	char *smi = gpu_smi_path();
+	if (smi && !strcmp(way, "none"))
+		*warning = xasprintf("this host has GPUs (%s) but no way to pass them into a %s container "
+				     "(%s): the job sees none; see 'gpurun doctor'", smi, kind,
+				     !strcmp(kind, "podman") ? "no CDI spec for nvidia.com/gpu in /etc/cdi or /var/run/cdi"
+				     : "no NVIDIA container toolkit, no CDI");
+	free(smi);
+	const char *user = job_spec_get(&spec, "container_user", "");
+	char uid_gid[64];
+	snprintf(uid_gid, sizeof(uid_gid), "%u:%u", (unsigned)getuid(), (unsigned)getgid());
+	kv_line(&meta, "runtime", kind);
+	kv_line(&meta, "path", path);
+	kv_line(&meta, "version", version);
+	kv_line(&meta, "image", job_spec_get(&spec, "container_image", ""));
+	kv_line(&meta, "user", *user ? user : uid_gid);
+	/* Rootless podman maps the caller to root inside; keep-id maps it to
+	 * itself, so --user UID:GID writes files the caller owns. */
+	kv_line(&meta, "keep_id", !strcmp(kind, "podman") && geteuid() != 0 && !*user ? "1" : "0");
+	kv_line(&meta, "gpu", way);
+	/* Rootless podman shares the host's IPC namespace by mounting its
+	 * /dev/mqueue, which not every host has: there, as much /dev/shm as
+	 * the host's instead (what data loaders need of it). */
+	struct statvfs vfs;
+	if (!strcmp(kind, "podman") && geteuid() != 0 && access("/dev/mqueue", F_OK) != 0) {
+		char n[32];
+		unsigned long long b = statvfs("/dev/shm", &vfs) == 0 ?
+			(unsigned long long)vfs.f_blocks * vfs.f_frsize : 0;
+		snprintf(n, sizeof(n), "%llu", b ? b : 8ULL << 30);
+		kv_line(&meta, "shm_size", n);
+	}
+	kv_line(&meta, "project", project);
+	job_spec_list(&spec, "container_option", &v);
+	for (size_t i = 0; i < v.n; i++)
+		kv_line(&meta, "option", v.v[i]);
+	sv_clear(&v);
+	job_spec_list(&spec, "container_mount", &v);
+	for (size_t i = 0; i < v.n; i++) {
+		char *m = NULL;
+		if ((rc = mount_value(v.v[i], project, &m, err)) < 0)
+			goto out;
+		kv_line(&meta, "mount", m);
+		free(m);
+	}
+	rc = job_meta_write(dir, "container", meta.buf, err);
+out:
+	job_spec_free(&spec);
+	sv_clear(&v);
+	sv_clear(&cdi);
+	sb_release(&meta);
+	free(kind);
+	free(path);
+	free(version);
+	free(toolkit);
+	return rc;
+}
+
+/* ---- doctor ---- */
+
+void job_ctr_check(const char *want, const char *image, struct strvec *kv)
+{
+	struct gr_err err = { 0 };
+	struct strvec cdi = STRVEC_INIT;
+	struct strbuf files = STRBUF_INIT;
+	char *kind = NULL, *path = NULL, *version = NULL, *toolkit = NULL, *smi = gpu_smi_path();
+	const char *img = "";
+
+#define KV(k, v) do { sv_push(kv, (k)); sv_push(kv, (v)); } while (0)
+	if (resolve_runtime(want, &kind, &path, &version, &err) < 0) {
+		KV("runtime", "");
+		KV("error", err.msg);
+	} else {
+		KV("runtime", kind);
+		KV("path", path);
+		KV("version", version);
+		if (*image && image[0] != '-') {
+			const char *argv[] = { path, "image", "inspect", "--format", "{{.Id}}", image, NULL };
+			img = job_ctr_exec(argv, CTR_ASK_MS, NULL, NULL) == 0 ? "present" : "absent";
+		}
+		KV("image", img);
+		const char *way = gpu_way(kind, path, &cdi, &toolkit);
+		KV("gpu", way);
+	}
+	for (size_t i = 0; i < cdi.n; i++)
+		sb_addf(&files, "%s%s", i ? ", " : "", cdi.v[i]);
+	KV("cdi", files.buf ? files.buf : "");
+	KV("toolkit", toolkit ? toolkit : "");
+	KV("nvidia_smi", smi ? smi : "");
+#undef KV
+	sv_clear(&cdi);
+	sb_release(&files);
+	free(kind);
+	free(path);
+	free(version);
+	free(toolkit);
+	free(smi);
+}
+

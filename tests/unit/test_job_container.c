@@ -1,0 +1,333 @@
+/* The container wrapper's pure parts (remote/job_container.c): the
+ * runtime's argv for each way GPUs go in and for train -- CMD's words,
+ * the stop line a batch script traps with (run through a real sh, which
+ * must read back the same words), the spec's checks, [container] options split into words
+ * (config), and the supervisor's undoing of the container terminal's
+ * \r\n, across every split of its input into reads. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "t.h"
+
+#include "../../remote/job_backend.c"
+#include "../../remote/job_backend_local.c"
+#include "../../remote/job_backend_slurm.c"
+#include "../../remote/job_container.c"
+#include "../../remote/job_container_host.c"
+#include "../../remote/job_glob.c"
+#include "../../remote/job_gpu.c"
+#include "../../remote/job_house.c"
+#include "../../remote/job_proc.c"
+#include "../../remote/job_slurm.c"
+#include "../../remote/job_slurm_run.c"
+#include "../../remote/job_snap.c"
+#include "../../remote/job_steps.c"
+#include "../../remote/job_store.c"
+#include "../../remote/job_super.c"
+#include "config.h"
+
+static void ctr_init(struct job_ctr *c, const char *rt, const char *gpu)
+{
+	*c = (struct job_ctr){ .options = STRVEC_INIT, .mounts = STRVEC_INIT };
+	c->runtime = xstrdup(rt);
+	c->path = xasprintf("/usr/bin/%s", rt);
+	c->image = xstrdup("img:1");
+	c->user = xstrdup("1000:1000");
+	c->gpu = xstrdup(gpu);
+	c->project = xstrdup("/home/u/proj");
+}
+
+/* argv joined with '\n', for one comparison. */
+static char *joined(const struct strvec *v)
+{
+	struct strbuf sb = STRBUF_INIT;
+	for (size_t i = 0; i < v->n; i++)
+		sb_addf(&sb, "%s%s", i ? "\n" : "", v->v[i]);
+	return sb_detach(&sb, NULL);
+}
+
+static int has_word(const struct strvec *v, const char *w)
+{
+	for (size_t i = 0; i < v->n; i++)
+		if (!strcmp(v->v[i], w))
+			return 1;
+	return 0;
+}
+
+static void test_run_argv(void)
+{
+	struct job_ctr c;
+	struct strvec env = STRVEC_INIT, out = STRVEC_INIT;
+	struct job_ctr_step st = { .job_id = "20261122-003512-a1b2", .job_dir = "/j/20261122-003512-a1b2",
+				   .step = JOB_STEP_RUN, .cwd = "/j/20261122-003512-a1b2", .shell = "sh",
+				   .cmd = "python3 train.py --lr '1e-3' $X", .gpus = NULL, .env = &env };
+
+	ctr_init(&c, "podman", "none");
+	sv_push(&env, "WANDB_API_KEY=secret");
+	sv_push(&env, "=odd");
+	sv_push(&c.options, "--shm-size=8g");
+	sv_push(&c.options, "--network=bridge");
+	sv_push(&c.mounts, "type=bind,source=/data,target=/data,readonly");
+	job_ctr_run_argv(&c, &st, &out);
+	char *j = joined(&out);
+	CHECK_STR(j, "/usr/bin/podman\nrun\n--rm\n-t\n--init\n--name=gpurun-20261122-003512-a1b2\n"
+		  "--label=gpurun.job=20261122-003512-a1b2\n--network=host\n--ipc=host\n"
+		  "--security-opt=label=disable\n--user=1000:1000\n--workdir=/j/20261122-003512-a1b2\n"
+		  "--mount=type=bind,source=/j/20261122-003512-a1b2,target=/j/20261122-003512-a1b2\n"
+		  "--mount=type=bind,source=/home/u/proj,target=/home/u/proj\n"
+		  "--mount=type=bind,source=/data,target=/data,readonly\n"
+		  "--env=WANDB_API_KEY\n--env=GPURUN_JOB_ID=20261122-003512-a1b2\n"
+		  "--env=GPURUN_JOB_DIR=/j/20261122-003512-a1b2\n--shm-size=8g\n--network=bridge\n"
+		  "img:1\n/bin/sh\n-c\npython3 train.py --lr '1e-3' $X");
+	free(j);
+	/* A value never reaches the command line. */
+	for (size_t i = 0; i < out.n; i++)
+		CHECK(!strstr(out.v[i], "secret"));
+	sv_clear(&out);
+
+	/* The setup step, a login shell, rootless podman. */
+	st.step = JOB_STEP_SETUP;
+	st.shell = "login";
+	st.cwd = "/home/u/proj";
+	c.keep_id = 1;
+	job_ctr_run_argv(&c, &st, &out);
+	CHECK(has_word(&out, "--name=gpurun-20261122-003512-a1b2-setup"));
+	CHECK(has_word(&out, "--userns=keep-id"));
+	CHECK(has_word(&out, "--workdir=/home/u/proj"));
+	CHECK_STR(out.v[out.n - 3], "-l");
+	CHECK(has_word(&out, "--ipc=host"));
+	sv_clear(&out);
+	/* A rootless podman without the host's /dev/mqueue: shm instead. */
+	c.shm_size = xstrdup("1073741824");
+	job_ctr_run_argv(&c, &st, &out);
+	CHECK(has_word(&out, "--shm-size=1073741824") && !has_word(&out, "--ipc=host"));
+	sv_clear(&out);
+	sv_clear(&env);
+	job_ctr_free(&c);
+}
+
+/* train -- CMD ARGS: the words follow the image as they are (no sh -c),
+ * or as "$@" of the image's login shell; other steps keep their command. */
+static void test_run_argv_words(void)
+{
+	struct job_ctr c;
+	struct strvec args = STRVEC_INIT, out = STRVEC_INIT;
+	struct job_ctr_step st = { .job_id = "20261122-003512-a1b2", .job_dir = "/j/20261122-003512-a1b2",
+				   .step = JOB_STEP_RUN, .cwd = "/j/20261122-003512-a1b2", .shell = "sh",
+				   .cmd = "python3 'a b' '$HOME;x'", .args = &args };
+
+	ctr_init(&c, "docker", "none");
+	sv_push(&args, "python3");
+	sv_push(&args, "a b");
+	sv_push(&args, "$HOME;x");
+	sv_push(&args, "-c");
+	job_ctr_run_argv(&c, &st, &out);
+	CHECK(out.n > 5);
+	CHECK_STR(out.v[out.n - 5], "img:1");
+	CHECK_STR(out.v[out.n - 4], "python3");
+	CHECK_STR(out.v[out.n - 3], "a b");
+	CHECK_STR(out.v[out.n - 2], "$HOME;x");
+	CHECK_STR(out.v[out.n - 1], "-c");
+	CHECK(!has_word(&out, "/bin/sh"));
+	sv_clear(&out);
+
+	st.shell = "login";
+	job_ctr_run_argv(&c, &st, &out);
+	CHECK(out.n > 10);
+	const char *tail[] = { "img:1", "/bin/sh", "-l", "-c", "exec \"$@\"", "gpurun", "python3",
+			       "a b", "$HOME;x", "-c" };
+	for (size_t i = 0; i < GR_ARRAY_SIZE(tail); i++)
+		CHECK_STR(out.v[out.n - GR_ARRAY_SIZE(tail) + i], tail[i]);
+	sv_clear(&out);
+
+	/* An empty list is no list: the command line, through sh -c. */
+	st.shell = "sh";
+	sv_clear(&args);
+	job_ctr_run_argv(&c, &st, &out);
+	CHECK_STR(out.v[out.n - 3], "/bin/sh");
+	CHECK_STR(out.v[out.n - 1], "python3 'a b' '$HOME;x'");
+	sv_clear(&out);
+	job_ctr_free(&c);
+}
+
+static void test_gpus(void)
+{
+	static const struct {
+		const char *way, *gpus, *want[4];
+	} cases[] = {
+		{ "cdi", "0,2", { "--device=nvidia.com/gpu=0", "--device=nvidia.com/gpu=2",
+				  "--env=CUDA_VISIBLE_DEVICES=0,1", NULL } },
+		{ "cdi", NULL, { "--device=nvidia.com/gpu=all", NULL } },
+		{ "toolkit", "1,3", { "--gpus=\"device=1,3\"", "--env=CUDA_VISIBLE_DEVICES=0,1", NULL } },
+		{ "toolkit", "5", { "--gpus=\"device=5\"", "--env=CUDA_VISIBLE_DEVICES=0", NULL } },
+		{ "toolkit", NULL, { "--gpus=all", NULL } },
+		/* No way in: the host's numbers, for what they are worth. */
+		{ "none", "1", { "--env=CUDA_VISIBLE_DEVICES=1", NULL } },
+		{ "none", NULL, { NULL } },
+	};
+
+	for (size_t i = 0; i < GR_ARRAY_SIZE(cases); i++) {
+		struct job_ctr c;
+		struct strvec out = STRVEC_INIT;
+		struct job_ctr_step st = { .job_id = "20261122-003512-a1b2", .job_dir = "/j", .step = JOB_STEP_RUN,
+					   .cwd = "/j", .shell = "sh", .cmd = "true", .gpus = cases[i].gpus };
+		size_t ngpu = 0, nwant = 0;
+
+		ctr_init(&c, !strcmp(cases[i].way, "toolkit") ? "docker" : "podman", cases[i].way);
+		job_ctr_run_argv(&c, &st, &out);
+		for (size_t k = 0; cases[i].want[k]; k++, nwant++)
+			if (!has_word(&out, cases[i].want[k])) {
+				fprintf(stderr, "  case %zu: no %s\n", i, cases[i].want[k]);
+				t_case_failed = 1;
+			}
+		for (size_t k = 0; k < out.n; k++)
+			ngpu += !strncmp(out.v[k], "--device=", 9) || !strncmp(out.v[k], "--gpus", 6) ||
+				!strncmp(out.v[k], "--env=CUDA_VISIBLE_DEVICES", 26);
+		CHECK_EQ_INT(ngpu, nwant);
+		sv_clear(&out);
+		job_ctr_free(&c);
+	}
+}
+
+/* Run line through sh with `printf '%s\n'` in place of each runtime, as a
+ * batch script would: the words must come back as they were. */
+static void test_stop_sh(void)
+{
+	struct job_ctr c;
+	struct strbuf line = STRBUF_INIT, script = STRBUF_INIT, got = STRBUF_INIT;
+	char dir[] = "/tmp/gpurun-test-ctr.XXXXXX";
+
+	ctr_init(&c, "podman", "none");
+	free(c.path);
+	CHECK(mkdtemp(dir) != NULL);
+	/* A runtime path that needs quoting, standing in for podman. */
+	c.path = xasprintf("%s/it's podman", dir);
+	sb_addf(&script, "#!/bin/sh\n[ \"$1\" = ps ] && { echo gpurun-x; echo gpurun-x-build; exit 0; }\n"
+		"printf '%%s|' \"$@\" >>'%s/calls'; echo >>'%s/calls'\n", dir, dir);
+	CHECK(write_file_atomic(c.path, script.buf, script.len, 0755, NULL) == 0);
+	job_ctr_stop_sh(&c, "20261122-003512-a1b2", 7, &line);
+	CHECK(strstr(line.buf, "'") != NULL);
+	const char *argv[] = { "/bin/sh", "-c", line.buf, NULL };
+	CHECK_EQ_INT(job_ctr_exec(argv, 10000, NULL, NULL), 0);
+	char *calls = xasprintf("%s/calls", dir);
+	CHECK(read_file(calls, &got, NULL) == 0);
+	CHECK_STR(got.buf, "stop|-t|7|gpurun-x|\nrm|-f|-t|0|gpurun-x|\n"
+		  "stop|-t|7|gpurun-x-build|\nrm|-f|-t|0|gpurun-x-build|\n");
+	unlink(calls);
+	unlink(c.path);
+	rmdir(dir);
+	free(calls);
+	sb_release(&line);
+	sb_release(&script);
+	sb_release(&got);
+	job_ctr_free(&c);
+}
+
+static void test_spec_check(void)
+{
+	static const struct {
+		const char *kv[8];
+		int ok;
+	} cases[] = {
+		{ { "command", "x", NULL }, 1 },
+		{ { "container_image", "img", "container_runtime", "docker", NULL }, 1 },
+		{ { "container_image", "img", "container_mount", "data:/data:ro", "container_mount", "/x", NULL }, 1 },
+		{ { "container_runtime", "docker", NULL }, 0 },            /* no image */
+		{ { "container_image", "--privileged", NULL }, 0 },        /* read as an option */
+		{ { "container_image", "a b", NULL }, 0 },
+		{ { "container_image", "img", "container_runtime", "lxc", NULL }, 0 },
+		{ { "container_image", "img", "container_mount", "a:rel", NULL }, 0 },
+		{ { "container_image", "img", "container_mount", "a,b:/x", NULL }, 0 },
+		{ { "container_image", "img", "container_mount", "a:/x:rx", NULL }, 0 },
+		{ { "container_image", "img", "container_mount", ":/x", NULL }, 0 },
+		{ { "container_image", "img", "container_option", "a\nb", NULL }, 0 },
+		{ { "container_image", "img", "container_user", "-u", NULL }, 0 },
+	};
+
+	for (size_t i = 0; i < GR_ARRAY_SIZE(cases); i++) {
+		struct job_spec s = { STRVEC_INIT };
+		struct gr_err e = { 0 };
+		for (size_t k = 0; cases[i].kv[k]; k++)
+			sv_push(&s.kv, cases[i].kv[k]);
+		int rc = job_ctr_spec_check(&s, &e);
+		if ((rc == 0) != cases[i].ok) {
+			fprintf(stderr, "  case %zu: rc %d (%s)\n", i, rc, e.msg);
+			t_case_failed = 1;
+		}
+		job_spec_free(&s);
+	}
+}
+
+static void test_split_words(void)
+{
+	static const struct {
+		const char *in, *want; /* words joined by '|'; NULL: refused */
+	} cases[] = {
+		{ "--shm-size=8g --env A=1", "--shm-size=8g|--env|A=1" },
+		{ "  -v  'a b':/x  ", "-v|a b:/x" },
+		{ "--env \"X=it's \\\"q\\\"\"", "--env|X=it's \"q\"" },
+		{ "a\\ b ''", "a b|" },
+		{ "", "" },
+		{ "'open", NULL },
+	};
+
+	for (size_t i = 0; i < GR_ARRAY_SIZE(cases); i++) {
+		struct strvec w = STRVEC_INIT;
+		struct strbuf j = STRBUF_INIT;
+		const char *why = config_split_words(cases[i].in, &w);
+		if (!cases[i].want) {
+			CHECK(why != NULL);
+		} else {
+			CHECK(why == NULL);
+			for (size_t k = 0; k < w.n; k++)
+				sb_addf(&j, "%s%s", k ? "|" : "", w.v[k]);
+			CHECK_STR(j.buf ? j.buf : "", cases[i].want);
+		}
+		sv_clear(&w);
+		sb_release(&j);
+	}
+}
+
+/* Every split of the input into two reads gives the same log. */
+static void test_crlf_undo(void)
+{
+	static const char *const cases[][2] = {
+		{ "a\r\nb\r\n", "a\nb\n" },
+		{ "10%\r20%\r\ndone\r\n", "10%\r20%\ndone\n" },
+		{ "\r\r\n\n", "\r\n\n" },
+		{ "end\r", "end\r" },
+	};
+
+	for (size_t i = 0; i < GR_ARRAY_SIZE(cases); i++) {
+		const char *in = cases[i][0];
+		size_t n = strlen(in);
+		for (size_t cut = 0; cut <= n; cut++) {
+			char out[64];
+			int cr = 0;
+			size_t o = crlf_undo(&cr, in, cut, out);
+			o += crlf_undo(&cr, in + cut, n - cut, out + o);
+			if (cr)
+				out[o++] = '\r'; /* flush_cr at the step's end */
+			out[o] = '\0';
+			if (strcmp(out, cases[i][1])) {
+				fprintf(stderr, "  case %zu cut %zu: got %zu bytes\n", i, cut, o);
+				t_case_failed = 1;
+			}
+		}
+	}
+}
+
+int main(void)
+{
+	RUN(test_run_argv);
+	RUN(test_run_argv_words);
+	RUN(test_gpus);
+	RUN(test_stop_sh);
+	RUN(test_spec_check);
+	RUN(test_split_words);
+	RUN(test_crlf_undo);
+	return T_DONE();
+}
