@@ -114,7 +114,7 @@ static int free_port(void)
 int slurm_run_main(const char *dir)
 {
 	struct job_spec spec = { STRVEC_INIT };
-	struct strvec launcher = STRVEC_INIT;
+	struct strvec launcher = STRVEC_INIT, ctr_env = STRVEC_INIT;
 	struct gr_err err = { 0 };
 	const char *jid = getenv("SLURM_JOB_ID");
 	char host[256] = "", agent[4096], *extra = NULL;
@@ -168,6 +168,19 @@ int slurm_run_main(const char *dir)
 		ntasks == 1 ? "" : "s", getenv("CUDA_VISIBLE_DEVICES") ? ", GPUs " : "",
 		getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
 	extra = xasprintf("slurm_id=%s\nslurm_restarts=%lld\n", jid, restarts);
+	/* A container sees what the command would see outside: Slurm's
+	 * variables and the ranks (with several tasks slurm-task sets them
+	 * per task, but a container is refused there). */
+	extern char **environ;
+	for (char **e = environ; *e; e++) {
+		static const char *const names[] = { "MASTER_ADDR=", "MASTER_PORT=", "WORLD_SIZE=",
+						     "RANK=", "LOCAL_RANK=", "NODE_RANK=" };
+		int take = !strncmp(*e, "SLURM_", 6);
+		for (size_t i = 0; !take && i < GR_ARRAY_SIZE(names); i++)
+			take = !strncmp(*e, names[i], strlen(names[i]));
+		if (take)
+			sv_push(&ctr_env, *e);
+	}
 	/* The host's indices of the GPUs Slurm gave the job, for a container
 	 * (CUDA_VISIBLE_DEVICES may be renumbered inside Slurm's cgroup). */
 	const char *jg = getenv("SLURM_JOB_GPUS");
@@ -180,6 +193,7 @@ int slurm_run_main(const char *dir)
 		.launcher = launcher.n ? &launcher : NULL,
 		.gpus_shown = getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "",
 		.ctr_gpus = jg,
+		.ctr_env = &ctr_env,
 		.status_extra = extra,
 	};
 
@@ -250,6 +264,7 @@ out:
 		close(log_fd);
 	free(extra);
 	sv_clear(&launcher);
+	sv_clear(&ctr_env);
 	job_spec_free(&spec);
 	return status;
 }

@@ -275,6 +275,8 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 			.gpus = gpus ? gpus : s->mode->ctr_gpus,
 		};
 		job_spec_list(&s->spec, "env", &env);
+		for (size_t i = 0; s->mode->ctr_env && i < s->mode->ctr_env->n; i++)
+			sv_push(&env, s->mode->ctr_env->v[i]);
 		job_ctr_run_argv(&s->ctr, &cs, &argv);
 		job_ctr_name(s->id, step, name, sizeof(name));
 	} else if (args.n) {
@@ -502,9 +504,10 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 		fcntl(lockfd, F_SETFD, FD_CLOEXEC);
 	if (s.has_ctr) {
 		/* Removes the job's containers should we die without doing so
-		 * (a supervisor that holds the job's lock; under Slurm the
-		 * batch step does it, job_slurm_run.c). */
-		if (lockfd >= 0)
+		 * (a supervisor that holds the job's lock and runs the job;
+		 * not the one that hands it to Slurm, whose end is not the
+		 * job's: there the batch step does it, job_slurm_run.c). */
+		if (lockfd >= 0 && mode->run)
 			job_ctr_reap_spawn(s.dir);
 		note(&s, "in a container: %s (%s)", s.ctr.image, s.ctr.runtime);
 	}

@@ -25,6 +25,8 @@ struct job_sup_mode {
 	const char *ctr_gpus;     /* host GPU indices a container gets when
 				     take_gpus is 0 (Slurm's SLURM_JOB_GPUS);
 				     NULL: not restricted */
+	const struct strvec *ctr_env; /* more K=V a container gets (by name:
+					 they are in our environment) */
 	const char *status_extra; /* more key=value lines for .gpurun/status */
 };
 
