@@ -12,6 +12,7 @@
 #include "gpurun.h"
 #include "term_filter.h"
 #include "job_client.h"
+#include "completion.h"
 #include "ssh.h"
 #include "sync_plan.h"
 
@@ -111,6 +112,86 @@ static void check_crypto(struct doctor *d)
 		line("ok", "crypto", "%s (not open to Terrapin)", m);
 }
 
+/* [slurm] partition (or the cluster's default) in sinfo's lines from the
+ * host (untrusted: shown through ts()), its state and GPU gres, and what
+ * [train] gpus asks of it. */
+static void check_partitions(struct gr_ctx *ctx, struct doctor *d, const char *text,
+			     const char *serr)
+{
+	const char *want = ctx->cfg->slurm.partition ? ctx->cfg->slurm.partition : "";
+	const char *gpus = ctx->cfg->train.gpus ? ctx->cfg->train.gpus : "";
+	struct strbuf names = STRBUF_INIT, cache = STRBUF_INIT;
+	struct gr_err e = { 0 };
+	int found = 0, lines = 0;
+
+	if (*serr) {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "%.*s", (int)strcspn(serr, "\n"), serr);
+		gr_errf(&e, GR_EREMOTE, "sinfo on the login node failed: %s", ts(msg));
+		gr_hintf(&e, "is slurmctld reachable from the host (scontrol ping)?");
+		fail(d, "partition", &e, GR_EREMOTE);
+		return;
+	}
+	for (const char *l = text; *l && lines < 1000; lines++) {
+		size_t len = strcspn(l, "\n");
+		char *row = xstrndup(l, len), *f[5] = { 0 }, *p = row;
+		int nf = 0;
+		for (; nf < 5 && p; nf++) {
+			f[nf] = p;
+			p = strchr(p, '|');
+			if (p)
+				*p++ = '\0';
+		}
+		l += len + (l[len] == '\n');
+		if (nf < 5) {
+			free(row);
+			continue;
+		}
+		size_t nl = strlen(f[0]);
+		int is_default = nl && f[0][nl - 1] == '*';
+		if (is_default)
+			f[0][nl - 1] = '\0';
+		sb_addf(&names, "%s%s", names.len ? " " : "", ts(f[0]));
+		if (slurm_partition_ok(f[0], strlen(f[0])))
+			sb_addf(&cache, "%s\n", f[0]);
+		if (!found && ((*want && !strcmp(f[0], want)) || (!*want && is_default))) {
+			found = 1;
+			int has_gpu = strstr(f[2], "gpu") != NULL;
+			int up = !strcmp(f[1], "up");
+			char g[256];
+			snprintf(g, sizeof(g), "%s", ts(f[2]));
+			line(up ? "ok" : "warn", "partition", "%s%s: %s, %s node%s (%s), gres %s", ts(f[0]),
+			     *want ? "" : " (the default)", ts(f[1]), ts(f[3]), strcmp(f[3], "1") ? "s" : "",
+			     ts(f[4]), g);
+			if (*gpus && !has_gpu) {
+				line("warn", "gpus", "[train] gpus = %s, but partition %s has no GPU gres",
+				     gpus, ts(f[0]));
+				printf("     hint: choose a GPU partition with [slurm] partition\n");
+			}
+		}
+		free(row);
+	}
+	if (!found) {
+		if (*want)
+			gr_errf(&e, GR_ECONFIG, "no partition '%s' on this cluster (it has: %s)", ts(want),
+				names.len ? names.buf : "none");
+		else
+			gr_errf(&e, GR_ECONFIG, "the cluster has no default partition (it has: %s)",
+				names.len ? names.buf : "none");
+		gr_hintf(&e, "set [slurm] partition to one of them");
+		fail(d, "partition", &e, GR_ECONFIG);
+	}
+	/* For completion (-o slurm.partition=); a failure only costs that. */
+	char *dir = xasprintf("%s/.gpurun", ctx->cfg->root), *path = xasprintf("%s/%s",
+		ctx->cfg->root, GR_PARTITIONS_CACHE);
+	if (mkdir_p(dir, 0755, NULL) == 0)
+		write_file_atomic(path, cache.buf ? cache.buf : "", cache.len, 0644, NULL);
+	free(dir);
+	free(path);
+	sb_release(&cache);
+	sb_release(&names);
+}
+
 /* PROBE answers name=value pairs: cc, make, nvcc, nvidia-smi (paths or
  * ""), path, path_exists, free_bytes. */
 static void check_tools(struct gr_ctx *ctx, struct doctor *d)
@@ -119,10 +200,11 @@ static void check_tools(struct gr_ctx *ctx, struct doctor *d)
 	struct gr_err e = { 0 };
 	struct gr_rd rd;
 	struct strvec kv = STRVEC_INIT;
-	const char *path = "", *exists = "0", *freeb = "";
+	const char *path = "", *exists = "0", *freeb = "", *parts = NULL, *serr = "";
 	uint32_t n;
 
 	put_str(&pl, ctx->cfg->remote.path ? ctx->cfg->remote.path : "");
+	put_u8(&pl, ctx->cfg->slurm_on ? 1 : 0);
 	if (conn_request(ctx->conn, GR_MSG_PROBE, pl.buf, pl.len, &rep, &e) < 0) {
 		fail(d, "tools", &e, e.code);
 		goto out;
@@ -149,7 +231,16 @@ static void check_tools(struct gr_ctx *ctx, struct doctor *d)
 			exists = v;
 		else if (!strcmp(k, "free_bytes"))
 			freeb = v;
-		else if (*v)
+		else if (!strcmp(k, "slurm_partitions"))
+			parts = v;
+		else if (!strcmp(k, "slurm_error"))
+			serr = v;
+		else if ((!strcmp(k, "sbatch") || !strcmp(k, "squeue")) && !*v) {
+			gr_errf(&e, GR_EREMOTE, "no '%s' on the login node's PATH", k);
+			gr_hintf(&e, "[remote] scheduler = slurm needs Slurm's client tools on the host "
+				 "(Debian/Ubuntu: apt install slurm-client)");
+			fail(d, k, &e, GR_EREMOTE);
+		} else if (*v)
 			line("ok", k, "%s", v);
 		else if (!strcmp(k, "cc") || !strcmp(k, "make")) {
 			gr_errf(&e, GR_EREMOTE, "no '%s' on the host's PATH", k);
@@ -162,6 +253,8 @@ static void check_tools(struct gr_ctx *ctx, struct doctor *d)
 				: "no NVIDIA driver there: jobs run on the CPU");
 		}
 	}
+	if (parts)
+		check_partitions(ctx, d, parts, serr);
 	if (!strcmp(exists, "1"))
 		line("ok", "path", "%s exists", path);
 	else

@@ -242,6 +242,33 @@ out:
 
 static const char *const bool_values[] = { "true", "false", NULL };
 
+/* The partitions `gpurun doctor` found (GR_PARTITIONS_CACHE): what a host
+ * said, so only names of a plain shape are offered. */
+static void complete_partitions(struct cstate *s)
+{
+	struct strbuf path = STRBUF_INIT, data = STRBUF_INIT;
+	char *root = project_root(s);
+
+	if (!root)
+		return;
+	sb_addf(&path, "%s/%s", root, GR_PARTITIONS_CACHE);
+	if (read_file(path.buf, &data, NULL) == 0 && data.buf) {
+		int shown = 0;
+		for (char *l = data.buf, *next; *l && shown < 200; l = next) {
+			size_t len = strcspn(l, "\n");
+			next = l + len + (l[len] == '\n');
+			l[len] = '\0';
+			if (slurm_partition_ok(l, len)) {
+				add(s, l, "Slurm partition (as gpurun doctor found it)");
+				shown++;
+			}
+		}
+	}
+	free(root);
+	sb_release(&path);
+	sb_release(&data);
+}
+
 /* Config keys "section.key", or for -o "section.key=" then its values. */
 static void complete_keys(struct cstate *s, int with_value)
 {
@@ -265,6 +292,8 @@ static void complete_keys(struct cstate *s, int with_value)
 			sub.cur = eq + 1;
 			for (const char *const *v = vals; v && *v; v++)
 				add(&sub, *v, NULL);
+			if (!strcmp(name.buf, "slurm.partition"))
+				complete_partitions(&sub);
 			sb_release(&pre);
 		}
 		goto out;

@@ -13,6 +13,24 @@
 /* The job cache the jobs code keeps under the project root: one line per
  * job, newest first, "ID<TAB>STATE<TAB>START_UNIX". */
 #define GR_JOBS_CACHE ".gpurun/jobs"
+/* The Slurm partitions `gpurun doctor` last found on the login node, one
+ * name a line (each checked by slurm_partition_ok), for -o slurm.partition=. */
+#define GR_PARTITIONS_CACHE ".gpurun/slurm-partitions"
+
+/* 1 if s can be a Slurm partition's name to offer a shell: letters,
+ * digits, '.', '_', '-', at most 64 bytes. */
+static inline int slurm_partition_ok(const char *s, size_t n)
+{
+	if (!n || n > 64)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
 
 struct complete_src {
 	const struct gr_config_key *keys; /* the config schema (config_keys()) */

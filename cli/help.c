@@ -205,10 +205,12 @@ void help_exit_codes(FILE *out)
 	fprintf(out,
 		"exit codes:\n"
 		"  0        success (also: detached from a job that keeps running)\n"
-		"  1-247    exec, train and the pre-push hook pass the remote command's own\n"
+		"  1-246    exec, train and the pre-push hook pass the remote command's own\n"
 		"           status through unchanged (128+N: killed by signal N)\n"
 		"  1        a local command (init, config, hook, ...) failed\n"
-		"  %d      the job ended without recording an exit status\n"
+		"  %d      the job reached its Slurm time limit ([slurm] time)\n"
+		"  %d      the job ended without recording an exit status (also: its\n"
+		"           Slurm node failed)\n"
 		"  %d      interrupted (Ctrl-C)\n"
 		"  %d      sync or artifact transfer failed\n"
 		"  %d      the agent on the host reported an error\n"
@@ -216,7 +218,7 @@ void help_exit_codes(FILE *out)
 		"  %d      bad configuration (gpurun.ini or ssh_config)\n"
 		"  %d      host key or authentication refused\n"
 		"  %d      could not reach the host or start the agent (as ssh's 255)\n",
-		GR_EXIT_JOB_LOST, GR_EXIT_INTERRUPTED, GR_EXIT_SYNC, GR_EXIT_REMOTE,
+		GR_EXIT_JOB_TIMEOUT, GR_EXIT_JOB_LOST, GR_EXIT_INTERRUPTED, GR_EXIT_SYNC, GR_EXIT_REMOTE,
 		GR_EXIT_USAGE, GR_EXIT_CONFIG, GR_EXIT_AUTH, GR_EXIT_CONNECT);
 }
 

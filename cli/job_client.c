@@ -1,5 +1,5 @@
-/* Job requests from the client, the .gpurun/jobs cache, and formatting
- * helpers (see job_client.h). */
+/* Job requests from the client and formatting helpers (see job_client.h;
+ * the .gpurun/jobs cache is in job_cache.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -56,6 +56,49 @@ int job_rec_check(const struct job_rec *r, struct gr_err *err)
 }
 
 
+static void spec_pair(struct strvec *spec, const char *k, const char *v)
+{
+	if (v && *v) {
+		sv_push(spec, k);
+		sv_push(spec, v);
+	}
+}
+
+/* [slurm]: backend "slurm" and its slurm_* keys (job_proto.h). */
+static void job_spec_slurm(const struct gr_config *cfg, struct strvec *spec)
+{
+	char n[24];
+
+#define SPAIR(k, v) spec_pair(spec, (k), (v))
+#define NPAIR(k, v) do { snprintf(n, sizeof(n), "%d", (v)); SPAIR((k), n); } while (0)
+	SPAIR("backend", "slurm");
+	SPAIR("slurm_partition", cfg->slurm.partition);
+	SPAIR("slurm_account", cfg->slurm.account);
+	SPAIR("slurm_qos", cfg->slurm.qos);
+	SPAIR("slurm_time", cfg->slurm.time);
+	NPAIR("slurm_nodes", cfg->slurm.nodes);
+	NPAIR("slurm_ntasks_per_node", cfg->slurm.ntasks_per_node);
+	if (cfg->slurm.cpus_per_task > 0)
+		NPAIR("slurm_cpus_per_task", cfg->slurm.cpus_per_task);
+	SPAIR("slurm_mem", cfg->slurm.mem);
+	SPAIR("slurm_constraint", cfg->slurm.constraint);
+	SPAIR("slurm_gpu_flag", cfg->slurm.gpu_flag);
+	SPAIR("slurm_gpu_type", cfg->slurm.gpu_type);
+	for (size_t i = 0; i < cfg->slurm.options.n; i++) {
+		sv_push(spec, "slurm_option");
+		sv_push(spec, cfg->slurm.options.v[i]); /* an empty word ("") too */
+	}
+	SPAIR("slurm_build_on", cfg->slurm.build_on);
+	if (cfg->slurm.signal_before > 0)
+		NPAIR("slurm_signal_before", cfg->slurm.signal_before);
+	if (cfg->slurm.requeue)
+		SPAIR("slurm_requeue", "1");
+	if (cfg->slurm.resubmit)
+		NPAIR("slurm_resubmit", cfg->slurm.max_resubmits);
+#undef NPAIR
+#undef SPAIR
+}
+
 void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct strvec *spec)
 {
 #define PAIR(k, v) do { sv_push(spec, (k)); sv_push(spec, (v)); } while (0)
@@ -84,6 +127,8 @@ void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct s
 		if (cfg->container.user && *cfg->container.user)
 			PAIR("container_user", cfg->container.user);
 	}
+	if (cfg->slurm_on)
+		job_spec_slurm(cfg, spec);
 #undef PAIR
 }
 
@@ -317,7 +362,22 @@ int job_stop_print(const struct job_stop_report *s, int quiet)
 	char who[JOB_SHOWN_MAX];
 
 	job_shown(&s->rec, who, sizeof(who));
-	if (!quiet) {
+	if (!quiet && s->rec.slurm_id && *s->rec.slurm_id) {
+		/* Slurm's: scancel with the grace period as a signal first. */
+		if (s->nterm)
+			fprintf(stderr, "gpurun: stopped job %s: SIGTERM to every process of Slurm "
+				"job %s%s\n", who, ts(s->rec.slurm_id),
+				s->killed ? ", scancel after the grace period" : "");
+		else if (!job_rec_ended(&s->rec) || !strcmp(s->rec.state, "stopped"))
+			fprintf(stderr, "gpurun: cancelled Slurm job %s of job %s before it started\n",
+				ts(s->rec.slurm_id), who);
+		if (s->rec.reason && *s->rec.reason)
+			fprintf(stderr, "gpurun: %s\n", ts(s->rec.reason));
+		if (job_rec_ended(&s->rec) && s->nterm) {
+			job_describe_end(&s->rec, &end);
+			fprintf(stderr, "gpurun: job %s %s\n", who, end.buf);
+		}
+	} else if (!quiet) {
 		if (s->nterm)
 			fprintf(stderr, "gpurun: stopped job %s: SIGTERM to %u process%s%s\n",
 				who, s->nterm, s->nterm == 1 ? "" : "es",
@@ -543,135 +603,6 @@ void job_gpus_free(struct job_gpus *g)
 	*g = (struct job_gpus){ 0 };
 }
 
-/* .gpurun/jobs */
-
-struct cache_line {
-	char *id, *state;
-	long long start;
-	char *name; /* "" when the job has none */
-};
-
-/* Newest first. A stable insertion sort: among jobs started in the same
- * second, the ones just recorded (placed first) stay first. */
-static void sort_cache(struct cache_line *l, size_t n)
-{
-	for (size_t i = 1; i < n; i++)
-		for (size_t j = i; j > 0 && l[j - 1].start < l[j].start; j--) {
-			struct cache_line t = l[j];
-			l[j] = l[j - 1];
-			l[j - 1] = t;
-		}
-}
-
-/* A state fit for the cache's tab-separated lines: a short lowercase word. */
-static int state_word_ok(const char *s)
-{
-	size_t n = s ? strlen(s) : 0;
-
-	if (!n || n > 32)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || s[i] == '-' || s[i] == '_'))
-			return 0;
-	return 1;
-}
-
-void job_cache_update(const char *root, const struct job_rec *recs, size_t n)
-{
-	char *dir = xasprintf("%s/.gpurun", root), *path = xasprintf("%s/jobs", dir);
-	char *lock = xasprintf("%s/jobs.lock", dir);
-	struct strbuf old = STRBUF_INIT, out = STRBUF_INIT;
-	struct cache_line *l = NULL;
-	size_t nl = 0;
-	char *save = NULL;
-	int lfd = -1;
-
-	if (mkdir_p(dir, 0755, NULL) < 0)
-		goto out;
-	/* Read, merge, write: under a lock, so a train ending in the
-	 * background and a command starting now do not lose each other's
-	 * lines. */
-	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (lfd >= 0)
-		while (flock(lfd, LOCK_EX) < 0 && errno == EINTR)
-			;
-	for (size_t i = 0; i < n; i++) {
-		const struct job_rec *r = &recs[i];
-		uint64_t t = r->start_ms ? r->start_ms : r->created_ms;
-		if (!job_id_ok(r->id))
-			continue;
-		l = xrealloc(l, (nl + 1) * sizeof(*l));
-		l[nl++] = (struct cache_line){ xstrdup(r->id),
-			xstrdup(state_word_ok(r->state) ? r->state : "unknown"), (long long)(t / 1000),
-			xstrdup(r->name && job_name_ok(r->name) ? r->name : "") };
-	}
-	read_file(path, &old, NULL);
-	for (char *line = strtok_r(old.buf ? old.buf : (char *)"", "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-		char *t3 = t2 ? strchr(t2 + 1, '\t') : NULL;
-		long long start;
-		size_t j;
-		if (!t2)
-			continue;
-		*t1 = *t2 = '\0';
-		if (t3)
-			*t3 = '\0'; /* the name, since issue 15 */
-		if (!job_id_ok(line) || !state_word_ok(t1 + 1) || parse_ll(t2 + 1, 0, 1LL << 40, &start) < 0)
-			continue;
-		for (j = 0; j < nl && strcmp(l[j].id, line); j++)
-			;
-		if (j < nl)
-			continue; /* superseded by what we were given */
-		l = xrealloc(l, (nl + 1) * sizeof(*l));
-		l[nl++] = (struct cache_line){ xstrdup(line), xstrdup(t1 + 1), start,
-					       xstrdup(t3 && job_name_ok(t3 + 1) ? t3 + 1 : "") };
-	}
-	sort_cache(l, nl);
-	for (size_t i = 0; i < nl && i < 200; i++)
-		sb_addf(&out, "%s\t%s\t%lld%s%s\n", l[i].id, l[i].state, l[i].start,
-			*l[i].name ? "\t" : "", l[i].name);
-	write_file_atomic(path, out.buf ? out.buf : "", out.len, 0644, NULL);
-out:
-	for (size_t i = 0; i < nl; i++) {
-		free(l[i].id);
-		free(l[i].state);
-		free(l[i].name);
-	}
-	free(l);
-	sb_release(&old);
-	sb_release(&out);
-	free(dir);
-	free(path);
-	free(lock);
-	if (lfd >= 0)
-		close(lfd);
-}
-
-void job_cache_forget(const char *root, const struct strvec *ids)
-{
-	char *path = xasprintf("%s/.gpurun/jobs", root);
-	struct strbuf old = STRBUF_INIT, out = STRBUF_INIT;
-	char *save = NULL;
-
-	if (!ids->n || read_file(path, &old, NULL) < 0)
-		goto out;
-	for (char *line = strtok_r(old.buf ? old.buf : (char *)"", "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		size_t j;
-		for (j = 0; j < ids->n; j++)
-			if (!strncmp(line, ids->v[j], strlen(ids->v[j])) && line[strlen(ids->v[j])] == '\t')
-				break;
-		if (j == ids->n)
-			sb_addf(&out, "%s\n", line);
-	}
-	write_file_atomic(path, out.buf ? out.buf : "", out.len, 0644, NULL);
-out:
-	sb_release(&old);
-	sb_release(&out);
-	free(path);
-}
-
 const char *job_shown(const struct job_rec *r, char *buf, size_t n)
 {
 	if (r->name && *r->name && job_name_ok(r->name))
@@ -743,11 +674,34 @@ void json_str(struct strbuf *sb, const char *s)
 	sb_add(sb, "\"", 1);
 }
 
+/* How a scheduler ended a job, from its state (never its raw exit code:
+ * Slurm reports a cancelled job as 0:9, 143:0 or 0:0 depending on where
+ * one looks). NULL for a state that is not one of these. */
+static const char *scheduler_end(const char *state)
+{
+	static const char *const ends[][2] = {
+		{ "timeout", "reached its Slurm time limit" },
+		{ "cancelled", "was cancelled outside gpurun (scancel)" },
+		{ "node_fail", "ended when its Slurm node failed" },
+		{ "preempted", "was preempted by Slurm" },
+	};
+
+	for (size_t i = 0; state && i < GR_ARRAY_SIZE(ends); i++)
+		if (!strcmp(state, ends[i][0]))
+			return ends[i][1];
+	return NULL;
+}
+
 void job_describe_end(const struct job_rec *r, struct strbuf *sb)
 {
 	const char *phase = r->phase && *r->phase ? r->phase : "run";
+	const char *sched = scheduler_end(r->state);
 
-	if (r->has_status && strcmp(phase, "run") && (r->signalled || r->code)) {
+	if (sched) {
+		sb_adds(sb, sched);
+		if (r->reason && *r->reason)
+			sb_addf(sb, " (%s)", ts(r->reason));
+	} else if (r->has_status && strcmp(phase, "run") && (r->signalled || r->code)) {
 		sb_addf(sb, "%s ", phase);
 		if (r->signalled)
 			sb_addf(sb, "was killed by signal %u (%s)", r->code, strsignal((int)r->code));

@@ -137,6 +137,25 @@ static void fill(struct gr_config *c)
 	split_list(&c->container.mounts, text_of(p, "container.mounts"));
 	set_str(&c->container.user, text_of(p, "container.user"));
 	set_str(&c->hooks.pre_push, text_of(p, "hooks.pre_push"));
+	c->slurm_on = !strcmp(text_of(p, "remote.scheduler"), "slurm");
+	set_str(&c->slurm.partition, text_of(p, "slurm.partition"));
+	set_str(&c->slurm.account, text_of(p, "slurm.account"));
+	set_str(&c->slurm.qos, text_of(p, "slurm.qos"));
+	set_str(&c->slurm.time, text_of(p, "slurm.time"));
+	set_str(&c->slurm.mem, text_of(p, "slurm.mem"));
+	set_str(&c->slurm.constraint, text_of(p, "slurm.constraint"));
+	set_str(&c->slurm.gpu_type, text_of(p, "slurm.gpu_type"));
+	set_str(&c->slurm.gpu_flag, text_of(p, "slurm.gpu_flag"));
+	set_str(&c->slurm.build_on, text_of(p, "slurm.build_on"));
+	c->slurm.nodes = int_of(p, "slurm.nodes");
+	c->slurm.ntasks_per_node = int_of(p, "slurm.ntasks_per_node");
+	c->slurm.cpus_per_task = int_of(p, "slurm.cpus_per_task");
+	c->slurm.signal_before = int_of(p, "slurm.signal_before");
+	c->slurm.requeue = !strcmp(text_of(p, "slurm.requeue"), "true");
+	c->slurm.resubmit = !strcmp(text_of(p, "slurm.resubmit"), "true");
+	c->slurm.max_resubmits = int_of(p, "slurm.max_resubmits");
+	sv_clear(&c->slurm.options);
+	config_split_words(text_of(p, "slurm.options"), &c->slurm.options);
 }
 
 /* ---- the file ----------------------------------------------------------- */
@@ -707,6 +726,10 @@ void config_free(struct gr_config *cfg)
 	free(cfg->setup.command); free(cfg->train.shell); free(cfg->train.env);
 	sv_clear(&cfg->sync.exclude); sv_clear(&cfg->artifacts.pull);
 	sv_clear(&cfg->sync.include); sv_clear(&cfg->setup.inputs); sv_clear(&cfg->train.persist);
+	free(cfg->slurm.partition); free(cfg->slurm.account); free(cfg->slurm.qos);
+	free(cfg->slurm.time); free(cfg->slurm.mem); free(cfg->slurm.constraint);
+	free(cfg->slurm.gpu_type); free(cfg->slurm.gpu_flag); free(cfg->slurm.build_on);
+	sv_clear(&cfg->slurm.options);
 	free(cfg->container.image); free(cfg->container.runtime); free(cfg->container.user);
 	sv_clear(&cfg->container.options); sv_clear(&cfg->container.mounts);
 	sv_clear(&cfg->warnings);

@@ -116,6 +116,19 @@ struct gr_config {
 	} hooks;
 	struct strvec warnings;    /* for the user, not fatal: GPURUN_TRAIN_COMAND is
 				      no variable gpurun reads (did you mean ...?) */
+	/* [remote] scheduler = slurm: the host is a cluster's login node. */
+	int slurm_on;
+	struct {
+		char *partition, *account, *qos, *time, *mem, *constraint, *gpu_type;
+		int nodes, ntasks_per_node, cpus_per_task;
+		char *gpu_flag;        /* "gres" or "gpus" */
+		struct strvec options; /* words, quotes removed (config_split_words) */
+		char *build_on;        /* "login" or "compute" */
+		int signal_before;     /* seconds; 0 = none */
+		int requeue;
+		int resubmit;          /* submit a job at its time limit again */
+		int max_resubmits;     /* at most this many times */
+	} slurm;
 	void *origins;             /* private: where each value came from */
 };
 

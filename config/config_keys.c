@@ -17,6 +17,9 @@ static const char *check_text(const char *v, struct strbuf *norm);
 static const char *check_env(const char *v, struct strbuf *norm);
 static const char *check_persist(const char *v, struct strbuf *norm);
 static const char *check_inputs(const char *v, struct strbuf *norm);
+static const char *check_word(const char *v, struct strbuf *norm);
+static const char *check_slurm_time(const char *v, struct strbuf *norm);
+static const char *check_slurm_options(const char *v, struct strbuf *norm);
 static const char *check_image(const char *v, struct strbuf *norm);
 static const char *check_options(const char *v, struct strbuf *norm);
 static const char *check_mounts(const char *v, struct strbuf *norm);
@@ -24,6 +27,9 @@ static const char *check_user(const char *v, struct strbuf *norm);
 
 static const char *const transport_values[] = { "libssh2", "openssh", "local", NULL };
 static const char *const shell_values[] = { "sh", "login", NULL };
+static const char *const scheduler_values[] = { "none", "slurm", NULL };
+static const char *const build_on_values[] = { "login", "compute", NULL };
+static const char *const gpu_flag_values[] = { "gres", "gpus", NULL };
 static const char *const runtime_values[] = { "auto", "podman", "docker", NULL };
 
 static const struct gr_config_key keys[] = {
@@ -44,6 +50,9 @@ static const struct gr_config_key keys[] = {
 	{ .section = "remote", .name = "connect_timeout", .type = GR_KEY_INT, .def = "0",
 	  .min = 0, .max = 3600,
 	  .help = "seconds to wait for the connection; 0: ssh_config's ConnectTimeout" },
+	{ .section = "remote", .name = "scheduler", .type = GR_KEY_ENUM, .def = "none",
+	  .values = scheduler_values,
+	  .help = "none: jobs run on the host itself; slurm: the host is a login node, jobs go to sbatch" },
 
 	{ .section = "sync", .name = "exclude", .type = GR_KEY_LIST, .def = "runs/",
 	  .help = "patterns not to send (gitignore syntax), on top of .gitignore and .gpurunignore" },
@@ -103,6 +112,50 @@ static const struct gr_config_key keys[] = {
 	{ .section = "jobs", .name = "keep", .type = GR_KEY_INT, .def = "20",
 	  .min = 0, .max = 1000000,
 	  .help = "ended jobs kept on the host; older ones are removed after each train (0: keep all)" },
+
+	{ .section = "slurm", .name = "partition", .type = GR_KEY_STRING, .def = "",
+	  .help = "sbatch --partition; empty: the cluster's default partition",
+	  .example = "gpu", .check = check_word },
+	{ .section = "slurm", .name = "account", .type = GR_KEY_STRING, .def = "",
+	  .help = "sbatch --account to charge; empty: your default account",
+	  .example = "myproject", .check = check_word },
+	{ .section = "slurm", .name = "qos", .type = GR_KEY_STRING, .def = "",
+	  .help = "sbatch --qos; empty: the default", .example = "normal", .check = check_word },
+	{ .section = "slurm", .name = "time", .type = GR_KEY_STRING, .def = "",
+	  .help = "time limit (sbatch --time: minutes, H:MM:SS or D-HH:MM); empty: the partition's",
+	  .example = "4:00:00", .check = check_slurm_time },
+	{ .section = "slurm", .name = "nodes", .type = GR_KEY_INT, .def = "1", .min = 1, .max = 100000,
+	  .help = "nodes for the job; the command starts once per task, with RANK, WORLD_SIZE, MASTER_ADDR" },
+	{ .section = "slurm", .name = "ntasks_per_node", .type = GR_KEY_INT, .def = "1", .min = 1, .max = 4096,
+	  .help = "tasks per node (1: one per node, e.g. torchrun; the GPU count: one per GPU)" },
+	{ .section = "slurm", .name = "cpus_per_task", .type = GR_KEY_INT, .def = "0", .min = 0, .max = 100000,
+	  .help = "sbatch --cpus-per-task; 0: the cluster's default" },
+	{ .section = "slurm", .name = "mem", .type = GR_KEY_STRING, .def = "",
+	  .help = "memory per node (sbatch --mem); empty: the cluster's default",
+	  .example = "32G", .check = check_word },
+	{ .section = "slurm", .name = "constraint", .type = GR_KEY_STRING, .def = "",
+	  .help = "sbatch --constraint (node features); empty: any node",
+	  .example = "a100|h100", .check = check_word },
+	{ .section = "slurm", .name = "gpu_flag", .type = GR_KEY_ENUM, .def = "gres",
+	  .values = gpu_flag_values,
+	  .help = "how [train] gpus is asked for: gres (--gres=gpu:N) or gpus (--gpus-per-node=N)" },
+	{ .section = "slurm", .name = "gpu_type", .type = GR_KEY_STRING, .def = "",
+	  .help = "GPU type for the request (gpu:TYPE:N); empty: any",
+	  .example = "a100", .check = check_word },
+	{ .section = "slurm", .name = "options", .type = GR_KEY_STRING, .def = "",
+	  .help = "more sbatch options, passed as they are (quotes group words)",
+	  .example = "--exclusive --mail-type=END", .check = check_slurm_options },
+	{ .section = "slurm", .name = "build_on", .type = GR_KEY_ENUM, .def = "login",
+	  .values = build_on_values,
+	  .help = "where [setup] and [build] run: login (the host, before sbatch) or compute (in the job)" },
+	{ .section = "slurm", .name = "signal_before", .type = GR_KEY_INT, .def = "0", .min = 0, .max = 65535,
+	  .help = "seconds before the time limit the job gets SIGUSR1 (to checkpoint); 0: none" },
+	{ .section = "slurm", .name = "requeue", .type = GR_KEY_BOOL, .def = "false",
+	  .help = "let Slurm requeue the job when it is preempted or its node fails (sbatch --requeue)" },
+	{ .section = "slurm", .name = "resubmit", .type = GR_KEY_BOOL, .def = "false",
+	  .help = "submit a job that reaches its time limit again (it resumes from [train] persist paths)" },
+	{ .section = "slurm", .name = "max_resubmits", .type = GR_KEY_INT, .def = "10", .min = 1, .max = 1000,
+	  .help = "with resubmit: at most this many submissions after the first" },
 
 	{ .section = "container", .name = "image", .type = GR_KEY_STRING, .def = "",
 	  .help = "setup, build and the job run in this image, with the host's podman or docker",
@@ -637,6 +690,53 @@ static const char *check_inputs(const char *v, struct strbuf *norm)
 		why = check_relative(w, "setup inputs must be relative to the project, without '..'");
 	free(dup);
 	return why;
+}
+
+/* One word for an sbatch option's value: no blanks, no leading '-'. */
+static const char *check_word(const char *v, struct strbuf *norm)
+{
+	(void)norm;
+	if (v[0] == '-')
+		return "must not start with '-'";
+	for (const char *p = v; *p; p++)
+		if (isspace((unsigned char)*p) || iscntrl((unsigned char)*p))
+			return "must be one word (more sbatch options go in [slurm] options)";
+	return NULL;
+}
+
+/* sbatch --time: minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or UNLIMITED. */
+static const char *check_slurm_time(const char *v, struct strbuf *norm)
+{
+	const char *p = v;
+	int groups = 0, dash = 0;
+
+	(void)norm;
+	if (!*v || !strcasecmp(v, "unlimited") || !strcasecmp(v, "infinite"))
+		return NULL;
+	for (;;) {
+		if (!isdigit((unsigned char)*p))
+			return "expected minutes, H:MM:SS or D-HH:MM:SS (sbatch --time)";
+		while (isdigit((unsigned char)*p))
+			p++;
+		groups++;
+		if (*p == '-' && !dash && groups == 1) {
+			dash = 1;
+			p++;
+			continue;
+		}
+		if (*p == ':' && groups < 3 + dash) {
+			p++;
+			continue;
+		}
+		break;
+	}
+	return *p ? "expected minutes, H:MM:SS or D-HH:MM:SS (sbatch --time)" : NULL;
+}
+
+static const char *check_slurm_options(const char *v, struct strbuf *norm)
+{
+	(void)norm;
+	return control_chars(v) ? control_chars(v) : config_split_words(v, NULL);
 }
 
 static int is_size(const char *v)

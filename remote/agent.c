@@ -17,6 +17,7 @@
 #include "agent.h"
 
 #include "agent_hash.h"
+#include "job_slurm.h"
 
 #define OUT_HIGH_WATER (8u << 20)
 #define KEEPALIVE_MS 5000
@@ -579,10 +580,38 @@ static char *which(const char *prog)
 	return found;
 }
 
+/* [remote] scheduler = slurm: the tools the backend runs, and the
+ * partitions as sinfo lists them ("NAME|AVAIL|GRES|NODES|STATE" lines,
+ * the default partition's name ending in '*'). Four pairs. */
+static void probe_slurm(struct strbuf *pl)
+{
+	static const char *const tools[] = { "sbatch", "squeue" };
+	const char *sinfo[] = { "sinfo", "-h", "-o", "%P|%a|%G|%D|%t", NULL };
+	struct strbuf out = STRBUF_INIT, e = STRBUF_INIT;
+
+	for (size_t i = 0; i < GR_ARRAY_SIZE(tools); i++) {
+		char *w = which(tools[i]);
+		put_str(pl, tools[i]);
+		put_str(pl, w ? w : "");
+		free(w);
+	}
+	int rc = slurm_tool(sinfo, SLURM_TOOL_MS, &out, &e);
+	put_str(pl, "slurm_partitions");
+	put_str(pl, rc == 0 && out.buf ? out.buf : "");
+	put_str(pl, "slurm_error");
+	if (rc == 0)
+		put_str(pl, "");
+	else
+		put_str(pl, e.buf ? e.buf : rc == 127 ? "no sinfo on the PATH" : "sinfo failed");
+	sb_release(&out);
+	sb_release(&e);
+}
+
 static int h_probe(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
 {
 	static const char *const tools[] = { "cc", "make", "nvcc", "nvidia-smi" };
 	char *path = get_str(rd);
+	uint8_t slurm = get_u8(rd);
 	struct strbuf pl = STRBUF_INIT;
 	struct statvfs vfs;
 	int rc = rd_done(rd, err, "PROBE");
@@ -593,7 +622,7 @@ static int h_probe(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err
 	}
 	char *full = agent_path(path);
 	int exists = access(full, F_OK) == 0;
-	put_u32(&pl, GR_ARRAY_SIZE(tools) + 3);
+	put_u32(&pl, GR_ARRAY_SIZE(tools) + 3 + (slurm ? 4 : 0));
 	for (size_t i = 0; i < GR_ARRAY_SIZE(tools); i++) {
 		char *w = which(tools[i]);
 		put_str(&pl, tools[i]);
@@ -610,6 +639,8 @@ static int h_probe(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err
 			 (unsigned long long)vfs.f_bavail * vfs.f_frsize);
 	put_str(&pl, "free_bytes");
 	put_str(&pl, freebuf);
+	if (slurm)
+		probe_slurm(&pl);
 	agent_ok(a, id, pl.buf, pl.len);
 	sb_release(&pl);
 	free(full);

@@ -29,6 +29,7 @@ struct logf {
 	uint32_t rid;
 	char *dir;
 	int fd, ino, follow, fast, cool;
+	int status_final; /* the job's backend: a status is its end */
 	uint64_t off;
 };
 
@@ -96,8 +97,11 @@ static int ended_otherwise(const char *dir)
 static int log_step(struct agent *a, struct logf *l, int check_lost)
 {
 	/* Look for the end before reading: the supervisor writes the status
-	 * after the log's last byte, so reading after seeing it gets all. */
+	 * after the log's last byte, so reading after seeing it gets all. A
+	 * scheduler's backend confirms it (the job may run again). */
 	int ended = job_meta_exists(l->dir, "status");
+	if (ended && !l->status_final)
+		ended = ended_otherwise(l->dir);
 
 	/* A supervisor that died without a status: the job is lost, and
 	 * nothing more will come. */
@@ -213,6 +217,8 @@ int agent_job_log(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err
 	l->off = off;
 	l->follow = follow;
 	l->ino = -1;
+	const struct job_backend *be = job_backend_of(l->dir);
+	l->status_final = !be || be->status_final;
 	const char *slash = strrchr(l->dir, '/');
 	put_str(&pl, slash ? slash + 1 : l->dir);
 	put_u64(&pl, off);

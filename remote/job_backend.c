@@ -6,6 +6,7 @@
 
 static const struct job_backend *const backends[] = {
 	&job_backend_local,
+	&job_backend_slurm,
 };
 
 const struct job_backend *job_backend_find(const char *name)

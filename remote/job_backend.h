@@ -7,13 +7,15 @@
  *   local   job_backend_local.c: the agent's own supervisor, a process in
  *           a session of its own that runs setup, build and the command
  *           under a pty and records the exit status.
- *   slurm   (planned) sbatch/squeue/scontrol/sacct/scancel run by the
- *           agent on the login node: start submits a batch script written
- *           into the job folder and records the scheduler's id in the
- *           job's meta; state maps squeue/sacct to gpurun's states, with
- *           the queue reason in the record's `reason`; stop is scancel.
- *           Its batch script can run the same steps on the compute node
- *           (job_steps.h) through a mode of the agent binary (`main`).
+ *   slurm   job_backend_slurm.c (job_slurm.h): sbatch, squeue, scontrol,
+ *           sacct and scancel run by the agent on a cluster's login node.
+ *           start runs the supervisor in a mode that does setup and build
+ *           there (or leaves them to the job) and submits a batch script
+ *           written into the job folder; the script runs the agent again
+ *           in the allocation (`slurm-run`), which runs the same steps
+ *           (job_super.h) there, the command through srun for several
+ *           tasks. state maps scontrol/sacct to gpurun's states, with the
+ *           queue reason in `reason`; stop is scancel.
  *   containers are not a backend but a wrapper either backend uses
  *           (job_container.h): the runtime is resolved at JOB_START for
  *           any backend (.gpurun/container); whoever runs a step builds
@@ -57,6 +59,9 @@ struct job_backend {
 	 * left. Appends JOB_STOP's reply payload (job_proto.h) to reply.
 	 * Runs in a helper the agent forks. */
 	int (*stop)(const char *dir, int grace_s, struct strbuf *reply, struct gr_err *err);
+	/* 1 when a job's .gpurun/status is its end for sure (local); 0 when
+	 * state() must confirm it (a scheduler may requeue or resubmit). */
+	int status_final;
 	/* A mode of the agent binary this backend runs on the host
 	 * (`gpurun-agent supervise DIR ...` for local). Returns the exit
 	 * code, or -1 when argv[1] is not one of its modes. */
@@ -64,6 +69,15 @@ struct job_backend {
 };
 
 extern const struct job_backend job_backend_local;
+extern const struct job_backend job_backend_slurm;
+
+/* The local supervisor's start, for other backends too: take the job's
+ * lock and start `gpurun-agent MODE DIR LOCKFD READYFD` in a session of
+ * its own, double-forked, handing it the lock; returns once it said
+ * "ok" (job_super.h). */
+int job_start_supervisor(const char *dir, const char *mode, struct gr_err *err);
+/* 1 while a supervisor holds the job's .gpurun/lock. */
+int job_supervisor_alive(const char *dir);
 
 #define JOB_BACKEND_DEFAULT "local"
 

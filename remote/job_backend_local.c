@@ -19,14 +19,14 @@
 #include "job_gpu.h"
 #include "job_proc.h"
 #include "job_store.h"
-
-int job_supervise(int argc, char **argv);
+#include "job_super.h"
 
 /* ---- start ---- */
 
 /* Put the supervisor in a session of its own, twice forked (so it is no
  * child of ours and init reaps it), holding lock_fd's flock. */
-static int spawn_supervisor(const char *dir, int lock_fd, int ready_w, struct gr_err *err)
+static int spawn_supervisor(const char *dir, const char *mode, int lock_fd, int ready_w,
+			    struct gr_err *err)
 {
 	pid_t pid = fork();
 
@@ -60,12 +60,12 @@ static int spawn_supervisor(const char *dir, int lock_fd, int ready_w, struct gr
 	char lfd[16], rfd[16];
 	snprintf(lfd, sizeof(lfd), "%d", lock_fd);
 	snprintf(rfd, sizeof(rfd), "%d", ready_w);
-	execl("/proc/self/exe", "gpurun-agent", "supervise", dir, lfd, rfd, (char *)NULL);
+	execl("/proc/self/exe", "gpurun-agent", mode, dir, lfd, rfd, (char *)NULL);
 	dprintf(ready_w, "cannot run the agent again (/proc/self/exe): %s\n", strerror(errno));
 	_exit(127);
 }
 
-static int local_start(const char *dir, struct gr_err *err)
+int job_start_supervisor(const char *dir, const char *mode, struct gr_err *err)
 {
 	char *p = job_meta(dir, "lock"), msg[1024];
 	int lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600), ready[2] = { -1, -1 }, rc;
@@ -78,7 +78,7 @@ static int local_start(const char *dir, struct gr_err *err)
 	}
 	/* The lock passes to the supervisor by inheritance, so there is no
 	 * moment when the job exists and nobody holds it ("lost"). */
-	if ((rc = spawn_supervisor(dir, lock_fd, ready[1], err)) < 0)
+	if ((rc = spawn_supervisor(dir, mode, lock_fd, ready[1], err)) < 0)
 		goto out;
 	close(ready[1]);
 	ready[1] = -1;
@@ -110,10 +110,14 @@ out:
 	return rc;
 }
 
+static int local_start(const char *dir, struct gr_err *err)
+{
+	return job_start_supervisor(dir, "supervise", err);
+}
+
 /* ---- state ---- */
 
-/* 1 while the job's supervisor holds .gpurun/lock. */
-static int supervisor_alive(const char *dir)
+int job_supervisor_alive(const char *dir)
 {
 	char *p = job_meta(dir, "lock");
 	int fd = open(p, O_RDONLY | O_CLOEXEC), alive = 0;
@@ -147,7 +151,7 @@ static void local_state(const char *dir, struct job_rec *r)
 
 	/* Order matters: liveness first, then the files, so a job that ends
 	 * between the two reads shows its status rather than "lost". */
-	int alive = supervisor_alive(dir);
+	int alive = job_supervisor_alive(dir);
 	p = job_meta(dir, "run");
 	job_kv_read(p, &run, NULL);
 	free(p);
@@ -373,5 +377,6 @@ const struct job_backend job_backend_local = {
 	.state = local_state,
 	.refresh = NULL,
 	.stop = local_stop,
+	.status_final = 1,
 	.main = local_main,
 };

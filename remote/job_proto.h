@@ -92,7 +92,7 @@ enum gr_job_msg {
 	X(setup_force, ONE)   /* "1": run setup even if nothing changed */   \
 	X(build, ONE)         /* [build] command, run in the job's folder */ \
 	X(persist, LIST)      /* relative paths shared by every job */       \
-	X(backend, ONE)       /* "local" (default): job_backend.h */         \
+	X(backend, ONE)       /* "local" (default) or "slurm": job_backend.h */ \
 	/* issue 15 */                                                       \
 	X(argv, LIST)         /* train -- CMD ARGS: run as argv, never re-split; \
 				 then command is its display (job_argv_display) */ \
@@ -101,7 +101,23 @@ enum gr_job_msg {
 	X(git_branch, ONE)                                                   \
 	X(git_dirty, ONE)     /* "1": the work tree differed from the commit */ \
 	X(git_diff, ONE)      /* BLAKE2b-256 hex of that difference */       \
-	/* issue 14 */                                                       \
+	/* issue 14: [slurm], job_slurm.h */                                 \
+	X(slurm_partition, ONE)       /* sbatch --partition */               \
+	X(slurm_account, ONE)         /* --account */                        \
+	X(slurm_qos, ONE)             /* --qos */                            \
+	X(slurm_time, ONE)            /* --time */                           \
+	X(slurm_nodes, ONE)           /* --nodes (default 1) */              \
+	X(slurm_ntasks_per_node, ONE) /* --ntasks-per-node (default 1) */    \
+	X(slurm_cpus_per_task, ONE)   /* --cpus-per-task */                  \
+	X(slurm_mem, ONE)             /* --mem */                            \
+	X(slurm_constraint, ONE)      /* --constraint */                     \
+	X(slurm_gpu_flag, ONE)        /* gres (default) or gpus */           \
+	X(slurm_gpu_type, ONE)        /* gpu:TYPE:N */                       \
+	X(slurm_option, LIST)         /* one more sbatch argument, as is */  \
+	X(slurm_build_on, ONE)        /* login (default) or compute */       \
+	X(slurm_signal_before, ONE)   /* seconds: --signal=B:USR1@N */       \
+	X(slurm_requeue, ONE)         /* "1": --requeue, else --no-requeue */ \
+	X(slurm_resubmit, ONE)        /* times to submit again at the time limit */ \
 	/* issue 16: [container], job_container.h */                       \
 	X(container_image, ONE)    /* runs every step in this image */     \
 	X(container_runtime, ONE)  /* auto (default), podman or docker */  \
@@ -203,9 +219,14 @@ static inline int job_hex_ok(const char *s, size_t min, size_t max)
 }
 
 /* The exit code a job's end maps to: its status (0-255, 128+N for signal
- * N), or GR_EXIT_JOB_LOST when it ended without one. -1 while it runs. */
+ * N), GR_EXIT_JOB_TIMEOUT at a Slurm time limit, or GR_EXIT_JOB_LOST when
+ * it ended without one. -1 while it runs. */
 static inline int job_rec_exit_code(const struct job_rec *r)
 {
+	if (r->state && !strcmp(r->state, "timeout"))
+		return GR_EXIT_JOB_TIMEOUT;
+	if (r->state && !strcmp(r->state, "node_fail"))
+		return GR_EXIT_JOB_LOST;
 	if (r->has_status)
 		return r->signalled ? 128 + (int)(r->code & 0x7f) : (int)(r->code & 0xff);
 	if (r->state && !strcmp(r->state, "lost"))
@@ -213,9 +234,12 @@ static inline int job_rec_exit_code(const struct job_rec *r)
 	return -1;
 }
 
+/* Ended: an exit status, or none will come (lost; a Slurm node that
+ * failed under it). */
 static inline int job_rec_ended(const struct job_rec *r)
 {
-	return r->has_status || (r->state && !strcmp(r->state, "lost"));
+	return r->has_status ||
+	       (r->state && (!strcmp(r->state, "lost") || !strcmp(r->state, "node_fail")));
 }
 
 #endif

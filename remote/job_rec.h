@@ -62,6 +62,11 @@
 	X(git_dirty, BOOL, AUTO)     /* the work tree differed from it */    \
 	X(git_diff, STR, AUTO)       /* BLAKE2b-256 of the difference */     \
 	/* scheduler (issue 14) */                                           \
+	X(slurm_id, STR, AUTO)       /* the Slurm job id (the last, if resubmitted) */ \
+	X(slurm_state, STR, AUTO)    /* what Slurm says: PENDING, RUNNING, TIMEOUT, ... */ \
+	X(partition, STR, AUTO)      /* the Slurm partition it runs in */ \
+	X(nodes, STR, AUTO)          /* the nodes it runs on (Slurm's list) */ \
+	X(submits, U32, AUTO)        /* Slurm submissions so far (1 + resubmits) */ \
 	/* containers (issue 16) */                                          \
 	X(image, STR, AUTO)          /* [container] image; "" = none */      \
 	X(runtime, STR, AUTO)        /* podman or docker, as resolved */

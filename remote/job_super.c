@@ -27,8 +27,7 @@
 #include "job_gpu.h"
 #include "job_steps.h"
 #include "job_store.h"
-
-int job_supervise(int argc, char **argv);
+#include "job_super.h"
 
 static int sig_pipe[2] = { -1, -1 };
 static volatile sig_atomic_t got_term;
@@ -55,6 +54,7 @@ struct sup {
 	const char *dir, *id, *project;
 	struct job_spec spec;
 	int log_fd;
+	const struct job_sup_mode *mode;
 	struct job_ctr ctr; /* the job's container (job_container.h) */
 	int has_ctr;
 };
@@ -78,10 +78,11 @@ static void note(struct sup *s, const char *fmt, ...)
 
 static void write_status(struct sup *s, int status, enum job_step step)
 {
-	char *t = xasprintf("exit=%d\nsignal=%d\nend_ms=%llu\nphase=%s\n",
+	char *t = xasprintf("exit=%d\nsignal=%d\nend_ms=%llu\nphase=%s\n%s",
 			    WIFEXITED(status) ? WEXITSTATUS(status) : 0,
 			    WIFSIGNALED(status) ? WTERMSIG(status) : 0,
-			    (unsigned long long)wall_ms(), job_step_names[step]);
+			    (unsigned long long)wall_ms(), job_step_names[step],
+			    s->mode->status_extra ? s->mode->status_extra : "");
 	struct gr_err err = { 0 };
 
 	if (job_meta_write(s->dir, "status", t, &err) < 0)
@@ -256,6 +257,9 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	pid_t pid, stopper = -1;
 	char name[64] = "";
 
+	/* A launcher goes first (srun ... for a job of several tasks). */
+	for (size_t i = 0; step == JOB_STEP_RUN && s->mode->launcher && i < s->mode->launcher->n; i++)
+		sv_push(&argv, s->mode->launcher->v[i]);
 	/* train -- CMD ARGS: the words as given, never through sh -c. */
 	struct strvec args = STRVEC_INIT;
 	if (step == JOB_STEP_RUN)
@@ -266,9 +270,13 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 		struct job_ctr_step cs = {
 			.job_id = s->id, .job_dir = s->dir, .step = step, .cwd = cwd,
 			.shell = job_spec_get(&s->spec, "shell", "sh"), .cmd = cmd,
-			.args = args.n ? &args : NULL, .gpus = gpus, .env = &env,
+			.args = args.n ? &args : NULL, .env = &env,
+			/* Under a scheduler, the GPUs it gave the job. */
+			.gpus = gpus ? gpus : s->mode->ctr_gpus,
 		};
 		job_spec_list(&s->spec, "env", &env);
+		for (size_t i = 0; s->mode->ctr_env && i < s->mode->ctr_env->n; i++)
+			sv_push(&env, s->mode->ctr_env->v[i]);
 		job_ctr_run_argv(&s->ctr, &cs, &argv);
 		job_ctr_name(s->id, step, name, sizeof(name));
 	} else if (args.n) {
@@ -426,21 +434,29 @@ out:
 
 int job_supervise(int argc, char **argv)
 {
-	struct sup s = { 0 };
-	struct strvec job = STRVEC_INIT;
-	char *p, *gpus = NULL, *why = NULL, *last_why = NULL;
-	int *fds = NULL, restrict_ = 0, status = 0, rc;
-	size_t nfds = 0;
-	struct gr_err err = { 0 };
+	static const struct job_sup_mode local = { .setup_build = 1, .run = 1, .take_gpus = 1 };
 	long long lockfd, readyfd;
-	enum job_step step = JOB_STEP_SETUP;
 
 	if (argc != 5 || parse_ll(argv[3], 0, 1 << 20, &lockfd) < 0 ||
 	    parse_ll(argv[4], 0, 1 << 20, &readyfd) < 0) {
 		fprintf(stderr, "usage: gpurun-agent supervise DIR LOCKFD READYFD\n");
 		return 2;
 	}
-	s.dir = argv[2];
+	return job_supervise_mode(argv[2], (int)lockfd, (int)readyfd, &local);
+}
+
+int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct job_sup_mode *mode)
+{
+	struct sup s = { 0 };
+	struct strvec job = STRVEC_INIT;
+	char *p, *gpus = NULL, *why = NULL, *last_why = NULL;
+	int *fds = NULL, restrict_ = 0, status = 0, rc;
+	size_t nfds = 0;
+	struct gr_err err = { 0 };
+	enum job_step step = JOB_STEP_SETUP;
+
+	s.dir = dir;
+	s.mode = mode;
 	s.log_fd = -1;
 	p = job_meta(s.dir, "job");
 	rc = job_kv_read(p, &job, &err);
@@ -459,7 +475,11 @@ int job_supervise(int argc, char **argv)
 	s.id = job_kv_get(&job, "id");
 	s.project = job_kv_get(&job, "project");
 	if (rc < 0 || !s.id || !s.project || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-		dprintf((int)readyfd, "%s\n", err.msg[0] ? err.msg : "the job's folder is incomplete");
+		const char *msg = err.msg[0] ? err.msg : "the job's folder is incomplete";
+		if (readyfd >= 0)
+			dprintf(readyfd, "%s\n", msg);
+		else
+			fprintf(stderr, "gpurun-agent: %s\n", msg);
 		return 1;
 	}
 	const char *spec_gpus = job_spec_get(&s.spec, "gpus", "");
@@ -473,39 +493,61 @@ int job_supervise(int argc, char **argv)
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
-	if (write_full((int)readyfd, "ok\n", 3) < 0)
-		return 1;
-	close((int)readyfd);
+	if (readyfd >= 0) {
+		if (write_full(readyfd, "ok\n", 3) < 0)
+			return 1;
+		close(readyfd);
+	}
 	/* The job lock (inherited, flock'ed) is held until we exit, and only
 	 * by us: a job that outlives its supervisor must read as "lost". */
-	fcntl((int)lockfd, F_SETFD, FD_CLOEXEC);
+	if (lockfd >= 0)
+		fcntl(lockfd, F_SETFD, FD_CLOEXEC);
 	if (s.has_ctr) {
-		/* Removes the job's containers should we die without doing so. */
-		job_ctr_reap_spawn(s.dir);
+		/* Removes the job's containers should we die without doing so
+		 * (a supervisor that holds the job's lock and runs the job;
+		 * not the one that hands it to Slurm, whose end is not the
+		 * job's: there the batch step does it, job_slurm_run.c). */
+		if (lockfd >= 0 && mode->run)
+			job_ctr_reap_spawn(s.dir);
 		note(&s, "in a container: %s (%s)", s.ctr.image, s.ctr.runtime);
 	}
 
-	if ((status = do_setup(&s)) != 0)
-		goto end;
-	step = JOB_STEP_BUILD;
-	if (*build) {
+	if (mode->setup_build) {
+		if ((status = do_setup(&s)) != 0)
+			goto end;
+		step = JOB_STEP_BUILD;
+		if (*build) {
+			if (stop_asked(&s)) {
+				status = SIGTERM;
+				goto end;
+			}
+			set_phase(&s, JOB_STEP_BUILD);
+			note(&s, "build: %s", build);
+			status = run_step(&s, JOB_STEP_BUILD, s.dir, build, NULL, "", NULL, 0);
+			if (step_failed(status)) {
+				note(&s, "build failed; the command did not run");
+				goto end;
+			}
+		}
+	}
+	step = JOB_STEP_RUN;
+	if (!mode->run) {
+		/* Handed on (to a scheduler): no status here unless that failed. */
 		if (stop_asked(&s)) {
+			note(&s, "stopped before it started");
 			status = SIGTERM;
 			goto end;
 		}
-		set_phase(&s, JOB_STEP_BUILD);
-		note(&s, "build: %s", build);
-		status = run_step(&s, JOB_STEP_BUILD, s.dir, build, NULL, "", NULL, 0);
-		if (step_failed(status)) {
-			note(&s, "build failed; the command did not run");
-			goto end;
-		}
+		set_phase(&s, JOB_STEP_RUN);
+		status = mode->hand_on(s.dir, &s.spec, s.log_fd);
+		if (status == 0)
+			goto out;
+		goto end;
 	}
 
 	/* Wait for GPUs: the job is "queued" meanwhile. */
-	step = JOB_STEP_RUN;
 	set_phase(&s, JOB_STEP_RUN);
-	for (;;) {
+	for (; mode->take_gpus;) {
 		if (stop_asked(&s)) {
 			note(&s, "stopped before it started");
 			status = SIGTERM; /* as if terminated */
@@ -531,11 +573,18 @@ int job_supervise(int argc, char **argv)
 	}
 	if (why)
 		note(&s, "%s", why);
+	if (!mode->take_gpus && stop_asked(&s)) {
+		note(&s, "stopped before it started");
+		status = SIGTERM;
+		goto end;
+	}
 	status = run_step(&s, JOB_STEP_RUN, s.dir, job_spec_get(&s.spec, "command", ""),
-			  restrict_ ? gpus : NULL, restrict_ ? gpus : "", fds, nfds);
+			  restrict_ ? gpus : NULL,
+			  restrict_ ? gpus : mode->gpus_shown ? mode->gpus_shown : "", fds, nfds);
 end:
 	/* The status goes last, so a reader that sees it has every byte. */
 	write_status(&s, status, step);
+out:
 	for (size_t i = 0; i < nfds; i++)
 		close(fds[i]);
 	free(fds);

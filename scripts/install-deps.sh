@@ -8,13 +8,16 @@ set -eu
 # the static libs libarchive pulls in. Test: a real sshd, rsync as the
 # benchmark peer, git as the ignore oracle, three shells for completions,
 # python3 with venv for the Python project the job tests make, man and
-# groff to render the man page.
+# groff to render the man page, and a one-node Slurm cluster
+# (tests/slurm.sh): Debian 12's Slurm 22.05 with munge, and slurmdbd +
+# mariadb for the tests that need sacct.
 pkgs="build-essential pkg-config make
 libssh2-1-dev librsync-dev libarchive-dev libinih-dev libzstd-dev
 zlib1g-dev liblzma-dev liblz4-dev libbz2-dev libacl1-dev nettle-dev
 libxml2-dev libicu-dev libssl-dev libb2-dev
 openssh-server openssh-client rsync git zstd gzip clang libclang-rt-14-dev
-bash-completion zsh fish tmux procps psmisc python3 python3-venv bc man-db groff-base"
+bash-completion zsh fish tmux procps psmisc python3 python3-venv bc man-db groff-base
+slurmctld slurmd slurm-client munge slurmdbd mariadb-server"
 
 # Containers (tests/container.sh): rootful podman and docker's own daemon,
 # both on runc (crun fails on hybrid cgroups; podman would pick crun, its

@@ -349,11 +349,22 @@ static void test_errors(void)
 		{ "[remote]\ngpus = 2\n", "gpurun.ini:2: unknown key 'gpus' in [remote]",
 		  "'gpus' belongs in [train]" },
 		{ "[remote]\nflavour = x\n", "gpurun.ini:2: unknown key 'flavour' in [remote]",
-		  "keys in [remote]: host path transport identity known_hosts connect_timeout" },
+		  "keys in [remote]: host path transport identity known_hosts connect_timeout scheduler" },
 		{ "# c\n[remot]\nhost = x\n", "gpurun.ini:2: unknown section [remot]",
 		  "did you mean [remote]?" },
 		{ "[gpu]\n", "gpurun.ini:1: unknown section [gpu]",
-		  "sections: [remote] [sync] [setup] [build] [train] [artifacts] [jobs] [container] [hooks]" },
+		  "sections: [remote] [sync] [setup] [build] [train] [artifacts] [jobs] [slurm] [container] [hooks]" },
+		{ "[slurm]\ntime = 2h\n", "gpurun.ini:2: invalid value '2h' for 'time' in [slurm]: "
+		  "expected minutes, H:MM:SS or D-HH:MM:SS (sbatch --time)", NULL },
+		{ "[slurm]\ntime = 1-2-3\n", "gpurun.ini:2: invalid value '1-2-3' for 'time'", NULL },
+		{ "[slurm]\npartition = gpu a100\n", "gpurun.ini:2: invalid value 'gpu a100' for "
+		  "'partition' in [slurm]: must be one word", NULL },
+		{ "[slurm]\naccount = --uid=0\n", "gpurun.ini:2: invalid value '--uid=0' for "
+		  "'account' in [slurm]: must not start with '-'", NULL },
+		{ "[slurm]\noptions = --comment='a b\n", "gpurun.ini:2: invalid value "
+		  "'--comment='a b' for 'options' in [slurm]: a quote is not closed", NULL },
+		{ "[remote]\nscheduler = pbs\n", "gpurun.ini:2: invalid value 'pbs' for 'scheduler' "
+		  "in [remote]: expected none or slurm", NULL },
 		{ "host = x\n[remote]\n", "gpurun.ini:1: key 'host' is outside any section",
 		  "put it under [remote]" },
 		{ "[remote]\ntransport = ssh\n",
@@ -583,17 +594,42 @@ static void test_dump(void)
 	config_free(c);
 }
 
+/* [slurm] options: words as sh splits them, nothing expanded. */
+static void test_split_words(void)
+{
+	struct strvec w = STRVEC_INIT;
+
+	CHECK(config_split_words("--exclusive  --comment='a b' \"x\\\"y\" c\\ d '' $HOME", &w) == NULL);
+	CHECK_EQ_INT(w.n, 6);
+	if (w.n == 6) {
+		CHECK_STR(w.v[0], "--exclusive");
+		CHECK_STR(w.v[1], "--comment=a b");
+		CHECK_STR(w.v[2], "x\"y");
+		CHECK_STR(w.v[3], "c d");
+		CHECK_STR(w.v[4], "");
+		CHECK_STR(w.v[5], "$HOME");
+	}
+	sv_clear(&w);
+	CHECK(config_split_words("", &w) == NULL && w.n == 0);
+	CHECK(config_split_words("a \"b", &w) != NULL);
+	sv_clear(&w);
+}
+
 static void test_schema(void)
 {
 	size_t n;
 	const struct gr_config_key *k = config_keys(&n);
 	static const char *const want[] = {
 		"remote.host", "remote.path", "remote.transport", "remote.identity",
-		"remote.known_hosts", "remote.connect_timeout", "sync.exclude", "sync.warn_size",
+		"remote.known_hosts", "remote.connect_timeout", "remote.scheduler", "sync.exclude", "sync.warn_size",
 		"sync.delta_min", "sync.include_git", "sync.preserve_perms", "sync.include",
 		"setup.command", "setup.inputs", "build.command", "train.command", "train.shell",
 		"train.persist", "train.env", "train.gpus", "train.stop_grace", "artifacts.pull",
-		"artifacts.interval", "artifacts.min_free", "jobs.keep", "container.image",
+		"artifacts.interval", "artifacts.min_free", "jobs.keep", "slurm.partition",
+		"slurm.account", "slurm.qos", "slurm.time", "slurm.nodes", "slurm.ntasks_per_node",
+		"slurm.cpus_per_task", "slurm.mem", "slurm.constraint", "slurm.gpu_flag",
+		"slurm.gpu_type", "slurm.options", "slurm.build_on", "slurm.signal_before",
+		"slurm.requeue", "slurm.resubmit", "slurm.max_resubmits", "container.image",
 		"container.runtime", "container.options", "container.mounts", "container.user",
 		"hooks.pre_push" };
 
@@ -619,6 +655,7 @@ int main(void)
 	}
 	clear_env();
 	RUN(test_schema);
+	RUN(test_split_words);
 	RUN(test_every_type);
 	RUN(test_defaults);
 	RUN(test_precedence);
