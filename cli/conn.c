@@ -228,25 +228,7 @@ static int wait_io(struct gr_conn *c, struct pollfd *extra, int nextra,
 
 int conn_flush(struct gr_conn *c, struct gr_err *err)
 {
-	int rc;
-
-	while (conn_pending(c)) {
-		if ((rc = conn_pump(c, err)) < 0)
-			return rc;
-		if (!conn_pending(c))
-			break;
-		/* Keep reading while we write, so a chatty agent can't block us. */
-		if ((rc = fill(c, CONN_HELD_MAX, err)) < 0)
-			return rc;
-		if (c->in.len - c->in_off >= CONN_HELD_MAX)
-			return gr_errf(err, GR_EPROTO, "the host sent %zu MiB without reading what we sent",
-				       (c->in.len - c->in_off) >> 20);
-		if (c->eof)
-			return gr_errf(err, GR_ESSH, "connection to %s closed", c->t->desc);
-		if ((rc = wait_io(c, NULL, 0, -1, err)) < 0)
-			return rc;
-	}
-	return 0;
+	return conn_flush_idle(c, -1, err);
 }
 
 int conn_error_from_frame(const struct gr_frame *f, struct gr_err *err)
@@ -387,12 +369,12 @@ int conn_flush_idle(struct gr_conn *c, int idle_ms, struct gr_err *err)
 				       (c->in.len - c->in_off) >> 20);
 		if (c->eof)
 			return gr_errf(err, GR_ESSH, "connection to %s closed", c->t->desc);
-		if (now_ms() - c->last_io >= (uint64_t)idle_ms) {
+		if (idle_ms >= 0 && now_ms() - c->last_io >= (uint64_t)idle_ms) {
 			gr_errf(err, GR_ETIMEOUT, "%s took nothing for %d s", c->t->desc,
 				idle_ms / 1000);
 			return GR_ETIMEOUT;
 		}
-		if ((rc = wait_io(c, NULL, 0, 1000, err)) < 0)
+		if ((rc = wait_io(c, NULL, 0, idle_ms >= 0 ? 1000 : -1, err)) < 0)
 			return rc;
 	}
 	return 0;

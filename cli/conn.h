@@ -82,7 +82,8 @@ int conn_recv(struct gr_conn *c, struct gr_frame *f, int timeout_ms, struct gr_e
  * idle_ms (queued output is written meanwhile; the agent sends KEEPALIVE
  * frames, which this layer swallows, while it is busy with local work). */
 int conn_recv_idle(struct gr_conn *c, struct gr_frame *f, int idle_ms, struct gr_err *err);
-/* conn_flush with the same bound (frames that arrive stay queued). */
+/* conn_flush with the same bound (frames that arrive stay queued); idle_ms
+ * < 0: no bound (conn_flush). */
 int conn_flush_idle(struct gr_conn *c, int idle_ms, struct gr_err *err);
 /* now_ms() when a byte last moved either way. */
 uint64_t conn_last_io(const struct gr_conn *c);
