@@ -196,6 +196,26 @@ int write_full(int fd, const void *buf, size_t n)
 	return 0;
 }
 
+int pwrite_full(int fd, const void *buf, size_t n, uint64_t off)
+{
+	const char *p = buf;
+
+	while (n) {
+		ssize_t w = pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
 ssize_t read_full(int fd, void *buf, size_t n)
 {
 	char *p = buf;

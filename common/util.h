@@ -51,6 +51,10 @@ void sv_clear(struct strvec *sv);
 
 /* Write all n bytes, retrying EINTR and short writes (blocking fds). */
 int write_full(int fd, const void *buf, size_t n);
+/* pwrite all n bytes at off, retrying EINTR and short writes (a write may
+ * be short just before the disk fills: the next one says why). 0, or -1
+ * with errno (EIO if a write wrote nothing). */
+int pwrite_full(int fd, const void *buf, size_t n, uint64_t off);
 /* Read exactly n bytes; returns bytes read (< n only at EOF) or -1. */
 ssize_t read_full(int fd, void *buf, size_t n);
 /* Read a whole file into sb (appending). */

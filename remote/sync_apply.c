@@ -61,26 +61,6 @@ static uint64_t be(const uint8_t *p, size_t n)
 	return v;
 }
 
-/* pwrite all of it: a write may be short just before the disk fills (the
- * next one then says why). */
-static int pwrite_all(int fd, const void *p, size_t n, uint64_t off)
-{
-	while (n) {
-		ssize_t w = pwrite(fd, p, n, (off_t)off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (w == 0)
-				errno = EIO;
-			return -1;
-		}
-		p = (const char *)p + w;
-		n -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
 static int do_copy(struct dapply *d, uint64_t pos, uint64_t len)
 {
 	loff_t src = (loff_t)pos, dst = (loff_t)d->out;
@@ -106,7 +86,7 @@ static int do_copy(struct dapply *d, uint64_t pos, uint64_t len)
 			while (left) {
 				size_t k = left < sizeof(buf) ? (size_t)left : sizeof(buf);
 				ssize_t g = pread(d->basefd, buf, k, src);
-				if (g <= 0 || pwrite_all(d->outfd, buf, (size_t)g, (uint64_t)dst) < 0)
+				if (g <= 0 || pwrite_full(d->outfd, buf, (size_t)g, (uint64_t)dst) < 0)
 					return fail(d, "cannot copy from the old file");
 				src += g;
 				dst += g;
@@ -204,7 +184,7 @@ int dapply_feed(struct dapply *d, const uint8_t *p, size_t n)
 			errno = 0;
 			if (k > d->max_out - d->out)
 				return fail(d, "the delta makes a longer file than announced");
-			if (pwrite_all(d->outfd, p, k, d->out) < 0)
+			if (pwrite_full(d->outfd, p, k, d->out) < 0)
 				return fail(d, "cannot write");
 			d->out += k;
 			d->lit_left -= k;

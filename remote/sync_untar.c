@@ -104,25 +104,6 @@ static int all_zero(const uint8_t *p, size_t n)
 	return 1;
 }
 
-/* pwrite all of it (a write may be short just before the disk fills). */
-static int pwrite_full(int fd, const void *p, size_t n, uint64_t off)
-{
-	while (n) {
-		ssize_t w = pwrite(fd, p, n, (off_t)off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (w == 0)
-				errno = EIO;
-			return -1;
-		}
-		p = (const char *)p + w;
-		n -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
 static int copy_data(struct untar *u, struct archive *ar, int fd, struct thash *t,
 		     uint64_t size)
 {
