@@ -9,6 +9,7 @@
 # tree of 100,000 files).
 #   MODEL_SEEDS=A-B MODEL_BATCHES=N MODEL_BIG_EVERY=N  (defaults: 1-10, 10, none)
 #   MODEL_LOG=FILE: every seed's line appended there too (make soak: BUILD/soak.log)
+#   MODEL_ONLY=local|ssh: only that transport's half (make soak runs both at once)
 . "$(dirname "$0")/../lib.sh"
 
 SEEDS=${MODEL_SEEDS:-1-10}
@@ -50,19 +51,21 @@ test_expect_success 'setup: a tmpfs for each transport' '
 	tmpfs_for local && tmpfs_for ssh
 '
 
-test_expect_success "model: seeds $SEEDS over the local transport" '
+ONLY=${MODEL_ONLY:-}
+
+[ "$ONLY" != ssh ] && test_expect_success "model: seeds $SEEDS over the local transport" '
 	model local --transport local --seeds "$SEEDS" --parity "$PARITY" \
 		--agent-dir "$HOME/.cache/gpurun" $TMPFS_local
 '
 
-test_expect_success 'setup: sshd behind the delay proxy (which cuts connections on a signal)' '
+[ "$ONLY" != local ] && test_expect_success 'setup: sshd behind the delay proxy (which cuts connections on a signal)' '
 	start_sshd gpuhost && trust_sshd gpuhost &&
 	start_proxy model "$SSHD_PORT_gpuhost" &&
 	ssh_host_via viaproxy gpuhost "$PROXY_PORT_model"
 '
 
 [ -n "${MODEL_SPLIT:-}" ] && PARITY=even
-test_expect_success "model: seeds $SEEDS over libssh2, through the proxy" '
+[ "$ONLY" != local ] && test_expect_success "model: seeds $SEEDS over libssh2, through the proxy" '
 	model ssh --transport libssh2 --host viaproxy --proxy-pid "$PROXY_PID_model" \
 		--seeds "$SEEDS" --parity "$PARITY" \
 		--agent-dir "$TRASH/gpuhost-home/.cache/gpurun" $TMPFS_ssh
