@@ -36,6 +36,12 @@ peak_sync() {
 	: >"$TRASH/agent.rss"
 	/usr/bin/time -f %M -o "$TRASH/client.rss" "$GPURUN" -C "$1" -q sync --yes || return 1
 	CL=$(tail -1 "$TRASH/client.rss")
+	# The agent may still be exiting (freeing a 100k-file manifest) when
+	# gpurun is done: its time writes the line then.
+	for _i in $(seq 300); do
+		[ -s "$TRASH/agent.rss" ] && break
+		sleep 0.1
+	done
 	AG=$(sort -n "$TRASH/agent.rss" | tail -1)
 	echo "$1: peak RSS gpurun $CL KiB, agent ${AG:-?} KiB" | tee -a "$TRASH/memory.txt" >&2
 	[ -n "$AG" ]
