@@ -20,7 +20,7 @@ extern const unsigned char gr_agent_blob[], gr_agent_blob_end[];
 /* What the host can make us hold. Unparsed input: one whole frame and a
  * little more while we read frames (conn_wait then has a frame to hand
  * out, so reading stops until it is taken); while we are busy writing
- * (conn_flush) we must keep reading so the agent never blocks on us, up to
+ * (conn_flush_idle) we must keep reading so the agent never blocks on us, up to
  * CONN_HELD_MAX. Frames for other requests kept by conn_request: at most
  * CONN_HELD_MAX bytes too. Past that, the host is not an agent. */
 #define CONN_IN_SOFT (GR_FRAME_HDR + GR_FRAME_MAX + (256u << 10))
@@ -224,11 +224,6 @@ static int wait_io(struct gr_conn *c, struct pollfd *extra, int nextra,
 			extra_ready = 1;
 	}
 	return extra_ready ? 2 : 1;
-}
-
-int conn_flush(struct gr_conn *c, struct gr_err *err)
-{
-	return conn_flush_idle(c, -1, err);
 }
 
 int conn_error_from_frame(const struct gr_frame *f, struct gr_err *err)

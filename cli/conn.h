@@ -30,7 +30,7 @@ struct conn_opts {
 	void (*early)(void *arg, struct gr_conn *c, struct strbuf *frames);
 	void *early_arg;
 	/* Ports forwarded while the connection is up (forward.h): served by
-	 * its waits (conn_wait, conn_flush), or by ssh itself for openssh. The
+	 * its waits (conn_wait, conn_flush_idle), or by ssh itself for openssh. The
 	 * caller keeps it and frees it after conn_close. */
 	struct fwd *fwd;
 };
@@ -58,13 +58,11 @@ const char *conn_desc(const struct gr_conn *c);
 
 /* A fresh request id (never 0). */
 uint32_t conn_next_id(struct gr_conn *c);
-/* Queue a frame; written by conn_flush / while waiting in conn_recv. */
+/* Queue a frame; written by conn_flush_idle / while waiting in conn_recv. */
 void conn_send(struct gr_conn *c, uint16_t type, uint16_t flags, uint32_t id,
 	       const void *payload, size_t n);
 /* Bytes queued and not yet written (for producers that pace themselves). */
 size_t conn_pending(const struct gr_conn *c);
-/* Write everything queued (blocking in poll). */
-int conn_flush(struct gr_conn *c, struct gr_err *err);
 /* Write what can be written now without blocking. */
 int conn_pump(struct gr_conn *c, struct gr_err *err);
 
@@ -82,8 +80,9 @@ int conn_recv(struct gr_conn *c, struct gr_frame *f, int timeout_ms, struct gr_e
  * idle_ms (queued output is written meanwhile; the agent sends KEEPALIVE
  * frames, which this layer swallows, while it is busy with local work). */
 int conn_recv_idle(struct gr_conn *c, struct gr_frame *f, int idle_ms, struct gr_err *err);
-/* conn_flush with the same bound (frames that arrive stay queued); idle_ms
- * < 0: no bound (conn_flush). */
+/* Write everything queued (blocking in poll, reading meanwhile; frames
+ * that arrive stay queued), failing like conn_recv_idle after idle_ms of
+ * silence; idle_ms < 0: no bound. */
 int conn_flush_idle(struct gr_conn *c, int idle_ms, struct gr_err *err);
 /* now_ms() when a byte last moved either way. */
 uint64_t conn_last_io(const struct gr_conn *c);
