@@ -157,7 +157,8 @@ void job_ctr_run_argv(const struct job_ctr *c, const struct job_ctr_step *st, st
 	sv_push(out, c->path);
 	sv_push(out, "run");
 	sv_push(out, "--rm");
-	sv_push(out, "-t");
+	if (!st->no_tty)
+		sv_push(out, "-t");
 	sv_push(out, "--init");
 	sv_pushf(out, "--name=%s", name);
 	sv_pushf(out, "--label=" CTR_LABEL "=%s", st->job_id);
