@@ -270,7 +270,7 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
 	struct termios tio = { 0 };
 	struct winsize ws = { .ws_row = 50, .ws_col = 200 };
-	int master = -1, status = 1 << 8, cr = 0, out[2] = { -1, -1 };
+	int master = -1, slave = -1, status = 1 << 8, cr = 0, out[2] = { -1, -1 };
 	int use_pipe = job_output_pipe(job_spec_get(&s->spec, "output", "pty"));
 	/* Only a container's terminal turns \n into \r\n. */
 	int *crp = s->has_ctr && !use_pipe ? &cr : NULL;
@@ -335,6 +335,12 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	fcntl(master, F_SETFD, FD_CLOEXEC);
 	set_nonblock(master, 1);
 	if (use_pipe) {
+		/* The step holds no fd of its terminal now: hold one here, or
+		 * the master reads EIO at once and what the step writes to
+		 * /dev/tty (a password prompt, a library that writes there)
+		 * is lost. Closed when the step's main process is gone. */
+		const char *name = ptsname(master);
+		slave = name ? open(name, O_RDWR | O_NOCTTY | O_CLOEXEC) : -1;
 		close(out[1]);
 		set_nonblock(out[0], 1);
 		/* Fewer wakeups for a writer of many small pieces (no-op
@@ -383,6 +389,8 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	}
 	/* The step's main process is gone: take what is still in the pty and
 	 * the pipe (a background child may write a little longer). */
+	if (slave >= 0)
+		close(slave);
 	for (uint64_t until = now_ms() + 2000; !(pty_done && pipe_done) && now_ms() < until;) {
 		struct pollfd pfd[2] = { { pty_done ? -1 : master, POLLIN, 0 },
 					 { pipe_done ? -1 : out[0], POLLIN, 0 } };
