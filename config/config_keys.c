@@ -89,7 +89,7 @@ static const struct gr_config_key keys[] = {
 	  .help = "how setup, build and job run: sh (/bin/sh -c) or login (your shell -l -i: rc files apply)" },
 	{ .section = "train", .name = "output", .type = GR_KEY_ENUM, .def = "pty",
 	  .values = output_values,
-	  .help = "the steps' stdout/stderr: pty (a terminal: progress bars, line buffering) or pipe (faster)" },
+	  .help = "the job's stdout/stderr: pty (a terminal, as on a console) or pipe (for MB/s of output)" },
 	{ .section = "train", .name = "persist", .type = GR_KEY_LIST, .def = "",
 	  .help = "paths kept in the project folder and shared by every job ('dir/': a folder); never synced",
 	  .example = "checkpoints/ .venv/", .check = check_persist },

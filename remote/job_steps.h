@@ -48,7 +48,8 @@ int job_output_pipe(const char *output);
 /* What a step's environment gains with output = pipe, unless the
  * spec's env (K=V words) already sets the name: PYTHONUNBUFFERED=1, so
  * python writes each line as it is done, as it does on a terminal.
- * Appends K=V words to out; nothing for a pty. */
+ * Appends K=V words to out (which may be env itself); nothing for a
+ * pty. */
 void job_output_env(const char *output, const struct strvec *env, struct strvec *out);
 
 /* The key that decides whether setup must run again: BLAKE2b of the shell
