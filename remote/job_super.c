@@ -4,9 +4,10 @@
  * job's steps (job_steps.h) one after the other, each under a pty (a
  * program that block-buffers a pipe still writes each line as it is
  * done; with [train] output = pipe, stdout and stderr are a pipe
- * instead, job_output_valid): setup in the project folder when it must run (under the
- * project's setup lock), build in the job's folder, then, once the job's
- * GPUs are free (the job is "queued" meanwhile), the command. Everything
+ * instead, job_steps.h): setup in the project folder when it must run
+ * (under the project's setup lock), build in the job's folder, then,
+ * once the job's GPUs are free (the job is "queued" meanwhile), the
+ * command. Everything
  * they write is appended to the job's log, and the exit status is
  * recorded when the job ends, whether or not anyone is attached. */
 #include <errno.h>
@@ -339,13 +340,10 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 		 * the master reads EIO at once and what the step writes to
 		 * /dev/tty (a password prompt, a library that writes there)
 		 * is lost. Closed when the step's main process is gone. */
-		const char *name = ptsname(master);
-		slave = name ? open(name, O_RDWR | O_NOCTTY | O_CLOEXEC) : -1;
+		const char *tty = ptsname(master);
+		slave = tty ? open(tty, O_RDWR | O_NOCTTY | O_CLOEXEC) : -1;
 		close(out[1]);
 		set_nonblock(out[0], 1);
-		/* Fewer wakeups for a writer of many small pieces (no-op
-		 * where it is refused: the default 64 KiB stays). */
-		fcntl(out[0], F_SETPIPE_SZ, 1 << 20);
 	}
 	if (step == JOB_STEP_RUN) {
 		char *run = xasprintf("pid=%d\nstart_ms=%llu\ngpus=%s\n", (int)pid,
