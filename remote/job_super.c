@@ -212,9 +212,9 @@ static void flush_cr(int *cr, int log_fd)
 	}
 }
 
-/* Copy what the step wrote from the pty (or its output pipe) to the log
- * (through crlf_undo when cr is set). Returns 0 while it is open, 1 once
- * every writer closed it. */
+/* Copy what the step wrote from the pty to the log (through crlf_undo
+ * when cr is set). Returns 0 while the pty is open, 1 once every writer
+ * closed it. */
 static int pump(int master, int log_fd, int *cr)
 {
 	char buf[65536], out[65537];
@@ -232,7 +232,55 @@ static int pump(int master, int log_fd, int *cr)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return 0;
-		return 1; /* EIO (a pty), 0 (a pipe): no writer left */
+		return 1; /* EIO: no writer left */
+	}
+}
+
+/* A line that reaches the pipe in pieces waits this long (in all) for
+ * its end before it goes to the log: python without a buffer
+ * (PYTHONUNBUFFERED) writes print(a, b) as "a", " ", "b", "\n", and
+ * each write to the log wakes the agent, which then gathers for 5 ms
+ * (agent_job_log.c): one write per line keeps a line's latency. */
+#define PIPE_GATHER_US 2000
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* pump() for the output pipe: what ends mid-line waits for the rest up
+ * to PIPE_GATHER_US. Returns 0 while the pipe is open, 1 at its end. */
+static int pump_pipe(int fd, int log_fd)
+{
+	char buf[65536];
+	size_t have = 0;
+	uint64_t until = 0;
+
+	for (;;) {
+		ssize_t n = read(fd, buf + have, sizeof(buf) - have);
+		if (n > 0) {
+			have += (size_t)n;
+			if (have == sizeof(buf)) {
+				log_write(log_fd, buf, have);
+				have = 0;
+			}
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		int open_ = n < 0 && errno == EAGAIN; /* else 0 bytes: no writer left */
+		if (open_ && have && buf[have - 1] != '\n') {
+			uint64_t now = mono_us();
+			if (!until)
+				until = now + PIPE_GATHER_US;
+			struct pollfd pfd = { fd, POLLIN, 0 };
+			if (now < until && poll(&pfd, 1, (int)((until - now + 999) / 1000)) > 0)
+				continue;
+		}
+		log_write(log_fd, buf, have);
+		return !open_;
 	}
 }
 
@@ -364,7 +412,7 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 		if (r == 0)
 			flush_cr(crp, s->log_fd);
 		if (!pipe_done && pfd[2].revents)
-			pipe_done = pump(out[0], s->log_fd, NULL);
+			pipe_done = pump_pipe(out[0], s->log_fd);
 		if (!pty_done && pfd[1].revents)
 			pty_done = pump(master, s->log_fd, crp);
 		if (pfd[0].revents) {
@@ -395,7 +443,7 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 		if (poll(pfd, 2, 100) <= 0)
 			break;
 		if (!pipe_done && pfd[1].revents)
-			pipe_done = pump(out[0], s->log_fd, NULL);
+			pipe_done = pump_pipe(out[0], s->log_fd);
 		if (!pty_done && pfd[0].revents)
 			pty_done = pump(master, s->log_fd, crp);
 	}
