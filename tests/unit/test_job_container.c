@@ -4,7 +4,9 @@
  * must read back the same words), the spec's checks, [container] options split into words
  * (config), the supervisor's undoing of the container terminal's
  * \r\n, across every split of its input into reads, and [train]
- * output's values and the environment a pipe adds. */
+ * output's values, the environment a pipe adds, and the reader of a
+ * step's output pipe. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,6 +378,39 @@ static void test_crlf_undo(void)
 	}
 }
 
+/* The supervisor's reader of a step's output pipe: a whole line goes at
+ * once, a piece without its end waits at most PIPE_GATHER_US and then
+ * goes anyway, the end of the pipe says so, and nothing is lost. */
+static void test_pump_pipe(void)
+{
+	int in[2], log[2];
+	char got[64];
+
+	CHECK(pipe2(in, O_NONBLOCK) == 0 && pipe2(log, O_NONBLOCK) == 0);
+	CHECK(write(in[1], "1", 1) == 1 && write(in[1], " ", 1) == 1 && write(in[1], "2\n", 2) == 2);
+	CHECK_EQ_INT(pump_pipe(in[0], log[1]), 0);
+	CHECK_EQ_INT(read(log[0], got, sizeof(got)), 4); /* one write: "1 2\n" */
+	CHECK(!memcmp(got, "1 2\n", 4));
+
+	/* No end of line comes: it still goes, after the wait. */
+	uint64_t t0 = mono_us();
+	CHECK(write(in[1], "10%\r", 4) == 4);
+	CHECK_EQ_INT(pump_pipe(in[0], log[1]), 0);
+	CHECK(mono_us() - t0 >= PIPE_GATHER_US);
+	CHECK_EQ_INT(read(log[0], got, sizeof(got)), 4);
+	CHECK(!memcmp(got, "10%\r", 4));
+
+	/* The last writer gone: what is left, then the end. */
+	CHECK(write(in[1], "tail", 4) == 4);
+	close(in[1]);
+	CHECK_EQ_INT(pump_pipe(in[0], log[1]), 1);
+	CHECK_EQ_INT(read(log[0], got, sizeof(got)), 4);
+	CHECK(!memcmp(got, "tail", 4));
+	close(in[0]);
+	close(log[0]);
+	close(log[1]);
+}
+
 int main(void)
 {
 	RUN(test_run_argv);
@@ -386,5 +421,6 @@ int main(void)
 	RUN(test_split_words);
 	RUN(test_crlf_undo);
 	RUN(test_output_env);
+	RUN(test_pump_pipe);
 	return T_DONE();
 }
