@@ -17,8 +17,9 @@
  * terminal (a program that block-buffers a pipe still writes each line as
  * it is done), except with [train] output = pipe (then the sh -c
  * script starts with `exec 2>&1`, so stdout and stderr keep their order
- * through the runtime's one relay); --init puts an init in front that passes the stop signal
- * on (a program as PID 1 ignores SIGTERM unless it handles it). GPUS:
+ * through the runtime's one relay); --init puts an init in front that
+ * passes the stop signal on (a program as PID 1 ignores SIGTERM unless
+ * it handles it). GPUS:
  * CDI (--device=nvidia.com/gpu=N, or =all) where the host has a CDI spec
  * for nvidia.com/gpu and the runtime reads it, docker's --gpus where the
  * NVIDIA container toolkit is installed, else none; inside, the assigned

@@ -39,7 +39,7 @@ int job_shell_valid(const char *shell);
 /* JOB_SPEC "output": where a step's stdout and stderr go. "pty" (the
  * default, also ""): the step's terminal, so programs line-buffer and
  * draw progress bars as on a console; the kernel's pty moves about 4 KiB
- * a wakeup (~100 MB/s here). "pipe": one pipe for both, in the order
+ * a wakeup (30-125 MB/s here). "pipe": one pipe for both, in the order
  * written (~1 GB/s); the pty stays the step's controlling terminal, so
  * /dev/tty and job control work as before. 1 if output is one of them. */
 int job_output_valid(const char *output);
