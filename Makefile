@@ -4,7 +4,8 @@
 #   make demo       the main job end to end on the embedded default
 #   make bench      benchmarks against ssh / rsync
 #   make soak       the randomized model tests at length: sync (SEEDS=N seeds
-#                   of 20 batches, default 1000) and the job house (JOB_SEEDS)
+#                   of 20 batches, default 1000), the job house (JOB_SEEDS)
+#                   and pull (PULL_SEEDS seeds of PULL_STEPS steps)
 #   make deps       install the Debian packages the build and tests need
 
 CC      ?= cc
@@ -142,9 +143,13 @@ bench: all $(HELPER_BIN)
 # The randomized model tests at length. The job house: JOB_SEEDS seeds.
 # The model-based sync test (tests/sync_model.py): odd seeds over the local
 # transport, even ones over libssh2, two in every hundred with 100,000 files;
-# the release build unless SAN=1.
+# the release build unless SAN=1. Then the pull model (tests/pull_model.py,
+# t0413; `make test` runs seeds 1-4 of 14 steps): PULL_SEEDS seeds of
+# PULL_STEPS steps, about 5 s a seed on a busy 2-core machine.
 SEEDS ?= 1000
 JOB_SEEDS ?= 500
+PULL_SEEDS ?= 500
+PULL_STEPS ?= 30
 soak: all $(HELPER_BIN)
 	$(MAKE) SAN=1 all unit-bins
 	GPURUN_MODEL_SEEDS=$(JOB_SEEDS) build-san/tests/test_job_house
@@ -155,6 +160,8 @@ soak: all $(HELPER_BIN)
 	MODEL_ONLY=local bash tests/t/t0316-sync-model.sh & l=$$!; \
 	MODEL_ONLY=ssh bash tests/t/t0316-sync-model.sh; s=$$?; \
 	wait $$l && [ $$s = 0 ]
+	PULL_MODEL_SEEDS=1-$(PULL_SEEDS) PULL_MODEL_STEPS=$(PULL_STEPS) GPURUN_BUILD=$(CURDIR)/$(O) \
+		bash tests/t/t0413-pull-model.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin

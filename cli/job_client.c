@@ -105,6 +105,8 @@ void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct s
 	PAIR("command", cfg->train.command ? cfg->train.command : "");
 	PAIR("gpus", cfg->train.gpus ? cfg->train.gpus : "");
 	PAIR("shell", cfg->train.shell && *cfg->train.shell ? cfg->train.shell : "sh");
+	if (cfg->train.output && !strcmp(cfg->train.output, "pipe"))
+		PAIR("output", "pipe");
 	if (cfg->setup.command && *cfg->setup.command) {
 		PAIR("setup", cfg->setup.command);
 		for (size_t i = 0; i < cfg->setup.inputs.n; i++)

@@ -122,6 +122,7 @@ static void fill(struct gr_config *c)
 	set_str(&c->build.command, text_of(p, "build.command"));
 	set_str(&c->train.command, text_of(p, "train.command"));
 	set_str(&c->train.shell, text_of(p, "train.shell"));
+	set_str(&c->train.output, text_of(p, "train.output"));
 	set_str(&c->train.env, text_of(p, "train.env"));
 	split_list(&c->train.persist, text_of(p, "train.persist"));
 	set_str(&c->train.gpus, text_of(p, "train.gpus"));
@@ -723,7 +724,7 @@ void config_free(struct gr_config *cfg)
 	free(cfg->remote.host); free(cfg->remote.path); free(cfg->remote.identity);
 	free(cfg->remote.known_hosts); free(cfg->build.command); free(cfg->train.command);
 	free(cfg->train.gpus); free(cfg->hooks.pre_push);
-	free(cfg->setup.command); free(cfg->train.shell); free(cfg->train.env);
+	free(cfg->setup.command); free(cfg->train.shell); free(cfg->train.output); free(cfg->train.env);
 	sv_clear(&cfg->sync.exclude); sv_clear(&cfg->artifacts.pull);
 	sv_clear(&cfg->sync.include); sv_clear(&cfg->setup.inputs); sv_clear(&cfg->train.persist);
 	free(cfg->slurm.partition); free(cfg->slurm.account); free(cfg->slurm.qos);

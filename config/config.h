@@ -92,6 +92,7 @@ struct gr_config {
 		char *command;         /* the job */
 		char *env;             /* [train] env: config_env_parse's input */
 		char *shell;           /* "sh" or "login" */
+		char *output;          /* "pty" or "pipe": the steps' stdout and stderr */
 		struct strvec persist; /* paths shared by every job, kept in the project folder */
 		char *gpus;            /* "all", "N" or "0,2" */
 		int stop_grace;        /* seconds between SIGTERM and SIGKILL */

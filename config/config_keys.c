@@ -27,6 +27,7 @@ static const char *check_user(const char *v, struct strbuf *norm);
 
 static const char *const transport_values[] = { "libssh2", "openssh", "local", NULL };
 static const char *const shell_values[] = { "sh", "login", NULL };
+static const char *const output_values[] = { "pty", "pipe", NULL };
 static const char *const scheduler_values[] = { "none", "slurm", NULL };
 static const char *const build_on_values[] = { "login", "compute", NULL };
 static const char *const gpu_flag_values[] = { "gres", "gpus", NULL };
@@ -86,6 +87,9 @@ static const struct gr_config_key keys[] = {
 	{ .section = "train", .name = "shell", .type = GR_KEY_ENUM, .def = "sh",
 	  .values = shell_values,
 	  .help = "how setup, build and job run: sh (/bin/sh -c) or login (your shell -l -i: rc files apply)" },
+	{ .section = "train", .name = "output", .type = GR_KEY_ENUM, .def = "pty",
+	  .values = output_values,
+	  .help = "the job's stdout/stderr: pty (a terminal, as on a console) or pipe (for MB/s of output)" },
 	{ .section = "train", .name = "persist", .type = GR_KEY_LIST, .def = "",
 	  .help = "paths kept in the project folder and shared by every job ('dir/': a folder); never synced",
 	  .example = "checkpoints/ .venv/", .check = check_persist },

@@ -298,6 +298,11 @@ static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_er
 			     job_spec_get(&s.spec, "shell", ""));
 		goto out;
 	}
+	if (!job_output_valid(job_spec_get(&s.spec, "output", "pty"))) {
+		rc = gr_errf(err, GR_EINVAL, "unknown output '%s' (pty or pipe)",
+			     job_spec_get(&s.spec, "output", ""));
+		goto out;
+	}
 	if ((rc = job_ctr_spec_check(&s.spec, err)) < 0)
 		goto out;
 	if (!job_backend_find(job_spec_get(&s.spec, "backend", JOB_BACKEND_DEFAULT))) {

@@ -157,7 +157,8 @@ void job_ctr_run_argv(const struct job_ctr *c, const struct job_ctr_step *st, st
 	sv_push(out, c->path);
 	sv_push(out, "run");
 	sv_push(out, "--rm");
-	sv_push(out, "-t");
+	if (!st->no_tty)
+		sv_push(out, "-t");
 	sv_push(out, "--init");
 	sv_pushf(out, "--name=%s", name);
 	sv_pushf(out, "--label=" CTR_LABEL "=%s", st->job_id);
@@ -228,15 +229,19 @@ void job_ctr_run_argv(const struct job_ctr *c, const struct job_ctr_step *st, st
 	if (st->shell && !strcmp(st->shell, "login"))
 		sv_push(out, "-l");
 	sv_push(out, "-c");
+	/* Without -t the runtime relays the container's stdout and stderr
+	 * on two streams, which lose their order against each other: one,
+	 * as on the host's pipe. (Words run without a shell keep two.) */
+	const char *merge = st->no_tty ? "exec 2>&1\n" : "";
 	if (st->args && st->args->n) {
 		/* The words reach the program as "$@": never parsed again. */
-		sv_push(out, "exec \"$@\"");
+		sv_pushf(out, "%sexec \"$@\"", merge);
 		sv_push(out, "gpurun"); /* $0 */
 		for (size_t i = 0; i < st->args->n; i++)
 			sv_push(out, st->args->v[i]);
 		return;
 	}
-	sv_push(out, st->cmd);
+	sv_pushf(out, "%s%s", merge, st->cmd);
 }
 
 /* RUNTIME stop -t GRACE / RUNTIME rm -f, without the name. */

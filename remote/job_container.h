@@ -2,7 +2,7 @@
  * wrapper either backend uses (job_backend.h). A step's command line
  * becomes the host's podman's or docker's
  *
- *   RUNTIME run --rm -t --init --name=gpurun-ID[-setup|-build]
+ *   RUNTIME run --rm [-t] --init --name=gpurun-ID[-setup|-build]
  *       --label=gpurun.job=ID --network=host --ipc=host (or --shm-size)
  *       --security-opt=label=disable --user=UID:GID [--userns=keep-id]
  *       --workdir=CWD --mount=type=bind,source=P,target=P (job folder,
@@ -15,8 +15,11 @@
  * mounted at the same path, so the working directory, $GPURUN_JOB_DIR and
  * the persistent paths' links mean the same inside. -t gives the step a
  * terminal (a program that block-buffers a pipe still writes each line as
- * it is done); --init puts an init in front that passes the stop signal
- * on (a program as PID 1 ignores SIGTERM unless it handles it). GPUS:
+ * it is done), except with [train] output = pipe (then the sh -c
+ * script starts with `exec 2>&1`, so stdout and stderr keep their order
+ * through the runtime's one relay); --init puts an init in front that
+ * passes the stop signal on (a program as PID 1 ignores SIGTERM unless
+ * it handles it). GPUS:
  * CDI (--device=nvidia.com/gpu=N, or =all) where the host has a CDI spec
  * for nvidia.com/gpu and the runtime reads it, docker's --gpus where the
  * NVIDIA container toolkit is installed, else none; inside, the assigned
@@ -77,6 +80,8 @@ struct job_ctr_step {
 	const char *gpus;       /* host indices "0,2"; NULL: not restricted */
 	const struct strvec *env; /* the spec's K=V: passed by name (their
 				     values stay out of the process table) */
+	int no_tty;             /* output = pipe: no -t, the container's
+				   stdout and stderr are the client's pipe */
 };
 
 /* 1 if the spec asks for a container. */

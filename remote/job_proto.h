@@ -93,6 +93,7 @@ enum gr_job_msg {
 	X(build, ONE)         /* [build] command, run in the job's folder */ \
 	X(persist, LIST)      /* relative paths shared by every job */       \
 	X(backend, ONE)       /* "local" (default) or "slurm": job_backend.h */ \
+	X(output, ONE)        /* the steps' stdout/stderr: pty (default) or pipe */ \
 	/* issue 15 */                                                       \
 	X(argv, LIST)         /* train -- CMD ARGS: run as argv, never re-split; \
 				 then command is its display (job_argv_display) */ \

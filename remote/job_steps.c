@@ -38,6 +38,32 @@ int job_shell_valid(const char *shell)
 	return !*shell || !strcmp(shell, "sh") || !strcmp(shell, "login");
 }
 
+int job_output_valid(const char *output)
+{
+	return !*output || !strcmp(output, "pty") || !strcmp(output, "pipe");
+}
+
+int job_output_pipe(const char *output)
+{
+	return output && !strcmp(output, "pipe");
+}
+
+void job_output_env(const char *output, const struct strvec *env, struct strvec *out)
+{
+	static const char *const add[] = { "PYTHONUNBUFFERED=1" };
+
+	if (!job_output_pipe(output))
+		return;
+	for (size_t i = 0; i < GR_ARRAY_SIZE(add); i++) {
+		size_t klen = (size_t)(strchr(add[i], '=') - add[i]) + 1; /* "K=" */
+		int set = 0;
+		for (size_t j = 0; env && j < env->n && !set; j++)
+			set = !strncmp(env->v[j], add[i], klen);
+		if (!set)
+			sv_push(out, add[i]);
+	}
+}
+
 void job_step_argv(const char *shell, const char *cmd, struct strvec *argv)
 {
 	if (shell && !strcmp(shell, "login")) {

@@ -36,6 +36,22 @@ void job_step_exec_argv(const char *shell, const struct strvec *args, struct str
 /* 1 if shell is a mode job_step_argv knows. */
 int job_shell_valid(const char *shell);
 
+/* JOB_SPEC "output": where a step's stdout and stderr go. "pty" (the
+ * default, also ""): the step's terminal, so programs line-buffer and
+ * draw progress bars as on a console; the kernel's pty moves about 4 KiB
+ * a wakeup (30-125 MB/s here). "pipe": one pipe for both, in the order
+ * written (~1 GB/s); the pty stays the step's controlling terminal, so
+ * /dev/tty and job control work as before. 1 if output is one of them. */
+int job_output_valid(const char *output);
+int job_output_pipe(const char *output);
+
+/* What a step's environment gains with output = pipe, unless the
+ * spec's env (K=V words) already sets the name: PYTHONUNBUFFERED=1, so
+ * python writes each line as it is done, as it does on a terminal.
+ * Appends K=V words to out (which may be env itself); nothing for a
+ * pty. */
+void job_output_env(const char *output, const struct strvec *env, struct strvec *out);
+
 /* The key that decides whether setup must run again: BLAKE2b of the shell
  * mode, the command, the container image and runtime (if any) and, for
  * each input (a path or glob relative to the

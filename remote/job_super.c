@@ -3,9 +3,11 @@
  * own, so it outlives the connection, the agent and gpurun. It runs the
  * job's steps (job_steps.h) one after the other, each under a pty (a
  * program that block-buffers a pipe still writes each line as it is
- * done): setup in the project folder when it must run (under the
- * project's setup lock), build in the job's folder, then, once the job's
- * GPUs are free (the job is "queued" meanwhile), the command. Everything
+ * done; with [train] output = pipe, stdout and stderr are a pipe
+ * instead, job_steps.h): setup in the project folder when it must run
+ * (under the project's setup lock), build in the job's folder, then,
+ * once the job's GPUs are free (the job is "queued" meanwhile), the
+ * command. Everything
  * they write is appended to the job's log, and the exit status is
  * recorded when the job ends, whether or not anyone is attached. */
 #include <errno.h>
@@ -122,15 +124,23 @@ static void nap(int ms)
 			;
 }
 
+/* In the child of forkpty (the pty is its terminal, stdout and stderr):
+ * out_fd >= 0 (output = pipe) becomes stdout and stderr instead. */
 static void spawn_child(struct sup *s, const char *cwd, const struct strvec *argv,
-			const char *gpus, const int *fds, size_t nfds)
+			const char *gpus, const int *fds, size_t nfds, int out_fd)
 {
-	struct strvec env = STRVEC_INIT;
+	struct strvec env = STRVEC_INIT, more = STRVEC_INIT;
 	int nul = open("/dev/null", O_RDONLY);
 	sigset_t none;
 
 	if (nul >= 0)
 		dup2(nul, 0);
+	if (out_fd >= 0) {
+		dup2(out_fd, 1);
+		dup2(out_fd, 2);
+		if (out_fd > 2)
+			close(out_fd);
+	}
 	for (size_t i = 0; i < nfds; i++)
 		fcntl(fds[i], F_SETFD, 0); /* the job holds its GPUs' locks too */
 	for (int sg = 1; sg < NSIG; sg++)
@@ -141,6 +151,14 @@ static void spawn_child(struct sup *s, const char *cwd, const struct strvec *arg
 	for (size_t i = 0; i < env.n; i++)
 		if (strchr(env.v[i], '='))
 			putenv(env.v[i]); /* env lives until exec */
+	/* PYTHONUNBUFFERED=1 for a pipe, unless set here already (in a
+	 * container, the runtime's client passes it on by name). */
+	job_output_env(job_spec_get(&s->spec, "output", "pty"), &env, &more);
+	for (size_t i = 0; i < more.n; i++) {
+		char *eq = strchr(more.v[i], '=');
+		*eq = '\0';
+		setenv(more.v[i], eq + 1, 0);
+	}
 	/* The marker `gpurun stop` finds every process of the job by. */
 	setenv("GPURUN_JOB_ID", s->id, 1);
 	setenv("GPURUN_JOB_DIR", s->dir, 1);
@@ -218,6 +236,54 @@ static int pump(int master, int log_fd, int *cr)
 	}
 }
 
+/* A line that reaches the pipe in pieces waits this long (in all) for
+ * its end before it goes to the log: python without a buffer
+ * (PYTHONUNBUFFERED) writes print(a, b) as "a", " ", "b", "\n", and
+ * each write to the log wakes the agent, which then gathers for 5 ms
+ * (agent_job_log.c): one write per line keeps a line's latency. */
+#define PIPE_GATHER_US 2000
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* pump() for the output pipe: what ends mid-line waits for the rest up
+ * to PIPE_GATHER_US. Returns 0 while the pipe is open, 1 at its end. */
+static int pump_pipe(int fd, int log_fd)
+{
+	char buf[65536];
+	size_t have = 0;
+	uint64_t until = 0;
+
+	for (;;) {
+		ssize_t n = read(fd, buf + have, sizeof(buf) - have);
+		if (n > 0) {
+			have += (size_t)n;
+			if (have == sizeof(buf)) {
+				log_write(log_fd, buf, have);
+				have = 0;
+			}
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		int open_ = n < 0 && errno == EAGAIN; /* else 0 bytes: no writer left */
+		if (open_ && have && buf[have - 1] != '\n') {
+			uint64_t now = mono_us();
+			if (!until)
+				until = now + PIPE_GATHER_US;
+			struct pollfd pfd = { fd, POLLIN, 0 };
+			if (now < until && poll(&pfd, 1, (int)((until - now + 999) / 1000)) > 0)
+				continue;
+		}
+		log_write(log_fd, buf, have);
+		return !open_;
+	}
+}
+
 /* `RUNTIME stop NAME` in a child of ours (reaped by run_step). */
 static pid_t spawn_stop(struct sup *s, const char *name)
 {
@@ -242,7 +308,8 @@ static pid_t spawn_stop(struct sup *s, const char *name)
 	return pid;
 }
 
-/* Run cmd as step in cwd under a pty, its output into the log; returns
+/* Run cmd as step in cwd under a pty (its stdout and stderr a pipe with
+ * output = pipe), its output into the log; returns
  * its wait status (a failure to start is status 127 or 1). For the run
  * step, gpus (CUDA_VISIBLE_DEVICES, NULL: unset) and the GPU lock fds
  * the job inherits, and the `run` meta file once it started. */
@@ -252,8 +319,10 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
 	struct termios tio = { 0 };
 	struct winsize ws = { .ws_row = 50, .ws_col = 200 };
-	int master = -1, status = 1 << 8, cr = 0;
-	int *crp = s->has_ctr ? &cr : NULL;
+	int master = -1, slave = -1, status = 1 << 8, cr = 0, out[2] = { -1, -1 };
+	int use_pipe = job_output_pipe(job_spec_get(&s->spec, "output", "pty"));
+	/* Only a container's terminal turns \n into \r\n. */
+	int *crp = s->has_ctr && !use_pipe ? &cr : NULL;
 	pid_t pid, stopper = -1;
 	char name[64] = "";
 
@@ -273,10 +342,12 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 			.args = args.n ? &args : NULL, .env = &env,
 			/* Under a scheduler, the GPUs it gave the job. */
 			.gpus = gpus ? gpus : s->mode->ctr_gpus,
+			.no_tty = use_pipe,
 		};
 		job_spec_list(&s->spec, "env", &env);
 		for (size_t i = 0; s->mode->ctr_env && i < s->mode->ctr_env->n; i++)
 			sv_push(&env, s->mode->ctr_env->v[i]);
+		job_output_env(job_spec_get(&s->spec, "output", "pty"), &env, &env);
 		job_ctr_run_argv(&s->ctr, &cs, &argv);
 		job_ctr_name(s->id, step, name, sizeof(name));
 	} else if (args.n) {
@@ -289,18 +360,39 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	tio.c_cc[VMIN] = 1;
 	cfsetispeed(&tio, B38400);
 	cfsetospeed(&tio, B38400);
+	if (use_pipe && pipe2(out, O_CLOEXEC) < 0) {
+		note(s, "cannot start the %s step: pipe: %s", job_step_names[step], strerror(errno));
+		sv_clear(&argv);
+		sv_clear(&env);
+		return status;
+	}
 	pid = forkpty(&master, NULL, &tio, &ws);
 	if (pid < 0) {
 		note(s, "cannot start the %s step: forkpty: %s", job_step_names[step], strerror(errno));
 		sv_clear(&argv);
+		sv_clear(&env);
+		if (use_pipe) {
+			close(out[0]);
+			close(out[1]);
+		}
 		return status;
 	}
 	if (pid == 0)
-		spawn_child(s, cwd, &argv, gpus, fds, nfds);
+		spawn_child(s, cwd, &argv, gpus, fds, nfds, out[1]);
 	sv_clear(&argv);
 	sv_clear(&env);
 	fcntl(master, F_SETFD, FD_CLOEXEC);
 	set_nonblock(master, 1);
+	if (use_pipe) {
+		/* The step holds no fd of its terminal now: hold one here, or
+		 * the master reads EIO at once and what the step writes to
+		 * /dev/tty (a password prompt, a library that writes there)
+		 * is lost. Closed when the step's main process is gone. */
+		const char *tty = ptsname(master);
+		slave = tty ? open(tty, O_RDWR | O_NOCTTY | O_CLOEXEC) : -1;
+		close(out[1]);
+		set_nonblock(out[0], 1);
+	}
 	if (step == JOB_STEP_RUN) {
 		char *run = xasprintf("pid=%d\nstart_ms=%llu\ngpus=%s\n", (int)pid,
 				      (unsigned long long)wall_ms(), gpus_shown);
@@ -309,14 +401,18 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 		set_queued(s, NULL);
 	}
 
-	int pty_done = 0, exited = 0, forwarded = 0;
+	/* The pty, and with output = pipe the pipe: what is still open. */
+	int pty_done = 0, pipe_done = !use_pipe, exited = 0, forwarded = 0;
 	while (!exited) {
-		struct pollfd pfd[2] = { { sig_pipe[0], POLLIN, 0 }, { pty_done ? -1 : master, POLLIN, 0 } };
-		int r = poll(pfd, 2, 1000);
+		struct pollfd pfd[3] = { { sig_pipe[0], POLLIN, 0 }, { pty_done ? -1 : master, POLLIN, 0 },
+					 { pipe_done ? -1 : out[0], POLLIN, 0 } };
+		int r = poll(pfd, 3, 1000);
 		if (r < 0 && errno != EINTR)
 			break;
 		if (r == 0)
 			flush_cr(crp, s->log_fd);
+		if (!pipe_done && pfd[2].revents)
+			pipe_done = pump_pipe(out[0], s->log_fd);
 		if (!pty_done && pfd[1].revents)
 			pty_done = pump(master, s->log_fd, crp);
 		if (pfd[0].revents) {
@@ -337,16 +433,24 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 		if (waitpid(pid, &status, WNOHANG) == pid)
 			exited = 1;
 	}
-	/* The step's main process is gone: take what is still in the pty (a
-	 * background child may write a little longer). */
-	for (uint64_t until = now_ms() + 2000; !pty_done && now_ms() < until;) {
-		struct pollfd pfd = { master, POLLIN, 0 };
-		if (poll(&pfd, 1, 100) <= 0)
+	/* The step's main process is gone: take what is still in the pty and
+	 * the pipe (a background child may write a little longer). */
+	if (slave >= 0)
+		close(slave);
+	for (uint64_t until = now_ms() + 2000; !(pty_done && pipe_done) && now_ms() < until;) {
+		struct pollfd pfd[2] = { { pty_done ? -1 : master, POLLIN, 0 },
+					 { pipe_done ? -1 : out[0], POLLIN, 0 } };
+		if (poll(pfd, 2, 100) <= 0)
 			break;
-		pty_done = pump(master, s->log_fd, crp);
+		if (!pipe_done && pfd[1].revents)
+			pipe_done = pump_pipe(out[0], s->log_fd);
+		if (!pty_done && pfd[0].revents)
+			pty_done = pump(master, s->log_fd, crp);
 	}
 	flush_cr(crp, s->log_fd);
 	close(master);
+	if (use_pipe)
+		close(out[0]);
 	if (s->has_ctr) {
 		/* The client is gone; its container goes too (a client killed
 		 * from outside leaves it running). */

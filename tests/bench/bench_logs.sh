@@ -1,7 +1,8 @@
 #!/bin/bash
 # Benchmark: job logs. (1) Log latency: time from a line written by the job
 # on the host to it printed locally by `gpurun train`, p50/p99, through the
-# delay proxy at 0 and 25 ms one way (target: p50 <= one-way delay + 10 ms).
+# delay proxy at 0 and 25 ms one way (target: p50 <= one-way delay + 10 ms),
+# for each [train] output in OUTPUTS (default "pty pipe").
 # The job stamps each line with its wall clock; the reader stamps arrival
 # with the same clock (one machine). (2) Time from `gpurun train` to the
 # job's first log line, against the equivalent rsync && ssh script (a
@@ -9,9 +10,11 @@
 # warm (agent uploaded, tree synced), median of RUNS runs.
 #   tests/bench/bench_logs.sh            (make bench calls it)
 # (3) Throughput: THRU_MB (default 200; 0 skips) of log output carried
-# by `gpurun train` (the job cats it) and by `gpurun logs JOB` of the
-# ended job, against `ssh host cat` of the same file, loopback, median of
-# RUNS, with the client's peak RSS.
+# by `gpurun train` (the job cats it) with [train] output = pty and pipe,
+# by `gpurun logs -f` of the running job (started with train -d, pipe),
+# and by `gpurun logs JOB` of the ended job, against `ssh host cat` of
+# the same file, loopback, median of RUNS, interleaved, with the client's
+# peak RSS.
 #   RUNS=9 LINES=500 PROFILES=wan TRANSPORT=openssh tests/bench/bench_logs.sh
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/bench_lib.sh"
@@ -19,6 +22,7 @@
 RUNS=${RUNS:-5}
 LINES=${LINES:-300}
 PROFILES=${PROFILES:-"loopback wan"}
+OUTPUTS=${OUTPUTS:-"pty pipe"}
 TRANSPORT=${TRANSPORT:-libssh2} # gpurun's; the peer script always uses ssh
 P=$TRASH/proj
 RH=$TRASH/gpuhost-home
@@ -93,17 +97,19 @@ cp -r "$P"/. "$RH/proj/"   # the peers start from a synced tree, as gpurun does
 SSHCFG=$HOME/.ssh/config
 
 printf '\nlog latency: %s lines, 20 ms apart, printed by gpurun train (transport %s)\n' "$LINES" "$TRANSPORT"
-printf '%-10s %8s %8s %8s %8s %8s\n' profile one-way lines p50_ms p99_ms max_ms
+printf '%-10s %8s %6s %8s %8s %8s %8s\n' profile one-way output lines p50_ms p99_ms max_ms
 for prof in $PROFILES; do
 	case $prof in loopback) d=0 ;; wan) d=25 ;; *) d=$prof ;; esac
 	start_proxy "$prof" "$SSHD_PORT_gpuhost" "$d" && ssh_host_via "via$prof" gpuhost "$(eval echo \$PROXY_PORT_$prof)"
-	write_ini "$P" "via$prof" "$TRANSPORT" proj
-	printf '[build]\ncommand =\n[artifacts]\npull =\n[train]\ncommand = python3 stamp.py %s 0.02 %s\n' \
-		"$LINES" "$TRASH/go-$prof" >>"$P/gpurun.ini"
-	rm -f "$TRASH/go-$prof"
-	r=$(cd "$P" && python3 "$PY" latency "$TRASH/go-$prof" "$GPURUN" -q train)
-	set -- $r
-	printf '%-10s %8s %8s %8s %8s %8s\n' "$prof" "${d}ms" "$1" "$2" "$3" "$4"
+	for out in $OUTPUTS; do
+		write_ini "$P" "via$prof" "$TRANSPORT" proj
+		printf '[build]\ncommand =\n[artifacts]\npull =\n[train]\ncommand = python3 stamp.py %s 0.02 %s\noutput = %s\n' \
+			"$LINES" "$TRASH/go-$prof" "$out" >>"$P/gpurun.ini"
+		rm -f "$TRASH/go-$prof"
+		r=$(cd "$P" && python3 "$PY" latency "$TRASH/go-$prof" "$GPURUN" -q train)
+		set -- $r
+		printf '%-10s %8s %6s %8s %8s %8s %8s\n' "$prof" "${d}ms" "$out" "$1" "$2" "$3" "$4"
+	done
 done
 
 printf '\ntime to the first log line (warm, median of %s)\n' "$RUNS"
@@ -154,12 +160,14 @@ PY
 	for i in $(seq 1 "$RUNS"); do
 		thru ssh_cat ssh -F "$SSHCFG" gpuhost cat "$big" >>"$TRASH/thru"
 		thru gpurun_train sh -c "cd '$P' && exec '$GPURUN' -q train" >>"$TRASH/thru"
+		thru train_pipe sh -c "cd '$P' && exec '$GPURUN' -q -o train.output=pipe train" >>"$TRASH/thru"
+		thru logs_f_pipe sh -c "cd '$P' && id=\$('$GPURUN' -q -o train.output=pipe train -d) && exec '$GPURUN' -q logs -f \$id" >>"$TRASH/thru"
 		thru gpurun_logs sh -c "cd '$P' && exec '$GPURUN' -q logs $tid" >>"$TRASH/thru"
 	done
 	printf '\nlog throughput: %s bytes, loopback, transport %s (median of %s; load: %s)\n' "$size" "$TRANSPORT" "$RUNS" "$(cut -d' ' -f1-3 /proc/loadavg)"
 	printf '%-14s %8s %8s %14s %10s %10s\n' case secs MB/s bytes_out rss_MiB vs_ssh
 	sc=$(awk '$1=="ssh_cat"{print $2}' "$TRASH/thru" | median)
-	for n in ssh_cat gpurun_train gpurun_logs; do
+	for n in ssh_cat gpurun_train train_pipe logs_f_pipe gpurun_logs; do
 		t=$(awk -v n=$n '$1==n{print $2}' "$TRASH/thru" | median)
 		b=$(awk -v n=$n '$1==n{print $3}' "$TRASH/thru" | median)
 		m=$(awk -v n=$n '$1==n{print $4}' "$TRASH/thru" | median)
@@ -167,6 +175,6 @@ PY
 			"$b" "$(awk -v k="$m" 'BEGIN{printf "%.1f", k/1024}')" \
 			"$(awk -v a="$sc" -v b="$t" 'BEGIN{if (b>0) printf "%.2fx", a/b; else print "n/a"}')"
 	done
-	echo "(vs_ssh: throughput relative to ssh cat, target >= 0.9x; gpurun_train includes the no-op sync and the job's start; bytes_out < the log's size means output was lost)"
+	echo "(vs_ssh: throughput relative to ssh cat, target >= 0.9x; gpurun_train: [train] output = pty, train_pipe: = pipe, logs_f_pipe: train -d, then logs -f of the running job; all three include the no-op sync and the job's start; bytes_out < the log's size means output was lost)"
 fi
 test_done

@@ -4,7 +4,8 @@
 # with its reason where it cannot start. On the local transport (the
 # runtime found through the environment the agent inherits), per runtime:
 # the log streams live and without the container terminal's \r, the exit
-# status passes through; setup, build and the job run in the image, at the
+# status passes through; with [train] output = pipe, no terminal inside,
+# stdout and stderr in order, a \r kept, PYTHONUNBUFFERED, stop; setup, build and the job run in the image, at the
 # same paths; train -- CMD ARGS and [train] env / --env reach the image
 # (sh and login shell); [container] options and mounts; outputs land in the job's folder and come back with pull,
 # persistent paths are shared; files are written as the caller's uid:gid
@@ -101,6 +102,24 @@ for rt in podman docker; do
 		"$GPURUN" logs $id >$T/log &&
 		printf "%s\n" "[gpurun] in a container: $CONTAINER_IMAGE ('$rt')" "start $id" end >$T/want &&
 		test_cmp $T/want $T/log && no_container '$rt' $id
+	'
+
+	# [train] output = pipe: no -t, so the container's stdout and stderr
+	# are the client's pipe (one, in order), and nothing to undo.
+	test_expect_success "$rt: output = pipe: no terminal inside, stdout and stderr in order, PYTHONUNBUFFERED=1" '
+		cd "$P" && ini '$rt' "[train]" "output = pipe" "command = if [ -t 1 ] || [ -t 2 ]; then echo tty; else echo no-tty; fi; for i in 1 2 3; do echo out \$i; echo err \$i >&2; done; printf \"a\\r\\nb\\n\"; echo PYU=\$PYTHONUNBUFFERED" &&
+		"$GPURUN" -q train >$T/out 2>$T/err && id=$(last_id) &&
+		printf "[gpurun] in a container: %s (%s)\nno-tty\nout 1\nerr 1\nout 2\nerr 2\nout 3\nerr 3\na\r\nb\nPYU=1\n" "$CONTAINER_IMAGE" '$rt' >$T/want &&
+		test_cmp $T/want $T/out && no_container '$rt' $id
+	'
+
+	test_expect_success "$rt: output = pipe: stop sends TERM into the container, then removes it" '
+		cd "$P" && ini '$rt' "[train]" "output = pipe" "command = trap \"echo got-term; exit 5\" TERM; echo ready; while :; do sleep 0.1; done" &&
+		id=$("$GPURUN" -q train -d) && wait_for has_container '$rt' $id &&
+		bg_logs $id && wait_grep ^ready $T/log &&
+		"$GPURUN" stop $id 2>$T/err && test_grep "stopped and removed container gpurun-$id" $T/err &&
+		no_container '$rt' $id && wait_grep got-term $T/log &&
+		"$GPURUN" status $id >$T/st && test_grep "^$id  stopped " $T/st
 	'
 
 	test_expect_success "$rt: setup, build and job run in the image, at the host's paths, argv as written" '

@@ -187,6 +187,7 @@ static void test_defaults(void)
 	CHECK_STR(c->build.command, "");
 	CHECK_STR(c->train.command, "");
 	CHECK_STR(c->train.shell, "sh");
+	CHECK_STR(c->train.output, "pty");
 	CHECK_EQ_INT(c->train.persist.n, 0);
 	CHECK_STR(c->train.gpus, "all");
 	CHECK_EQ_INT(c->train.stop_grace, 10);
@@ -624,7 +625,7 @@ static void test_schema(void)
 		"remote.known_hosts", "remote.connect_timeout", "remote.scheduler", "sync.exclude", "sync.warn_size",
 		"sync.delta_min", "sync.include_git", "sync.preserve_perms", "sync.include",
 		"setup.command", "setup.inputs", "build.command", "train.command", "train.shell",
-		"train.persist", "train.env", "train.gpus", "train.stop_grace", "artifacts.pull",
+		"train.output", "train.persist", "train.env", "train.gpus", "train.stop_grace", "artifacts.pull",
 		"artifacts.interval", "artifacts.min_free", "jobs.keep", "slurm.partition",
 		"slurm.account", "slurm.qos", "slurm.time", "slurm.nodes", "slurm.ntasks_per_node",
 		"slurm.cpus_per_task", "slurm.mem", "slurm.constraint", "slurm.gpu_flag",

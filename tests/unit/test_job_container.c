@@ -2,8 +2,11 @@
  * runtime's argv for each way GPUs go in and for train -- CMD's words,
  * the stop line a batch script traps with (run through a real sh, which
  * must read back the same words), the spec's checks, [container] options split into words
- * (config), and the supervisor's undoing of the container terminal's
- * \r\n, across every split of its input into reads. */
+ * (config), the supervisor's undoing of the container terminal's
+ * \r\n, across every split of its input into reads, and [train]
+ * output's values, the environment a pipe adds, and the reader of a
+ * step's output pipe. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,9 +107,57 @@ static void test_run_argv(void)
 	c.shm_size = xstrdup("1073741824");
 	job_ctr_run_argv(&c, &st, &out);
 	CHECK(has_word(&out, "--shm-size=1073741824") && !has_word(&out, "--ipc=host"));
+	CHECK(has_word(&out, "-t"));
+	sv_clear(&out);
+	/* [train] output = pipe: no terminal in the container. */
+	st.no_tty = 1;
+	job_ctr_run_argv(&c, &st, &out);
+	CHECK(!has_word(&out, "-t") && has_word(&out, "--init"));
+	/* stderr joins stdout in the container: one stream, in order. */
+	CHECK_STR(out.v[out.n - 1], "exec 2>&1\npython3 train.py --lr '1e-3' $X");
 	sv_clear(&out);
 	sv_clear(&env);
 	job_ctr_free(&c);
+}
+
+/* [train] output: its values, and what a pipe adds to the environment
+ * unless the job's env has the name already (with any value, "" too). */
+static void test_output_env(void)
+{
+	static const struct {
+		const char *output, *env[3], *want; /* want: words joined by '|' */
+	} cases[] = {
+		{ "pty", { NULL }, "" },
+		{ "", { "A=1", NULL }, "" },
+		{ "pipe", { NULL }, "PYTHONUNBUFFERED=1" },
+		{ "pipe", { "A=1", "PYTHONUNBUFFEREDX=1", NULL }, "PYTHONUNBUFFERED=1" },
+		{ "pipe", { "A=1", "PYTHONUNBUFFERED=0", NULL }, "" },
+		{ "pipe", { "PYTHONUNBUFFERED=", NULL }, "" },
+	};
+
+	CHECK(job_output_valid("") && job_output_valid("pty") && job_output_valid("pipe"));
+	CHECK(!job_output_valid("PIPE") && !job_output_valid("pipe ") && !job_output_valid("file"));
+	CHECK(job_output_pipe("pipe") && !job_output_pipe("pty") && !job_output_pipe(NULL));
+	for (size_t i = 0; i < GR_ARRAY_SIZE(cases); i++) {
+		struct strvec env = STRVEC_INIT, out = STRVEC_INIT;
+		struct strbuf got = STRBUF_INIT;
+		for (size_t k = 0; cases[i].env[k]; k++)
+			sv_push(&env, cases[i].env[k]);
+		job_output_env(cases[i].output, &env, &out);
+		for (size_t k = 0; k < out.n; k++)
+			sb_addf(&got, "%s%s", k ? "|" : "", out.v[k]);
+		if (strcmp(got.buf ? got.buf : "", cases[i].want)) {
+			fprintf(stderr, "  case %zu: got '%s'\n", i, got.buf ? got.buf : "");
+			t_case_failed = 1;
+		}
+		/* Into the env list itself, as the container path does. */
+		size_t n0 = env.n;
+		job_output_env(cases[i].output, &env, &env);
+		CHECK_EQ_INT(env.n, n0 + out.n);
+		sb_release(&got);
+		sv_clear(&env);
+		sv_clear(&out);
+	}
 }
 
 /* train -- CMD ARGS: the words follow the image as they are (no sh -c),
@@ -142,6 +193,13 @@ static void test_run_argv_words(void)
 	for (size_t i = 0; i < GR_ARRAY_SIZE(tail); i++)
 		CHECK_STR(out.v[out.n - GR_ARRAY_SIZE(tail) + i], tail[i]);
 	sv_clear(&out);
+	/* output = pipe: stderr joins stdout first; the words stay "$@". */
+	st.no_tty = 1;
+	job_ctr_run_argv(&c, &st, &out);
+	CHECK_STR(out.v[out.n - 6], "exec 2>&1\nexec \"$@\"");
+	CHECK_STR(out.v[out.n - 1], "-c");
+	sv_clear(&out);
+	st.no_tty = 0;
 
 	/* An empty list is no list: the command line, through sh -c. */
 	st.shell = "sh";
@@ -320,6 +378,39 @@ static void test_crlf_undo(void)
 	}
 }
 
+/* The supervisor's reader of a step's output pipe: a whole line goes at
+ * once, a piece without its end waits at most PIPE_GATHER_US and then
+ * goes anyway, the end of the pipe says so, and nothing is lost. */
+static void test_pump_pipe(void)
+{
+	int in[2], log[2];
+	char got[64];
+
+	CHECK(pipe2(in, O_NONBLOCK) == 0 && pipe2(log, O_NONBLOCK) == 0);
+	CHECK(write(in[1], "1", 1) == 1 && write(in[1], " ", 1) == 1 && write(in[1], "2\n", 2) == 2);
+	CHECK_EQ_INT(pump_pipe(in[0], log[1]), 0);
+	CHECK_EQ_INT(read(log[0], got, sizeof(got)), 4); /* one write: "1 2\n" */
+	CHECK(!memcmp(got, "1 2\n", 4));
+
+	/* No end of line comes: it still goes, after the wait. */
+	uint64_t t0 = mono_us();
+	CHECK(write(in[1], "10%\r", 4) == 4);
+	CHECK_EQ_INT(pump_pipe(in[0], log[1]), 0);
+	CHECK(mono_us() - t0 >= PIPE_GATHER_US);
+	CHECK_EQ_INT(read(log[0], got, sizeof(got)), 4);
+	CHECK(!memcmp(got, "10%\r", 4));
+
+	/* The last writer gone: what is left, then the end. */
+	CHECK(write(in[1], "tail", 4) == 4);
+	close(in[1]);
+	CHECK_EQ_INT(pump_pipe(in[0], log[1]), 1);
+	CHECK_EQ_INT(read(log[0], got, sizeof(got)), 4);
+	CHECK(!memcmp(got, "tail", 4));
+	close(in[0]);
+	close(log[0]);
+	close(log[1]);
+}
+
 int main(void)
 {
 	RUN(test_run_argv);
@@ -329,5 +420,7 @@ int main(void)
 	RUN(test_spec_check);
 	RUN(test_split_words);
 	RUN(test_crlf_undo);
+	RUN(test_output_env);
+	RUN(test_pump_pipe);
 	return T_DONE();
 }
