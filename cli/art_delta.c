@@ -159,11 +159,7 @@ static int find_basis(const char *dest, const char *path, struct stat *st, char 
 	return fd;
 }
 
-/* The full-strength librsync signature of the basis, cut in blocks of
- * the length the host's file has (sm_block_len of its size): then blocks
- * that stayed in place are found by their hashes alone on the host
- * (sync_delta.c). Block hashes into *leaves (caller frees). */
-static int sign_basis(struct art_basis *b, struct strbuf *sig, uint8_t **leaves)
+int art_delta_sign(struct art_basis *b, struct strbuf *sig, uint8_t **leaves)
 {
 	uint64_t size = (uint64_t)b->st.st_size, n = (size + b->block - 1) / b->block;
 	size_t chunk = READ_LEN / b->block ? (READ_LEN / b->block) * b->block : b->block;
@@ -303,7 +299,7 @@ int art_delta_prepare(struct gr_conn *c, const struct strbuf *req, const char *p
 		struct art_basis *b = &d->v[i];
 		struct strbuf sig = STRBUF_INIT;
 		uint8_t *lv = NULL;
-		if (sign_basis(b, &sig, &lv) < 0 || sig.len > JOB_DELTA_SIG_MAX ||
+		if (art_delta_sign(b, &sig, &lv) < 0 || sig.len > JOB_DELTA_SIG_MAX ||
 		    (rc = upload(c, project, id, d->token, (uint32_t)kept_n, &sig, &e)) < 0) {
 			sb_release(&sig);
 			free(lv);

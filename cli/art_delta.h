@@ -50,6 +50,14 @@ int art_delta_prepare(struct gr_conn *c, const struct strbuf *req, const char *p
 		      const char *id, const char *dest, int have_big, struct art_delta *d,
 		      struct gr_err *err);
 
+/* The full-strength librsync signature of b's basis (b->fd, b->st),
+ * cut in blocks of b->block (the length the host's file of b->target
+ * bytes has: sm_block_len), so the host finds blocks that stayed in
+ * place by their hashes alone (sync_delta.c). Appended to sig; the block
+ * hashes into *leaves (the caller frees). -1 if the basis could not be
+ * read whole. */
+int art_delta_sign(struct art_basis *b, struct strbuf *sig, uint8_t **leaves);
+
 /* The total of the planned sizes of the files in d (for the free-space
  * check: a delta's entry is smaller than what it writes). */
 uint64_t art_delta_targets(const struct art_delta *d);
