@@ -77,7 +77,12 @@ int job_pull_artifacts(struct gr_ctx *ctx, const char *id)
 		ctx->conn = NULL;
 	}
 	if (rc == 0 && !ctx->quiet) {
-		if (st.extracted)
+		if (st.extracted && st.deltas)
+			fprintf(stderr, "gpurun: pulled %u artifact%s (%s sent, %u as %s) into "
+				"runs/%s/; %u unchanged\n", st.extracted, st.extracted == 1 ? "" : "s",
+				fmt_size(st.bytes, sz, sizeof(sz)), st.deltas,
+				st.deltas == 1 ? "a delta" : "deltas", id, st.matched - st.sent);
+		else if (st.extracted)
 			fprintf(stderr, "gpurun: pulled %u artifact%s (%s) into runs/%s/; %u unchanged\n",
 				st.extracted, st.extracted == 1 ? "" : "s",
 				fmt_size(st.bytes, sz, sizeof(sz)), id, st.matched - st.sent);

@@ -287,6 +287,7 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 			}
 			if ((rc = art_delta_entry(in, e, final, size, dv, lim, err)) < 0)
 				goto out;
+			lim->deltas_seen++;
 			(*files)++;
 			continue;
 		}
@@ -392,6 +393,13 @@ out:
 	return rc;
 }
 
+static uint32_t last_deltas;
+
+uint32_t art_extract_deltas(void)
+{
+	return last_deltas;
+}
+
 int art_extract_announced(int fd, const char *dest, int min_free_pct, struct art_delta *delta,
 			  uint32_t *files, struct gr_err *err)
 {
@@ -411,7 +419,9 @@ int art_extract_announced(int fd, const char *dest, int min_free_pct, struct art
 		gr_err_prefix(err, "%u file%s to pull", lim.files, lim.files == 1 ? "" : "s");
 		return rc;
 	}
-	return art_extract_fd(fd, dest, &lim, files, err);
+	rc = art_extract_fd(fd, dest, &lim, files, err);
+	last_deltas = lim.deltas_seen;
+	return rc;
 }
 
 /* What the client has already: every complete file under dest; and the
@@ -596,7 +606,7 @@ static int pull_start(struct gr_conn *c, const char *project, const char *id,
 			/* Every file the host sent is whole: a part left is of a
 			 * file it no longer sends. */
 			nftw(dest, drop_part, 16, FTW_PHYS);
-			n = snprintf(res, sizeof(res), "0 %u\n", files);
+			n = snprintf(res, sizeof(res), "0 %u %u\n", files, art_extract_deltas());
 			/* Drain what is left so the writer never blocks on us. */
 			char buf[65536];
 			while (read(dp[0], buf, sizeof(buf)) > 0)
@@ -718,9 +728,12 @@ int art_pull_finish(struct art_pull *p, struct art_stats *st, struct gr_err *err
 	if (p->failed) {
 		rc = gr_errf(err, p->agent_err.code ? p->agent_err.code : GR_EREMOTE, "%s", p->agent_err.msg);
 	} else if (res.len >= 2 && res.buf[0] == '0') {
-		long long files;
+		unsigned files = 0, deltas = 0;
 		res.buf[strcspn(res.buf, "\n")] = '\0';
-		p->st.extracted = parse_ll(res.buf + 2, 0, UINT32_MAX, &files) == 0 ? (uint32_t)files : 0;
+		if (sscanf(res.buf + 2, "%u %u", &files, &deltas) == 2 && deltas <= files) {
+			p->st.extracted = files;
+			p->st.deltas = deltas;
+		}
 	} else if (res.len >= 2) {
 		char *nl = strchr(res.buf + 2, '\n');
 		if (nl)

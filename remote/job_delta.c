@@ -40,21 +40,22 @@ int job_delta_stage(const char *jobdir, const char *token, uint32_t index, uint6
 	    n > JOB_DELTA_SIG_MAX - off)
 		return gr_errf(err, GR_EPROTO, "refusing a signature chunk (token, index or size "
 			       "out of range)");
-	char *dir = xasprintf("%s/" SIG_DIR, jobdir), *path = job_delta_sig_path(jobdir, token, index);
-	int fd, rc = 0;
+	char *dir = xasprintf("%s/" SIG_DIR, jobdir), name[40];
+	int dfd = -1, fd = -1, rc = 0;
 
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		rc = gr_errf(err, GR_EIO, "cannot create '%s': %s", dir, strerror(errno));
-		goto out;
-	}
-	fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (off ? 0 : O_TRUNC), 0600);
-	if (fd < 0 || pwrite_full(fd, p, n, off) < 0)
+	/* Never through a symlink: the job can write in its folder. */
+	snprintf(name, sizeof(name), "%s-%u", token, index);
+	if ((mkdir(dir, 0700) < 0 && errno != EEXIST) ||
+	    (dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    (fd = openat(dfd, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (off ? 0 : O_TRUNC),
+			 0600)) < 0 ||
+	    pwrite_full(fd, p, n, off) < 0)
 		rc = gr_errf(err, GR_EIO, "cannot stage a signature in '%s': %s", dir, strerror(errno));
 	if (fd >= 0)
 		close(fd);
-out:
+	if (dfd >= 0)
+		close(dfd);
 	free(dir);
-	free(path);
 	return rc;
 }
 

@@ -50,7 +50,7 @@ test_expect_success 'setup: a job with a checkpoint, pulled whole' '
 test_expect_success '10 % changed in place: a delta, <= 20 % of the file on the wire' '
 	cd "$P" && edit "$ja/ckpt.bin" 10 1 && ! cmp -s "$ja/ckpt.bin" "runs/$a/ckpt.bin" &&
 	pulled "$a" "$ja/ckpt.bin" && test "$moved" -le $(((MB << 20) / 5)) &&
-	cmp "$ja/ckpt.bin" "runs/$a/ckpt.bin" && test_grep "pulled 1 artifact" err &&
+	cmp "$ja/ckpt.bin" "runs/$a/ckpt.bin" && test_grep "pulled 1 artifact (.* sent, 1 as a delta)" err &&
 	test -z "$(find runs -name ".*.gpurun-*")" &&
 	test -z "$(ls -A "$ja/.gpurun/pull-sig" 2>/dev/null)"
 '
@@ -59,7 +59,7 @@ test_expect_success 'bytes inserted near the start and appended: still a delta' 
 	cd "$P" && { head -c 1000 /dev/urandom; cat "$ja/ckpt.bin"; head -c $((1 << 20)) /dev/urandom; } \
 		>"$ja/ckpt.new" && mv "$ja/ckpt.new" "$ja/ckpt.bin" &&
 	pulled "$a" "$ja/ckpt.bin" && test "$moved" -le $(((MB << 20) / 5 + (1 << 20))) &&
-	cmp "$ja/ckpt.bin" "runs/$a/ckpt.bin"
+	cmp "$ja/ckpt.bin" "runs/$a/ckpt.bin" && test_grep "1 as a delta" err
 '
 
 test_expect_success 'a later job writing the same path: the earlier job is the basis' '
@@ -67,13 +67,14 @@ test_expect_success 'a later job writing the same path: the earlier job is the b
 	jb=$(ls -d "$RH"/.cache/gpurun/jobs/*/"$b") &&
 	cp "$ja/ckpt.bin" "$jb/ckpt.bin" && edit "$jb/ckpt.bin" 10 2 &&
 	pulled "$b" "$jb/ckpt.bin" && test "$moved" -le $(((MB << 20) / 5)) &&
-	cmp "$jb/ckpt.bin" "runs/$b/ckpt.bin" && cmp "$ja/ckpt.bin" "runs/$a/ckpt.bin"
+	cmp "$jb/ckpt.bin" "runs/$b/ckpt.bin" && cmp "$ja/ckpt.bin" "runs/$a/ckpt.bin" &&
+	test_grep "1 as a delta" err
 '
 
 test_expect_success 'rewritten whole: it comes whole, and right' '
 	cd "$P" && head -c $((MB << 20)) /dev/urandom >"$ja/ckpt.bin" &&
 	pulled "$a" "$ja/ckpt.bin" && test "$moved" -ge $((MB << 20)) &&
-	cmp "$ja/ckpt.bin" "runs/$a/ckpt.bin"
+	cmp "$ja/ckpt.bin" "runs/$a/ckpt.bin" && ! grep -q "as a delta" err
 '
 
 test_expect_success 'nothing changed: no plan round moves the file' '
