@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,30 +160,63 @@ static int find_basis(const char *dest, const char *path, struct stat *st, char 
 	return fd;
 }
 
-int art_delta_sign(struct art_basis *b, struct strbuf *sig, uint8_t **leaves)
-{
-	uint64_t size = (uint64_t)b->st.st_size, n = (size + b->block - 1) / b->block;
-	size_t chunk = READ_LEN / b->block ? (READ_LEN / b->block) * b->block : b->block;
-	uint32_t *weak = xmalloc((n ? n : 1) * sizeof(*weak));
-	uint8_t *lv = xmalloc(n ? n * SM_HASH_LEN : 1), *buf = xmalloc(chunk);
-	uint64_t k = 0, off = 0;
-	int rc = 0;
+/* Weak sums and block hashes of blocks [first, last) of the basis. */
+struct sign_part {
+	int fd;
+	uint64_t size, first, last;
+	uint32_t block;
+	uint32_t *weak;
+	uint8_t *lv;
+	int failed;
+};
 
-	while (off < size) {
-		size_t want = size - off < chunk ? (size_t)(size - off) : chunk;
-		ssize_t r = pread(b->fd, buf, want, (off_t)off);
+static void *sign_range(void *arg)
+{
+	struct sign_part *s = arg;
+	size_t per = READ_LEN / s->block ? READ_LEN / s->block : 1;
+	uint8_t *buf = xmalloc(per * s->block);
+
+	for (uint64_t k = s->first; k < s->last && !s->failed;) {
+		uint64_t off = k * s->block, nb = s->last - k < per ? s->last - k : per;
+		size_t want = s->size - off < nb * s->block ? (size_t)(s->size - off) : nb * s->block;
+		ssize_t r = pread(s->fd, buf, want, (off_t)off);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r != (ssize_t)want) {
-			rc = -1; /* changed meanwhile: no delta */
-			goto out;
+			s->failed = 1; /* changed meanwhile: no delta */
+			break;
 		}
-		for (size_t p = 0; p < want; p += b->block, k++) {
-			size_t len = want - p < b->block ? want - p : b->block;
-			weak[k] = sm_weak_sum(buf + p, len);
-			blake2b(lv + k * SM_HASH_LEN, buf + p, NULL, SM_HASH_LEN, len, 0);
+		for (size_t p = 0; p < want; p += s->block, k++) {
+			size_t len = want - p < s->block ? want - p : s->block;
+			s->weak[k] = sm_weak_sum(buf + p, len);
+			blake2b(s->lv + k * SM_HASH_LEN, buf + p, NULL, SM_HASH_LEN, len, 0);
 		}
-		off += want;
+	}
+	free(buf);
+	return NULL;
+}
+
+int art_delta_sign(struct art_basis *b, struct strbuf *sig, uint8_t **leaves)
+{
+	uint64_t size = (uint64_t)b->st.st_size, n = (size + b->block - 1) / b->block;
+	uint32_t *weak = xmalloc((n ? n : 1) * sizeof(*weak));
+	uint8_t *lv = xmalloc(n ? n * SM_HASH_LEN : 1);
+	/* Blocks are independent: two threads on large files, as the
+	 * content hash does (sync_index.c). */
+	uint64_t mid = size >= (8u << 20) ? n / 2 : n;
+	struct sign_part p[2] = { { b->fd, size, 0, mid, b->block, weak, lv, 0 },
+				  { b->fd, size, mid, n, b->block, weak, lv, 0 } };
+	pthread_t th;
+	int threaded = mid < n && pthread_create(&th, NULL, sign_range, &p[1]) == 0, rc = 0;
+
+	sign_range(&p[0]);
+	if (threaded)
+		pthread_join(th, NULL);
+	else
+		sign_range(&p[1]);
+	if (p[0].failed || p[1].failed) {
+		rc = -1;
+		goto out;
 	}
 	sync_sig_build(sig, b->block, n, weak, lv);
 	*leaves = lv;
@@ -190,7 +224,6 @@ int art_delta_sign(struct art_basis *b, struct strbuf *sig, uint8_t **leaves)
 out:
 	free(weak);
 	free(lv);
-	free(buf);
 	return rc;
 }
 

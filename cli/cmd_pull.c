@@ -92,6 +92,12 @@ int job_pull_artifacts(struct gr_ctx *ctx, const char *id)
 		else
 			say_none(ctx, id, &st);
 	}
+	for (size_t i = 0; rc == 0 && ctx->verbose && i < st.whole.n; i++) {
+		char *tab = strchr(st.whole.v[i], '\t');
+		if (tab)
+			*tab = '\0';
+		fprintf(stderr, "gpurun: '%s' came whole: %s\n", ts(st.whole.v[i]), tab ? ts(tab + 1) : "");
+	}
 	art_stats_release(&st);
 	if (rc < 0)
 		gr_err_prefix(&ctx->err, "cannot pull the artifacts of job %s", id);

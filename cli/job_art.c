@@ -689,6 +689,14 @@ int art_pull_frame(struct art_pull *p, const struct gr_frame *f)
 				sv_pushf(&p->st.names, "%s\t%llu", path, (unsigned long long)size);
 			free(path);
 		}
+		n = get_u32(&rd);
+		for (uint32_t i = 0; i < n && !rd.bad; i++) {
+			char *path = get_str(&rd), *why = get_str(&rd);
+			if (path && why && i < 64)
+				sv_pushf(&p->st.whole, "%s\t%s", path, why);
+			free(path);
+			free(why);
+		}
 		if (rd_done(&rd, &p->agent_err, "ART_PULL") < 0)
 			p->failed = 1;
 		return 1;
@@ -699,6 +707,7 @@ int art_pull_frame(struct art_pull *p, const struct gr_frame *f)
 static void pull_free(struct art_pull *p, int kill_it)
 {
 	sv_clear(&p->st.names);
+	sv_clear(&p->st.whole);
 	if (p->wfd >= 0)
 		close(p->wfd);
 	if (kill_it)
@@ -747,6 +756,7 @@ int art_pull_finish(struct art_pull *p, struct art_stats *st, struct gr_err *err
 	if (st) {
 		*st = p->st;
 		p->st.names = (struct strvec)STRVEC_INIT;
+		p->st.whole = (struct strvec)STRVEC_INIT;
 	}
 	sb_release(&res);
 	pull_free(p, 0);
@@ -756,6 +766,7 @@ int art_pull_finish(struct art_pull *p, struct art_stats *st, struct gr_err *err
 void art_stats_release(struct art_stats *st)
 {
 	sv_clear(&st->names);
+	sv_clear(&st->whole);
 }
 
 void art_pull_abort(struct art_pull *p)

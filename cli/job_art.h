@@ -25,6 +25,8 @@ struct art_stats {
 	 * the first of them in names, "PATH\tSIZE", as the host said). */
 	uint32_t written;
 	struct strvec names;
+	/* Files this pull sent a signature for that came whole: "PATH\tWHY". */
+	struct strvec whole;
 };
 void art_stats_release(struct art_stats *st);
 

@@ -503,9 +503,10 @@ static int art_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
 	job_spec_read(s->dir, &spec, NULL);
 	job_spec_list(&spec, "persist", &persist);
 	struct strbuf plan = STRBUF_INIT;
+	struct strvec whole = STRVEC_INIT;
 	char *state = xasprintf("%s/.gpurun", s->dir);
 	struct pack_opts o = { &persist, r.created_ms, job_rec_ended(&r) ? r.end_ms : 0,
-			       s->parts, s->nparts, s->sigs, s->nsigs, -1,
+			       s->parts, s->nparts, s->sigs, s->nsigs, -1, &whole,
 			       (s->flags & GR_ART_PLAN_ONLY) ? &plan : NULL };
 	if (s->nsigs)
 		o.tmpfd = open(state, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -532,7 +533,16 @@ static int art_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
 			put_str(pl, w.paths.v[i]);
 			put_u64(pl, w.sizes[i]);
 		}
+		/* u32 n, n x (str path, str why): signed files sent whole */
+		put_u32(pl, (uint32_t)whole.n);
+		for (size_t i = 0; i < whole.n; i++) {
+			char *tab = strchr(whole.v[i], '\t');
+			*tab = '\0';
+			put_str(pl, whole.v[i]);
+			put_str(pl, tab + 1);
+		}
 	}
+	sv_clear(&whole);
 	sb_release(&plan);
 	job_written_free(&w);
 	sv_clear(&persist);

@@ -116,7 +116,7 @@ static int to_fd(void *arg, const void *p, size_t n)
 }
 
 int job_delta_make(int fd, uint64_t size, const char *name, const char *sigpath, int tmpfd,
-		   int *out, uint64_t *dsize, uint8_t hash[SM_HASH_LEN])
+		   int *out, uint64_t *dsize, uint8_t hash[SM_HASH_LEN], const char **why)
 {
 	struct strbuf raw = STRBUF_INIT;
 	struct sync_sig sig;
@@ -127,8 +127,10 @@ int job_delta_make(int fd, uint64_t size, const char *name, const char *sigpath,
 	int dfd = -1, rc = 0;
 
 	*out = -1;
+	*why = "it changed since it was planned";
 	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != size)
 		return 0; /* changed since it was planned: whole, cut at its size */
+	*why = "the client's signature is unusable";
 	int sfd = open(sigpath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat sst;
 	if (sfd < 0 || fstat(sfd, &sst) < 0 || !S_ISREG(sst.st_mode) ||
@@ -144,6 +146,7 @@ int job_delta_make(int fd, uint64_t size, const char *name, const char *sigpath,
 		goto out; /* unusable: whole */
 	raw.len = (size_t)got;
 	/* The block hashes and the content hash, in one read (two threads). */
+	*why = "it could not be read";
 	if (sync_hash_fd(fd, name, size, hash, &leaves, &err) < 0) {
 		rc = -1;
 		goto out;
@@ -157,6 +160,7 @@ int job_delta_make(int fd, uint64_t size, const char *name, const char *sigpath,
 			dfd = openat(tmpfd, tmpl, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		}
 		if (dfd < 0) {
+			*why = "no temp file for the delta";
 			rc = -1;
 			goto out;
 		}
@@ -164,12 +168,15 @@ int job_delta_make(int fd, uint64_t size, const char *name, const char *sigpath,
 	}
 	struct sync_send in = { fd, name, size, hash, leaves, &sig, to_fd, &dfd };
 	if (sync_send_file(&in, &res, &err) < 0 || res.declined) {
+		*why = res.declined ? "a delta would not be smaller" : "the delta could not be made";
 		rc = res.declined ? 0 : -1;
 		goto out;
 	}
 	/* Worth it only when clearly smaller than the file. */
+	*why = "a delta would not be smaller";
 	if (res.zbytes * 10 >= size * 9 || lseek(dfd, 0, SEEK_SET) != 0)
 		goto out;
+	*why = NULL;
 	*out = dfd;
 	*dsize = res.zbytes;
 	dfd = -1;

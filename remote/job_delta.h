@@ -36,13 +36,13 @@ int job_delta_stage(const char *jobdir, const char *token, uint32_t index, uint6
  * more than a day ago (token NULL: only those). */
 void job_delta_gc(const char *jobdir, const char *token);
 
-/* The delta of the first size bytes of fd (name: for messages) against
+/* *why: when not made, why (a static string). The delta of the first size bytes of fd (name: for messages) against
  * the signature in sigpath, into a new unlinked temp file in the folder
  * tmpfd. 1 when made: *out (open, at offset 0), *dsize its length, hash
  * the content hash of those size bytes; 0 when it would not be smaller
  * or the signature is unusable (send the file whole); -1 on an error
  * reading or writing (send it whole too). */
 int job_delta_make(int fd, uint64_t size, const char *name, const char *sigpath, int tmpfd,
-		   int *out, uint64_t *dsize, uint8_t hash[SM_HASH_LEN]);
+		   int *out, uint64_t *dsize, uint8_t hash[SM_HASH_LEN], const char **why);
 
 #endif

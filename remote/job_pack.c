@@ -99,6 +99,7 @@ struct planned {
 	uint64_t dsize;
 	uint8_t hash[SM_HASH_LEN]; /* the file's content hash, for the delta */
 	struct stat st;            /* the file as the delta was made of it */
+	const char *why;           /* with a signature, sent whole: why */
 };
 
 struct packer {
@@ -305,11 +306,12 @@ static void make_deltas(struct packer *p, int root)
 		if (!pl->sig || p->o->tmpfd < 0)
 			continue;
 		int fd = open_below(p, root, pl->rel);
+		pl->why = "it could not be opened";
 		if (fd < 0)
 			continue;
 		if (fstat(fd, &pl->st) == 0 && S_ISREG(pl->st.st_mode) &&
 		    job_delta_make(fd, pl->size, pl->rel, pl->sig->sigpath, p->o->tmpfd, &pl->dfd,
-				   &pl->dsize, pl->hash) == 1)
+				   &pl->dsize, pl->hash, &pl->why) == 1)
 			p->plan_bytes -= pl->size - pl->dsize;
 		close(fd);
 	}
@@ -545,6 +547,12 @@ int job_pack(const char *dir, const char *const *patterns, size_t npat,
 		if (rc < 0)
 			goto out;
 	}
+	/* Files the client sent a signature for that went whole, and why. */
+	if (p.o->whole)
+		for (size_t i = 0; i < p.nplan; i++)
+			if (p.plan[i].sig && p.plan[i].dfd < 0)
+				sv_pushf(p.o->whole, "%s\t%s", p.plan[i].rel,
+					 p.plan[i].why ? p.plan[i].why : "not planned as a delta");
 	if (archive_write_close(p.a) != ARCHIVE_OK)
 		rc = arc_fail(&p, "finish");
 	else if (zout_feed(zo, NULL, 0, ZSTD_e_end) < 0)

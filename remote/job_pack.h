@@ -55,6 +55,8 @@ struct pack_opts {
 	struct pack_sig *sigs;        /* signatures the client sent (job_pack sorts them) */
 	size_t nsigs;
 	int tmpfd;                    /* a folder for the deltas' temp files (-1: none) */
+	struct strvec *whole;         /* set: "PATH\tWHY" of each file with a signature */
+				      /* that went whole */
 	struct strbuf *plan;          /* set: only plan, and list here the files that */
 				      /* could go as deltas (u32 n, n x (str path, u64 size)) */
 };

@@ -144,6 +144,25 @@ static void test_delta_in_place(void)
 	free(new);
 }
 
+/* An edit in place whose new bytes hold old blocks at offsets off the
+ * block grid: the quick scan of changed regions (a rolling weak sum
+ * against the old blocks' index) must find them, not send them as
+ * literals; and a region with none of them goes as literals at once. */
+static void test_delta_in_place_holding_old_blocks(void)
+{
+	size_t n = 6u << 20, b = sm_block_len(n);
+	uint8_t *old = malloc(n), *new = malloc(n);
+
+	fill(old, n, 5);
+	memcpy(new, old, n);
+	fill(new + n / 2, 300000, 6);
+	memcpy(new + n / 2 + 100001, old + 1000 * b, 3 * b); /* three old blocks, moved */
+	fill(new + n / 4, 50000, 7);                          /* and a region with none */
+	roundtrip(old, n, new, n, 0, 300000 - 3 * b + 50000 + 4 * b);
+	free(old);
+	free(new);
+}
+
 static void test_delta_shifted(void)
 {
 	size_t n = 3u << 20;
@@ -364,6 +383,7 @@ int main(void)
 		return 1;
 	}
 	RUN(test_delta_in_place);
+	RUN(test_delta_in_place_holding_old_blocks);
 	RUN(test_delta_shifted);
 	RUN(test_delta_append_truncate);
 	RUN(test_rewritten_is_declined);
