@@ -15,7 +15,7 @@ start_sshd gpuhost || exit 1
 trust_sshd gpuhost
 start_proxy wire "$SSHD_PORT_gpuhost" 0 0 && ssh_host_via viawire gpuhost "$PROXY_PORT_wire" || exit 1
 write_ini "$P" viawire libssh2 proj
-printf '[build]\ncommand =\n[artifacts]\npull = ckpt.bin\n[train]\ncommand = echo hi\n' >>"$P/gpurun.ini"
+printf '[build]\ncommand =\n[artifacts]\npull = ckpt.bin sub/*.bin\n[train]\ncommand = echo hi\n' >>"$P/gpurun.ini"
 
 # edit FILE PCT SEED: overwrite PCT % of FILE in place, in 64 KiB pieces
 # spread over it.
@@ -63,12 +63,15 @@ test_expect_success 'bytes inserted near the start and appended: still a delta' 
 '
 
 test_expect_success 'a later job writing the same path: the earlier job is the basis' '
-	cd "$P" && b=$("$GPURUN" -q train --detach) && "$GPURUN" -q logs -f "$b" >/dev/null &&
-	jb=$(ls -d "$RH"/.cache/gpurun/jobs/*/"$b") &&
+	cd "$P" && mkdir -p "$ja/sub" && head -c $((MB << 19)) /dev/urandom >"$ja/sub/m.bin" &&
+	"$GPURUN" -q pull "$a" && cmp "$ja/sub/m.bin" "runs/$a/sub/m.bin" &&
+	b=$("$GPURUN" -q train --detach) && "$GPURUN" -q logs -f "$b" >/dev/null &&
+	jb=$(ls -d "$RH"/.cache/gpurun/jobs/*/"$b") && mkdir -p "$jb/sub" &&
 	cp "$ja/ckpt.bin" "$jb/ckpt.bin" && edit "$jb/ckpt.bin" 10 2 &&
-	pulled "$b" "$jb/ckpt.bin" && test "$moved" -le $(((MB << 20) / 5)) &&
-	cmp "$jb/ckpt.bin" "runs/$b/ckpt.bin" && cmp "$ja/ckpt.bin" "runs/$a/ckpt.bin" &&
-	test_grep "1 as a delta" err
+	cp "$ja/sub/m.bin" "$jb/sub/m.bin" && edit "$jb/sub/m.bin" 10 3 &&
+	pulled "$b" "$jb/ckpt.bin" && test "$moved" -le $(((MB << 20) * 3 / 10)) &&
+	cmp "$jb/ckpt.bin" "runs/$b/ckpt.bin" && cmp "$jb/sub/m.bin" "runs/$b/sub/m.bin" &&
+	cmp "$ja/ckpt.bin" "runs/$a/ckpt.bin" && test_grep "2 as deltas" err
 '
 
 test_expect_success 'rewritten whole: it comes whole, and right' '
