@@ -274,6 +274,10 @@ struct weak_index {
 };
 
 #define WEAK_MIX(w) ((uint32_t)(w) * 0x9e3779b1u)
+/* An entry lies at most this far from its slot: a block left out (the
+ * same block again, or a crowded slot) costs literals, never a wrong
+ * delta, and a file of equal blocks (zeros) builds in linear time. */
+#define WEAK_PROBES 32
 
 static void weak_index_build(struct weak_index *wi, const struct sync_sig *old)
 {
@@ -290,9 +294,18 @@ static void weak_index_build(struct weak_index *wi, const struct sync_sig *old)
 	wi->bshift = 32 - lg;
 	wi->bits = xcalloc(((size_t)1 << lg) / 64, sizeof(*wi->bits));
 	for (uint64_t k = 0; k < old->n; k++) {
-		uint32_t w = be32(old->data + k * (4 + old->strong)), h = (w * 0x9e3779b1u) & wi->mask;
-		while (wi->idx[h])
-			h = (h + 1) & wi->mask;
+		const uint8_t *e = old->data + k * (4 + old->strong);
+		uint32_t w = be32(e), h = WEAK_MIX(w) & wi->mask, probes = 0;
+		int dup = 0;
+		for (; wi->idx[h] && probes < WEAK_PROBES; h = (h + 1) & wi->mask, probes++)
+			if (wi->key[h] == w &&
+			    !memcmp(old->data + (uint64_t)(wi->idx[h] - 1) * (4 + old->strong) + 4, e + 4,
+				    old->strong)) {
+				dup = 1;
+				break;
+			}
+		if (dup || wi->idx[h])
+			continue;
 		wi->key[h] = w;
 		wi->idx[h] = (uint32_t)(k + 1);
 		uint32_t b = WEAK_MIX(w) >> wi->bshift;
@@ -317,7 +330,9 @@ static int old_block_at(const struct weak_index *wi, const struct sync_sig *old,
 
 	if (!(wi->bits[b / 64] >> (b % 64) & 1))
 		return 0;
-	for (uint32_t i = (w * 0x9e3779b1u) & wi->mask; wi->idx[i]; i = (i + 1) & wi->mask) {
+	uint32_t probes = 0;
+	for (uint32_t i = WEAK_MIX(w) & wi->mask; wi->idx[i] && probes < WEAK_PROBES;
+	     i = (i + 1) & wi->mask, probes++) {
 		if (wi->key[i] != w)
 			continue;
 		if (!hashed) {
