@@ -30,7 +30,8 @@ AGENT_DYN_LIBS := -larchive -lrsync -lzstd -lb2 -lpthread
 
 COMMON_SRC := $(wildcard common/*.c) remote/proto.c
 CLIENT_SRC := $(filter-out cli/main.c,$(wildcard cli/*.c)) $(wildcard config/*.c)
-AGENT_SRC  := $(filter-out remote/proto.c,$(wildcard remote/*.c))
+# The agent makes pull deltas with the sync engine's delta maker (cli/).
+AGENT_SRC  := $(filter-out remote/proto.c,$(wildcard remote/*.c)) cli/sync_delta.c
 HEADERS    := $(wildcard common/*.h remote/*.h config/*.h cli/*.h)
 
 # The agent's identity: a hash of everything it is built from. The client

@@ -19,9 +19,11 @@ struct art_limits {
 	uint32_t files;     /* announced entries (regular files) */
 	uint64_t bytes;     /* announced total of their sizes */
 	int min_free_pct;   /* [artifacts] min_free */
+	struct art_delta *delta; /* files that may come as deltas (NULL: none) */
 	/* consumed so far, by art_admit */
 	uint32_t files_seen;
 	uint64_t bytes_seen;
+	uint32_t deltas_seen; /* of the files written, how many from deltas */
 };
 
 /* Parse the announcement (GR_ART_ANNOUNCE_LEN bytes) into lim's files and

@@ -77,7 +77,12 @@ int job_pull_artifacts(struct gr_ctx *ctx, const char *id)
 		ctx->conn = NULL;
 	}
 	if (rc == 0 && !ctx->quiet) {
-		if (st.extracted)
+		if (st.extracted && st.deltas)
+			fprintf(stderr, "gpurun: pulled %u artifact%s (%s sent, %u as %s) into "
+				"runs/%s/; %u unchanged\n", st.extracted, st.extracted == 1 ? "" : "s",
+				fmt_size(st.bytes, sz, sizeof(sz)), st.deltas,
+				st.deltas == 1 ? "a delta" : "deltas", id, st.matched - st.sent);
+		else if (st.extracted)
 			fprintf(stderr, "gpurun: pulled %u artifact%s (%s) into runs/%s/; %u unchanged\n",
 				st.extracted, st.extracted == 1 ? "" : "s",
 				fmt_size(st.bytes, sz, sizeof(sz)), id, st.matched - st.sent);
@@ -86,6 +91,12 @@ int job_pull_artifacts(struct gr_ctx *ctx, const char *id)
 				id, st.matched, st.matched == 1 ? "" : "s");
 		else
 			say_none(ctx, id, &st);
+	}
+	for (size_t i = 0; rc == 0 && ctx->verbose && i < st.whole.n; i++) {
+		char *tab = strchr(st.whole.v[i], '\t');
+		if (tab)
+			*tab = '\0';
+		fprintf(stderr, "gpurun: '%s' came whole: %s\n", ts(st.whole.v[i]), tab ? ts(tab + 1) : "");
 	}
 	art_stats_release(&st);
 	if (rc < 0)

@@ -13,9 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "art_delta.h"
 #include "art_limits.h"
 #include "config.h"
 #include "job_art.h"
+#include "job_delta.h"
 #include "job_proto.h"
 #include "term_filter.h"
 
@@ -46,7 +48,7 @@ static const char *bad_name(const char *name)
 
 /* Open rel below the working folder (dest) through no symlink: each
  * folder with O_NOFOLLOW, then the file with flags | O_NOFOLLOW. */
-static int open_below(const char *rel, int flags, mode_t mode)
+int art_open_below(const char *rel, int flags, mode_t mode)
 {
 	char *copy = xstrdup(rel), *part = copy, *slash;
 	int dfd = AT_FDCWD, fd = -1;
@@ -70,7 +72,7 @@ static int open_below(const char *rel, int flags, mode_t mode)
 }
 
 /* The part and info names for final. */
-static char *sibling(const char *final, const char *suffix)
+char *art_sibling(const char *final, const char *suffix)
 {
 	const char *slash = strrchr(final, '/');
 
@@ -83,7 +85,7 @@ static void write_info(const char *info, int64_t size, struct archive_entry *e)
 	char t[96];
 	int n = snprintf(t, sizeof(t), "%lld %lld %ld\n", (long long)size,
 			 (long long)archive_entry_mtime(e), (long)archive_entry_mtime_nsec(e));
-	int fd = open_below(info, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	int fd = art_open_below(info, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 
 	if (fd >= 0) {
 		if (write_full(fd, t, (size_t)n) < 0)
@@ -92,27 +94,38 @@ static void write_info(const char *info, int64_t size, struct archive_entry *e)
 	}
 }
 
-/* The offset an entry resumes from (its GR_ART_RESUME_XATTR), 0 if none,
- * -1 if malformed. */
-static int64_t resume_offset(struct archive_entry *e)
+/* The value of the entry's xattr key into v (NUL-terminated): 1, 0 if
+ * it has none, -1 if it is empty or does not fit. */
+static int xattr_value(struct archive_entry *e, const char *key, char *v, size_t vn)
 {
 	const char *name;
 	const void *val;
 	size_t len;
-	char v[24];
-	long long off = 0;
+	int found = 0;
 
 	archive_entry_xattr_reset(e);
 	while (archive_entry_xattr_next(e, &name, &val, &len) == ARCHIVE_OK) {
-		if (strcmp(name, GR_ART_RESUME_XATTR))
+		if (strcmp(name, key))
 			continue;
-		if (!len || len >= sizeof(v))
+		if (!len || len >= vn || memchr(val, '\0', len))
 			return -1;
 		memcpy(v, val, len);
 		v[len] = '\0';
-		if (parse_ll(v, 1, INT64_MAX, &off) < 0)
-			return -1;
+		found = 1;
 	}
+	return found;
+}
+
+/* The offset an entry resumes from (its GR_ART_RESUME_XATTR), 0 if none,
+ * -1 if malformed. */
+static int64_t resume_offset(struct archive_entry *e)
+{
+	char v[24];
+	long long off = 0;
+	int r = xattr_value(e, GR_ART_RESUME_XATTR, v, sizeof(v));
+
+	if (r < 0 || (r && parse_ll(v, 1, INT64_MAX, &off) < 0))
+		return -1;
 	return off;
 }
 
@@ -123,8 +136,8 @@ static int64_t resume_offset(struct archive_entry *e)
 static int resume_entry(struct archive *in, struct archive_entry *e, const char *final,
 			uint64_t skip, int64_t size, struct gr_err *err)
 {
-	char *part = sibling(final, PART_SUFFIX), *info = sibling(final, INFO_SUFFIX);
-	int fd = open_below(part, O_WRONLY, 0), rc = 0, r;
+	char *part = art_sibling(final, PART_SUFFIX), *info = art_sibling(final, INFO_SUFFIX);
+	int fd = art_open_below(part, O_WRONLY, 0), rc = 0, r;
 	struct stat st;
 	uint64_t got = 0;
 	const void *buf;
@@ -262,8 +275,22 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 		free(part);
 		free(info);
 		final = xstrdup(name);
-		part = sibling(final, PART_SUFFIX);
-		info = sibling(final, INFO_SUFFIX);
+		part = art_sibling(final, PART_SUFFIX);
+		info = art_sibling(final, INFO_SUFFIX);
+		char dv[128];
+		int is_delta = xattr_value(e, GR_ART_DELTA_XATTR, dv, sizeof(dv));
+		if (is_delta) {
+			if (is_delta < 0) {
+				rc = gr_errf(err, GR_EPROTO, "refusing artifact '%s': a malformed delta header",
+					     ts(final));
+				goto out;
+			}
+			if ((rc = art_delta_entry(in, e, final, size, dv, lim, err)) < 0)
+				goto out;
+			lim->deltas_seen++;
+			(*files)++;
+			continue;
+		}
 		int64_t skip = resume_offset(e);
 		if (skip < 0) {
 			rc = gr_errf(err, GR_EPROTO, "refusing artifact '%s': a malformed resume offset",
@@ -366,11 +393,18 @@ out:
 	return rc;
 }
 
-int art_extract_announced(int fd, const char *dest, int min_free_pct, uint32_t *files,
-			  struct gr_err *err)
+static uint32_t last_deltas;
+
+uint32_t art_extract_deltas(void)
+{
+	return last_deltas;
+}
+
+int art_extract_announced(int fd, const char *dest, int min_free_pct, struct art_delta *delta,
+			  uint32_t *files, struct gr_err *err)
 {
 	unsigned char hdr[GR_ART_ANNOUNCE_LEN];
-	struct art_limits lim = { .min_free_pct = min_free_pct };
+	struct art_limits lim = { .min_free_pct = min_free_pct, .delta = delta };
 	ssize_t n = read_full(fd, hdr, sizeof(hdr));
 	int rc;
 
@@ -379,11 +413,15 @@ int art_extract_announced(int fd, const char *dest, int min_free_pct, uint32_t *
 		return gr_errf(err, GR_EPROTO, "the host's artifact stream ended before it began");
 	if ((rc = art_announce_parse(hdr, &lim, err)) < 0)
 		return rc;
-	if ((rc = art_space_check(dest, lim.bytes, lim.files, min_free_pct, err)) < 0) {
+	/* A delta entry is smaller than the file it makes: count the files. */
+	if ((rc = art_space_check(dest, lim.bytes + art_delta_targets(delta), lim.files,
+				  min_free_pct, err)) < 0) {
 		gr_err_prefix(err, "%u file%s to pull", lim.files, lim.files == 1 ? "" : "s");
 		return rc;
 	}
-	return art_extract_fd(fd, dest, &lim, files, err);
+	rc = art_extract_fd(fd, dest, &lim, files, err);
+	last_deltas = lim.deltas_seen;
+	return rc;
 }
 
 /* What the client has already: every complete file under dest; and the
@@ -391,6 +429,7 @@ int art_extract_announced(int fd, const char *dest, int min_free_pct, uint32_t *
 static const char *have_root;
 static struct strbuf *have_out, *part_out;
 static uint32_t have_n, part_n;
+static int have_big;
 
 static int ends_with(const char *s, size_t n, const char *suffix)
 {
@@ -439,8 +478,11 @@ static int have_one(const char *p, const struct stat *st, int flag, struct FTW *
 	size_t n = strlen(rel);
 	if (ends_with(rel, n, INFO_SUFFIX))
 		have_part(p, rel, n);
-	if (ends_with(rel, n, PART_SUFFIX) || ends_with(rel, n, INFO_SUFFIX))
+	if (ends_with(rel, n, PART_SUFFIX) || ends_with(rel, n, INFO_SUFFIX) ||
+	    ends_with(rel, n, ART_NODELTA_SUFFIX))
 		return 0;
+	if ((uint64_t)st->st_size >= JOB_DELTA_MIN)
+		have_big = 1;
 	put_str(have_out, rel);
 	put_u64(have_out, (uint64_t)st->st_size);
 	put_u64(have_out, (uint64_t)st->st_mtim.tv_sec);
@@ -454,7 +496,8 @@ static int drop_part(const char *p, const struct stat *st, int flag, struct FTW 
 	size_t n = strlen(p);
 
 	if (flag == FTW_F && S_ISREG(st->st_mode) && p[f->base] == '.' &&
-	    (ends_with(p, n, PART_SUFFIX) || ends_with(p, n, INFO_SUFFIX)))
+	    (ends_with(p, n, PART_SUFFIX) || ends_with(p, n, INFO_SUFFIX) ||
+	     ends_with(p, n, ART_NODELTA_SUFFIX)))
 		unlink(p);
 	return 0;
 }
@@ -475,11 +518,14 @@ uint32_t art_pull_id(const struct art_pull *p)
 	return p->id;
 }
 
-int art_pull_start(struct gr_conn *c, const char *project, const char *id,
-		   const struct strvec *patterns, const char *dest, int min_free_pct,
-		   struct art_pull **out, struct gr_err *err)
+/* delta: the pull may bring files as deltas (it waits for the plan and
+ * uploads signatures first: blocking). */
+static int pull_start(struct gr_conn *c, const char *project, const char *id,
+		      const struct strvec *patterns, const char *dest, int min_free_pct,
+		      int delta, struct art_pull **out, struct gr_err *err)
 {
 	struct strbuf pl = STRBUF_INIT, have = STRBUF_INIT, parts = STRBUF_INIT;
+	struct art_delta d = { .n = 0 };
 	int dp[2] = { -1, -1 }, rp[2];
 	struct art_pull *p;
 	pid_t pid;
@@ -498,7 +544,28 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 	have_out = &have;
 	part_out = &parts;
 	have_n = part_n = 0;
+	have_big = 0;
 	nftw(dest, have_one, 16, FTW_PHYS);
+	put_str(&pl, project);
+	put_str(&pl, id);
+	put_u32(&pl, (uint32_t)patterns->n);
+	for (size_t i = 0; i < patterns->n; i++)
+		put_str(&pl, patterns->v[i] + config_job_dir_prefix(patterns->v[i]));
+	put_u32(&pl, have_n);
+	sb_add(&pl, have.buf, have.len);
+	put_u32(&pl, part_n);
+	sb_add(&pl, parts.buf, parts.len);
+	sb_release(&have);
+	sb_release(&parts);
+	if (delta) {
+		int rc = art_delta_prepare(c, &pl, project, id, dest, have_big, &d, err);
+		if (rc < 0) {
+			if (lk >= 0)
+				close(lk);
+			sb_release(&pl);
+			return rc;
+		}
+	}
 	if (pipe2(dp, O_CLOEXEC) < 0 || pipe2(rp, O_CLOEXEC) < 0) {
 		int e = errno;
 		if (dp[0] >= 0) {
@@ -507,8 +574,8 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 		}
 		if (lk >= 0)
 			close(lk);
-		sb_release(&have);
-		sb_release(&parts);
+		sb_release(&pl);
+		art_delta_free(&d);
 		return gr_errf(err, GR_EIO, "pipe: %s", strerror(e));
 	}
 	pid = fork();
@@ -516,8 +583,8 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 		close(dp[0]); close(dp[1]); close(rp[0]); close(rp[1]);
 		if (lk >= 0)
 			close(lk);
-		sb_release(&have);
-		sb_release(&parts);
+		sb_release(&pl);
+		art_delta_free(&d);
 		return gr_errf(err, GR_EIO, "fork: %s", strerror(errno));
 	}
 	if (pid == 0) {
@@ -527,15 +594,19 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 		int n;
 
 		/* Hold none of gpurun's descriptors (the connection's pipes). */
-		for (int fd = 3; fd < 1024; fd++)
-			if (fd != dp[0] && fd != rp[1] && fd != lk)
+		for (int fd = 3; fd < 1024; fd++) {
+			int basis = 0;
+			for (size_t i = 0; i < d.n && !basis; i++)
+				basis = d.v[i].fd == fd;
+			if (fd != dp[0] && fd != rp[1] && fd != lk && !basis)
 				close(fd);
+		}
 		signal(SIGINT, SIG_IGN); /* gpurun decides what Ctrl-C means */
-		if (art_extract_announced(dp[0], dest, min_free_pct, &files, &e) == 0) {
+		if (art_extract_announced(dp[0], dest, min_free_pct, &d, &files, &e) == 0) {
 			/* Every file the host sent is whole: a part left is of a
 			 * file it no longer sends. */
 			nftw(dest, drop_part, 16, FTW_PHYS);
-			n = snprintf(res, sizeof(res), "0 %u\n", files);
+			n = snprintf(res, sizeof(res), "0 %u %u\n", files, art_extract_deltas());
 			/* Drain what is left so the writer never blocks on us. */
 			char buf[65536];
 			while (read(dp[0], buf, sizeof(buf)) > 0)
@@ -560,21 +631,28 @@ int art_pull_start(struct gr_conn *c, const char *project, const char *id,
 	p->wfd = dp[1];
 	p->rfd = rp[0];
 	p->id = conn_next_id(c);
-	put_str(&pl, project);
-	put_str(&pl, id);
-	put_u32(&pl, (uint32_t)patterns->n);
-	for (size_t i = 0; i < patterns->n; i++)
-		put_str(&pl, patterns->v[i] + config_job_dir_prefix(patterns->v[i]));
-	put_u32(&pl, have_n);
-	sb_add(&pl, have.buf, have.len);
-	put_u32(&pl, part_n);
-	sb_add(&pl, parts.buf, parts.len);
+	/* flags, and the signatures staged for this pull */
+	put_u32(&pl, 0);
+	put_str(&pl, d.n ? d.token : "");
+	put_u32(&pl, (uint32_t)d.n);
+	for (size_t i = 0; i < d.n; i++) {
+		put_str(&pl, d.v[i].path);
+		put_u32(&pl, d.v[i].index);
+	}
 	conn_send(c, GR_MSG_ART_PULL, 0, p->id, pl.buf, pl.len);
 	sb_release(&pl);
-	sb_release(&have);
-	sb_release(&parts);
+	art_delta_free(&d); /* the extractor has its own copy */
 	*out = p;
 	return 0;
+}
+
+int art_pull_start(struct gr_conn *c, const char *project, const char *id,
+		   const struct strvec *patterns, const char *dest, int min_free_pct,
+		   struct art_pull **out, struct gr_err *err)
+{
+	/* Beside a log being followed: no plan round (it would wait for its
+	 * answer with the log's frames arriving), whole files. */
+	return pull_start(c, project, id, patterns, dest, min_free_pct, 0, out, err);
 }
 
 int art_pull_frame(struct art_pull *p, const struct gr_frame *f)
@@ -611,6 +689,14 @@ int art_pull_frame(struct art_pull *p, const struct gr_frame *f)
 				sv_pushf(&p->st.names, "%s\t%llu", path, (unsigned long long)size);
 			free(path);
 		}
+		n = get_u32(&rd);
+		for (uint32_t i = 0; i < n && !rd.bad; i++) {
+			char *path = get_str(&rd), *why = get_str(&rd);
+			if (path && why && i < 64)
+				sv_pushf(&p->st.whole, "%s\t%s", path, why);
+			free(path);
+			free(why);
+		}
 		if (rd_done(&rd, &p->agent_err, "ART_PULL") < 0)
 			p->failed = 1;
 		return 1;
@@ -621,6 +707,7 @@ int art_pull_frame(struct art_pull *p, const struct gr_frame *f)
 static void pull_free(struct art_pull *p, int kill_it)
 {
 	sv_clear(&p->st.names);
+	sv_clear(&p->st.whole);
 	if (p->wfd >= 0)
 		close(p->wfd);
 	if (kill_it)
@@ -650,9 +737,12 @@ int art_pull_finish(struct art_pull *p, struct art_stats *st, struct gr_err *err
 	if (p->failed) {
 		rc = gr_errf(err, p->agent_err.code ? p->agent_err.code : GR_EREMOTE, "%s", p->agent_err.msg);
 	} else if (res.len >= 2 && res.buf[0] == '0') {
-		long long files;
+		unsigned files = 0, deltas = 0;
 		res.buf[strcspn(res.buf, "\n")] = '\0';
-		p->st.extracted = parse_ll(res.buf + 2, 0, UINT32_MAX, &files) == 0 ? (uint32_t)files : 0;
+		if (sscanf(res.buf + 2, "%u %u", &files, &deltas) == 2 && deltas <= files) {
+			p->st.extracted = files;
+			p->st.deltas = deltas;
+		}
 	} else if (res.len >= 2) {
 		char *nl = strchr(res.buf + 2, '\n');
 		if (nl)
@@ -666,6 +756,7 @@ int art_pull_finish(struct art_pull *p, struct art_stats *st, struct gr_err *err
 	if (st) {
 		*st = p->st;
 		p->st.names = (struct strvec)STRVEC_INIT;
+		p->st.whole = (struct strvec)STRVEC_INIT;
 	}
 	sb_release(&res);
 	pull_free(p, 0);
@@ -675,6 +766,7 @@ int art_pull_finish(struct art_pull *p, struct art_stats *st, struct gr_err *err
 void art_stats_release(struct art_stats *st)
 {
 	sv_clear(&st->names);
+	sv_clear(&st->whole);
 }
 
 void art_pull_abort(struct art_pull *p)
@@ -689,7 +781,7 @@ int art_pull(struct gr_conn *c, const char *project, const char *id,
 {
 	struct art_pull *p;
 	struct gr_frame f;
-	int rc = art_pull_start(c, project, id, patterns, dest, min_free_pct, &p, err);
+	int rc = pull_start(c, project, id, patterns, dest, min_free_pct, 1, &p, err);
 
 	if (rc < 0)
 		return rc;

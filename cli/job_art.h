@@ -11,6 +11,7 @@
 #define GR_JOB_ART_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "conn.h"
 
@@ -18,11 +19,14 @@ struct art_stats {
 	uint32_t matched;   /* files the patterns select on the host */
 	uint32_t sent;      /* of those, new or changed: sent */
 	uint32_t extracted; /* files written here */
+	uint32_t deltas;    /* of those, how many came as deltas */
 	uint64_t bytes;     /* their size */
 	/* When nothing matched: what the job wrote (written files in all,
 	 * the first of them in names, "PATH\tSIZE", as the host said). */
 	uint32_t written;
 	struct strvec names;
+	/* Files this pull sent a signature for that came whole: "PATH\tWHY". */
+	struct strvec whole;
 };
 void art_stats_release(struct art_stats *st);
 
@@ -36,10 +40,22 @@ struct art_limits;
 int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *files,
 		   struct gr_err *err);
 /* The same for ART_PULL's stream: the announcement first (PROTOCOL.md),
- * then a pre-flight check that what it announces fits (min_free_pct),
- * then the archive within it. */
-int art_extract_announced(int fd, const char *dest, int min_free_pct, uint32_t *files,
-			  struct gr_err *err);
+ * then a pre-flight check that what it announces fits (min_free_pct;
+ * with the sizes of the files delta may bring as deltas counted whole),
+ * then the archive within it. delta: the files this pull sent signatures
+ * for (NULL: none; a delta entry is then refused). */
+struct art_delta;
+int art_extract_announced(int fd, const char *dest, int min_free_pct, struct art_delta *delta,
+			  uint32_t *files, struct gr_err *err);
+/* How many of the files the last art_extract_announced in this process
+ * wrote came from deltas. */
+uint32_t art_extract_deltas(void);
+
+/* rel below the working folder, opened through no symlink (each folder
+ * with O_NOFOLLOW, then the file with flags | O_NOFOLLOW); -1 on failure. */
+int art_open_below(const char *rel, int flags, mode_t mode);
+/* The hidden sibling ".NAME<suffix>" of final (new string). */
+char *art_sibling(const char *final, const char *suffix);
 
 /* A pull in flight on a connection, so train can pull while it follows a
  * log on the same connection. The extraction runs in a child process fed

@@ -15,6 +15,8 @@
 #define RS_DELTA_MAGIC_BE 0x72730236u
 #define OP_END 0x00
 #define OP_COPY_N8_N8 0x54
+#define OP_LITERAL_N4 0x43
+#define RK_MULT 0x08104225u
 #define CHUNK (1u << 20)
 #define PROBE_BYTES (4u << 20)  /* rolling input looked at before deciding */
 #define ZLEVEL 3
@@ -260,6 +262,181 @@ static int probe_decide(struct zout *o, uint64_t literal, uint64_t seen, int *de
 	return release_held(o);
 }
 
+/* The old version's blocks by weak sum, to tell at a glance that a
+ * region of new data holds none of them (an in-place edit: librsync's
+ * rolling search would look up every byte offset of it, ~33 MB/s). */
+struct weak_index {
+	uint32_t mask;
+	uint32_t *key;
+	uint32_t *idx;   /* block index + 1; 0: empty */
+	uint64_t *bits;  /* a bit per (hashed) weak sum: most offsets end here */
+	uint32_t bshift;
+};
+
+#define WEAK_MIX(w) ((uint32_t)(w) * 0x9e3779b1u)
+/* An entry lies at most this far from its slot: a block left out (the
+ * same block again, or a crowded slot) costs literals, never a wrong
+ * delta, and a file of equal blocks (zeros) builds in linear time. */
+#define WEAK_PROBES 32
+
+static void weak_index_build(struct weak_index *wi, const struct sync_sig *old)
+{
+	uint64_t cap = 16;
+	while (cap < 2 * old->n)
+		cap *= 2;
+	wi->mask = (uint32_t)(cap - 1);
+	wi->key = xcalloc(cap, sizeof(*wi->key));
+	wi->idx = xcalloc(cap, sizeof(*wi->idx));
+	/* ~32 bits per block: 1 offset in ~30 goes on to the table */
+	uint32_t lg = 16;
+	while (lg < 28 && ((uint64_t)1 << lg) < 32 * old->n)
+		lg++;
+	wi->bshift = 32 - lg;
+	wi->bits = xcalloc(((size_t)1 << lg) / 64, sizeof(*wi->bits));
+	for (uint64_t k = 0; k < old->n; k++) {
+		const uint8_t *e = old->data + k * (4 + old->strong);
+		uint32_t w = be32(e), h = WEAK_MIX(w) & wi->mask, probes = 0;
+		int dup = 0;
+		for (; wi->idx[h] && probes < WEAK_PROBES; h = (h + 1) & wi->mask, probes++)
+			if (wi->key[h] == w &&
+			    !memcmp(old->data + (uint64_t)(wi->idx[h] - 1) * (4 + old->strong) + 4, e + 4,
+				    old->strong)) {
+				dup = 1;
+				break;
+			}
+		if (dup || wi->idx[h])
+			continue;
+		wi->key[h] = w;
+		wi->idx[h] = (uint32_t)(k + 1);
+		uint32_t b = WEAK_MIX(w) >> wi->bshift;
+		wi->bits[b / 64] |= (uint64_t)1 << (b % 64);
+	}
+}
+
+static void weak_index_free(struct weak_index *wi)
+{
+	free(wi->key);
+	free(wi->idx);
+	free(wi->bits);
+}
+
+/* Is the block at p (block bytes, weak sum w) one of the old version's? */
+static int old_block_at(const struct weak_index *wi, const struct sync_sig *old, uint32_t w,
+			const uint8_t *p, uint32_t block)
+{
+	uint8_t h[SM_HASH_LEN];
+	int hashed = 0;
+	uint32_t b = WEAK_MIX(w) >> wi->bshift;
+
+	if (!(wi->bits[b / 64] >> (b % 64) & 1))
+		return 0;
+	uint32_t probes = 0;
+	for (uint32_t i = WEAK_MIX(w) & wi->mask; wi->idx[i] && probes < WEAK_PROBES;
+	     i = (i + 1) & wi->mask, probes++) {
+		if (wi->key[i] != w)
+			continue;
+		if (!hashed) {
+			blake2b(h, p, NULL, SM_HASH_LEN, block, 0);
+			hashed = 1;
+		}
+		if (!memcmp(old->data + (uint64_t)(wi->idx[i] - 1) * (4 + old->strong) + 4, h,
+			    old->strong))
+			return 1;
+	}
+	return 0;
+}
+
+/* The first offset in [off, off + len) where a whole block of the old
+ * version starts (len if none), by a rolling weak sum checked against
+ * the index, then the strong sum; -1 if the file cannot be read. */
+static int64_t first_old_block(int fd, const struct sync_sig *old, const struct weak_index *wi,
+			       uint32_t block, uint64_t off, uint64_t len)
+{
+	if (len < block)
+		return (int64_t)len;
+	uint32_t ml = 1;
+	for (uint32_t i = 0; i < block; i++)
+		ml *= RK_MULT;
+	size_t cap = CHUNK + block;
+	uint8_t *buf = xmalloc(cap);
+	uint64_t base = 0, have = 0, p = 0;
+	int64_t found = (int64_t)len;
+	uint32_t h = 0;
+
+	for (int done = 0; !done;) {
+		/* the window [p, p + block] in the buffer (the byte after it too) */
+		uint64_t need = p + block + 1 <= len ? p + block + 1 : len;
+		if (need > base + have) {
+			memmove(buf, buf + (p - base), (size_t)(base + have - p));
+			have -= p - base;
+			base = p;
+			size_t n = len - (base + have) < cap - have ? (size_t)(len - (base + have))
+								     : cap - (size_t)have;
+			if (read_at(fd, buf + have, n, off + base + have) < 0) {
+				found = -1;
+				break;
+			}
+			have += n;
+		}
+		if (p == 0)
+			h = sm_weak_sum(buf, block);
+		/* every offset whose window and next byte are in the buffer */
+		uint64_t last = base + have - block - 1;
+		for (const uint8_t *w = buf + (p - base);; w++, p++) {
+			if (old_block_at(wi, old, h, w, block)) {
+				found = (int64_t)p;
+				done = 1;
+				break;
+			}
+			if (p + block >= len) {
+				done = 1;
+				break;
+			}
+			if (p >= last)
+				break;
+			/* roll: out goes w[0], in comes w[block] (RabinKarp) */
+			h = h * RK_MULT + w[block] - ml * (w[0] + RK_MULT - 1);
+		}
+		if (!done) { /* roll onto the next offset, then refill */
+			const uint8_t *w = buf + (p - base);
+			h = h * RK_MULT + w[block] - ml * (w[0] + RK_MULT - 1);
+			p++;
+		}
+	}
+	free(buf);
+	return found;
+}
+
+/* The region [off, off + len) as LITERAL commands, its weak sums noted. */
+static int literal_region(int fd, uint64_t off, uint64_t len, uint32_t block, uint32_t *weak,
+			  struct zout *o, struct sync_send_res *res)
+{
+	size_t chunk = (size_t)block * (CHUNK / block ? CHUNK / block : 1);
+	uint8_t *in = xmalloc(chunk), cmd[5];
+	int rc = 0;
+
+	for (uint64_t pos = 0; pos < len && rc == 0;) {
+		size_t n = len - pos < chunk ? (size_t)(len - pos) : chunk;
+		if (read_at(fd, in, n, off + pos) < 0) {
+			rc = -2;
+			break;
+		}
+		for (size_t b = 0; b < n; b += block)
+			weak[(off + pos + b) / block] = sm_weak_sum(in + b, n - b < block ? n - b : block);
+		cmd[0] = OP_LITERAL_N4;
+		put_be(cmd + 1, n, 4);
+		if (z_write(o, cmd, sizeof(cmd), ZSTD_e_continue) < 0 ||
+		    z_write(o, in, n, ZSTD_e_continue) < 0)
+			rc = -1;
+		res->literal += n;
+		if (res->progress)
+			res->progress(res->parg, n);
+		pos += n;
+	}
+	free(in);
+	return rc;
+}
+
 /* librsync's delta of one region of the new file, without its header and
  * END: its commands slot into the stream we are writing. Returns 0, -1
  * (cannot send), -2 (the file changed). */
@@ -350,6 +527,7 @@ static int send_delta(int fd, const struct sync_send *in, const uint8_t *leaves,
 	uint64_t probe = 0;
 	int rc = 0, declined = 0;
 	uint8_t cmd[17];
+	struct weak_index wi = { 0, NULL, NULL, NULL, 0 };
 
 	/* Blocks that did not move: compare the block hashes directly. */
 	int aligned = old->strong == SM_HASH_LEN && old->block == block;
@@ -361,6 +539,8 @@ static int send_delta(int fd, const struct sync_send *in, const uint8_t *leaves,
 			nmatch++;
 		}
 	}
+	if (nmatch < nb && old->strong == SM_HASH_LEN && nmatch * 8 >= nb)
+		weak_index_build(&wi, old);
 	if (nmatch < nb) {
 		rs_job_t *load = rs_loadsig_begin(&rsig);
 		rs_buffers_t b = { (char *)old->raw, old->rawlen, 1, NULL, 0 };
@@ -395,8 +575,26 @@ static int send_delta(int fd, const struct sync_send *in, const uint8_t *leaves,
 			if (res->progress)
 				res->progress(res->parg, end - off);
 		} else {
-			int r = rolling_region(fd, rsig, off, end - off, block, weak, o, res,
-					       &probe, &declined);
+			/* Nothing of the old version in it (an edit in place):
+			 * literal at once; else literal up to the block where the
+			 * first old block may start, librsync's search from there. */
+			uint64_t lit = 0;
+			int r = 0;
+			if (wi.key && !o->holding) {
+				int64_t first = first_old_block(fd, old, &wi, block, off, end - off);
+				if (first < 0) {
+					rc = gr_errf(err, GR_ECONFLICT, "'%s' changed while being sent",
+						     in->name);
+					goto out;
+				}
+				lit = (uint64_t)first == end - off ? end - off
+								   : (uint64_t)first / block * block;
+				if (lit)
+					r = literal_region(fd, off, lit, block, weak, o, res);
+			}
+			if (r == 0 && lit < end - off)
+				r = rolling_region(fd, rsig, off + lit, end - off - lit, block, weak, o,
+						   res, &probe, &declined);
 			if (declined) {
 				res->declined = 1;
 				goto out;
@@ -430,6 +628,7 @@ fail_send:
 out:
 	if (rsig)
 		rs_free_sumset(rsig);
+	weak_index_free(&wi);
 	free(match);
 	free(weak);
 	return rc;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "job_delta.h"
 #include "job_glob.h"
 #include "job_pack.h"
 #include "job_proto.h"
@@ -93,6 +94,12 @@ struct planned {
 	char *rel;
 	uint64_t size;
 	uint64_t skip; /* the client has the first skip bytes (a resumed pull) */
+	const struct pack_sig *sig; /* the client's copy, to send a delta against */
+	int dfd;       /* the delta, made before the announcement (-1: whole) */
+	uint64_t dsize;
+	uint8_t hash[SM_HASH_LEN]; /* the file's content hash, for the delta */
+	struct stat st;            /* the file as the delta was made of it */
+	const char *why;           /* with a signature, sent whole: why */
 };
 
 struct packer {
@@ -155,6 +162,11 @@ static int cmp_part(const void *x, const void *y)
 	return strcmp(((const struct pack_part *)x)->path, ((const struct pack_part *)y)->path);
 }
 
+static int cmp_sig(const void *x, const void *y)
+{
+	return strcmp(((const struct pack_sig *)x)->path, ((const struct pack_sig *)y)->path);
+}
+
 /* How much of rel the client holds already from a pull cut short: what
  * its part file holds, if it was begun from the file as it is now (same
  * size and mtime); else 0. */
@@ -191,7 +203,11 @@ static int add_file(struct packer *p, int dfd, const char *name, const char *rel
 		p->plan = xrealloc(p->plan, p->aplan * sizeof(*p->plan));
 	}
 	uint64_t skip = resumable(p->o, rel, &st);
-	p->plan[p->nplan++] = (struct planned){ xstrdup(rel), (uint64_t)st.st_size, skip };
+	struct pack_sig key = { .path = (char *)rel };
+	const struct pack_sig *sig = p->o->nsigs && !skip && (uint64_t)st.st_size >= JOB_DELTA_MIN
+		? bsearch(&key, p->o->sigs, p->o->nsigs, sizeof(key), cmp_sig) : NULL;
+	p->plan[p->nplan++] = (struct planned){ .rel = xstrdup(rel), .size = (uint64_t)st.st_size,
+						.skip = skip, .sig = sig, .dfd = -1 };
 	p->plan_bytes += (uint64_t)st.st_size - skip;
 	return 0;
 }
@@ -227,6 +243,98 @@ static int open_below(struct packer *p, int root, const char *rel)
 	return fd;
 }
 
+/* A file as a delta (PROTOCOL.md, ART_PULL: deltas): an entry of the
+ * delta's size carrying the file's size and content hash. */
+static int pack_delta(struct packer *p, const struct planned *pl)
+{
+	static char buf[READ_CHUNK];
+	struct archive_entry *e = archive_entry_new();
+	char v[32 + 2 * SM_HASH_LEN + 2], hex[2 * SM_HASH_LEN + 1];
+	int rc = 0;
+
+	sm_hex(pl->hash, hex);
+	int n = snprintf(v, sizeof(v), "%llu %s", (unsigned long long)pl->size, hex);
+	archive_entry_set_pathname(e, pl->rel);
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, pl->st.st_mode & 0755);
+	archive_entry_set_size(e, (la_int64_t)pl->dsize);
+	archive_entry_xattr_add_entry(e, GR_ART_DELTA_XATTR, v, (size_t)n);
+	archive_entry_set_mtime(e, pl->st.st_mtim.tv_sec, pl->st.st_mtim.tv_nsec);
+	if (archive_write_header(p->a, e) != ARCHIVE_OK) {
+		rc = arc_fail(p, pl->rel);
+		goto out;
+	}
+	/* zstd already: it does not shrink again */
+	if (zout_level(p->zo, FAST_LEVEL) < 0) {
+		rc = gr_errf(p->err, GR_EIO, "cannot send the artifacts: %s", strerror(errno));
+		goto out;
+	}
+	for (uint64_t left = pl->dsize; left > 0;) {
+		size_t want = left > sizeof(buf) ? sizeof(buf) : (size_t)left;
+		ssize_t r = read(pl->dfd, buf, want);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) { /* cannot be: the client finds the hash wrong */
+			memset(buf, 0, want);
+			r = (ssize_t)want;
+		}
+		if (archive_write_data(p->a, buf, (size_t)r) != r) {
+			rc = arc_fail(p, pl->rel);
+			goto out;
+		}
+		left -= (uint64_t)r;
+	}
+	if (zout_level(p->zo, PACK_LEVEL) < 0) {
+		rc = gr_errf(p->err, GR_EIO, "cannot send the artifacts: %s", strerror(errno));
+		goto out;
+	}
+	p->st->sent++;
+	p->st->bytes += pl->dsize;
+	p->st->deltas++;
+out:
+	archive_entry_free(e);
+	return rc;
+}
+
+/* Before the announcement: the deltas of the files the client sent
+ * signatures for, each into a temp file, so their sizes are known. One
+ * that would not be smaller goes whole. */
+static void make_deltas(struct packer *p, int root)
+{
+	for (size_t i = 0; i < p->nplan; i++) {
+		struct planned *pl = &p->plan[i];
+		if (!pl->sig || p->o->tmpfd < 0)
+			continue;
+		int fd = open_below(p, root, pl->rel);
+		pl->why = "it could not be opened";
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &pl->st) == 0 && S_ISREG(pl->st.st_mode) &&
+		    job_delta_make(fd, pl->size, pl->rel, pl->sig->sigpath, p->o->tmpfd, &pl->dfd,
+				   &pl->dsize, pl->hash, &pl->why) == 1)
+			p->plan_bytes -= pl->size - pl->dsize;
+		close(fd);
+	}
+}
+
+/* The plan only: which files could go as deltas (large, not resumed). */
+static void put_plan(struct packer *p, struct strbuf *out)
+{
+	uint32_t n = 0;
+	struct strbuf list = STRBUF_INIT;
+
+	for (size_t i = 0; i < p->nplan && n < JOB_DELTA_SIGS_MAX && list.len < (2u << 20); i++) {
+		if (p->plan[i].skip || p->plan[i].size < JOB_DELTA_MIN)
+			continue;
+		put_str(&list, p->plan[i].rel);
+		put_u64(&list, p->plan[i].size);
+		n++;
+	}
+	put_u32(out, n);
+	sb_add(out, list.buf, list.len);
+	sb_release(&list);
+}
+
 /* Second pass: one planned file, never more of it than announced (a file
  * that grew since is cut at its planned size). */
 static int pack_file(struct packer *p, int root, const struct planned *pl)
@@ -236,6 +344,11 @@ static int pack_file(struct packer *p, int root, const struct planned *pl)
 	static char buf[READ_CHUNK]; /* one packer per process (a helper) */
 	int fd = open_below(p, root, pl->rel), rc = 0;
 
+	if (pl->dfd >= 0) { /* the delta made before the announcement */
+		if (fd >= 0)
+			close(fd);
+		return pack_delta(p, pl);
+	}
 	if (fd < 0)
 		return 0; /* gone since it was planned: less than announced */
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
@@ -365,7 +478,7 @@ int job_pack(const char *dir, const char *const *patterns, size_t npat,
 	     struct pack_have *have, size_t nhave, const struct pack_opts *o, int out_fd,
 	     struct pack_stats *st, struct gr_err *err)
 {
-	static const struct pack_opts none = { NULL, 0, 0, NULL, 0 };
+	static const struct pack_opts none = { .tmpfd = -1 };
 	struct packer p = { NULL, o ? o : &none, patterns, npat, have, nhave, st, err, NULL, NULL, 0, 0, 0 };
 	unsigned char hdr[GR_ART_ANNOUNCE_LEN];
 	struct zout *zo = xcalloc(1, sizeof(*zo));
@@ -376,11 +489,24 @@ int job_pack(const char *dir, const char *const *patterns, size_t npat,
 		qsort(have, nhave, sizeof(*have), cmp_have);
 	if (p.o->nparts)
 		qsort(p.o->parts, p.o->nparts, sizeof(*p.o->parts), cmp_part);
+	if (p.o->nsigs)
+		qsort(p.o->sigs, p.o->nsigs, sizeof(*p.o->sigs), cmp_sig);
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return gr_errf(err, GR_EIO, "cannot open '%s': %s", dir, strerror(errno));
 	if ((rc = walk(&p, dfd, "", 0, 0)) < 0)
 		goto out;
+	if (p.o->plan) {
+		put_plan(&p, p.o->plan);
+		goto out;
+	}
+	if (p.o->nsigs) {
+		dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd >= 0) {
+			make_deltas(&p, dfd);
+			close(dfd);
+		}
+	}
 	/* The announcement (PROTOCOL.md, ART_PULL): "GRA1", u32 files,
 	 * u64 bytes, big-endian. */
 	memcpy(hdr, GR_ART_MAGIC, 4);
@@ -421,6 +547,12 @@ int job_pack(const char *dir, const char *const *patterns, size_t npat,
 		if (rc < 0)
 			goto out;
 	}
+	/* Files the client sent a signature for that went whole, and why. */
+	if (p.o->whole)
+		for (size_t i = 0; i < p.nplan; i++)
+			if (p.plan[i].sig && p.plan[i].dfd < 0)
+				sv_pushf(p.o->whole, "%s\t%s", p.plan[i].rel,
+					 p.plan[i].why ? p.plan[i].why : "not planned as a delta");
 	if (archive_write_close(p.a) != ARCHIVE_OK)
 		rc = arc_fail(&p, "finish");
 	else if (zout_feed(zo, NULL, 0, ZSTD_e_end) < 0)
@@ -431,8 +563,11 @@ out:
 	ZSTD_freeCCtx(zo->z);
 	ZSTD_freeCCtx(zo->probe);
 	free(zo);
-	for (size_t i = 0; i < p.nplan; i++)
+	for (size_t i = 0; i < p.nplan; i++) {
 		free(p.plan[i].rel);
+		if (p.plan[i].dfd >= 0)
+			close(p.plan[i].dfd);
+	}
 	free(p.plan);
 	return rc;
 }
@@ -492,7 +627,7 @@ static int cmp_wpair(const void *a, const void *b)
 
 void job_written(const char *dir, const struct pack_opts *o, size_t max, struct written *w)
 {
-	static const struct pack_opts none = { NULL, 0, 0, NULL, 0 };
+	static const struct pack_opts none = { .tmpfd = -1 };
 	struct wctx c = { o ? o : &none, max, w, STRVEC_INIT, STRVEC_INIT };
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 

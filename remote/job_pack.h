@@ -23,7 +23,8 @@ struct pack_have {        /* a file the client holds */
 struct pack_stats {
 	uint32_t matched;     /* files the patterns select */
 	uint32_t sent;        /* of those, packed (new or changed) */
-	uint64_t bytes;       /* their contents, before compression */
+	uint64_t bytes;       /* their contents, before compression (deltas: the delta) */
+	uint32_t deltas;      /* of those sent, how many as deltas */
 };
 
 /* A file the client began and did not finish (a pull cut short): it
@@ -37,18 +38,34 @@ struct pack_part {
 	uint32_t mtime_ns;
 };
 
+/* A file the client holds a copy of and sent the signature of (staged
+ * in sigpath): it goes as a delta against that copy when that is smaller
+ * (PROTOCOL.md, ART_PULL: deltas). */
+struct pack_sig {
+	char *path;
+	char *sigpath;
+};
+
 struct pack_opts {
 	const struct strvec *persist; /* the job's persistent paths (links to follow) */
 	uint64_t since_ms;            /* the job's creation: in persistent paths, */
 	uint64_t until_ms;            /* files modified in [since, until] (0: running) */
 	struct pack_part *parts;      /* the client's part files (job_pack sorts them) */
 	size_t nparts;
+	struct pack_sig *sigs;        /* signatures the client sent (job_pack sorts them) */
+	size_t nsigs;
+	int tmpfd;                    /* a folder for the deltas' temp files (-1: none) */
+	struct strvec *whole;         /* set: "PATH\tWHY" of each file with a signature */
+				      /* that went whole */
+	struct strbuf *plan;          /* set: only plan, and list here the files that */
+				      /* could go as deltas (u32 n, n x (str path, u64 size)) */
 };
 
 
 /* Write the announcement (GR_ART_MAGIC, files, bytes: job_proto.h) and
  * then the archive to out_fd (blocking); the archive holds exactly the
- * files announced, none larger than announced. dir: the job folder; its
+ * files announced, none larger than announced. With o->plan set, nothing
+ * is written to out_fd: the plan goes to o->plan. dir: the job folder; its
  * .gpurun/ is never packed, no link is followed but the persistent paths'
  * own. have need not be sorted. o may be NULL (no persistent paths).
  * Returns 0 or GR_EIO with err set. */

@@ -66,7 +66,12 @@ enum gr_job_msg {
 	 * n x (str path, u64 size): when nothing matched, what the job wrote
 	 * (nwritten files in all, the first n of them by path). */
 	GR_MSG_ART_PULL = 0x60,
+	/* c->a: str project, str id, str token, u32 index, u64 offset,
+	 * bytes chunk: a signature staged for a pull by delta. a->c: OK. */
+	GR_MSG_ART_SIG = 0x61,
 };
+/* ART_PULL's flags: plan only (answer which files could go as deltas). */
+#define GR_ART_PLAN_ONLY 1u
 
 /* ART_PULL's DATA stream opens with an announcement, then the tar.zst:
  * "GRA1", u32 files, u64 bytes (the sum of the entries' sizes). The
@@ -78,6 +83,10 @@ enum gr_job_msg {
  * carries a file's bytes from an offset on (a resumed pull): its value
  * is that offset, decimal. */
 #define GR_ART_RESUME_XATTR "gpurun.resume"
+/* The pax attribute on an entry whose data is a zstd-compressed librsync
+ * delta against the copy the client sent the signature of: "SIZE HASH",
+ * the file's size (decimal) and content hash (64 hex digits). */
+#define GR_ART_DELTA_XATTR "gpurun.delta"
 
 /* JOB_START's spec keys: X(name, LIST or ONE). A LIST key may repeat.
  * The agent refuses keys it does not know and a ONE key given twice; it

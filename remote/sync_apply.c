@@ -205,12 +205,21 @@ int dapply_feed(struct dapply *d, const uint8_t *p, size_t n)
 void dapply_reusable(const struct dapply *d, uint64_t size, uint8_t *reuse)
 {
 	uint32_t b = sm_block_len(size), bb = sm_block_len(d->base_size);
+
+	if (b != bb) { /* the old version's blocks are cut differently */
+		uint64_t n = (size + b - 1) / b;
+		memset(reuse, 0, n ? n : 1);
+		return;
+	}
+	dapply_reusable_at(d, size, b, reuse);
+}
+
+void dapply_reusable_at(const struct dapply *d, uint64_t size, uint32_t b, uint8_t *reuse)
+{
 	uint64_t n = (size + b - 1) / b;
 	size_t r = 0;
 
 	memset(reuse, 0, n ? n : 1);
-	if (b != bb)
-		return; /* the old version's blocks are cut differently */
 	for (uint64_t k = 0; k < n; k++) {
 		uint64_t off = k * b, len = size - off < b ? size - off : b;
 		uint64_t blen = off < d->base_size ? (d->base_size - off < b ? d->base_size - off : b) : 0;

@@ -48,6 +48,9 @@ int sync_hash_blocks(int fd, uint64_t size, const uint8_t *known, const uint8_t 
  * reuse[k] = 1 when block k lies in one same-offset COPY and has the same
  * length in both versions. */
 void dapply_reusable(const struct dapply *d, uint64_t size, uint8_t *reuse);
+/* The same for blocks of b bytes in both versions (the old version's
+ * block hashes were made at that length). */
+void dapply_reusable_at(const struct dapply *d, uint64_t size, uint32_t b, uint8_t *reuse);
 
 /* The cached block hashes of a version (statefd: the .gpurun folder).
  * Returns a new array of *n hashes, or NULL. */

@@ -2,7 +2,10 @@
 """Model-based randomized test of `gpurun pull` (tests/t/t0413-pull-model.sh).
 
 A seeded generator of operations on one job's artifacts on the host
-(files written, changed in place, appended to, cut, removed) and of pulls,
+(files written, changed in place, 10 % of them rewritten in spread
+pieces or shifted by bytes inserted at the front, appended to, cut,
+removed) and of pulls (a large file pulled before and changed since comes
+as a delta against the copy in runs/: PROTOCOL.md, ART_PULL: deltas),
 some of them killed at a random moment (SIGKILL of gpurun: the
 connection drops mid-stream, as when a laptop sleeps). Invariants:
 
@@ -46,13 +49,19 @@ def gen_ops(rnd, steps):
         elif r < 0.35:
             name = rnd.choice(sorted(names))
             ops.append(('change', name, rnd.random(), rnd.randrange(1 << 30)))
-        elif r < 0.42:
+        elif r < 0.39:
+            name = rnd.choice(sorted(names))
+            ops.append(('edit', name, rnd.choice([5, 10, 30]), rnd.randrange(1 << 30)))
+        elif r < 0.41:
+            name = rnd.choice(sorted(names))
+            ops.append(('shift', name, rnd.randrange(1, 5000), rnd.randrange(1 << 30)))
+        elif r < 0.45:
             name = rnd.choice(sorted(names))
             ops.append(('append', name, rnd.randrange(1, MiB), rnd.randrange(1 << 30)))
-        elif r < 0.47:
+        elif r < 0.49:
             name = rnd.choice(sorted(names))
             ops.append(('cut', name, rnd.random()))
-        elif r < 0.52:
+        elif r < 0.53:
             name = rnd.choice(sorted(names))
             ops.append(('remove', name))
             names.discard(name)
@@ -88,6 +97,7 @@ class Run:
         self.runs = os.path.join(self.proj, 'runs', self.id, 'out')
         self.seen = {}  # name -> set of content hashes the host has had
         self.parts_left = 0  # killed pulls that left a part to resume
+        self.delta_pulls = 0  # clean pulls that brought a file as a delta
 
     def gr(self, *args, check=True):
         p = subprocess.run([self.a.gpurun] + list(args), cwd=self.proj, capture_output=True,
@@ -108,6 +118,24 @@ class Run:
             with open(os.path.join(self.out, name), 'wb') as f:
                 f.write(random.Random(seed).randbytes(size))
             self.note(name)
+        elif kind in ('edit', 'shift'):
+            p = os.path.join(self.out, op[1])
+            if not os.path.exists(p):
+                return
+            rnd = random.Random(op[3])
+            with open(p, 'r+b') as f:
+                data = bytearray(f.read())
+                if kind == 'edit':  # op[2] % of it, in 64 KiB pieces
+                    piece = 64 << 10
+                    for _ in range(len(data) * op[2] // 100 // piece + 1):
+                        off = rnd.randrange(len(data) + 1)
+                        data[off:off + piece] = rnd.randbytes(len(data[off:off + piece]))
+                else:  # op[2] bytes inserted at the front: every block moves
+                    data[0:0] = rnd.randbytes(op[2])
+                f.seek(0)
+                f.write(data)
+                f.truncate(len(data))
+            self.note(op[1])
         elif kind in ('change', 'append', 'cut'):
             p = os.path.join(self.out, op[1])
             if not os.path.exists(p):
@@ -138,7 +166,9 @@ class Run:
             if os.path.isdir(self.runs) and any('.gpurun-part' in n for n in os.listdir(self.runs)):
                 self.parts_left += 1
         elif kind == 'pull':
-            self.gr('-q', 'pull', self.id)
+            p = self.gr('pull', self.id)
+            if ' as a delta' in p.stderr or ' as deltas' in p.stderr:
+                self.delta_pulls += 1
             self.check_clean()
         self.check_untorn()
 
@@ -183,6 +213,7 @@ def run_ops(a, ops, work, stats=None):
             return i, str(e)
     if stats is not None:
         stats['parts'] = r.parts_left
+        stats['deltas'] = r.delta_pulls
     return None
 
 
@@ -203,8 +234,9 @@ def main():
         res = run_ops(a, ops, os.path.join(a.work, 'seed%d' % seed), stats)
         if res is None:
             kills = sum(1 for o in ops if o[0] == 'pull_killed')
-            print('ok seed %d: %d operations (%d pulls killed, %d left a part to resume) in %.1f s' %
-                  (seed, len(ops), kills, stats['parts'], time.time() - t0))
+            print('ok seed %d: %d operations (%d pulls killed, %d left a part to resume; '
+                  '%d clean pulls brought deltas) in %.1f s' %
+                  (seed, len(ops), kills, stats['parts'], stats['deltas'], time.time() - t0))
             continue
         failed += 1
         i, msg = res

@@ -25,6 +25,10 @@ as $HOSTILE says (comma-separated):
   ctr-check   CONTAINER_CHECK is answered, without the real agent, with
               runtime $HOSTILE_CTR_RT_HEX, a path and version holding
               escapes, image "present" and gpu $HOSTILE_CTR_GPU_HEX
+  art-sig     the client's ART_PULL (not its plan round) is passed on with
+              every signature's path made $HOSTILE_ART_SIG_PATH: the real
+              agent then sends that file as a delta the client never
+              asked for
 
 Only what the scenario names changes; everything else passes through, so
 the client meets a host that behaves until it lies.
@@ -159,6 +163,31 @@ def ctr_check_answer():
     return out
 
 
+def rewrite_art_sigs(p):
+    """ART_PULL with its signatures' paths replaced (PROTOCOL.md)."""
+    off = 0
+    for _ in range(2):                      # project, id
+        off = str_at(p, off)
+    n = struct.unpack_from(">I", p, off)[0]; off += 4
+    for _ in range(n):                      # globs
+        off = str_at(p, off)
+    n = struct.unpack_from(">I", p, off)[0]; off += 4
+    for _ in range(n):                      # have: str, u64, u64, u32
+        off = str_at(p, off) + 20
+    n = struct.unpack_from(">I", p, off)[0]; off += 4
+    for _ in range(n):                      # parts: str, u64 x3, u32
+        off = str_at(p, off) + 28
+    flags = struct.unpack_from(">I", p, off)[0]; off += 4
+    if flags & 1:
+        return p                            # the plan round
+    off = str_at(p, off)                 # token
+    n = struct.unpack_from(">I", p, off)[0]; off += 4
+    for _ in range(n):
+        p = replace_str(p, off, os.environ["HOSTILE_ART_SIG_PATH"].encode())
+        off = str_at(p, off) + 4
+    return p
+
+
 def from_agent(typ, flags, rid, p):
     """Frames the real agent sends: rewritten, then passed on."""
     req = types.get(rid)
@@ -230,6 +259,8 @@ def main():
             chunk = frame(DATA, 0, 0x7FFFFFF0, b"\0" * (4 << 20))
             for _ in range(int(os.environ.get("HOSTILE_FLOOD_MB", "300")) // 4):
                 send(chunk)
+        if typ == ART_PULL and "art-sig" in SCEN:
+            p = rewrite_art_sigs(p)
         agent.stdin.write(frame(typ, flags, rid, p))
         agent.stdin.flush()
     try:

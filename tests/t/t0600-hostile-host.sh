@@ -5,7 +5,8 @@
 # friends in log bytes cut one byte per frame, escapes in states and GPU
 # names, container runtimes, images and names that no agent sends, a
 # doctor's container check outside its words, counts and frame sizes past any payload, a flood of frames nobody
-# asked for, and archives larger than announced. Each case checks what
+# asked for, archives larger than announced, and a pull delta the client
+# never asked for (more lying deltas: tests/unit/test_art_delta.c). Each case checks what
 # reached the disk and, on a real terminal (tests/helpers/pty_run.py),
 # the bytes the user would have seen.
 . "$(dirname "$0")/../lib.sh"
@@ -195,6 +196,20 @@ test_expect_success 'a pull announced past the free space is refused, with the n
 	test_expect_code 250 "$GPURUN" pull "$J" 2>err && unset HOSTILE &&
 	test_grep "TiB needed, and .* free of .*; \[artifacts\] min_free keeps 5% (.*) free" err &&
 	test_grep "hint: free some space" err && test -z "$(ls -A "runs/$J")"
+'
+
+test_expect_success 'a delta the pull did not ask for is refused; an honest retry brings the files' '
+	cd "$P" && jd=$(ls -d "$HOME"/.cache/gpurun/jobs/*/"$J") &&
+	head -c 2097152 /dev/urandom >"$jd/a.bin" &&
+	"$GPURUN" -q -o artifacts.pull=a.bin pull "$J" && cmp "$jd/a.bin" "runs/$J/a.bin" &&
+	cp "$jd/a.bin" "$jd/b.bin" &&
+	printf x | dd of="$jd/a.bin" bs=1 seek=1000 conv=notrunc 2>/dev/null &&
+	export HOSTILE=art-sig HOSTILE_ART_SIG_PATH=b.bin &&
+	! "$GPURUN" -o "artifacts.pull=*.bin" pull "$J" 2>err && unset HOSTILE &&
+	test_grep "a delta this pull did not ask for" err && ! test -e "runs/$J/b.bin" &&
+	test -z "$(find runs -name ".*.gpurun-part*")" &&
+	"$GPURUN" -q -o "artifacts.pull=*.bin" pull "$J" &&
+	cmp "$jd/a.bin" "runs/$J/a.bin" && cmp "$jd/b.bin" "runs/$J/b.bin" && rm -f "$jd"/*.bin
 '
 
 test_expect_success '[artifacts] min_free: an honest pull that would leave too little free is refused' '

@@ -18,6 +18,7 @@
 
 #include "../../remote/job_glob.c"
 #include "../../remote/job_gpu.c"
+#include "../../remote/job_delta.c"
 #include "../../remote/job_pack.c"
 #include "art_limits.h"
 #include "job_art.h"
@@ -112,7 +113,7 @@ static void test_roundtrip(void)
 	CHECK_EQ_INT(lim.files, 3);
 	CHECK_EQ_INT(lim.bytes, 22);
 	lseek(fd, 0, SEEK_SET);
-	CHECK_EQ_INT(art_extract_announced(fd, dest, 0, &files, &err), 0);
+	CHECK_EQ_INT(art_extract_announced(fd, dest, 0, NULL, &files, &err), 0);
 	close(fd);
 	CHECK_EQ_INT(files, 3);
 	snprintf(p, sizeof(p), "%s/metrics.csv", dest);
@@ -325,7 +326,7 @@ static void test_larger_than_announced(void)
 	/* No announcement at all. */
 	uint32_t files;
 	int fd = craft(two, 2);
-	CHECK(art_extract_announced(fd, dest, 0, &files, &err) < 0);
+	CHECK(art_extract_announced(fd, dest, 0, NULL, &files, &err) < 0);
 	CHECK(strstr(err.msg, "without announcing") != NULL);
 	close(fd);
 
@@ -374,7 +375,7 @@ static void test_min_free(void)
 	close(in);
 	lseek(fd, 0, SEEK_SET);
 	uint32_t files;
-	CHECK(art_extract_announced(fd, dest, 5, &files, &err) < 0);
+	CHECK(art_extract_announced(fd, dest, 5, NULL, &files, &err) < 0);
 	printf("# refused as wanted: %s\n", err.msg);
 	close(fd);
 	snprintf(p, sizeof(p), "%s/a.bin", dest);
@@ -430,7 +431,7 @@ static void test_incompressible(void)
 	CHECK(sb.st_size < (off_t)(2 * n + n / 50)); /* the text shrank, the rest ~as is */
 	snprintf(dest, sizeof(dest), "%s/runs-z", tmp);
 	mkdir(dest, 0755);
-	CHECK_EQ_INT(art_extract_announced(fd, dest, 0, &files, &err), 0);
+	CHECK_EQ_INT(art_extract_announced(fd, dest, 0, NULL, &files, &err), 0);
 	close(fd);
 	CHECK_EQ_INT(files, 4);
 	const char *names[] = { "a.txt", "b.bin", "c.csv", "d.bin" };
@@ -479,7 +480,7 @@ static void test_resume(void)
 	lseek(cut, 0, SEEK_SET);
 	snprintf(dest, sizeof(dest), "%s/runs-r", tmp);
 	mkdir(dest, 0755);
-	CHECK(art_extract_announced(cut, dest, 0, &files, &err) < 0);
+	CHECK(art_extract_announced(cut, dest, 0, NULL, &files, &err) < 0);
 	close(cut);
 	CHECK_EQ_INT(files, 0);
 	snprintf(p, sizeof(p), "%s/r/.big.bin.gpurun-part", dest);
@@ -500,7 +501,7 @@ static void test_resume(void)
 	/* The next pull names the part: only the rest travels. */
 	struct pack_part part = { (char *)"r/big.bin", (uint64_t)ps.st_size, (uint64_t)size, sec,
 				  (uint32_t)nsec };
-	struct pack_opts o = { NULL, 0, 0, &part, 1 };
+	struct pack_opts o = { .parts = &part, .nparts = 1, .tmpfd = -1 };
 	char path[300], dir[300];
 	snprintf(path, sizeof(path), "%s/art2.tar.zst", tmp);
 	snprintf(dir, sizeof(dir), "%s/job", tmp);
@@ -508,7 +509,7 @@ static void test_resume(void)
 	CHECK_EQ_INT(job_pack(dir, pat, 1, NULL, 0, &o, fd, &st, &err), 0);
 	CHECK_EQ_INT(st.bytes, (long long)(n - (size_t)ps.st_size));
 	lseek(fd, 0, SEEK_SET);
-	CHECK_EQ_INT(art_extract_announced(fd, dest, 0, &files, &err), 0);
+	CHECK_EQ_INT(art_extract_announced(fd, dest, 0, NULL, &files, &err), 0);
 	close(fd);
 	CHECK_EQ_INT(files, 1);
 	snprintf(q, sizeof(q), "cmp -s '%s/r/big.bin' '%s/job/r/big.bin'", dest, tmp);
@@ -526,7 +527,7 @@ static void test_resume(void)
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	CHECK_EQ_INT(job_pack(dir, pat, 1, NULL, 0, &o, fd, &st, &err), 0);
 	lseek(fd, 0, SEEK_SET);
-	CHECK(art_extract_announced(fd, dest, 0, &files, &err) < 0);
+	CHECK(art_extract_announced(fd, dest, 0, NULL, &files, &err) < 0);
 	close(fd);
 	printf("# refused as wanted: %s\n", err.msg);
 	CHECK(strstr(err.msg, "no part file") != NULL);

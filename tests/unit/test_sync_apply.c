@@ -10,7 +10,7 @@
 #include <zstd.h>
 
 #include "t.h"
-#include "sync_apply.c"
+#include "sync_apply.h"
 #include "sync_delta.h"
 
 static char tmpdir[] = "/tmp/gpurun-test-apply-XXXXXX";

@@ -144,6 +144,43 @@ static void test_delta_in_place(void)
 	free(new);
 }
 
+/* An edit in place whose new bytes hold old blocks at offsets off the
+ * block grid: the quick scan of changed regions (a rolling weak sum
+ * against the old blocks' index) must find them, not send them as
+ * literals; and a region with none of them goes as literals at once. */
+static void test_delta_in_place_holding_old_blocks(void)
+{
+	size_t n = 6u << 20, b = sm_block_len(n);
+	uint8_t *old = malloc(n), *new = malloc(n);
+
+	fill(old, n, 5);
+	memcpy(new, old, n);
+	fill(new + n / 2, 300000, 6);
+	memcpy(new + n / 2 + 100001, old + 1000 * b, 3 * b); /* three old blocks, moved */
+	fill(new + n / 4, 50000, 7);                          /* and a region with none */
+	roundtrip(old, n, new, n, 0, 300000 - 3 * b + 50000 + 4 * b);
+	free(old);
+	free(new);
+}
+
+/* An old version of equal blocks (zeros, as in a sparse or padded
+ * checkpoint) with a change that holds one of them off the grid: the
+ * index of old blocks keeps one of equal blocks (built in linear time)
+ * and the delta is right. */
+static void test_delta_equal_blocks(void)
+{
+	size_t n = 64u << 20, b = sm_block_len(n);
+	uint8_t *old = calloc(1, n), *new = calloc(1, n);
+
+	fill(old + n / 3, 200000, 8);
+	memcpy(new, old, n);
+	fill(new + n / 2, 300000, 9);
+	memset(new + n / 2 + 1001, 0, b); /* a zero block, moved */
+	roundtrip(old, n, new, n, 0, 300000 + 2 * b);
+	free(old);
+	free(new);
+}
+
 static void test_delta_shifted(void)
 {
 	size_t n = 3u << 20;
@@ -364,6 +401,8 @@ int main(void)
 		return 1;
 	}
 	RUN(test_delta_in_place);
+	RUN(test_delta_in_place_holding_old_blocks);
+	RUN(test_delta_equal_blocks);
 	RUN(test_delta_shifted);
 	RUN(test_delta_append_truncate);
 	RUN(test_rewritten_is_declined);

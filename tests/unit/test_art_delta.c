@@ -1,0 +1,311 @@
+/* Pulls by delta without a network: the client signs its copy (cli/
+ * art_delta.c), the agent's packer (compiled in from remote/) sends the
+ * host's file as a delta entry against it, the client's extractor applies
+ * it and checks the host's content hash. And a host that lies: a delta
+ * entry the client did not ask for, one whose output runs past the size
+ * it announced, one that copies from outside the basis, one whose result
+ * does not have the hash it announced. Each is refused, the copy in place
+ * stays as it was, and a note makes the next pull fetch the file whole. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "t.h"
+
+#include "../../remote/job_glob.c"
+#include "../../remote/job_delta.c"
+#include "../../remote/job_pack.c"
+#include "art_delta.h"
+#include "art_limits.h"
+#include "job_art.h"
+#include "job_proto.h"
+
+static char tmp[256];
+#define SIZE (6u << 20)
+
+static void put(const char *rel, const uint8_t *p, size_t n)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", tmp, rel);
+	char *slash = strrchr(path, '/');
+	*slash = '\0';
+	mkdir_p(path, 0755, NULL);
+	*slash = '/';
+	CHECK(write_file_atomic(path, p, n, 0644, NULL) == 0);
+}
+
+static int same(const char *a, const char *b)
+{
+	char q[1200];
+	snprintf(q, sizeof(q), "cmp -s '%s/%s' '%s/%s'", tmp, a, tmp, b);
+	return system(q) == 0;
+}
+
+/* The basis runs/ck.bin, the host's job/ck.bin: the basis with 10 %
+ * rewritten in place. */
+static uint8_t *setup(void)
+{
+	uint8_t *b = xmalloc(SIZE);
+	srand(7);
+	for (size_t i = 0; i < SIZE; i++)
+		b[i] = (uint8_t)rand();
+	put("runs/ck.bin", b, SIZE);
+	for (size_t k = 0; k < 10; k++) /* 10 pieces of 64 KiB spread over it */
+		for (size_t i = 0; i < 65536; i++)
+			b[k * (SIZE / 10) + i] ^= 0x5a;
+	put("job/ck.bin", b, SIZE);
+	return b;
+}
+
+/* The client's side before the pull: its basis signed, the signature
+ * staged where the agent's ART_SIG handler puts it. */
+static void sign(struct art_delta *d, struct pack_sig *ps)
+{
+	char p[400];
+	struct strbuf sig = STRBUF_INIT;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->token, sizeof(d->token), "0123456789abcdef");
+	d->v = xcalloc(1, sizeof(*d->v));
+	d->n = 1;
+	struct art_basis *b = &d->v[0];
+	snprintf(p, sizeof(p), "%s/runs/ck.bin", tmp);
+	b->fd = open(p, O_RDONLY);
+	CHECK(b->fd >= 0 && fstat(b->fd, &b->st) == 0);
+	b->path = xstrdup("ck.bin");
+	b->from = xstrdup(p);
+	b->target = SIZE;
+	b->block = sm_block_len(SIZE);
+	CHECK(art_delta_sign(b, &sig, &b->leaves) == 0);
+	snprintf(p, sizeof(p), "%s/job", tmp);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/job/.gpurun", tmp);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/job", tmp);
+	struct gr_err err = { 0 };
+	CHECK_EQ_INT(job_delta_stage(p, d->token, 0, 0, sig.buf, sig.len, &err), 0);
+	ps->path = xstrdup("ck.bin");
+	ps->sigpath = job_delta_sig_path(p, d->token, 0);
+	sb_release(&sig);
+}
+
+/* Pack job/ as the agent does for a pull with that signature. */
+static int pack_delta_archive(struct pack_sig *ps, struct pack_stats *st)
+{
+	const char *pat[] = { "ck.bin" };
+	char dir[300], state[320], path[320];
+	struct gr_err err = { 0 };
+	snprintf(dir, sizeof(dir), "%s/job", tmp);
+	snprintf(state, sizeof(state), "%s/.gpurun", dir);
+	snprintf(path, sizeof(path), "%s/pull.tar.zst", tmp);
+	struct pack_opts o = { .sigs = ps, .nsigs = 1, .tmpfd = open(state, O_RDONLY | O_DIRECTORY) };
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK_EQ_INT(job_pack(dir, pat, 1, NULL, 0, &o, fd, st, &err), 0);
+	close(o.tmpfd);
+	lseek(fd, 0, SEEK_SET);
+	return fd;
+}
+
+static int extract(int fd, struct art_delta *d, struct gr_err *err)
+{
+	char dest[300];
+	uint32_t files = 0;
+	snprintf(dest, sizeof(dest), "%s/runs", tmp);
+	int rc = art_extract_announced(fd, dest, 0, d, &files, err);
+	if (rc < 0)
+		printf("# refused as wanted: %s\n", err->msg);
+	return rc;
+}
+
+static void test_roundtrip(void)
+{
+	struct art_delta d;
+	struct pack_sig ps;
+	struct pack_stats st;
+	struct gr_err err = { 0 };
+	free(setup());
+	sign(&d, &ps);
+	int fd = pack_delta_archive(&ps, &st);
+	printf("# a %u-byte file, 10 %% changed: a delta of %llu bytes\n", SIZE,
+	       (unsigned long long)st.bytes);
+	CHECK_EQ_INT(st.deltas, 1);
+	CHECK(st.bytes < SIZE / 5);
+	CHECK_EQ_INT(extract(fd, &d, &err), 0);
+	close(fd);
+	CHECK(same("runs/ck.bin", "job/ck.bin"));
+	char p[400];
+	snprintf(p, sizeof(p), "%s/runs/.ck.bin.gpurun-part", tmp);
+	CHECK(access(p, F_OK) < 0);
+	art_delta_free(&d);
+	free(ps.path);
+	free(ps.sigpath);
+}
+
+/* An archive with one delta entry ck.bin: data (zstd'ed here if z), the
+ * attribute value given. */
+static int craft(const void *data, size_t n, int z, const char *value)
+{
+	char path[300];
+	size_t cap = ZSTD_compressBound(n);
+	void *zd = xmalloc(cap);
+	if (z)
+		n = ZSTD_compress(zd, cap, data, n, 1);
+	else
+		memcpy(zd, data, n);
+	snprintf(path, sizeof(path), "%s/evil.tar.zst", tmp);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	unsigned char hdr[16] = "GRA1";
+	hdr[7] = 1;
+	for (int i = 0; i < 8; i++)
+		hdr[8 + i] = (unsigned char)((uint64_t)n >> (56 - 8 * i));
+	CHECK(write_full(fd, hdr, 16) == 0);
+	struct archive *a = archive_write_new();
+	archive_write_add_filter_zstd(a);
+	archive_write_set_format_pax(a);
+	archive_write_set_bytes_in_last_block(a, 1);
+	archive_write_open_fd(a, fd);
+	struct archive_entry *e = archive_entry_new();
+	archive_entry_set_pathname(e, "ck.bin");
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, 0644);
+	archive_entry_set_size(e, (la_int64_t)n);
+	archive_entry_xattr_add_entry(e, GR_ART_DELTA_XATTR, value, strlen(value));
+	archive_write_header(a, e);
+	archive_write_data(a, zd, n);
+	archive_entry_free(e);
+	archive_write_close(a);
+	archive_write_free(a);
+	free(zd);
+	lseek(fd, 0, SEEK_SET);
+	return fd;
+}
+
+/* The basis is untouched and the next pull takes the file whole. */
+static void check_kept(const uint8_t *basis_before)
+{
+	char p[400];
+	struct strbuf sb = STRBUF_INIT;
+	snprintf(p, sizeof(p), "%s/runs/ck.bin", tmp);
+	CHECK(read_file(p, &sb, NULL) == 0 && sb.len == SIZE && !memcmp(sb.buf, basis_before, SIZE));
+	sb_release(&sb);
+	snprintf(p, sizeof(p), "%s/runs/.ck.bin.gpurun-part", tmp);
+	CHECK(access(p, F_OK) < 0);
+}
+
+static uint8_t *basis_bytes(void)
+{
+	char p[400];
+	struct strbuf sb = STRBUF_INIT;
+	snprintf(p, sizeof(p), "%s/runs/ck.bin", tmp);
+	CHECK(read_file(p, &sb, NULL) == 0);
+	return (uint8_t *)sb.buf;
+}
+
+static void test_hostile(void)
+{
+	struct art_delta d;
+	struct pack_sig ps;
+	struct pack_stats st;
+	struct gr_err err = { 0 };
+	char p[400], value[128], hex[65];
+	uint8_t *host = setup(), hash[SM_HASH_LEN];
+	uint8_t *before = basis_bytes();
+	thash_from_leaves(NULL, 0, 0, hash); /* a hash of nothing: wrong for anything */
+	sign(&d, &ps);
+
+	/* 1. A genuine delta, but this pull sent no signature for it. */
+	int fd = pack_delta_archive(&ps, &st);
+	CHECK(extract(fd, NULL, &err) < 0);
+	CHECK(strstr(err.msg, "did not ask for") != NULL);
+	close(fd);
+	check_kept(before);
+
+	/* 2. A delta whose output runs past the size it announces: one
+	 * LITERAL of 100 bytes for a file of 50. */
+	uint8_t lit[4 + 2 + 100 + 1] = { 0x72, 0x73, 0x02, 0x36, 0x41, 100 };
+	snprintf(value, sizeof(value), "50 %064d", 0);
+	fd = craft(lit, sizeof(lit), 1, value);
+	d.v[0].used = 0;
+	CHECK(extract(fd, &d, &err) < 0);
+	CHECK(strstr(err.msg, "longer file than announced") != NULL);
+	close(fd);
+	check_kept(before);
+
+	/* 3. A COPY from past the basis's end (reading what is not there). */
+	uint8_t cp[4 + 1 + 8 + 8 + 1] = { 0x72, 0x73, 0x02, 0x36, 0x54 };
+	for (int i = 0; i < 8; i++)
+		cp[5 + i] = (uint8_t)((uint64_t)(SIZE - 10) >> (56 - 8 * i));
+	cp[5 + 8 + 7] = 100;
+	snprintf(value, sizeof(value), "100 %064d", 0);
+	fd = craft(cp, sizeof(cp), 1, value);
+	d.v[0].used = 0;
+	CHECK(extract(fd, &d, &err) < 0);
+	CHECK(strstr(err.msg, "outside the old file") != NULL);
+	close(fd);
+	check_kept(before);
+
+	/* 4. The right delta with a wrong hash: refused, the copy stays,
+	 * and a note makes the next pull take the file whole. */
+	int real = pack_delta_archive(&ps, &st);
+	CHECK_EQ_INT(st.deltas, 1);
+	struct archive *in = archive_read_new();
+	struct archive_entry *e;
+	archive_read_support_filter_zstd(in);
+	archive_read_support_format_tar(in);
+	lseek(real, 16, SEEK_SET);
+	CHECK(archive_read_open_fd(in, real, 65536) == ARCHIVE_OK);
+	CHECK(archive_read_next_header(in, &e) == ARCHIVE_OK);
+	size_t dn = (size_t)archive_entry_size(e);
+	uint8_t *delta = xmalloc(dn);
+	CHECK(archive_read_data(in, delta, dn) == (la_ssize_t)dn);
+	archive_read_free(in);
+	close(real);
+	sm_hex(hash, hex);
+	snprintf(value, sizeof(value), "%u %s", SIZE, hex);
+	fd = craft(delta, dn, 0, value);
+	d.v[0].used = 0;
+	CHECK(extract(fd, &d, &err) < 0);
+	CHECK(strstr(err.msg, "did not come out as the host has it") != NULL);
+	CHECK(strstr(err.hint, "fetches it whole") != NULL);
+	close(fd);
+	check_kept(before);
+	snprintf(p, sizeof(p), "%s/runs/.ck.bin" ART_NODELTA_SUFFIX, tmp);
+	CHECK(access(p, F_OK) == 0);
+
+	/* 5. A malformed attribute. */
+	fd = craft(delta, dn, 0, "12 nothex");
+	d.v[0].used = 0;
+	CHECK(extract(fd, &d, &err) < 0);
+	CHECK(strstr(err.msg, "malformed") != NULL);
+	close(fd);
+	check_kept(before);
+
+	free(delta);
+	free(host);
+	free(before);
+	art_delta_free(&d);
+	free(ps.path);
+	free(ps.sigpath);
+}
+
+int main(void)
+{
+	snprintf(tmp, sizeof(tmp), "%s/gpurun-test-artd.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(tmp)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	RUN(test_roundtrip);
+	RUN(test_hostile);
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	if (!t_failed_cases && system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", tmp);
+	return T_DONE();
+}
