@@ -508,6 +508,9 @@ int art_delta_entry(struct archive *in, struct archive_entry *e, const char *fin
 	dapply_init(&dp, b->fd, (uint64_t)b->st.st_size, fd, target);
 	have_dp = 1;
 	z = ZSTD_createDStream();
+	/* The host picks the window: ours are 2 MiB (sync_delta.c's level);
+	 * more than 8 MiB is refused, not allocated (zstd allows 128 MiB). */
+	ZSTD_DCtx_setParameter(z, ZSTD_d_windowLogMax, 23);
 	zout = xmalloc(ZSTD_DStreamOutSize());
 	while ((r = archive_read_data_block(in, &buf, &len, &off)) == ARCHIVE_OK) {
 		if (!art_data_ok(off, len, size) || (uint64_t)off != got) {

@@ -286,6 +286,30 @@ static void test_hostile(void)
 	close(fd);
 	check_kept(before);
 
+	/* 6. A delta frame that asks for a 128 MiB window: refused before
+	 * zstd allocates it. */
+	{
+		ZSTD_CCtx *cz = ZSTD_createCCtx();
+		size_t cap = ZSTD_compressBound(sizeof(lit)) + 64, zn;
+		uint8_t *zb = xmalloc(cap);
+		ZSTD_CCtx_setParameter(cz, ZSTD_c_windowLog, 27);
+		ZSTD_outBuffer zo = { zb, cap, 0 };
+		ZSTD_inBuffer zi = { lit, sizeof(lit), 0 };
+		ZSTD_compressStream2(cz, &zo, &zi, ZSTD_e_continue); /* size unknown */
+		ZSTD_inBuffer none = { NULL, 0, 0 };
+		while ((zn = ZSTD_compressStream2(cz, &zo, &none, ZSTD_e_end)) != 0)
+			CHECK(!ZSTD_isError(zn));
+		snprintf(value, sizeof(value), "100 %064d", 0);
+		fd = craft(zb, zo.pos, 0, value);
+		d.v[0].used = 0;
+		CHECK(extract(fd, &d, &err) < 0);
+		CHECK(strstr(err.msg, "corrupt delta") != NULL);
+		close(fd);
+		check_kept(before);
+		free(zb);
+		ZSTD_freeCCtx(cz);
+	}
+
 	free(delta);
 	free(host);
 	free(before);
