@@ -51,6 +51,15 @@ uint64_t art_delta_targets(const struct art_delta *d)
 	return t;
 }
 
+uint32_t art_delta_used(const struct art_delta *d)
+{
+	uint32_t n = 0;
+
+	for (size_t i = 0; d && i < d->n; i++)
+		n += d->v[i].used != 0;
+	return n;
+}
+
 /* ---- is there a basis anywhere? ---- */
 
 static int big_found;

@@ -61,6 +61,9 @@ int art_delta_sign(struct art_basis *b, struct strbuf *sig, uint8_t **leaves);
 /* The total of the planned sizes of the files in d (for the free-space
  * check: a delta's entry is smaller than what it writes). */
 uint64_t art_delta_targets(const struct art_delta *d);
+/* How many of d's files came as deltas (after a pull that ended well:
+ * each delta entry marks its basis used). */
+uint32_t art_delta_used(const struct art_delta *d);
 
 /* Extract a delta entry (its GR_ART_DELTA_XATTR value in value) for final,
  * relative to the working folder, size: the entry's size. 0 when written

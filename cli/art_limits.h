@@ -23,7 +23,6 @@ struct art_limits {
 	/* consumed so far, by art_admit */
 	uint32_t files_seen;
 	uint64_t bytes_seen;
-	uint32_t deltas_seen; /* of the files written, how many from deltas */
 };
 
 /* Parse the announcement (GR_ART_ANNOUNCE_LEN bytes) into lim's files and

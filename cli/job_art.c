@@ -287,7 +287,6 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 			}
 			if ((rc = art_delta_entry(in, e, final, size, dv, lim, err)) < 0)
 				goto out;
-			lim->deltas_seen++;
 			(*files)++;
 			continue;
 		}
@@ -393,13 +392,6 @@ out:
 	return rc;
 }
 
-static uint32_t last_deltas;
-
-uint32_t art_extract_deltas(void)
-{
-	return last_deltas;
-}
-
 int art_extract_announced(int fd, const char *dest, int min_free_pct, struct art_delta *delta,
 			  uint32_t *files, struct gr_err *err)
 {
@@ -419,9 +411,7 @@ int art_extract_announced(int fd, const char *dest, int min_free_pct, struct art
 		gr_err_prefix(err, "%u file%s to pull", lim.files, lim.files == 1 ? "" : "s");
 		return rc;
 	}
-	rc = art_extract_fd(fd, dest, &lim, files, err);
-	last_deltas = lim.deltas_seen;
-	return rc;
+	return art_extract_fd(fd, dest, &lim, files, err);
 }
 
 /* What the client has already: every complete file under dest; and the
@@ -606,7 +596,7 @@ static int pull_start(struct gr_conn *c, const char *project, const char *id,
 			/* Every file the host sent is whole: a part left is of a
 			 * file it no longer sends. */
 			nftw(dest, drop_part, 16, FTW_PHYS);
-			n = snprintf(res, sizeof(res), "0 %u %u\n", files, art_extract_deltas());
+			n = snprintf(res, sizeof(res), "0 %u %u\n", files, art_delta_used(&d));
 			/* Drain what is left so the writer never blocks on us. */
 			char buf[65536];
 			while (read(dp[0], buf, sizeof(buf)) > 0)

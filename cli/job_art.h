@@ -47,9 +47,6 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 struct art_delta;
 int art_extract_announced(int fd, const char *dest, int min_free_pct, struct art_delta *delta,
 			  uint32_t *files, struct gr_err *err);
-/* How many of the files the last art_extract_announced in this process
- * wrote came from deltas. */
-uint32_t art_extract_deltas(void);
 
 /* rel below the working folder, opened through no symlink (each folder
  * with O_NOFOLLOW, then the file with flags | O_NOFOLLOW); -1 on failure. */
