@@ -23,7 +23,7 @@ O       ?= build
 SANFLAGS :=
 endif
 
-CLIENT_LIBS := $(shell pkg-config --libs libssh2 libarchive libzstd inih 2>/dev/null || echo -lssh2 -larchive -lzstd -linih) -lrsync -lb2 -lpthread -lutil
+CLIENT_LIBS := $(shell pkg-config --libs libssh2 libarchive libzstd inih 2>/dev/null || echo -lssh2 -larchive -lzstd -linih) -lrsync -lb2 -lcrypto -lpthread -lutil
 AGENT_STATIC_LIBS := -Wl,--start-group -larchive -lrsync -lb2 -lnettle -lacl -llzma \
 	-lzstd -llz4 -lbz2 -lz -lxml2 -licuuc -licudata -lstdc++ -lm -lpthread -ldl -Wl,--end-group
 AGENT_DYN_LIBS := -larchive -lrsync -lzstd -lb2 -lpthread

@@ -296,8 +296,9 @@ static void methods_string(LIBSSH2_SESSION *s, struct strbuf *sb)
 	const char *cs = libssh2_session_methods(s, LIBSSH2_METHOD_CRYPT_CS);
 	const char *mac = libssh2_session_methods(s, LIBSSH2_METHOD_MAC_CS);
 
-	sb_addf(sb, "kex %s, host key %s, cipher %s, mac %s", kex ? kex : "?", hk ? hk : "?",
-		cs ? cs : "?", mac ? mac : "?");
+	sb_addf(sb, "kex %s, host key %s, cipher %s%s, mac %s", kex ? kex : "?", hk ? hk : "?",
+		cs ? cs : "?", cs && strstr(cs, "-ctr") && ssh_ctr_batching() ? " (batched)" : "",
+		mac ? mac : "?");
 }
 
 int ssh_method_pref(struct ssh_hop *h, int method, const char *wanted, struct gr_err *err)
@@ -494,7 +495,11 @@ void ssh_chain_free(struct ssh_chain *c)
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_rc;
-static void init_libssh2(void) { init_rc = libssh2_init(0); }
+static void init_libssh2(void)
+{
+	init_rc = libssh2_init(0);
+	ssh_ctr_batching(); /* decided once, before any session keys a cipher */
+}
 
 int ssh_chain_open(struct ssh_chain **out, const char *spec, const struct ssh_opts *o,
 		   struct gr_err *err)

@@ -101,6 +101,9 @@ void ssh_chain_free(struct ssh_chain *c);
 void ssh_report(const struct ssh_hop *h, enum ssh_step step, int rc, const char *detail,
 		const char *methods, const struct gr_err *err);
 int ssh_verbose(void);
+/* Whether libssh2's AES-CTR runs through the batched keystream of
+ * ssh_ctr.c (libssh2 1.10.x, unless GPURUN_SSH_CTR_BATCH=0). */
+int ssh_ctr_batching(void);
 /* An observer is set: doctor prints the steps, so notices stay quiet. */
 int ssh_observed(void);
 

@@ -2,7 +2,9 @@
 # Jobs over the default transport (libssh2, in process) to a real sshd
 # behind the delay proxy: status passthrough, a follower that reconnects
 # after the proxy cuts it (every line once), and a job that outlives
-# kill -9 of gpurun.
+# kill -9 of gpurun. And an sshd that keys again every 1 MiB
+# (RekeyLimit): a sync up and a pull down of 6 MiB cross several new keys
+# each way, with the batched AES-CTR of cli/ssh_ctr.c and without it.
 . "$(dirname "$0")/../lib.sh"
 
 P=$TRASH/proj
@@ -55,6 +57,24 @@ test_expect_success 'libssh2: the job outlives kill -9 of gpurun' '
 	id=$(head -n1 .gpurun/jobs | cut -f1) &&
 	test_expect_code 0 "$GPURUN" logs -f "$id" >all &&
 	seq 1 30 | sed "s/^/line /" >want && test_cmp want all
+'
+
+test_expect_success 'libssh2: new keys every 1 MiB, batched AES-CTR: sync and pull are byte-exact' '
+	start_sshd rekeyhost "RekeyLimit 1M
+LogLevel DEBUG1" && trust_sshd rekeyhost &&
+	R=$TRASH/rekey && mkdir -p "$R" && cd "$R" &&
+	write_ini "$R" rekeyhost libssh2 rk &&
+	printf "[build]\ncommand =\n[artifacts]\npull = out.bin\n[train]\ncommand = cp data.bin out.bin\n" >>gpurun.ini &&
+	head -c 6291456 /dev/urandom >data.bin &&
+	{ "$GPURUN" doctor >log 2>&1 || true; } && test_grep "cipher aes[0-9]*-ctr (batched)" log &&
+	"$GPURUN" -q sync && cmp data.bin "$TRASH/rekeyhost-home/rk/data.bin" &&
+	"$GPURUN" -q train >/dev/null && rid=$(head -n1 .gpurun/jobs | cut -f1) &&
+	cmp data.bin "runs/$rid/out.bin" &&
+	rm -rf runs && GPURUN_SSH_CTR_BATCH=0 "$GPURUN" -q pull "$rid" && cmp data.bin "runs/$rid/out.bin" &&
+	{ GPURUN_SSH_CTR_BATCH=0 "$GPURUN" doctor >log 2>&1 || true; } && test_grep "cipher aes[0-9]*-ctr, " log &&
+	rm -rf runs && "$GPURUN" -q pull "$rid" && cmp data.bin "runs/$rid/out.bin" &&
+	n=$(grep -c "rekeying\|SSH2_MSG_KEXINIT sent" "$TRASH/sshd-rekeyhost/sshd.log") &&
+	echo "key exchanges in the sshd log: $n" && test "$n" -ge 12
 '
 
 test_done
