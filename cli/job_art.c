@@ -27,6 +27,8 @@
  * resumes from what the part holds (PROTOCOL.md, ART_PULL). */
 #define INFO_SUFFIX ".gpurun-partinfo"
 #define RESUME_MIN (1u << 20)
+/* Writeback of a part file is started every this many bytes. */
+#define WRITEBACK_STEP (8u << 20)
 
 /* Why name may not be extracted, or NULL when it is fine. */
 static const char *bad_name(const char *name)
@@ -318,6 +320,13 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 		size_t len;
 		int64_t off;
 		int write_failed = 0;
+		/* Start the part's writeback as it comes (SYNC_FILE_RANGE_WRITE
+		 * waits for nothing), so the fsync before the rename finds
+		 * little left to write: on its own it took ~0.2 s of a 256 MiB
+		 * pull's 1.7 s. Any descriptor of the file will do. */
+		int wb = size >= (int64_t)WRITEBACK_STEP
+				 ? open(part, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+		uint64_t wb_done = 0;
 		got = 0;
 		while ((r = archive_read_data_block(in, &buf, &len, &off)) == ARCHIVE_OK) {
 			if (!art_data_ok(off, len, size)) {
@@ -335,7 +344,14 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 			}
 			if ((uint64_t)off == got)
 				got += len;
+			if (wb >= 0 && got - wb_done >= WRITEBACK_STEP) {
+				(void)sync_file_range(wb, (off_t)wb_done, (off_t)(got - wb_done),
+						      SYNC_FILE_RANGE_WRITE);
+				wb_done = got;
+			}
 		}
+		if (wb >= 0)
+			close(wb);
 		if (r != ARCHIVE_EOF || archive_write_finish_entry(out) != ARCHIVE_OK) {
 			rc = gr_errf(err, GR_EIO, "cannot extract artifact '%s': %s", ts(final),
 				     archive_error_string(r != ARCHIVE_EOF ? in : out)
@@ -568,6 +584,10 @@ static int pull_start(struct gr_conn *c, const char *project, const char *id,
 		art_delta_free(&d);
 		return gr_errf(err, GR_EIO, "pipe: %s", strerror(e));
 	}
+	/* Room for bursts: with 64 KiB, gpurun stalled on the extractor's
+	 * every pause (a page-cache write, a new file), and the stream with
+	 * it. Best effort: the default size works, only slower. */
+	(void)fcntl(dp[1], F_SETPIPE_SZ, 1 << 20);
 	pid = fork();
 	if (pid < 0) {
 		close(dp[0]); close(dp[1]); close(rp[0]); close(rp[1]);
