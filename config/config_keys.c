@@ -267,6 +267,8 @@ static const struct gr_env_var env_vars[] = {
 	{ "GPURUN_IO_TIMEOUT", "S", "a sync gives up after S seconds in which the\n"
 	  "connection moved no byte (default 120)", 0 },
 	{ "GPURUN_SSH", "PROG", "the ssh that transport = openssh runs (default: ssh)", 0 },
+	{ "GPURUN_SSH_CTR_BATCH", "0", "libssh2's AES-CTR one block per call, as libssh2 1.10\n"
+	  "does it (default: the keystream 32 KiB at a time)", 0 },
 	{ "GPURUN_JOB_ID", NULL, "set for a job on the host: its id", 1 },
 	{ "GPURUN_JOB_DIR", NULL, "set for a job on the host: its folder", 1 },
 	{ "GPURUN_LOCK_DIR", NULL, "where every account's GPU locks are (default /tmp;\n"
