@@ -15,6 +15,7 @@
 
 #include "art_delta.h"
 #include "art_limits.h"
+#include "art_sigcache.h"
 #include "job_art.h"
 #include "job_delta.h"
 #include "job_proto.h"
@@ -34,12 +35,15 @@ void art_delta_free(struct art_delta *d)
 		free(d->v[i].path);
 		free(d->v[i].from);
 		free(d->v[i].leaves);
+		free(d->v[i].weak);
 		if (d->v[i].fd >= 0)
 			close(d->v[i].fd);
 	}
 	free(d->v);
 	d->v = NULL;
 	d->n = 0;
+	free(d->sigdir);
+	d->sigdir = NULL;
 }
 
 uint64_t art_delta_targets(const struct art_delta *d)
@@ -205,18 +209,24 @@ static void *sign_range(void *arg)
 	return NULL;
 }
 
-int art_delta_sign(struct art_basis *b, struct strbuf *sig, uint8_t **leaves)
+int art_delta_sign(struct art_basis *b, const char *sigdir, struct strbuf *sig)
 {
 	uint64_t size = (uint64_t)b->st.st_size, n = (size + b->block - 1) / b->block;
 	uint32_t *weak = xmalloc((n ? n : 1) * sizeof(*weak));
 	uint8_t *lv = xmalloc(n ? n * SM_HASH_LEN : 1);
+	int rc = 0;
+
+	if (art_sigcache_load(sigdir, &b->st, b->block, weak, lv) == 0) {
+		rc = 1;
+		goto done;
+	}
 	/* Blocks are independent: two threads on large files, as the
 	 * content hash does (sync_index.c). */
 	uint64_t mid = size >= (8u << 20) ? n / 2 : n;
 	struct sign_part p[2] = { { b->fd, size, 0, mid, b->block, weak, lv, 0 },
 				  { b->fd, size, mid, n, b->block, weak, lv, 0 } };
 	pthread_t th;
-	int threaded = mid < n && pthread_create(&th, NULL, sign_range, &p[1]) == 0, rc = 0;
+	int threaded = mid < n && pthread_create(&th, NULL, sign_range, &p[1]) == 0;
 
 	sign_range(&p[0]);
 	if (threaded)
@@ -224,15 +234,16 @@ int art_delta_sign(struct art_basis *b, struct strbuf *sig, uint8_t **leaves)
 	else
 		sign_range(&p[1]);
 	if (p[0].failed || p[1].failed) {
-		rc = -1;
-		goto out;
+		free(weak);
+		free(lv);
+		return -1;
 	}
+done:
 	sync_sig_build(sig, b->block, n, weak, lv);
-	*leaves = lv;
-	lv = NULL;
-out:
-	free(weak);
-	free(lv);
+	free(b->leaves);
+	free(b->weak);
+	b->leaves = lv;
+	b->weak = weak;
 	return rc;
 }
 
@@ -267,6 +278,23 @@ static int cmp_basis(const void *x, const void *y)
 static int fatal(int rc)
 {
 	return rc == GR_ESSH || rc == GR_EIO || rc == GR_ETIMEOUT;
+}
+
+/* <root>/.gpurun/pull-sigs for dest = <root>/runs/<job>, absolute (the
+ * extractor works inside dest); NULL if .gpurun is not there. */
+static char *sigdir_of(const char *dest)
+{
+	const char *self;
+	char *runs = runs_of(dest, &self), *root = runs_of(runs, &self);
+	char *state = xasprintf("%s/.gpurun", root), *abs = realpath(state, NULL), *dir = NULL;
+
+	if (abs)
+		dir = xasprintf("%s/pull-sigs", abs);
+	free(abs);
+	free(state);
+	free(root);
+	free(runs);
+	return dir;
 }
 
 int art_delta_prepare(struct gr_conn *c, const struct strbuf *req, const char *project,
@@ -322,6 +350,7 @@ int art_delta_prepare(struct gr_conn *c, const struct strbuf *req, const char *p
 	if (!rd.bad && rd_done(&rd, &e, "ART_PULL") < 0)
 		rd.bad = 1; /* bytes after the list */
 	sb_release(&plan);
+	gr_trace("pull: plan answered (%zu to sign)", d->n);
 	if (rd.bad || !d->n) {
 		art_delta_free(d);
 		return 0;
@@ -339,14 +368,18 @@ int art_delta_prepare(struct gr_conn *c, const struct strbuf *req, const char *p
 	for (int i = 0; i < 8; i++)
 		snprintf(d->token + 2 * i, 3, "%02x", rnd[i]);
 	size_t kept_n = 0;
+	d->sigdir = sigdir_of(dest);
 	for (size_t i = 0; i < d->n; i++) {
 		struct art_basis *b = &d->v[i];
 		struct strbuf sig = STRBUF_INIT;
-		uint8_t *lv = NULL;
-		if (art_delta_sign(b, &sig, &lv) < 0 || sig.len > JOB_DELTA_SIG_MAX ||
+		int how = art_delta_sign(b, d->sigdir, &sig);
+		if (how < 0 || sig.len > JOB_DELTA_SIG_MAX ||
 		    (rc = upload(c, project, id, d->token, (uint32_t)kept_n, &sig, &e)) < 0) {
 			sb_release(&sig);
-			free(lv);
+			free(b->leaves);
+			free(b->weak);
+			b->leaves = NULL;
+			b->weak = NULL;
 			if (rc < 0 && fatal(rc)) {
 				*err = e;
 				art_delta_free(d);
@@ -360,12 +393,16 @@ int art_delta_prepare(struct gr_conn *c, const struct strbuf *req, const char *p
 			continue;
 		}
 		uint64_t lvn = (sig.len - 12) / (4 + SM_HASH_LEN) * SM_HASH_LEN;
+		gr_trace("pull: %s %s (%zu bytes of signature)", how ? "uploaded the cached signature of"
+			 : "signed and uploaded", b->path, sig.len);
 		sb_release(&sig);
 		if (kept + lvn <= LEAVES_KEEP) {
-			b->leaves = lv;
 			kept += lvn;
 		} else {
-			free(lv);
+			free(b->leaves);
+			free(b->weak);
+			b->leaves = NULL;
+			b->weak = NULL;
 		}
 		b->index = (uint32_t)kept_n;
 		d->v[kept_n++] = *b;
@@ -475,6 +512,33 @@ static int basis_same(const struct art_basis *b)
 	       st.st_mtim.tv_nsec == b->st.st_mtim.tv_nsec &&
 	       st.st_ctim.tv_sec == b->st.st_ctim.tv_sec &&
 	       st.st_ctim.tv_nsec == b->st.st_ctim.tv_nsec && st.st_ino == b->st.st_ino;
+}
+
+/* The signature of the file a delta just made (fd, renamed into place):
+ * its block hashes are made; the weak sums of blocks copied in place are
+ * the basis's, the others are read back (what the delta sent). Kept for
+ * the next pull of it (art_sigcache.h). */
+static void keep_signature(const char *sigdir, int fd, uint64_t size, uint32_t blk,
+			   const uint32_t *bweak, const uint8_t *reuse, const uint8_t *leaves)
+{
+	uint64_t nb = (size + blk - 1) / blk;
+	uint32_t *weak = xmalloc((nb ? nb : 1) * sizeof(*weak));
+	uint8_t *buf = xmalloc(blk);
+
+	for (uint64_t k = 0; k < nb; k++) {
+		if (reuse[k]) {
+			weak[k] = bweak[k];
+			continue;
+		}
+		size_t len = size - k * blk < blk ? (size_t)(size - k * blk) : blk;
+		if (pread(fd, buf, len, (off_t)(k * blk)) != (ssize_t)len)
+			goto out;
+		weak[k] = sm_weak_sum(buf, len);
+	}
+	art_sigcache_store(sigdir, fd, blk, weak, leaves);
+out:
+	free(buf);
+	free(weak);
 }
 
 int art_delta_entry(struct archive *in, struct archive_entry *e, const char *final,
@@ -589,6 +653,8 @@ int art_delta_entry(struct archive *in, struct archive_entry *e, const char *fin
 	char *note = art_sibling(final, ART_NODELTA_SUFFIX);
 	unlink(note);
 	free(note);
+	if (known && b->weak)
+		keep_signature(lim->delta->sigdir, fd, target, blk, b->weak, reuse, leaves);
 	goto out;
 fail:
 	/* A delta that does not give the host's file: the copy here stays as

@@ -29,6 +29,7 @@ struct art_basis {
 	struct stat st;      /* the basis when its signature was made */
 	uint32_t block;      /* the signature's block length */
 	uint8_t *leaves;     /* its block hashes at that length (NULL: not kept) */
+	uint32_t *weak;      /* and its weak sums (kept with leaves) */
 	uint32_t index;      /* its signature's on the host */
 	int used;            /* a delta entry came for it */
 };
@@ -37,6 +38,7 @@ struct art_delta {
 	char token[17];      /* names this pull's staged signatures */
 	struct art_basis *v; /* sorted by path */
 	size_t n;
+	char *sigdir;        /* absolute: .gpurun/pull-sigs (art_sigcache.h) */
 };
 void art_delta_free(struct art_delta *d);
 
@@ -53,10 +55,12 @@ int art_delta_prepare(struct gr_conn *c, const struct strbuf *req, const char *p
 /* The full-strength librsync signature of b's basis (b->fd, b->st),
  * cut in blocks of b->block (the length the host's file of b->target
  * bytes has: sm_block_len), so the host finds blocks that stayed in
- * place by their hashes alone (sync_delta.c). Appended to sig; the block
- * hashes into *leaves (the caller frees). -1 if the basis could not be
- * read whole. */
-int art_delta_sign(struct art_basis *b, struct strbuf *sig, uint8_t **leaves);
+ * place by their hashes alone (sync_delta.c). Taken from sigdir's cache
+ * when it has that version of the basis (sigdir may be NULL), else read
+ * and hashed. Appended to sig; the block hashes and weak sums into
+ * b->leaves and b->weak (freed by art_delta_free). 1 if it came from the
+ * cache, 0 if it was made, -1 if the basis could not be read whole. */
+int art_delta_sign(struct art_basis *b, const char *sigdir, struct strbuf *sig);
 
 /* The total of the planned sizes of the files in d (for the free-space
  * check: a delta's entry is smaller than what it writes). */

@@ -514,6 +514,7 @@ struct art_pull {
 	pid_t pid;
 	int wfd, rfd;      /* data into the extractor, its result out */
 	int broken;        /* the extractor stopped reading */
+	int got_data;      /* a DATA frame came (GPURUN_TRACE says when) */
 	int failed;        /* the agent answered ERROR */
 	struct gr_err agent_err;
 	struct art_stats st;
@@ -670,6 +671,8 @@ int art_pull_frame(struct art_pull *p, const struct gr_frame *f)
 	struct gr_rd rd;
 
 	if (f->type == GR_MSG_DATA) {
+		if (!p->got_data++)
+			gr_trace("pull: first data");
 		if (!p->broken && write_full(p->wfd, f->payload, f->len) < 0) {
 			/* The extractor refused the rest (it says why): stop the
 			 * transfer here rather than receive it for nothing. The

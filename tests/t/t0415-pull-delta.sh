@@ -4,7 +4,8 @@
 # (libssh2) and the delay proxy, which counts the bytes on the wire: a
 # file pulled again after 10 % of it changed in place, then after bytes
 # were inserted near its start and appended at its end, and a file of a
-# later job whose basis is the earlier job's runs/ copy. Each time the
+# later job whose basis is the earlier job's runs/ copy; a file pulled as
+# a delta is signed from the cache the next time. Each time the
 # content equals the host's and the wire carries a small part of the file.
 . "$(dirname "$0")/../lib.sh"
 
@@ -53,6 +54,15 @@ test_expect_success '10 % changed in place: a delta, <= 20 % of the file on the 
 	cmp "$ja/ckpt.bin" "runs/$a/ckpt.bin" && test_grep "pulled 1 artifact (.* sent, 1 as a delta)" err &&
 	test -z "$(find runs -name ".*.gpurun-*")" &&
 	test -z "$(ls -A "$ja/.gpurun/pull-sig" 2>/dev/null)"
+'
+
+test_expect_success 'changed again: the signature comes from the cache; a touched copy is read again' '
+	cd "$P" && edit "$ja/ckpt.bin" 10 4 && GPURUN_TRACE=1 "$GPURUN" pull "$a" 2>err &&
+	test_grep "uploaded the cached signature of ckpt.bin" err && test_grep "1 as a delta" err &&
+	cmp "$ja/ckpt.bin" "runs/$a/ckpt.bin" && test -n "$(ls .gpurun/pull-sigs)" &&
+	touch "runs/$a/ckpt.bin" && edit "$ja/ckpt.bin" 10 5 && GPURUN_TRACE=1 "$GPURUN" pull "$a" 2>err &&
+	test_grep "signed and uploaded ckpt.bin" err && test_grep "1 as a delta" err &&
+	cmp "$ja/ckpt.bin" "runs/$a/ckpt.bin"
 '
 
 test_expect_success 'bytes inserted near the start and appended: still a delta' '

@@ -82,7 +82,7 @@ static void sign(struct art_delta *d, struct pack_sig *ps)
 	b->from = xstrdup(p);
 	b->target = SIZE;
 	b->block = sm_block_len(SIZE);
-	CHECK(art_delta_sign(b, &sig, &b->leaves) == 0);
+	CHECK(art_delta_sign(b, NULL, &sig) == 0);
 	snprintf(p, sizeof(p), "%s/job", tmp);
 	mkdir(p, 0755);
 	snprintf(p, sizeof(p), "%s/job/.gpurun", tmp);
@@ -318,6 +318,106 @@ static void test_hostile(void)
 	free(ps.sigpath);
 }
 
+/* The signature of a file a delta made is kept (art_sigcache.h): the next
+ * sign of it comes from the cache and is byte for byte what reading the
+ * file gives; a touched file or a torn entry is signed afresh. */
+static struct art_basis basis_at(const char *rel)
+{
+	char p[400];
+	struct art_basis b = { .fd = -1 };
+	snprintf(p, sizeof(p), "%s/%s", tmp, rel);
+	b.fd = open(p, O_RDONLY);
+	CHECK(b.fd >= 0 && fstat(b.fd, &b.st) == 0);
+	b.block = sm_block_len((uint64_t)b.st.st_size);
+	return b;
+}
+
+static void basis_done(struct art_basis *b)
+{
+	close(b->fd);
+	free(b->leaves);
+	free(b->weak);
+}
+
+static void test_signature_kept(void)
+{
+	struct art_delta d;
+	struct pack_sig ps;
+	struct pack_stats st;
+	struct gr_err err = { 0 };
+	char dir[300];
+	free(setup());
+	sign(&d, &ps);
+	snprintf(dir, sizeof(dir), "%s/sigs", tmp);
+	d.sigdir = xstrdup(dir);
+	int fd = pack_delta_archive(&ps, &st);
+	CHECK_EQ_INT(extract(fd, &d, &err), 0);
+	close(fd);
+	CHECK(same("runs/ck.bin", "job/ck.bin"));
+	art_delta_free(&d);
+	free(ps.path);
+	free(ps.sigpath);
+
+	struct strbuf fresh = STRBUF_INIT, cached = STRBUF_INIT;
+	struct art_basis a = basis_at("runs/ck.bin"), c = basis_at("runs/ck.bin");
+	CHECK_EQ_INT(art_delta_sign(&a, NULL, &fresh), 0);
+	CHECK_EQ_INT(art_delta_sign(&c, dir, &cached), 1);
+	CHECK(fresh.len == cached.len && !memcmp(fresh.buf, cached.buf, fresh.len));
+	basis_done(&a);
+	basis_done(&c);
+	sb_release(&cached);
+
+	/* A torn entry: its checksum fails, it is signed afresh and dropped. */
+	c = basis_at("runs/ck.bin");
+	char ent[400];
+	snprintf(ent, sizeof(ent), "%s/%llx-%llx", dir, (unsigned long long)c.st.st_dev,
+		 (unsigned long long)c.st.st_ino);
+	int efd = open(ent, O_RDWR);
+	CHECK(efd >= 0 && pwrite(efd, "X", 1, 200) == 1);
+	close(efd);
+	CHECK_EQ_INT(art_delta_sign(&c, dir, &cached), 0);
+	CHECK(fresh.len == cached.len && !memcmp(fresh.buf, cached.buf, fresh.len));
+	CHECK(access(ent, F_OK) < 0);
+	basis_done(&c);
+	sb_release(&cached);
+
+	/* Pulled again (the host's copy changed once more): a new entry.
+	 * Then the file is touched (its ctime moves): the entry no longer
+	 * matches. */
+	struct art_delta d2;
+	struct pack_sig ps2;
+	struct strbuf host = STRBUF_INIT;
+	char p[400];
+	snprintf(p, sizeof(p), "%s/job/ck.bin", tmp);
+	CHECK(read_file(p, &host, NULL) == 0 && host.len == SIZE);
+	for (size_t i = 0; i < 65536; i++)
+		host.buf[SIZE / 3 + i] ^= 0x33;
+	put("job/ck.bin", (uint8_t *)host.buf, SIZE);
+	sb_release(&host);
+	sign(&d2, &ps2);
+	d2.sigdir = xstrdup(dir);
+	fd = pack_delta_archive(&ps2, &st);
+	CHECK_EQ_INT(extract(fd, &d2, &err), 0);
+	close(fd);
+	CHECK(same("runs/ck.bin", "job/ck.bin"));
+	art_delta_free(&d2);
+	free(ps2.path);
+	free(ps2.sigpath);
+	c = basis_at("runs/ck.bin");
+	CHECK_EQ_INT(art_delta_sign(&c, dir, &cached), 1);
+	basis_done(&c);
+	sb_release(&cached);
+	c = basis_at("runs/ck.bin");
+	snprintf(p, sizeof(p), "%s/runs/ck.bin", tmp);
+	struct timespec now[2] = { { 0, UTIME_NOW }, { 0, UTIME_OMIT } };
+	CHECK(utimensat(AT_FDCWD, p, now, 0) == 0);
+	CHECK(fstat(c.fd, &c.st) == 0);
+	CHECK_EQ_INT(art_delta_sign(&c, dir, &cached), 0);
+	basis_done(&c);
+	sb_release(&cached);
+	sb_release(&fresh);
+}
+
 int main(void)
 {
 	snprintf(tmp, sizeof(tmp), "%s/gpurun-test-artd.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -327,6 +427,7 @@ int main(void)
 	}
 	RUN(test_roundtrip);
 	RUN(test_hostile);
+	RUN(test_signature_kept);
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (!t_failed_cases && system(cmd) != 0)
