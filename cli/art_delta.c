@@ -547,7 +547,7 @@ int art_delta_entry(struct archive *in, struct archive_entry *e, const char *fin
 	struct art_basis *b = basis_of(lim->delta, final);
 	char *part = art_sibling(final, ".gpurun-part"), *info = art_sibling(final, ".gpurun-partinfo");
 	uint8_t want[SM_HASH_LEN], got_hash[SM_HASH_LEN];
-	uint64_t target = 0, got = 0;
+	uint64_t target = 0, got = 0, wb_done = 0;
 	ZSTD_DStream *z = NULL;
 	uint8_t *zout = NULL, *leaves = NULL, *reuse = NULL;
 	struct dapply dp;
@@ -606,6 +606,13 @@ int art_delta_entry(struct archive *in, struct archive_entry *e, const char *fin
 				rc = gr_errf(err, dp.errnum ? GR_EIO : GR_EPROTO,
 					     "refusing artifact '%s': %s", ts(final), dp.err);
 				goto fail;
+			}
+			/* Writeback as it is made (as for whole files, job_art.c):
+			 * the fsync before the rename finds little left. */
+			if (dp.out - wb_done >= (8u << 20)) {
+				(void)sync_file_range(fd, (off_t)wb_done, (off_t)(dp.out - wb_done),
+						      SYNC_FILE_RANGE_WRITE);
+				wb_done = dp.out;
 			}
 			if (zi.pos == zi.size && zo.pos < zo.size)
 				break;
