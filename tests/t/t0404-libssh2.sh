@@ -59,7 +59,13 @@ test_expect_success 'libssh2: the job outlives kill -9 of gpurun' '
 	seq 1 30 | sed "s/^/line /" >want && test_cmp want all
 '
 
+# libssh2 1.10 leaks the server's host key blob (51 bytes for ed25519) at
+# every key exchange after the first: it allocates session->server_hostkey
+# again without freeing it (kex.c). Not ours to free; LeakSanitizer is told
+# so for this case only.
+printf 'leak:libssh2.so.1\n' >"$TRASH/libssh2-rekey.supp"
 test_expect_success 'libssh2: new keys every 1 MiB, batched AES-CTR: sync and pull are byte-exact' '
+	export LSAN_OPTIONS=suppressions=$TRASH/libssh2-rekey.supp &&
 	start_sshd rekeyhost "RekeyLimit 1M
 LogLevel DEBUG1" && trust_sshd rekeyhost &&
 	R=$TRASH/rekey && mkdir -p "$R" && cd "$R" &&
@@ -76,5 +82,6 @@ LogLevel DEBUG1" && trust_sshd rekeyhost &&
 	n=$(grep -c "rekeying\|SSH2_MSG_KEXINIT sent" "$TRASH/sshd-rekeyhost/sshd.log") &&
 	echo "key exchanges in the sshd log: $n" && test "$n" -ge 12
 '
+unset LSAN_OPTIONS
 
 test_done
