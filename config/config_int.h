@@ -1,4 +1,4 @@
-/* Internal to config/: the schema helpers config_keys.c gives config.c
+/* Internal to config/: the schema helpers config_keys.c and config_values.c give config.c
  * (lookup, validation, typo hints, the template). Not a public API. */
 #ifndef GR_CONFIG_INT_H
 #define GR_CONFIG_INT_H
@@ -50,5 +50,23 @@ void cfgk_env_name(const struct gr_config_key *k, struct strbuf *out);
  * looks like a variable it does (a known section after GPURUN_, or a
  * name a typo away), with the closest one. */
 void cfgk_env_warnings(char *const *envp, struct strvec *out);
+
+/* The checks of single keys (config_values.c), named by the table in
+ * config_keys.c: NULL if v is good (its canonical text in norm), else
+ * why not. */
+const char *cfgk_check_host(const char *v, struct strbuf *norm);
+const char *cfgk_check_gpus(const char *v, struct strbuf *norm);
+const char *cfgk_check_pull(const char *v, struct strbuf *norm);
+const char *cfgk_check_text(const char *v, struct strbuf *norm);
+const char *cfgk_check_env(const char *v, struct strbuf *norm);
+const char *cfgk_check_persist(const char *v, struct strbuf *norm);
+const char *cfgk_check_inputs(const char *v, struct strbuf *norm);
+const char *cfgk_check_word(const char *v, struct strbuf *norm);
+const char *cfgk_check_slurm_time(const char *v, struct strbuf *norm);
+const char *cfgk_check_slurm_options(const char *v, struct strbuf *norm);
+const char *cfgk_check_image(const char *v, struct strbuf *norm);
+const char *cfgk_check_options(const char *v, struct strbuf *norm);
+const char *cfgk_check_mounts(const char *v, struct strbuf *norm);
+const char *cfgk_check_user(const char *v, struct strbuf *norm);
 
 #endif
