@@ -310,6 +310,54 @@ static void test_hostile(void)
 		ZSTD_freeCCtx(cz);
 	}
 
+	/* 7. The outer tar.zst itself asks for a 128 MiB window (libarchive's
+	 * zstd filter would have allocated it): refused, nothing written. */
+	{
+		char path[300];
+		snprintf(path, sizeof(path), "%s/plain.tar", tmp);
+		struct archive *a = archive_write_new();
+		archive_write_set_format_pax(a);
+		archive_write_open_filename(a, path);
+		struct archive_entry *e = archive_entry_new();
+		archive_entry_set_pathname(e, "x.bin");
+		archive_entry_set_filetype(e, AE_IFREG);
+		archive_entry_set_perm(e, 0644);
+		archive_entry_set_size(e, sizeof(lit));
+		archive_write_header(a, e);
+		archive_write_data(a, lit, sizeof(lit));
+		archive_entry_free(e);
+		archive_write_close(a);
+		archive_write_free(a);
+		struct strbuf tar = STRBUF_INIT;
+		CHECK(read_file(path, &tar, NULL) == 0);
+		ZSTD_CCtx *cz = ZSTD_createCCtx();
+		size_t cap = ZSTD_compressBound(tar.len) + 64, zn;
+		uint8_t *zb = xmalloc(cap);
+		ZSTD_CCtx_setParameter(cz, ZSTD_c_windowLog, 27);
+		ZSTD_outBuffer zo = { zb, cap, 0 };
+		ZSTD_inBuffer zi = { tar.buf, tar.len, 0 };
+		ZSTD_compressStream2(cz, &zo, &zi, ZSTD_e_continue);
+		ZSTD_inBuffer none = { NULL, 0, 0 };
+		while ((zn = ZSTD_compressStream2(cz, &zo, &none, ZSTD_e_end)) != 0)
+			CHECK(!ZSTD_isError(zn));
+		snprintf(path, sizeof(path), "%s/wide.tar.zst", tmp);
+		fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+		unsigned char hdr[16] = "GRA1";
+		hdr[7] = 1;
+		for (int i = 0; i < 8; i++)
+			hdr[8 + i] = (unsigned char)((uint64_t)tar.len >> (56 - 8 * i));
+		CHECK(write_full(fd, hdr, 16) == 0 && write_full(fd, zb, zo.pos) == 0);
+		lseek(fd, 0, SEEK_SET);
+		CHECK(extract(fd, &d, &err) < 0);
+		CHECK(strstr(err.msg, "not one gpurun's agent makes") != NULL);
+		close(fd);
+		snprintf(path, sizeof(path), "%s/runs/x.bin", tmp);
+		CHECK(access(path, F_OK) < 0);
+		free(zb);
+		ZSTD_freeCCtx(cz);
+		sb_release(&tar);
+	}
+
 	free(delta);
 	free(host);
 	free(before);
