@@ -470,8 +470,7 @@ done:
 out:
 	connect_abandon(&cj);
 	if (idx) { /* a cache: failing to save it costs time only */
-		sync_index_learn(idx, &r.local);
-		sync_index_save(cfg->root, idx, NULL);
+		sync_index_save(cfg->root, idx, &r.local, NULL);
 	}
 	if (st_out)
 		*st_out = r.st;

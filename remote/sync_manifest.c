@@ -1,8 +1,10 @@
 /* The sync manifest, its digest and the content hash (see sync_manifest.h).
  * One implementation for both sides: the agent builds it from remote/, the
  * client through cli/sync_shared.c. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zstd.h>
 
 #include "proto.h"
@@ -243,6 +245,77 @@ int sm_decode(const void *p, size_t n, int with_host, struct sm_list *l,
 		return gr_errf(err, GR_EPROTO, "malformed sync manifest");
 	}
 	return 0;
+}
+
+#define SM_ENTRY_PEEK (16u << 10) /* read ahead per entry (a path is at most 4 KiB) */
+
+int sm_decode_fd(int fd, int with_host, struct sm_list *l, struct gr_err *err)
+{
+	struct fwin w = { .fd = fd };
+	struct gr_rd rd;
+	struct stat st;
+	const char *prev = NULL;
+	size_t first = l->n;
+	ssize_t have = fwin_need(&w, 13);
+	int rc = 0;
+
+	if (have < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot read the sync manifest: %s", strerror(errno));
+		goto out;
+	}
+	if (have < 4 || memcmp(w.b.buf, SM_MAGIC, 4)) {
+		rc = gr_errf(err, GR_EPROTO, "not a sync manifest");
+		goto out;
+	}
+	rd_init(&rd, w.b.buf + 4, (size_t)have - 4);
+	uint32_t version = get_u32(&rd);
+	uint8_t host = get_u8(&rd);
+	uint32_t count = get_u32(&rd);
+	if (rd.bad || version != SM_VERSION || host != !!with_host) {
+		rc = gr_errf(err, GR_EPROTO, "sync manifest of an unknown version");
+		goto out;
+	}
+	w.pos = 13;
+	/* As sm_decode: room for all at once, as many as the bytes can hold. */
+	size_t bytes = fstat(fd, &st) == 0 && st.st_size > 13 ? (size_t)st.st_size - 13 : 0;
+	size_t room = count < bytes / 6 ? count : bytes / 6;
+	sm_reserve(l, room < (1u << 20) ? room : (1u << 20));
+	for (uint32_t i = 0; i < count && !rc; i++) {
+		for (size_t want = SM_ENTRY_PEEK;; want *= 2) {
+			if ((have = fwin_need(&w, want)) < 0) {
+				rc = gr_errf(err, GR_EIO, "cannot read the sync manifest: %s",
+					     strerror(errno));
+				break;
+			}
+			rd_init(&rd, w.b.buf + w.pos, (size_t)have);
+			struct sm_entry *e = sm_get_entry(&rd, l, with_host);
+			if (!rd.bad) {
+				w.pos += (size_t)have - rd.n;
+				if (prev && strcmp(prev, e->path) >= 0)
+					rc = GR_EPROTO;
+				prev = e->path;
+				break;
+			}
+			if (e) /* cut by the window, or malformed: read on to know */
+				sm_entry_release(&l->e[--l->n]);
+			if (w.eof || (size_t)have < want) {
+				rc = GR_EPROTO;
+				break;
+			}
+		}
+	}
+	if (!rc && (have = fwin_need(&w, 1)) != 0) /* trailing bytes, or a read error */
+		rc = have < 0 ? gr_errf(err, GR_EIO, "cannot read the sync manifest: %s",
+					strerror(errno))
+			      : GR_EPROTO;
+	if (rc == GR_EPROTO)
+		rc = gr_errf(err, GR_EPROTO, "malformed sync manifest");
+	if (rc)
+		while (l->n > first)
+			sm_entry_release(&l->e[--l->n]);
+out:
+	fwin_release(&w);
+	return rc;
 }
 
 void sm_encode_z(const struct sm_list *l, struct strbuf *out)

@@ -76,6 +76,10 @@ void sm_encode(const struct sm_list *l, int with_host, struct strbuf *out);
 int sm_encode_fd(const struct sm_list *l, int with_host, int fd);
 int sm_decode(const void *p, size_t n, int with_host, struct sm_list *l,
 	      struct gr_err *err);
+/* sm_decode of what fd holds (read to its end), in pieces: the file is
+ * never in memory whole beside the list it becomes. GR_EIO on a read
+ * error, GR_EPROTO as sm_decode. */
+int sm_decode_fd(int fd, int with_host, struct sm_list *l, struct gr_err *err);
 /* One entry (as in the encoding), for messages that carry a few. get
  * appends the entry to l; NULL (rd->bad set) if malformed or unsafe. */
 struct gr_rd;
