@@ -523,6 +523,16 @@ int sync_rstate_load(const char *root, const char *key, struct sm_list *man,
 	return have;
 }
 
+int sync_rstate_open(const char *root, const char *key)
+{
+	char *name = xasprintf("remote-%s", key), *path = state_path(root, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	free(name);
+	free(path);
+	return fd;
+}
+
 static int rstate_write(void *arg, int fd)
 {
 	return sm_encode_fd(arg, 0, fd);

@@ -64,6 +64,9 @@ int sync_rstate_load(const char *root, const char *key, struct sm_list *man,
 		     uint8_t digest[SM_HASH_LEN]);
 int sync_rstate_save(const char *root, const char *key, const struct sm_list *man,
 		     struct gr_err *err);
+/* The same file open for reading (sm_decode_fd, sm_decode_fd_each), or
+ * -1 if there is none. */
+int sync_rstate_open(const char *root, const char *key);
 /* Forget it (after a failed commit): the next sync asks for the manifest. */
 void sync_rstate_drop(const char *root, const char *key);
 

@@ -125,20 +125,34 @@ void sm_put_entry(struct strbuf *b, const struct sm_entry *e, int with_host)
 	}
 }
 
+void sm_digest_init(struct sm_digest *d)
+{
+	blake2b_init(&d->s, SM_HASH_LEN);
+	blake2b_update(&d->s, (const uint8_t *)SM_MAGIC, 4);
+	d->b = (struct strbuf)STRBUF_INIT;
+}
+
+void sm_digest_add(struct sm_digest *d, const struct sm_entry *e)
+{
+	sb_reset(&d->b);
+	sm_put_entry(&d->b, e, 0);
+	blake2b_update(&d->s, (const uint8_t *)d->b.buf, d->b.len);
+}
+
+void sm_digest_final(struct sm_digest *d, uint8_t out[SM_HASH_LEN])
+{
+	blake2b_final(&d->s, out, SM_HASH_LEN);
+	sb_release(&d->b);
+}
+
 void sm_digest(const struct sm_list *l, uint8_t out[SM_HASH_LEN])
 {
-	struct strbuf b = STRBUF_INIT;
-	blake2b_state s;
+	struct sm_digest d;
 
-	blake2b_init(&s, SM_HASH_LEN);
-	blake2b_update(&s, (const uint8_t *)SM_MAGIC, 4);
-	for (size_t i = 0; i < l->n; i++) {
-		sb_reset(&b);
-		sm_put_entry(&b, &l->e[i], 0);
-		blake2b_update(&s, (const uint8_t *)b.buf, b.len);
-	}
-	blake2b_final(&s, out, SM_HASH_LEN);
-	sb_release(&b);
+	sm_digest_init(&d);
+	for (size_t i = 0; i < l->n; i++)
+		sm_digest_add(&d, &l->e[i]);
+	sm_digest_final(&d, out);
 }
 
 void sm_encode(const struct sm_list *l, int with_host, struct strbuf *out)
@@ -249,7 +263,11 @@ int sm_decode(const void *p, size_t n, int with_host, struct sm_list *l,
 
 #define SM_ENTRY_PEEK (16u << 10) /* read ahead per entry (a path is at most 4 KiB) */
 
-int sm_decode_fd(int fd, int with_host, struct sm_list *l, struct gr_err *err)
+/* sm_decode_fd, and with each set sm_decode_fd_each: l then holds only
+ * the entry before the last (for the order check). */
+static int decode_fd(int fd, int with_host, struct sm_list *l,
+		     void (*each)(void *arg, const struct sm_entry *e), void *arg,
+		     struct gr_err *err)
 {
 	struct fwin w = { .fd = fd };
 	struct gr_rd rd;
@@ -279,7 +297,7 @@ int sm_decode_fd(int fd, int with_host, struct sm_list *l, struct gr_err *err)
 	/* As sm_decode: room for all at once, as many as the bytes can hold. */
 	size_t bytes = fstat(fd, &st) == 0 && st.st_size > 13 ? (size_t)st.st_size - 13 : 0;
 	size_t room = count < bytes / 6 ? count : bytes / 6;
-	sm_reserve(l, room < (1u << 20) ? room : (1u << 20));
+	sm_reserve(l, each ? 2 : room < (1u << 20) ? room : (1u << 20));
 	for (uint32_t i = 0; i < count && !rc; i++) {
 		for (size_t want = SM_ENTRY_PEEK;; want *= 2) {
 			if ((have = fwin_need(&w, want)) < 0) {
@@ -291,8 +309,19 @@ int sm_decode_fd(int fd, int with_host, struct sm_list *l, struct gr_err *err)
 			struct sm_entry *e = sm_get_entry(&rd, l, with_host);
 			if (!rd.bad) {
 				w.pos += (size_t)have - rd.n;
-				if (prev && strcmp(prev, e->path) >= 0)
+				if (prev && strcmp(prev, e->path) >= 0) {
 					rc = GR_EPROTO;
+					break;
+				}
+				if (each) {
+					each(arg, e);
+					if (l->n > first + 1) { /* keep only this one */
+						sm_entry_release(&l->e[first]);
+						l->e[first] = l->e[first + 1];
+						l->n--;
+						e = &l->e[first];
+					}
+				}
 				prev = e->path;
 				break;
 			}
@@ -310,11 +339,27 @@ int sm_decode_fd(int fd, int with_host, struct sm_list *l, struct gr_err *err)
 			      : GR_EPROTO;
 	if (rc == GR_EPROTO)
 		rc = gr_errf(err, GR_EPROTO, "malformed sync manifest");
-	if (rc)
+	if (rc || each)
 		while (l->n > first)
 			sm_entry_release(&l->e[--l->n]);
 out:
 	fwin_release(&w);
+	return rc;
+}
+
+int sm_decode_fd(int fd, int with_host, struct sm_list *l, struct gr_err *err)
+{
+	return decode_fd(fd, with_host, l, NULL, NULL, err);
+}
+
+int sm_decode_fd_each(int fd, int with_host,
+		      void (*each)(void *arg, const struct sm_entry *e), void *arg,
+		      struct gr_err *err)
+{
+	struct sm_list l = { 0 };
+	int rc = decode_fd(fd, with_host, &l, each, arg, err);
+
+	sm_list_free(&l);
 	return rc;
 }
 

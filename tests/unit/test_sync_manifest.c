@@ -137,6 +137,23 @@ static int temp_with(const struct strbuf *enc, size_t n)
 	return fd;
 }
 
+struct each_count {
+	size_t n;
+	struct sm_digest d;
+	const struct sm_list *want;
+	int same;
+};
+
+static void each_entry(void *arg, const struct sm_entry *e)
+{
+	struct each_count *c = arg;
+
+	c->same &= c->n < c->want->n && sm_same(e, &c->want->e[c->n]) &&
+		   !strcmp(e->path, c->want->e[c->n].path);
+	c->n++;
+	sm_digest_add(&c->d, e);
+}
+
 /* sm_decode_fd reads the file through a window: entries cut by its edge,
  * entries larger than its read-ahead, and every damage sm_decode refuses. */
 static void test_decode_fd(void)
@@ -170,6 +187,13 @@ static void test_decode_fd(void)
 		sm_digest(&a, da);
 		sm_digest(&b, db);
 		CHECK(!memcmp(da, db, SM_HASH_LEN));
+		/* an entry at a time: the same entries, the same digest */
+		struct each_count cnt = { .want = &a, .same = 1 };
+		lseek(fd, 0, SEEK_SET);
+		sm_digest_init(&cnt.d);
+		CHECK_EQ_INT(sm_decode_fd_each(fd, host, each_entry, &cnt, NULL), 0);
+		sm_digest_final(&cnt.d, db);
+		CHECK(cnt.n == a.n && cnt.same && !memcmp(da, db, SM_HASH_LEN));
 		lseek(fd, 0, SEEK_SET); /* with_host must match */
 		CHECK_EQ_INT(sm_decode_fd(fd, !host, &c, NULL), GR_EPROTO);
 		CHECK_EQ_INT(c.n, 0);
@@ -200,8 +224,15 @@ static void test_decode_fd(void)
 	sm_encode(&a, 0, &enc);
 	fd = temp_with(&enc, enc.len);
 	CHECK_EQ_INT(sm_decode_fd(fd, 0, &b, NULL), GR_EPROTO);
-	close(fd);
 	CHECK_EQ_INT(b.n, 0);
+	/* one at a time, the damage is found after the entries before it */
+	struct each_count cnt = { .want = &a, .same = 1 };
+	lseek(fd, 0, SEEK_SET);
+	sm_digest_init(&cnt.d);
+	CHECK_EQ_INT(sm_decode_fd_each(fd, 0, each_entry, &cnt, NULL), GR_EPROTO);
+	sm_digest_final(&cnt.d, db);
+	CHECK(cnt.n == 25000 && cnt.same);
+	close(fd);
 	sm_list_free(&a);
 	sm_list_free(&b);
 	sb_release(&enc);
