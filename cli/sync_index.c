@@ -292,8 +292,12 @@ static int is_above(const char *dir, size_t len, const char *prev)
 /* Add path's folders; *prev: the folder of the path added last, whose
  * folders are in already. Without it each file would add its whole chain
  * again (100k files three deep: 400k entries to sort before the
- * duplicates go, 64 MiB of them). */
-static void add_parents(struct sm_list *out, const char *path, char **prev)
+ * duplicates go, 64 MiB of them). The scan lists every folder before what
+ * it holds, so out is usually in order with the folders in it already:
+ * then nothing is added, and there is nothing to sort. Once a folder is
+ * missing, *unsorted is set and the folders are added (the caller sorts
+ * and drops the duplicates). */
+static void add_parents(struct sm_list *out, const char *path, char **prev, int *unsorted)
 {
 	char *p = xstrdup(path), *s = strrchr(p, '/');
 
@@ -311,7 +315,10 @@ static void add_parents(struct sm_list *out, const char *path, char **prev)
 	for (;;) {
 		if (is_above(p, strlen(p), old))
 			break;
-		sm_add(out, p, SM_DIR);
+		if (*unsorted || !sm_find(out, p)) {
+			sm_add(out, p, SM_DIR);
+			*unsorted = 1;
+		}
 		if (!(s = strrchr(p, '/')))
 			break;
 		*s = '\0';
@@ -334,13 +341,14 @@ static int unsendable(const char *path)
 	return 0;
 }
 
-int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
+int sync_local_manifest(struct scan_entry *e, size_t n, struct sync_index *idx,
 			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err)
 {
 	struct idx_rd ir;
 	size_t first = out->n;
 	uint64_t cached = 0;
 	char *prev = NULL; /* add_parents' */
+	int unsorted = first > 0;
 
 	idx_open(&ir, idx->path);
 	idx->scan_ns = wall_ns();
@@ -348,18 +356,21 @@ int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index 
 
 	(void)err;
 	for (size_t i = 0; i < n; i++) {
-		const struct scan_entry *s = &e[i];
+		struct scan_entry *s = &e[i];
+		struct sm_entry *m;
 		if (!sm_path_ok(s->path) || unsendable(s->path))
 			continue;
 		if (s->type == SCAN_DIR) {
-			sm_add(out, s->path, SM_DIR);
+			m = sm_add_take(out, s->path, SM_DIR);
 		} else if (s->type == SCAN_SYMLINK) {
 			if (!s->link || !*s->link)
 				continue;
-			sm_add(out, s->path, SM_LINK)->link = xstrdup(s->link);
+			m = sm_add_take(out, s->path, SM_LINK);
+			m->link = s->link;
+			s->link = NULL;
 		} else if (s->type == SCAN_FILE) {
 			const struct idx_entry *c = idx_seek(&ir, s->path);
-			struct sm_entry *m = sm_add(out, s->path, SM_FILE);
+			m = sm_add_take(out, s->path, SM_FILE);
 			m->mode = s->mode & 0777;
 			m->size = s->size;
 			m->mtime_ns = s->mtime_ns;
@@ -376,7 +387,8 @@ int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index 
 		} else {
 			continue;
 		}
-		add_parents(out, s->path, &prev);
+		s->path = NULL; /* out has it now */
+		add_parents(out, m->path, &prev, &unsorted);
 	}
 	free(prev);
 	/* All of a damaged index is ignored, the part after the last file
@@ -394,17 +406,18 @@ int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index 
 	idx_close(&ir);
 	if (hs)
 		hs->files_cached += cached;
-	/* Sort and drop duplicate folders. */
-	sm_sort(out);
-	size_t keep = 0;
-	for (size_t i = 0; i < out->n; i++) {
-		if (keep && !strcmp(out->e[keep - 1].path, out->e[i].path)) {
-			sm_entry_release(&out->e[i]);
-			continue;
+	if (unsorted) { /* sort and drop duplicate folders */
+		sm_sort(out);
+		size_t keep = 0;
+		for (size_t i = 0; i < out->n; i++) {
+			if (keep && !strcmp(out->e[keep - 1].path, out->e[i].path)) {
+				sm_entry_release(&out->e[i]);
+				continue;
+			}
+			out->e[keep++] = out->e[i];
 		}
-		out->e[keep++] = out->e[i];
+		out->n = keep;
 	}
-	out->n = keep;
 	sm_shrink(out);
 	return 0;
 }

@@ -32,8 +32,9 @@ struct sync_hash_stats {
  * index when size, mtime, inode and mode match and the entry is not
  * racily new. Other files are marked SM_F_UNHASHED: the caller hashes
  * those it must compare (sync_hash_entry) and the rest are hashed as they
- * are sent. Errors: GR_EIO. */
-int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
+ * are sent. The entries' paths and links move into out (NULL is left in
+ * e: scan_free it after). Errors: GR_EIO. */
+int sync_local_manifest(struct scan_entry *e, size_t n, struct sync_index *idx,
 			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err);
 /* Hash an SM_F_UNHASHED entry now (its block hashes too if leaves is set:
  * a new array the caller frees), opened through t (never through a

@@ -14,7 +14,7 @@
 #define SM_VERSION 1u
 #define SM_MAX_DECODED (512u << 20)
 
-struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type)
+struct sm_entry *sm_add_take(struct sm_list *l, char *path, uint8_t type)
 {
 	if (l->n == l->alloc) {
 		l->alloc = l->alloc ? 2 * l->alloc : 64;
@@ -22,9 +22,14 @@ struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type)
 	}
 	struct sm_entry *e = &l->e[l->n++];
 	memset(e, 0, sizeof(*e));
-	e->path = xstrdup(path);
+	e->path = path;
 	e->type = type;
 	return e;
+}
+
+struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type)
+{
+	return sm_add_take(l, xstrdup(path), type);
 }
 
 void sm_reserve(struct sm_list *l, size_t more)

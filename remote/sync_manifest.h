@@ -59,6 +59,8 @@ struct sm_list {
 
 /* Append a copy of path (and link); returns the new entry, zeroed. */
 struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type);
+/* The same with path itself (malloc'd), which the list now owns. */
+struct sm_entry *sm_add_take(struct sm_list *l, char *path, uint8_t type);
 /* Room for more entries without growing (the memory is not touched);
  * give back what sm_add's doubling left unused. */
 void sm_reserve(struct sm_list *l, size_t more);
