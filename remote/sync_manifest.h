@@ -30,9 +30,10 @@ struct sm_host {          /* what the agent saw after writing (not in the digest
 	int64_t mtime_ns, ctime_ns;
 };
 
-/* Laid out without holes, the pointers and 64-bit fields first: the
- * client holds two lists of these for a tree (what it has, what the host
- * has), so each byte here is two bytes a file of its peak. */
+/* Laid out without holes, the pointers and 64-bit fields first: both
+ * sides hold a list of these for a tree, the client two when it plans
+ * against what it last committed, so each byte here is a byte (or two) a
+ * file of their peaks. */
 struct sm_entry {
 	char *path;        /* relative, '/'-separated (sm_path_ok) */
 	char *link;        /* SM_LINK: target as stored; else NULL */
