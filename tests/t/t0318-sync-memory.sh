@@ -12,9 +12,9 @@ REL=${GPURUN_RELEASE_BUILD:-$TOP/build}
 RH=$TRASH/gpuhost-home
 LIMIT_KIB=65536   # 64 MiB
 # Bytes a file may add to each side's peak (the slope between two trees).
-# gpurun: 189-212 measured (first sync and no-op, 2k/20k and 50k/200k
-# files); 394-740 before its state was streamed and its entries slimmed,
-# 1,200 before that. The agent: 228-376 measured.
+# gpurun: 178-212 measured (first sync and no-op; 2k/20k, 2k/100k and
+# 50k/200k files); 394-740 before its state was streamed and its entries
+# slimmed, 1,200 before that. The agent: 228-376 measured.
 GPURUN_PER_FILE_MAX=300
 AGENT_PER_FILE_MAX=800
 
