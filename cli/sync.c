@@ -26,6 +26,8 @@ struct run {
 	struct gr_ctx *ctx;
 	const struct sync_opts *o;
 	struct sm_list local, known, view;
+	int known_fd;       /* the last committed state (.gpurun/remote-KEY), or -1 */
+	int known_loaded;   /* known holds it (known_load) */
 	uint8_t **leaves;
 	uint8_t local_digest[SM_HASH_LEN], known_digest[SM_HASH_LEN];
 	int have_known;
@@ -95,6 +97,82 @@ static void keep_ignored(struct run *r, const struct sm_list *host)
 	free(r->leaves);
 	r->leaves = leaves;
 	free(map);
+}
+
+static void copy_into(struct sm_list *to, const struct sm_entry *h)
+{
+	struct sm_entry *e = sm_add(to, h->path, h->type);
+
+	e->mode = h->mode;
+	e->size = h->size;
+	e->mtime_ns = h->mtime_ns;
+	memcpy(e->hash, h->hash, SM_HASH_LEN);
+	e->link = h->link ? xstrdup(h->link) : NULL;
+}
+
+/* The last committed state, read as it streams by: a no-op sync never
+ * holds it (held beside the local list it was half the client's peak). */
+struct known_walk {
+	struct run *r;
+	size_t i;                /* local's cursor */
+	struct sm_list host_only; /* entries local lacks */
+	struct sm_list *needed;  /* entries of files here still to hash */
+	struct sm_digest d;
+};
+
+static void known_entry(void *arg, const struct sm_entry *h)
+{
+	struct known_walk *k = arg;
+	const struct sm_list *l = &k->r->local;
+
+	sm_digest_add(&k->d, h);
+	while (k->i < l->n && strcmp(l->e[k->i].path, h->path) < 0)
+		k->i++;
+	if (k->i >= l->n || strcmp(l->e[k->i].path, h->path))
+		copy_into(&k->host_only, h);
+	else if (l->e[k->i].flags & SM_F_UNHASHED)
+		copy_into(k->needed, h);
+}
+
+/* Before the connection: the state's digest, what it holds that is
+ * ignored here joins local (keep_ignored: only the entries local lacks
+ * can matter, as local keeps nothing yet), and *needed gets its entries
+ * at the paths resolve_hashes looks up. The state stays open for
+ * known_load. */
+static void known_scan(struct run *r, struct sm_list *needed)
+{
+	struct known_walk k = { .r = r, .needed = needed };
+
+	r->have_known = 0;
+	if ((r->known_fd = sync_rstate_open(r->ctx->cfg->root, r->key)) < 0)
+		return;
+	sm_digest_init(&k.d);
+	r->have_known = sm_decode_fd_each(r->known_fd, 0, known_entry, &k, NULL) == 0;
+	sm_digest_final(&k.d, r->known_digest);
+	if (r->have_known) {
+		keep_ignored(r, &k.host_only);
+	} else {
+		sm_list_free(needed);
+		close(r->known_fd);
+		r->known_fd = -1;
+	}
+	sm_list_free(&k.host_only);
+}
+
+/* The last committed state in full, for a plan against it. */
+static int known_load(struct run *r)
+{
+	if (!r->have_known || r->known_loaded)
+		return 0;
+	r->known_loaded = 1;
+	if (lseek(r->known_fd, 0, SEEK_SET) == 0 &&
+	    sm_decode_fd(r->known_fd, 0, &r->known, &r->ctx->err) == 0)
+		return 0;
+	sync_rstate_drop(r->ctx->cfg->root, r->key);
+	gr_errf(&r->ctx->err, GR_EIO, "cannot read what the last sync left on the host "
+		"(.gpurun/remote-%s)", r->key);
+	gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
+	return GR_EIO;
 }
 
 static int have_sig(void *arg, const uint8_t *hash)
@@ -353,6 +431,8 @@ static int exchange(struct run *r)
 			sync_rstate_save(cfg->root, r->key, &r->local, NULL);
 		goto out;
 	}
+	if (!(h.flags & SYNC_STATE_HAS_MANIFEST) && (rc = known_load(r)) < 0)
+		goto out;
 	if ((rc = host_view(&h, &r->known, &r->view, &r->ctx->err)) < 0) {
 		sync_rstate_drop(cfg->root, r->key);
 		gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
@@ -389,6 +469,7 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 
 	r.ctx = ctx;
 	r.o = o;
+	r.known_fd = -1;
 	r.idle_ms = idle_limit_ms();
 	if ((rc = sync_check_remote_path(cfg->remote.path, &ctx->err)) < 0)
 		goto out;
@@ -410,13 +491,14 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	gr_trace("sync: local manifest");
 	r.leaves = xcalloc(r.local.n ? r.local.n : 1, sizeof(*r.leaves));
 	r.key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
-	r.have_known = sync_rstate_load(cfg->root, r.key, &r.known, r.known_digest);
 	r.so = so;
-	if (r.have_known)
-		keep_ignored(&r, &r.known);
+	struct sm_list needed = { 0 };
+	known_scan(&r, &needed);
 	/* While the connection comes up: hash what the host probably has too
 	 * (as far as the last sync knows), so a no-op is seen as one. */
-	if ((rc = resolve_hashes(cfg, r.tree, &r.local, &r.known, r.leaves, &r.hs, &ctx->err)) < 0)
+	rc = resolve_hashes(cfg, r.tree, &r.local, &needed, r.leaves, &r.hs, &ctx->err);
+	sm_list_free(&needed);
+	if (rc < 0)
 		goto out;
 	int unhashed = 0;
 	for (size_t i = 0; i < r.local.n && !unhashed; i++)
@@ -448,6 +530,8 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	if (optimistic) {
 		uint32_t sid;
 		int rejected;
+		if ((rc = known_load(&r)) < 0)
+			goto done;
 		if ((rc = transfer(&r, &r.known, 1, &sid, &rejected)) < 0 || !rejected)
 			goto done;
 		r.st = (struct sync_stats){ 0 };
@@ -470,8 +554,7 @@ done:
 out:
 	connect_abandon(&cj);
 	if (idx) { /* a cache: failing to save it costs time only */
-		sync_index_learn(idx, &r.local);
-		sync_index_save(cfg->root, idx, NULL);
+		sync_index_save(cfg->root, idx, &r.local, NULL);
 	}
 	if (st_out)
 		*st_out = r.st;
@@ -482,6 +565,8 @@ out:
 	ignore_free(r.ig);
 	sm_list_free(&r.local);
 	sm_list_free(&r.known);
+	if (r.known_fd >= 0)
+		close(r.known_fd);
 	sm_list_free(&r.view);
 	sync_index_free(idx);
 	scan_free(ents, nents);

@@ -17,7 +17,9 @@
 
 struct sync_index;
 
-/* Load root/.gpurun/index (a missing or unreadable index is empty). */
+/* The index of root/.gpurun/ (a missing or unreadable index is empty;
+ * a damaged one is ignored whole). Nothing is read yet: the manifest
+ * reads it in pieces, in step with the scan. */
 struct sync_index *sync_index_load(const char *root);
 void sync_index_free(struct sync_index *idx);
 
@@ -25,12 +27,14 @@ struct sync_hash_stats {
 	uint64_t files_hashed, bytes_hashed, files_cached;
 };
 
-/* The local manifest: the scanned entries, plus every parent folder, with
- * content hashes from the cache when size, mtime, inode and mode match and
- * the entry is not racily new. Other files are marked SM_F_UNHASHED: the
- * caller hashes those it must compare (sync_hash_entry) and the rest are
- * hashed as they are sent. Errors: GR_EIO. */
-int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
+/* The local manifest: the scanned entries (in path order, as scan_tree
+ * gives them), plus every parent folder, with content hashes from the
+ * index when size, mtime, inode and mode match and the entry is not
+ * racily new. Other files are marked SM_F_UNHASHED: the caller hashes
+ * those it must compare (sync_hash_entry) and the rest are hashed as they
+ * are sent. The entries' paths and links move into out (NULL is left in
+ * e: scan_free it after). Errors: GR_EIO. */
+int sync_local_manifest(struct scan_entry *e, size_t n, struct sync_index *idx,
 			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err);
 /* Hash an SM_F_UNHASHED entry now (its block hashes too if leaves is set:
  * a new array the caller frees), opened through t (never through a
@@ -38,9 +42,6 @@ int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index 
  * if it is gone meanwhile, GR_ECONFLICT if it was replaced. */
 int sync_hash_entry(struct sync_tree *t, struct sm_entry *m, uint8_t **leaves,
 		    struct sync_hash_stats *hs, struct gr_err *err);
-/* Before saving: take the hashes of entries hashed since; entries still
- * unhashed are left out of the index. */
-void sync_index_learn(struct sync_index *idx, const struct sm_list *local);
 
 /* Hash one local file (content hash, and block hashes if leaves != NULL:
  * a new array of sm_block_len(size)-sized blocks' hashes). */
@@ -50,7 +51,12 @@ int sync_hash_file(const char *abspath, uint64_t size, uint8_t hash[SM_HASH_LEN]
 int sync_hash_fd(int fd, const char *name, uint64_t size, uint8_t hash[SM_HASH_LEN],
 		 uint8_t **leaves, struct gr_err *err);
 
-int sync_index_save(const char *root, struct sync_index *idx, struct gr_err *err);
+/* Write the index: the files of local (the manifest sync_local_manifest
+ * made from idx, hashed since where that was needed) with the stat data
+ * the scan saw; files still unhashed and the host's kept entries are left
+ * out. */
+int sync_index_save(const char *root, struct sync_index *idx, const struct sm_list *local,
+		    struct gr_err *err);
 
 /* The remote state for one (host, path): key is a short hash of both. */
 char *sync_remote_key(const char *host, const char *path);
@@ -59,6 +65,9 @@ int sync_rstate_load(const char *root, const char *key, struct sm_list *man,
 		     uint8_t digest[SM_HASH_LEN]);
 int sync_rstate_save(const char *root, const char *key, const struct sm_list *man,
 		     struct gr_err *err);
+/* The same file open for reading (sm_decode_fd, sm_decode_fd_each), or
+ * -1 if there is none. */
+int sync_rstate_open(const char *root, const char *key);
 /* Forget it (after a failed commit): the next sync asks for the manifest. */
 void sync_rstate_drop(const char *root, const char *key);
 

@@ -19,12 +19,10 @@ static void send_file(struct sync_plan *p, const struct sm_list *local, size_t i
 		      int (*have_sig)(void *, const uint8_t *), void *arg)
 {
 	const struct sm_entry *l = &local->e[i];
-	struct sync_item it = { i, r, r, HOW_TAR };
+	struct sync_item it = { .prev = r, .local = (uint32_t)i, .how = HOW_TAR };
 
 	if (r && r->type == SM_FILE && l->size >= delta_min && r->size >= DELTA_BASE_MIN)
 		it.how = have_sig && have_sig(arg, r->hash) ? HOW_DELTA : HOW_DELTA_SIG;
-	else
-		it.remote = r && r->type == SM_FILE ? r : NULL;
 	p->files = xrealloc(p->files, (p->nfiles + 1) * sizeof(*p->files));
 	p->files[p->nfiles++] = it;
 	p->send_bytes += l->size;

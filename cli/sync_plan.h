@@ -15,12 +15,19 @@ enum sync_how {
 	HOW_DELTA_SIG,   /* large, ask the host for its version's signature */
 };
 
+/* 16 bytes: a first sync plans every file. */
 struct sync_item {
-	size_t local;                  /* index into the local list */
-	const struct sm_entry *remote; /* the host's file (a delta base), or NULL */
 	const struct sm_entry *prev;   /* whatever the host has there, or NULL */
+	uint32_t local;                /* index into the local list */
 	int how;
 };
+
+/* The host's file at the item's path (the delta base when how is
+ * HOW_DELTA or HOW_DELTA_SIG), or NULL if it has none there. */
+static inline const struct sm_entry *sync_item_remote(const struct sync_item *it)
+{
+	return it->prev && it->prev->type == SM_FILE ? it->prev : NULL;
+}
 
 struct sync_plan {
 	struct strvec deletes;   /* children before parents */

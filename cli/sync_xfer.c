@@ -306,7 +306,7 @@ static void file_header(struct fsink *fs)
 	put_u32(&b, x->sid);
 	put_u8(&b, (uint8_t)fs->kind);
 	put_str(&b, l->path);
-	put_bytes(&b, fs->kind == SYNC_FILE_DELTA ? it->remote->hash : zero, SM_HASH_LEN);
+	put_bytes(&b, fs->kind == SYNC_FILE_DELTA ? sync_item_remote(it)->hash : zero, SM_HASH_LEN);
 	put_bytes(&b, l->hash, SM_HASH_LEN);
 	put_u64(&b, l->size);
 	put_u32(&b, l->mode);
@@ -531,7 +531,7 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 	x->revert = xcalloc(x->local->n ? x->local->n : 1, 1);
 	x->item_of = xcalloc(x->local->n ? x->local->n : 1, sizeof(*x->item_of));
 	for (size_t i = 0; i < p->nfiles; i++)
-		x->item_of[p->files[i].local] = i + 1;
+		x->item_of[p->files[i].local] = (uint32_t)(i + 1);
 	add_req(x, x->sid, RQ_SESSION, 0); /* STATE, errors, COMMIT's answer */
 	send_ops(x);
 	rc = poll_frames(x); /* OPEN (when optimistic) and the ops leave now */
@@ -547,7 +547,7 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 		if (p->files[i].how != HOW_DELTA)
 			continue;
 		struct strbuf raw = STRBUF_INIT;
-		int have = sync_sig_load(x->root, p->files[i].remote->hash, &raw) == 0;
+		int have = sync_sig_load(x->root, sync_item_remote(&p->files[i])->hash, &raw) == 0;
 		rc = delta_with(x, i, have ? &raw : NULL);
 		sb_release(&raw);
 	}

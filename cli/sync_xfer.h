@@ -66,7 +66,7 @@ struct sync_xfer {
 	struct xreq *reqs;
 	size_t nreqs;
 	uint8_t *revert;            /* per local entry: the host keeps its version */
-	size_t *item_of;            /* per local entry: its plan->files index + 1, or 0 */
+	uint32_t *item_of;          /* per local entry: its plan->files index + 1, or 0 */
 	struct xsig *sigs;          /* signatures to cache once committed */
 	size_t nsigs;
 	int fatal;

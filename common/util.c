@@ -289,6 +289,64 @@ out:
 	return rc;
 }
 
+int write_file_atomic_with(const char *path, int (*fill)(void *arg, int fd), void *arg,
+			   int mode, struct gr_err *err)
+{
+	char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
+	int fd, rc = 0;
+
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	if (fd < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot create '%s': %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (fill(arg, fd) < 0 || fsync(fd) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot write '%s': %s", tmp, strerror(errno));
+		close(fd);
+		unlink(tmp);
+		goto out;
+	}
+	if (close(fd) < 0 || rename(tmp, path) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot write '%s': %s", path, strerror(errno));
+		unlink(tmp);
+	}
+out:
+	free(tmp);
+	return rc;
+}
+
+#define FWIN_CHUNK (256u << 10)
+
+ssize_t fwin_need(struct fwin *w, size_t want)
+{
+	size_t have = w->b.len - w->pos;
+
+	if (have >= want || w->eof)
+		return (ssize_t)have;
+	if (w->pos) { /* keep only what is unread */
+		memmove(w->b.buf, w->b.buf + w->pos, have);
+		w->b.len = have;
+		w->pos = 0;
+	}
+	sb_grow(&w->b, (want > FWIN_CHUNK ? want : FWIN_CHUNK) - have);
+	while (w->b.len < want && !w->eof) {
+		ssize_t r = read(w->fd, w->b.buf + w->b.len, w->b.alloc - 1 - w->b.len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		w->eof = r == 0;
+		w->b.len += (size_t)r;
+	}
+	return (ssize_t)w->b.len;
+}
+
+void fwin_release(struct fwin *w)
+{
+	sb_release(&w->b);
+	w->pos = 0;
+}
+
 int mkdir_p(const char *path, int mode, struct gr_err *err)
 {
 	char *p = xstrdup(path);

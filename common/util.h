@@ -62,6 +62,25 @@ int read_file(const char *path, struct strbuf *sb, struct gr_err *err);
 /* Write a file atomically: temp name beside it, fsync, rename. */
 int write_file_atomic(const char *path, const void *data, size_t n, int mode,
 		      struct gr_err *err);
+/* The same, the bytes written to the temp file's fd by fill(arg, fd) (0,
+ * or -1 with errno set), so a large file needs no buffer of its size. */
+int write_file_atomic_with(const char *path, int (*fill)(void *arg, int fd), void *arg,
+			   int mode, struct gr_err *err);
+
+/* A file read through a window, for records parsed one at a time without
+ * holding the whole file: fwin_need makes at least want bytes from pos
+ * readable in b (fewer only at the end of the file) and returns how many
+ * are, or -1 with errno set. The caller advances pos past what it used;
+ * the window grows only to the largest want. fd stays the caller's. */
+struct fwin {
+	int fd;
+	struct strbuf b;
+	size_t pos;
+	int eof;
+};
+ssize_t fwin_need(struct fwin *w, size_t want);
+void fwin_release(struct fwin *w);
+
 /* mkdir -p; mode for folders created. */
 int mkdir_p(const char *path, int mode, struct gr_err *err);
 

@@ -1,8 +1,10 @@
 /* The sync manifest, its digest and the content hash (see sync_manifest.h).
  * One implementation for both sides: the agent builds it from remote/, the
  * client through cli/sync_shared.c. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zstd.h>
 
 #include "proto.h"
@@ -12,7 +14,7 @@
 #define SM_VERSION 1u
 #define SM_MAX_DECODED (512u << 20)
 
-struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type)
+struct sm_entry *sm_add_take(struct sm_list *l, char *path, uint8_t type)
 {
 	if (l->n == l->alloc) {
 		l->alloc = l->alloc ? 2 * l->alloc : 64;
@@ -20,9 +22,14 @@ struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type)
 	}
 	struct sm_entry *e = &l->e[l->n++];
 	memset(e, 0, sizeof(*e));
-	e->path = xstrdup(path);
+	e->path = path;
 	e->type = type;
 	return e;
+}
+
+struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type)
+{
+	return sm_add_take(l, xstrdup(path), type);
 }
 
 void sm_reserve(struct sm_list *l, size_t more)
@@ -123,20 +130,34 @@ void sm_put_entry(struct strbuf *b, const struct sm_entry *e, int with_host)
 	}
 }
 
+void sm_digest_init(struct sm_digest *d)
+{
+	blake2b_init(&d->s, SM_HASH_LEN);
+	blake2b_update(&d->s, (const uint8_t *)SM_MAGIC, 4);
+	d->b = (struct strbuf)STRBUF_INIT;
+}
+
+void sm_digest_add(struct sm_digest *d, const struct sm_entry *e)
+{
+	sb_reset(&d->b);
+	sm_put_entry(&d->b, e, 0);
+	blake2b_update(&d->s, (const uint8_t *)d->b.buf, d->b.len);
+}
+
+void sm_digest_final(struct sm_digest *d, uint8_t out[SM_HASH_LEN])
+{
+	blake2b_final(&d->s, out, SM_HASH_LEN);
+	sb_release(&d->b);
+}
+
 void sm_digest(const struct sm_list *l, uint8_t out[SM_HASH_LEN])
 {
-	struct strbuf b = STRBUF_INIT;
-	blake2b_state s;
+	struct sm_digest d;
 
-	blake2b_init(&s, SM_HASH_LEN);
-	blake2b_update(&s, (const uint8_t *)SM_MAGIC, 4);
-	for (size_t i = 0; i < l->n; i++) {
-		sb_reset(&b);
-		sm_put_entry(&b, &l->e[i], 0);
-		blake2b_update(&s, (const uint8_t *)b.buf, b.len);
-	}
-	blake2b_final(&s, out, SM_HASH_LEN);
-	sb_release(&b);
+	sm_digest_init(&d);
+	for (size_t i = 0; i < l->n; i++)
+		sm_digest_add(&d, &l->e[i]);
+	sm_digest_final(&d, out);
 }
 
 void sm_encode(const struct sm_list *l, int with_host, struct strbuf *out)
@@ -243,6 +264,108 @@ int sm_decode(const void *p, size_t n, int with_host, struct sm_list *l,
 		return gr_errf(err, GR_EPROTO, "malformed sync manifest");
 	}
 	return 0;
+}
+
+#define SM_ENTRY_PEEK (16u << 10) /* read ahead per entry (a path is at most 4 KiB) */
+
+/* sm_decode_fd, and with each set sm_decode_fd_each: l then holds only
+ * the entry before the last (for the order check). */
+static int decode_fd(int fd, int with_host, struct sm_list *l,
+		     void (*each)(void *arg, const struct sm_entry *e), void *arg,
+		     struct gr_err *err)
+{
+	struct fwin w = { .fd = fd };
+	struct gr_rd rd;
+	struct stat st;
+	const char *prev = NULL;
+	size_t first = l->n;
+	ssize_t have = fwin_need(&w, 13);
+	int rc = 0;
+
+	if (have < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot read the sync manifest: %s", strerror(errno));
+		goto out;
+	}
+	if (have < 4 || memcmp(w.b.buf, SM_MAGIC, 4)) {
+		rc = gr_errf(err, GR_EPROTO, "not a sync manifest");
+		goto out;
+	}
+	rd_init(&rd, w.b.buf + 4, (size_t)have - 4);
+	uint32_t version = get_u32(&rd);
+	uint8_t host = get_u8(&rd);
+	uint32_t count = get_u32(&rd);
+	if (rd.bad || version != SM_VERSION || host != !!with_host) {
+		rc = gr_errf(err, GR_EPROTO, "sync manifest of an unknown version");
+		goto out;
+	}
+	w.pos = 13;
+	/* As sm_decode: room for all at once, as many as the bytes can hold. */
+	size_t bytes = fstat(fd, &st) == 0 && st.st_size > 13 ? (size_t)st.st_size - 13 : 0;
+	size_t room = count < bytes / 6 ? count : bytes / 6;
+	sm_reserve(l, each ? 2 : room < (1u << 20) ? room : (1u << 20));
+	for (uint32_t i = 0; i < count && !rc; i++) {
+		for (size_t want = SM_ENTRY_PEEK;; want *= 2) {
+			if ((have = fwin_need(&w, want)) < 0) {
+				rc = gr_errf(err, GR_EIO, "cannot read the sync manifest: %s",
+					     strerror(errno));
+				break;
+			}
+			rd_init(&rd, w.b.buf + w.pos, (size_t)have);
+			struct sm_entry *e = sm_get_entry(&rd, l, with_host);
+			if (!rd.bad) {
+				w.pos += (size_t)have - rd.n;
+				if (prev && strcmp(prev, e->path) >= 0) {
+					rc = GR_EPROTO;
+					break;
+				}
+				if (each) {
+					each(arg, e);
+					if (l->n > first + 1) { /* keep only this one */
+						sm_entry_release(&l->e[first]);
+						l->e[first] = l->e[first + 1];
+						l->n--;
+						e = &l->e[first];
+					}
+				}
+				prev = e->path;
+				break;
+			}
+			if (e) /* cut by the window, or malformed: read on to know */
+				sm_entry_release(&l->e[--l->n]);
+			if (w.eof || (size_t)have < want) {
+				rc = GR_EPROTO;
+				break;
+			}
+		}
+	}
+	if (!rc && (have = fwin_need(&w, 1)) != 0) /* trailing bytes, or a read error */
+		rc = have < 0 ? gr_errf(err, GR_EIO, "cannot read the sync manifest: %s",
+					strerror(errno))
+			      : GR_EPROTO;
+	if (rc == GR_EPROTO)
+		rc = gr_errf(err, GR_EPROTO, "malformed sync manifest");
+	if (rc || each)
+		while (l->n > first)
+			sm_entry_release(&l->e[--l->n]);
+out:
+	fwin_release(&w);
+	return rc;
+}
+
+int sm_decode_fd(int fd, int with_host, struct sm_list *l, struct gr_err *err)
+{
+	return decode_fd(fd, with_host, l, NULL, NULL, err);
+}
+
+int sm_decode_fd_each(int fd, int with_host,
+		      void (*each)(void *arg, const struct sm_entry *e), void *arg,
+		      struct gr_err *err)
+{
+	struct sm_list l = { 0 };
+	int rc = decode_fd(fd, with_host, &l, each, arg, err);
+
+	sm_list_free(&l);
+	return rc;
 }
 
 void sm_encode_z(const struct sm_list *l, struct strbuf *out)

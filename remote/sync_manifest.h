@@ -30,17 +30,25 @@ struct sm_host {          /* what the agent saw after writing (not in the digest
 	int64_t mtime_ns, ctime_ns;
 };
 
+/* Laid out without holes, the pointers and 64-bit fields first: both
+ * sides hold a list of these for a tree, the client two when it plans
+ * against what it last committed, so each byte here is a byte (or two) a
+ * file of their peaks. */
 struct sm_entry {
 	char *path;        /* relative, '/'-separated (sm_path_ok) */
-	uint8_t type;      /* enum sm_type */
-	uint32_t mode;     /* SM_FILE: permission bits (0777); else 0 */
+	char *link;        /* SM_LINK: target as stored; else NULL */
 	uint64_t size;     /* SM_FILE */
 	int64_t mtime_ns;  /* SM_FILE */
 	uint8_t hash[SM_HASH_LEN]; /* SM_FILE: content hash */
-	char *link;        /* SM_LINK: target as stored; else NULL */
-	struct sm_host host;
+	union {            /* each side's own, never in the description */
+		struct sm_host host;          /* agent */
+		struct {
+			uint64_t dev, ino;    /* client: the local file the scan saw */
+		};
+	};
+	uint32_t mode;     /* SM_FILE: permission bits (0777); else 0 */
+	uint8_t type;      /* enum sm_type */
 	uint8_t flags;     /* client-side state, never sent: SM_F_* */
-	uint64_t dev, ino; /* client: the local file the scan saw (never sent) */
 };
 
 #define SM_F_UNHASHED 1 /* hash not computed yet (the client hashes what it must) */
@@ -52,6 +60,8 @@ struct sm_list {
 
 /* Append a copy of path (and link); returns the new entry, zeroed. */
 struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type);
+/* The same with path itself (malloc'd), which the list now owns. */
+struct sm_entry *sm_add_take(struct sm_list *l, char *path, uint8_t type);
 /* Room for more entries without growing (the memory is not touched);
  * give back what sm_add's doubling left unused. */
 void sm_reserve(struct sm_list *l, size_t more);
@@ -67,6 +77,14 @@ int sm_same(const struct sm_entry *a, const struct sm_entry *b);
 
 /* BLAKE2b-256 over the sorted list's descriptions. */
 void sm_digest(const struct sm_list *l, uint8_t out[SM_HASH_LEN]);
+/* The same an entry at a time (in list order): init, add each, final. */
+struct sm_digest {
+	blake2b_state s;
+	struct strbuf b;
+};
+void sm_digest_init(struct sm_digest *d);
+void sm_digest_add(struct sm_digest *d, const struct sm_entry *e);
+void sm_digest_final(struct sm_digest *d, uint8_t out[SM_HASH_LEN]);
 
 /* Serialise (with_host: also the host fields) / parse. sm_decode appends
  * to l and fails with GR_EPROTO on anything malformed or unsafe. */
@@ -76,6 +94,17 @@ void sm_encode(const struct sm_list *l, int with_host, struct strbuf *out);
 int sm_encode_fd(const struct sm_list *l, int with_host, int fd);
 int sm_decode(const void *p, size_t n, int with_host, struct sm_list *l,
 	      struct gr_err *err);
+/* sm_decode of what fd holds (read to its end), in pieces: the file is
+ * never in memory whole beside the list it becomes. GR_EIO on a read
+ * error, GR_EPROTO as sm_decode. */
+int sm_decode_fd(int fd, int with_host, struct sm_list *l, struct gr_err *err);
+/* The same without a list: each(arg, entry) for every entry, in order, as
+ * it is read and checked (the entry is freed after). A damaged file may
+ * be found damaged after some calls: the caller keeps what it made of
+ * them only when this returns 0. */
+int sm_decode_fd_each(int fd, int with_host,
+		      void (*each)(void *arg, const struct sm_entry *e), void *arg,
+		      struct gr_err *err);
 /* One entry (as in the encoding), for messages that carry a few. get
  * appends the entry to l; NULL (rd->bad set) if malformed or unsafe. */
 struct gr_rd;

@@ -11,7 +11,12 @@
 REL=${GPURUN_RELEASE_BUILD:-$TOP/build}
 RH=$TRASH/gpuhost-home
 LIMIT_KIB=65536   # 64 MiB
-PER_FILE_MAX=800  # bytes a file may add to either side's peak (~600 today; was 1,200)
+# Bytes a file may add to each side's peak (the slope between two trees).
+# gpurun: 178-212 measured (first sync and no-op; 2k/20k, 2k/100k and
+# 50k/200k files); 394-740 before its state was streamed and its entries
+# slimmed, 1,200 before that. The agent: 228-376 measured.
+GPURUN_PER_FILE_MAX=300
+AGENT_PER_FILE_MAX=800
 
 if [ ! -x "$REL/gpurun" ] || [ ! -x /usr/bin/time ]; then
 	test_skip 'peak memory of sync' "needs the release build ($REL/gpurun: make) and /usr/bin/time"
@@ -88,9 +93,9 @@ test_expect_success "a $HUGE sparse file: peak RSS <= 64 MiB each side, whole an
 	cmp "$P/model.ckpt" "$RH/big/model.ckpt" && rm -rf "$RH/big" "$P"
 '
 
-# Trees: the peak grows by at most PER_FILE_MAX bytes a file (the slope
-# between a small and a larger tree, first sync and no-op), and stays
-# within 64 MiB + 150 bytes a file.
+# Trees: the peak grows by at most GPURUN_PER_FILE_MAX (AGENT_PER_FILE_MAX)
+# bytes a file (the slope between a small and a larger tree, first sync
+# and no-op), and stays within 64 MiB + 150 bytes a file.
 N1=2000
 N2=${GPURUN_TEST_BIG:+100000}
 N2=${N2:-20000}
@@ -102,19 +107,19 @@ tree_case() { # tree_case N: first sync and no-op; sets FIRST_CL FIRST_AG NOOP_C
 	tree_sig "$p" >"$TRASH/a.sig" && tree_sig "$RH/tree$1" >"$TRASH/b.sig" &&
 	test_cmp "$TRASH/a.sig" "$TRASH/b.sig"
 }
-slope_ok() { # slope_ok WHAT KIB_SMALL KIB_LARGE
+slope_ok() { # slope_ok WHAT KIB_SMALL KIB_LARGE MAX_BYTES_A_FILE
 	local b=$(( ($3 - $2) * 1024 / (N2 - N1) ))
 	echo "$1: $b bytes a file ($2 KiB at $N1 files, $3 KiB at $N2)" | tee -a "$TRASH/memory.txt" >&2
-	[ "$b" -le "$PER_FILE_MAX" ] || { say "$1: over $PER_FILE_MAX bytes a file"; return 1; }
+	[ "$b" -le "$4" ] || { say "$1: over $4 bytes a file"; return 1; }
 	at_most "$1" "$3" $((LIMIT_KIB + N2 * 150 / 1024))
 }
 test_expect_success "trees: $N1 and $N2 files, peak RSS per file bounded each side" '
 	tree_case $N1 && S_FC=$FIRST_CL S_FA=$FIRST_AG S_NC=$NOOP_CL S_NA=$NOOP_AG &&
 	tree_case $N2 &&
-	slope_ok "gpurun, first sync" "$S_FC" "$FIRST_CL" &&
-	slope_ok "agent, first sync" "$S_FA" "$FIRST_AG" &&
-	slope_ok "gpurun, no-op" "$S_NC" "$NOOP_CL" &&
-	slope_ok "agent, no-op" "$S_NA" "$NOOP_AG"
+	slope_ok "gpurun, first sync" "$S_FC" "$FIRST_CL" $GPURUN_PER_FILE_MAX &&
+	slope_ok "agent, first sync" "$S_FA" "$FIRST_AG" $AGENT_PER_FILE_MAX &&
+	slope_ok "gpurun, no-op" "$S_NC" "$NOOP_CL" $GPURUN_PER_FILE_MAX &&
+	slope_ok "agent, no-op" "$S_NA" "$NOOP_AG" $AGENT_PER_FILE_MAX
 '
 
 # the numbers, for the log

@@ -284,6 +284,22 @@ static void age(const char *name, int secs)
 	free(p);
 }
 
+/* sync_local_manifest takes the entries' paths: it gets copies. */
+static int local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
+			  struct sm_list *m, struct sync_hash_stats *hs, struct gr_err *err)
+{
+	struct scan_entry *c = xcalloc(n ? n : 1, sizeof(*c));
+
+	for (size_t i = 0; i < n; i++) {
+		c[i] = e[i];
+		c[i].path = xstrdup(e[i].path);
+		c[i].link = e[i].link ? xstrdup(e[i].link) : NULL;
+	}
+	int rc = sync_local_manifest(c, n, idx, m, hs, err);
+	scan_free(c, n);
+	return rc;
+}
+
 /* The index step as sync does it: the local manifest, hashing what is
  * unhashed, learning the hashes, saving. */
 static int index_pass(struct sync_index *idx, struct scan_entry *e, size_t n,
@@ -294,7 +310,7 @@ static int index_pass(struct sync_index *idx, struct scan_entry *e, size_t n,
 	int rc = 0;
 
 	memset(hs, 0, sizeof(*hs));
-	if (sync_local_manifest(e, n, idx, m, hs, &err) < 0)
+	if (local_manifest(e, n, idx, m, hs, &err) < 0)
 		return -1;
 	for (size_t i = 0; i < m->n && !rc; i++)
 		if ((m->e[i].flags & SM_F_UNHASHED) &&
@@ -304,8 +320,7 @@ static int index_pass(struct sync_index *idx, struct scan_entry *e, size_t n,
 	sync_tree_close(tree);
 	if (rc)
 		return rc;
-	sync_index_learn(idx, m);
-	return sync_index_save(tmpdir, idx, &err);
+	return sync_index_save(tmpdir, idx, m, &err);
 }
 
 static void test_index_caches_hashes(void)
@@ -334,7 +349,7 @@ static void test_index_caches_hashes(void)
 
 	/* unchanged: from the cache, hashed already */
 	idx = sync_index_load(tmpdir);
-	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	CHECK_EQ_INT(local_manifest(e, 2, idx, &m, &hs, &err), 0);
 	CHECK_EQ_INT(hs.files_cached, 2);
 	CHECK(!(m.e[1].flags & SM_F_UNHASHED) && !(m.e[2].flags & SM_F_UNHASHED));
 	uint8_t h[SM_HASH_LEN];
@@ -347,31 +362,31 @@ static void test_index_caches_hashes(void)
 	free(write_tmp("two", "TWO!", 4));
 	age("two", 1800);
 	e[1] = entry("two");
-	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	CHECK_EQ_INT(local_manifest(e, 2, idx, &m, &hs, &err), 0);
 	CHECK(m.e[2].flags & SM_F_UNHASHED);
 	CHECK(!(m.e[1].flags & SM_F_UNHASHED));
 	CHECK_EQ_INT(sync_hash_entry(tree, &m.e[2], NULL, &hs, &err), 0);
 	CHECK(memcmp(m.e[2].hash, h, SM_HASH_LEN));
 	/* an entry left unhashed is not saved: it is hashed next time */
-	sync_index_learn(idx, &m);
+	CHECK_EQ_INT(sync_index_save(tmpdir, idx, &m, &err), 0);
 	sm_list_free(&m);
 	free(write_tmp("two", "2wo!", 4));
 	age("two", 900);
 	e[1] = entry("two");
-	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
-	sync_index_learn(idx, &m); /* "two" never hashed this time */
-	CHECK_EQ_INT(sync_index_save(tmpdir, idx, &err), 0);
+	CHECK_EQ_INT(local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	/* "two" never hashed this time */
+	CHECK_EQ_INT(sync_index_save(tmpdir, idx, &m, &err), 0);
 	sync_index_free(idx);
 	sm_list_free(&m);
 	idx = sync_index_load(tmpdir);
-	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	CHECK_EQ_INT(local_manifest(e, 2, idx, &m, &hs, &err), 0);
 	CHECK(m.e[2].flags & SM_F_UNHASHED);
 	sm_list_free(&m);
 
 	/* a file that vanished since the scan */
 	unlink(two);
 	free(two);
-	CHECK_EQ_INT(sync_local_manifest(e, 2, idx, &m, &hs, &err), 0);
+	CHECK_EQ_INT(local_manifest(e, 2, idx, &m, &hs, &err), 0);
 	CHECK_EQ_INT(sync_hash_entry(tree, &m.e[2], NULL, &hs, &err), GR_ENOTFOUND);
 	sm_list_free(&m);
 	sync_index_free(idx);
@@ -394,6 +409,63 @@ static void test_racy_files_are_rehashed(void)
 	sync_index_free(idx);
 }
 
+/* The index is read in step with the scan: entries the scan lacks are
+ * passed over, and damage anywhere (even after the last file scanned)
+ * leaves none of it used, what was taken before the damage included. */
+static void test_index_read_in_step(void)
+{
+	struct sync_index *idx = sync_index_load(tmpdir);
+	struct sync_hash_stats hs;
+	struct sm_list m = { 0 };
+	struct gr_err err = { 0 };
+	char *ipath = xasprintf("%s/.gpurun/index", tmpdir);
+	struct strbuf good = STRBUF_INIT;
+
+	free(write_tmp("a1", "a", 1));
+	free(write_tmp("b2", "bb", 2));
+	free(write_tmp("c3", "ccc", 3));
+	age("a1", 3600);
+	age("b2", 3600);
+	age("c3", 3600);
+	struct scan_entry e[3] = { entry("a1"), entry("b2"), entry("c3") };
+	CHECK_EQ_INT(index_pass(idx, e, 3, &m, &hs), 0);
+	sm_list_free(&m);
+	CHECK_EQ_INT(read_file(ipath, &good, &err), 0);
+	/* only the middle one scanned: found past the first */
+	CHECK_EQ_INT(local_manifest(&e[1], 1, idx, &m, &hs, &err), 0);
+	CHECK_EQ_INT(hs.files_cached, 1);
+	CHECK(m.n == 1 && !(m.e[0].flags & SM_F_UNHASHED));
+	sm_list_free(&m);
+	/* cut inside the last entry: the first two are not used either */
+	for (size_t cut = 1; cut <= 40; cut += 13) {
+		CHECK_EQ_INT(write_file_atomic(ipath, good.buf, good.len - cut, 0644, &err), 0);
+		memset(&hs, 0, sizeof(hs));
+		CHECK_EQ_INT(local_manifest(e, 3, idx, &m, &hs, &err), 0);
+		CHECK_EQ_INT(hs.files_cached, 0);
+		for (size_t i = 0; i < m.n; i++) {
+			uint8_t zero[SM_HASH_LEN] = { 0 };
+			CHECK(m.e[i].flags & SM_F_UNHASHED);
+			CHECK(!memcmp(m.e[i].hash, zero, SM_HASH_LEN));
+		}
+		sm_list_free(&m);
+	}
+	/* the same when only the first file is scanned */
+	CHECK_EQ_INT(write_file_atomic(ipath, good.buf, good.len - 1, 0644, &err), 0);
+	memset(&hs, 0, sizeof(hs));
+	CHECK_EQ_INT(local_manifest(e, 1, idx, &m, &hs, &err), 0);
+	CHECK(hs.files_cached == 0 && (m.e[0].flags & SM_F_UNHASHED));
+	sm_list_free(&m);
+	/* whole again: all three from it */
+	CHECK_EQ_INT(write_file_atomic(ipath, good.buf, good.len, 0644, &err), 0);
+	memset(&hs, 0, sizeof(hs));
+	CHECK_EQ_INT(local_manifest(e, 3, idx, &m, &hs, &err), 0);
+	CHECK_EQ_INT(hs.files_cached, 3);
+	sm_list_free(&m);
+	sb_release(&good);
+	free(ipath);
+	sync_index_free(idx);
+}
+
 int main(void)
 {
 	if (!mkdtemp(tmpdir)) {
@@ -409,6 +481,7 @@ int main(void)
 	RUN(test_whole_file);
 	RUN(test_index_caches_hashes);
 	RUN(test_racy_files_are_rehashed);
+	RUN(test_index_read_in_step);
 	char *rm = xasprintf("rm -rf '%s'", tmpdir);
 	if (system(rm) != 0)
 		fprintf(stderr, "could not remove %s\n", tmpdir);

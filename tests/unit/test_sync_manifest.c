@@ -3,6 +3,7 @@
 #include <librsync.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "t.h"
 #include "proto.h"
@@ -122,6 +123,121 @@ static void test_decode_rejects(void)
 	sm_list_free(&a);
 	sm_list_free(&b);
 	sb_release(&enc);
+}
+
+/* enc's bytes (the first n) in a fresh temp file, at offset 0. */
+static int temp_with(const struct strbuf *enc, size_t n)
+{
+	FILE *f = tmpfile();
+	int fd = dup(fileno(f));
+
+	fclose(f);
+	CHECK_EQ_INT(write_full(fd, enc->buf, n), 0);
+	lseek(fd, 0, SEEK_SET);
+	return fd;
+}
+
+struct each_count {
+	size_t n;
+	struct sm_digest d;
+	const struct sm_list *want;
+	int same;
+};
+
+static void each_entry(void *arg, const struct sm_entry *e)
+{
+	struct each_count *c = arg;
+
+	c->same &= c->n < c->want->n && sm_same(e, &c->want->e[c->n]) &&
+		   !strcmp(e->path, c->want->e[c->n].path);
+	c->n++;
+	sm_digest_add(&c->d, e);
+}
+
+/* sm_decode_fd reads the file through a window: entries cut by its edge,
+ * entries larger than its read-ahead, and every damage sm_decode refuses. */
+static void test_decode_fd(void)
+{
+	struct sm_list a = { 0 }, b = { 0 }, c = { 0 };
+	struct strbuf enc = STRBUF_INIT, path = STRBUF_INIT, big = STRBUF_INIT;
+	uint8_t da[SM_HASH_LEN], db[SM_HASH_LEN];
+
+	for (int i = 0; i < 20000; i++) {
+		sb_reset(&path);
+		sb_addf(&path, "d%03d/%0*d", i / 1000, 5 + i % 37, i);
+		struct sm_entry *e = sm_add(&a, path.buf, i % 5 ? SM_FILE : SM_LINK);
+		e->size = (uint64_t)i;
+		e->mode = 0644;
+		memset(e->hash, i & 0xff, SM_HASH_LEN);
+		if (e->type == SM_LINK)
+			e->link = xstrdup("target");
+	}
+	for (int i = 0; i < 70000; i++) /* a link longer than the read-ahead */
+		sb_add(&big, "x/", 2);
+	sm_add(&a, "zz-long-link", SM_LINK)->link = xstrdup(big.buf);
+	sm_sort(&a);
+	for (int host = 0; host < 2; host++) {
+		int fd = temp_with(&enc, 0);
+		CHECK_EQ_INT(sm_encode_fd(&a, host, fd), 0);
+		lseek(fd, 0, SEEK_SET);
+		CHECK_EQ_INT(sm_decode_fd(fd, host, &b, NULL), 0);
+		CHECK_EQ_INT(b.n, a.n);
+		for (size_t i = 0; i < a.n && i < b.n; i++)
+			CHECK(sm_same(&a.e[i], &b.e[i]) && !strcmp(a.e[i].path, b.e[i].path));
+		sm_digest(&a, da);
+		sm_digest(&b, db);
+		CHECK(!memcmp(da, db, SM_HASH_LEN));
+		/* an entry at a time: the same entries, the same digest */
+		struct each_count cnt = { .want = &a, .same = 1 };
+		lseek(fd, 0, SEEK_SET);
+		sm_digest_init(&cnt.d);
+		CHECK_EQ_INT(sm_decode_fd_each(fd, host, each_entry, &cnt, NULL), 0);
+		sm_digest_final(&cnt.d, db);
+		CHECK(cnt.n == a.n && cnt.same && !memcmp(da, db, SM_HASH_LEN));
+		lseek(fd, 0, SEEK_SET); /* with_host must match */
+		CHECK_EQ_INT(sm_decode_fd(fd, !host, &c, NULL), GR_EPROTO);
+		CHECK_EQ_INT(c.n, 0);
+		close(fd);
+		sm_list_free(&b);
+	}
+	/* cut anywhere, or with a byte more: refused, nothing kept */
+	sm_encode(&a, 0, &enc);
+	for (size_t cut = 0; cut < enc.len; cut += cut < 64 ? 1 : 4099) {
+		int fd = temp_with(&enc, cut);
+		CHECK_EQ_INT(sm_decode_fd(fd, 0, &b, NULL), GR_EPROTO);
+		close(fd);
+	}
+	CHECK_EQ_INT(b.n, 0);
+	sb_add(&enc, "", 1);
+	int fd = temp_with(&enc, enc.len);
+	CHECK_EQ_INT(sm_decode_fd(fd, 0, &b, NULL), GR_EPROTO);
+	close(fd);
+	CHECK_EQ_INT(b.n, 0);
+	/* out of order deep inside */
+	sm_list_free(&a);
+	sb_reset(&enc);
+	for (int i = 0; i < 30000; i++) {
+		sb_reset(&path);
+		sb_addf(&path, "p%06d", i == 25000 ? 3 : i);
+		sm_add(&a, path.buf, SM_DIR);
+	}
+	sm_encode(&a, 0, &enc);
+	fd = temp_with(&enc, enc.len);
+	CHECK_EQ_INT(sm_decode_fd(fd, 0, &b, NULL), GR_EPROTO);
+	CHECK_EQ_INT(b.n, 0);
+	/* one at a time, the damage is found after the entries before it */
+	struct each_count cnt = { .want = &a, .same = 1 };
+	lseek(fd, 0, SEEK_SET);
+	sm_digest_init(&cnt.d);
+	CHECK_EQ_INT(sm_decode_fd_each(fd, 0, each_entry, &cnt, NULL), GR_EPROTO);
+	sm_digest_final(&cnt.d, db);
+	CHECK(cnt.n == 25000 && cnt.same);
+	close(fd);
+	sm_list_free(&a);
+	sm_list_free(&b);
+	sb_release(&enc);
+	sb_release(&path);
+	sb_release(&big);
 }
 
 static void test_block_len(void)
@@ -252,6 +368,7 @@ int main(void)
 	RUN(test_paths);
 	RUN(test_roundtrip_and_digest);
 	RUN(test_decode_rejects);
+	RUN(test_decode_fd);
 	RUN(test_block_len);
 	RUN(test_thash_streaming);
 	RUN(test_sig_is_librsync);
