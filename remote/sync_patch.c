@@ -20,6 +20,7 @@
 #include "sync_proto.h"
 
 #define OUTBUF (1u << 18)
+#define WRITEBACK_STEP (8u << 20)
 
 struct fstream {
 	uint32_t sid, id;
@@ -33,6 +34,7 @@ struct fstream {
 	uint64_t base_size;
 	struct sm_entry desc;
 	struct thash th;   /* WHOLE: hashed as written */
+	uint64_t wb_done;  /* WHOLE: writeback started up to here */
 	struct strbuf leaves;
 	struct dapply dp;  /* DELTA */
 	ZSTD_DStream *z;
@@ -56,6 +58,14 @@ static int out_write(struct fstream *f, const void *p, size_t n, struct gr_err *
 		f->errnum = errno;
 		return gr_errf(err, GR_EIO, "cannot write on the host: %s",
 			       strerror(errno));
+	}
+	/* Writeback as it comes, not only at close: COMMIT's syncfs then
+	 * finds little of a large file left to write (it waited 0.8 s for a
+	 * 512 MiB one). */
+	if (f->th.done - f->wb_done >= WRITEBACK_STEP) {
+		(void)sync_file_range(f->fd, (off_t)f->wb_done, (off_t)(f->th.done - f->wb_done),
+				      SYNC_FILE_RANGE_WRITE);
+		f->wb_done = f->th.done;
 	}
 	return 0;
 }
