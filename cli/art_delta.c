@@ -394,7 +394,7 @@ int art_delta_prepare(struct gr_conn *c, const struct strbuf *req, const char *p
 		}
 		uint64_t lvn = (sig.len - 12) / (4 + SM_HASH_LEN) * SM_HASH_LEN;
 		gr_trace("pull: %s %s (%zu bytes of signature)", how ? "uploaded the cached signature of"
-			 : "signed and uploaded", b->path, sig.len);
+			 : "signed and uploaded", ts(b->path), sig.len);
 		sb_release(&sig);
 		if (kept + lvn <= LEAVES_KEEP) {
 			kept += lvn;

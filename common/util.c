@@ -263,30 +263,24 @@ int read_file(const char *path, struct strbuf *sb, struct gr_err *err)
 	return 0;
 }
 
+struct atomic_buf {
+	const void *data;
+	size_t n;
+};
+
+static int fill_buf(void *arg, int fd)
+{
+	const struct atomic_buf *b = arg;
+
+	return write_full(fd, b->data, b->n);
+}
+
 int write_file_atomic(const char *path, const void *data, size_t n, int mode,
 		      struct gr_err *err)
 {
-	char *tmp = xasprintf("%s.tmp.%ld", path, (long)getpid());
-	int fd, rc = 0;
+	struct atomic_buf b = { data, n };
 
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-	if (fd < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot create '%s': %s", tmp, strerror(errno));
-		goto out;
-	}
-	if (write_full(fd, data, n) < 0 || fsync(fd) < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot write '%s': %s", tmp, strerror(errno));
-		close(fd);
-		unlink(tmp);
-		goto out;
-	}
-	if (close(fd) < 0 || rename(tmp, path) < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot write '%s': %s", path, strerror(errno));
-		unlink(tmp);
-	}
-out:
-	free(tmp);
-	return rc;
+	return write_file_atomic_with(path, fill_buf, &b, mode, err);
 }
 
 int write_file_atomic_with(const char *path, int (*fill)(void *arg, int fd), void *arg,
