@@ -141,6 +141,7 @@ void thash_from_leaves(const uint8_t *leaves, uint64_t nleaves, uint64_t size,
 
 /* librsync's RabinKarp weak sum of one block, as its signatures hold it. */
 uint32_t sm_weak_sum(const void *p, size_t n);
+uint32_t sm_weak_sum_ref(const void *p, size_t n); /* a byte at a time: the tests' */
 
 /* The remote project folders sync refuses, both sides: "/", home (if
  * given) or any folder above it, system folders and everything below the

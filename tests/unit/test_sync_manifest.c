@@ -1,6 +1,7 @@
 /* The sync manifest, digest, content hash and signature format: both sides
  * must agree byte for byte, and our signatures must be librsync's. */
 #include <librsync.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -321,6 +322,27 @@ static void test_sig_is_librsync(void)
 	}
 }
 
+/* The weak sum (vector or not, by length and CPU) is the definition's,
+ * for every length around the vector step and at every alignment. */
+static void test_weak_sum(void)
+{
+	size_t big = (1u << 20) + 77;
+	uint8_t *d = malloc(big + 8);
+	int bad = 0;
+
+	fill(d, big + 8, 11);
+	for (size_t off = 0; off < 8; off++)
+		for (size_t n = 0; n <= 1200; n++)
+			if (sm_weak_sum(d + off, n) != sm_weak_sum_ref(d + off, n) && bad++ < 3)
+				fprintf(stderr, "weak sum differs at offset %zu, length %zu\n", off, n);
+	CHECK_EQ_INT(bad, 0);
+	CHECK_EQ_INT(sm_weak_sum(d + 3, big), sm_weak_sum_ref(d + 3, big));
+	memset(d, 0xff, big); /* every product at its largest */
+	CHECK_EQ_INT(sm_weak_sum(d, big), sm_weak_sum_ref(d, big));
+	CHECK_EQ_INT(sm_weak_sum(d, 0), 1);
+	free(d);
+}
+
 static void test_refused_roots(void)
 {
 	CHECK(sm_root_refused("/", NULL));
@@ -372,6 +394,7 @@ int main(void)
 	RUN(test_block_len);
 	RUN(test_thash_streaming);
 	RUN(test_sig_is_librsync);
+	RUN(test_weak_sum);
 	RUN(test_refused_roots);
 	RUN(test_client_path_check);
 	return T_DONE();
