@@ -25,6 +25,7 @@ slurmctld slurmd slurm-client munge slurmdbd mariadb-server"
 # docker.io), and a static busybox to build the test image from, with no
 # registry. busybox-static conflicts with busybox: either one will do.
 # uidmap: newuidmap/newgidmap, for rootless podman (a non-root account).
+pkgs="$pkgs strace"
 pkgs="$pkgs podman runc catatonit uidmap docker.io"
 if ! dpkg-query -W -f='${Status}' busybox 2>/dev/null | grep -q 'install ok installed'; then
 	pkgs="$pkgs busybox-static"

@@ -1,0 +1,86 @@
+#!/bin/bash
+# How a sync's COMMIT makes its files durable before it renames them. On
+# ext4 and XFS: each temp file's own data is waited for (sync_file_range
+# with WAIT_AFTER), then one new unnamed file is fsynced (a journal commit
+# takes every earlier change with it). Never syncfs there: syncfs waits for
+# every other writer's dirty data on the file system, such as a running
+# job's checkpoints (issue 13). Elsewhere (here: a tmpfs), syncfs. The
+# agent runs under strace, which lists the calls it made.
+. "$(dirname "$0")/../lib.sh"
+
+RH=$TRASH/gpuhost-home
+P=$TRASH/proj
+
+if ! command -v strace >/dev/null; then
+	test_skip 'sync durability calls' 'needs strace (scripts/install-deps.sh installs it)'
+	test_done
+fi
+
+# The agent under strace: the calls that make data durable, every thread.
+wrap_agent() {
+	for a in "$RH"/.cache/gpurun/agent-*; do
+		case $a in *.real | *.tmp.*) continue ;; esac
+		[ -f "$a.real" ] && continue
+		mv "$a" "$a.real" &&
+		printf '#!/bin/sh\nexec strace -f -qq -e trace=syncfs,fsync,fdatasync,sync,sync_file_range,openat -o %s %s "$@"\n' \
+			"$TRASH/strace.log" "$a.real" >"$a" &&
+		chmod 755 "$a" || return 1
+	done
+}
+
+make_files() { # make_files DIR: three small files and one of 3 MiB
+	mkdir -p "$1/src" &&
+	for f in a b c; do echo "print('$f')" >"$1/src/$f.py" || return 1; done &&
+	head -c 3145728 /dev/urandom >"$1/weights.bin"
+}
+
+waits() { grep -c 'sync_file_range(.*SYNC_FILE_RANGE_WAIT_BEFORE|SYNC_FILE_RANGE_WRITE|SYNC_FILE_RANGE_WAIT_AFTER' "$TRASH/strace.log"; }
+
+test_expect_success 'setup: sshd, the agent under strace' '
+	start_sshd gpuhost && trust_sshd gpuhost &&
+	make_files "$P" && write_ini "$P" gpuhost libssh2 dst && mkdir -p "$RH/dst" &&
+	"$GPURUN" -C "$P" exec true && wrap_agent &&
+	: >"$TRASH/strace.log" && "$GPURUN" -C "$P" exec true &&
+	grep -q . "$TRASH/strace.log" ||
+	{ say "strace cannot trace the agent here"; cat "$TRASH/strace.log" >&2; false; }
+'
+
+fs=$(stat -f -c %T "$RH/dst" 2>/dev/null)
+[ "$fs" != ext2/ext3 ] || fs=ext4 # stat names ext4 by the magic ext2 and ext3 share
+case $fs in
+ext4 | xfs)
+	test_expect_success "on $fs: each file's own data, one journal commit, no syncfs" '
+		: >"$TRASH/strace.log" &&
+		"$GPURUN" -C "$P" -q sync --yes &&
+		cmp "$P/weights.bin" "$RH/dst/weights.bin" && cmp "$P/src/b.py" "$RH/dst/src/b.py" &&
+		! grep -E "syncfs\(|[^_]sync\(\)" "$TRASH/strace.log" &&
+		n=$(waits) && [ "$n" -ge 4 ] &&
+		grep -q "O_TMPFILE" "$TRASH/strace.log" &&
+		tmpfd=$(sed -n "s/.*O_TMPFILE.*= \([0-9][0-9]*\)$/\1/p" "$TRASH/strace.log" | tail -1) &&
+		grep -q "fsync($tmpfd)" "$TRASH/strace.log"
+	'
+	test_expect_success "on $fs: an edit waits for the changed file only" '
+		echo "print(2)" >>"$P/src/a.py" && : >"$TRASH/strace.log" &&
+		"$GPURUN" -C "$P" -q sync --yes && cmp "$P/src/a.py" "$RH/dst/src/a.py" &&
+		! grep -q "syncfs(" "$TRASH/strace.log" && [ "$(waits)" = 1 ]
+	'
+	;;
+*)
+	test_skip 'each file'"'"'s own data, one journal commit' "the host folder is on $fs, not ext4 or XFS"
+	test_skip 'an edit waits for the changed file only' "the host folder is on $fs, not ext4 or XFS"
+	;;
+esac
+
+if [ "$(id -u)" = 0 ]; then
+	test_expect_success 'on a tmpfs: syncfs, as before' '
+		mkdir -p "$RH/ram" && mount -t tmpfs -o size=64m,mode=755 gpurun-t0319 "$RH/ram" &&
+		test_atexit "umount \"$RH/ram\" 2>/dev/null" &&
+		write_ini "$P" gpuhost libssh2 ram && : >"$TRASH/strace.log" &&
+		"$GPURUN" -C "$P" -q sync --yes && cmp "$P/weights.bin" "$RH/ram/weights.bin" &&
+		grep -q "syncfs(" "$TRASH/strace.log" && [ "$(waits)" = 0 ]
+	'
+else
+	test_skip 'on a tmpfs: syncfs, as before' 'mounting a tmpfs needs root'
+fi
+
+test_done
