@@ -105,47 +105,10 @@ fresh() { # fresh PROJECT DST...
 	rm -rf "$p/.gpurun/remote-"* "$p/.gpurun/sigs" "$p/.gpurun/index"
 }
 
-# The tree case's copies each land on a file system made for that run (a
-# loop-mounted ext4 image, direct I/O so a flush reaches the disk): the
-# host's disk then holds no recently freed inodes from earlier runs or
-# other work, which made two back-to-back runs here differ 2-7x (issue 13).
-# BENCH_FS=plain: the home folder's own file system, as before; also what
-# happens without root or loop devices.
-BENCH_FS=${BENCH_FS:-loop}
-FS_MB=${FS_MB:-1536}
-if [ "$BENCH_FS" = loop ] && { [ "$(id -u)" != 0 ] || ! command -v losetup >/dev/null ||
-	! command -v mkfs.ext4 >/dev/null; }; then
-	say "bench_big: no loop devices here (needs root, losetup, mkfs.ext4): BENCH_FS=plain"
-	BENCH_FS=plain
-fi
-unmount_fs() { # unmount_fs DIR: its loop mount, if it is one, and the image
-	local dev
-	mountpoint -q "$1" 2>/dev/null || return 0
-	dev=$(findmnt -n -o SOURCE --target "$1")
-	umount "$1" && losetup -d "$dev" 2>/dev/null
-	rm -f "$TRASH/fs/$(basename "$1").img"
-}
-fresh_fs() { # fresh_fs DST...: each a new, empty ext4 (after fresh moved the old away)
-	local d dev
-	[ "$BENCH_FS" = loop ] || return 0
-	mkdir -p "$TRASH/fs"
-	for d in "$@"; do
-		unmount_fs "$RH/$d"
-		[ ! -e "$RH/$d" ] || mv "$RH/$d" "$TRASH/old/$d.$(date +%s%N)"
-		mkdir -p "$RH/$d"
-		truncate -s "${FS_MB}M" "$TRASH/fs/$d.img" &&
-			mkfs.ext4 -q -F -N 200000 -E lazy_itable_init=0,lazy_journal_init=0 \
-				"$TRASH/fs/$d.img" &&
-			dev=$(losetup --find --show --direct-io=on "$TRASH/fs/$d.img") &&
-			mount "$dev" "$RH/$d" && rmdir "$RH/$d/lost+found" ||
-			{ say "bench_big: cannot make a file system for $d"; return 1; }
-	done
-}
-unmount_all() {
-	local m
-	for m in "$RH"/*; do unmount_fs "$m"; done
-}
-test_atexit unmount_all
+
+# The tree case's copies each land on a file system of their own
+# (fresh_fs, bench_lib.sh).
+fs_setup "$RH"
 
 setup_project() { # setup_project DIR HOST DST: gpurun.ini, agent uploaded and wrapped
 	write_ini "$1" "$2" "$TRANSPORT" "$3"
@@ -213,7 +176,7 @@ case_tree() {
 	setup_project "$p" vialo tree-gp || return 1
 	for i in $(seq 1 "$RUNS"); do
 		fresh "$p" tree-gp tree-rs tree-tz
-		fresh_fs tree-gp tree-rs tree-tz || return 1
+		fresh_fs "$RH" tree-gp tree-rs tree-tz || return 1
 		measure tree rsync loopback "$(rsync_to "$p" vialo tree-rs)"
 		measure tree gpurun loopback "$(gpurun_sync "$p")"
 		measure_pipe tree tar_zstd_ssh loopback "$(tar_zstd_ssh "$p" vialo tree-tz)"
@@ -274,7 +237,7 @@ report() {
 			"$(awk '$1=="tree" && $2=="tar_zstd_ssh" {print $3}' "$OUT" | median)")"
 	fi
 	printf '\n(x peer: against rsync in the same run; medians of %s runs; host KiB: gpurun-agent, rsync --server)\n' "$RUNS"
-	printf 'tree copies on: %s\n' "$([ "$BENCH_FS" = loop ] && echo "a new ext4 each (loop, direct I/O, ${FS_MB} MiB)" || echo "the home folder's file system")"
+	printf 'tree copies on: %s\n' "$(fs_said)"
 	printf 'targets: big1 time <= 1.0; bigedit time and bytes <= 1.0, cpu <= 2.0; tree <= 1.0 rsync and <= 1.2 tar|zstd|ssh;\n'
 	printf '         peak RSS <= 64 MiB (65536 KiB) for any file size, <= 64 MiB + 150 B/file for trees (100k files: 80 MiB)\n'
 }
@@ -294,6 +257,6 @@ for c in $CASES; do
 	"case_$c" || { say "case $c failed"; rc=1; }
 done
 report
-unmount_all # before test_done removes the scratch folder
+unmount_all "$RH" # before test_done removes the scratch folder
 [ "$rc" = 0 ] || test_failures=1 # keep the scratch folder
 test_done

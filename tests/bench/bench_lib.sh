@@ -22,3 +22,57 @@ ratio() {
 		if (a !~ /^[0-9]+(\.[0-9]+)?$/ || b !~ /^[0-9]+(\.[0-9]+)?$/ || b + 0 == 0) print "failed"
 		else printf f "\n", a / b }'
 }
+
+# Copies on a new file system each run: a loop-mounted ext4 image with
+# direct I/O, so a flush reaches the disk. The host's disk then holds no
+# inodes freed by earlier runs or by other work on the machine (ext4's
+# allocator steps over recently freed ones: recently_deleted() in a
+# profile), which made back-to-back runs here differ 2-7x (issue 13).
+# BENCH_FS=plain: the home folder's own file system; also what happens
+# without root or loop devices. Call fs_setup BASE once, fresh_fs BASE
+# DST... before each run, unmount_all BASE before test_done (and at exit).
+fs_setup() {
+	test_atexit "unmount_all '$1'"
+	BENCH_FS=${BENCH_FS:-loop}
+	FS_MB=${FS_MB:-1536}
+	if [ "$BENCH_FS" = loop ] && { [ "$(id -u)" != 0 ] || ! command -v losetup >/dev/null ||
+		! command -v mkfs.ext4 >/dev/null; }; then
+		say "no loop devices here (needs root, losetup, mkfs.ext4): BENCH_FS=plain"
+		BENCH_FS=plain
+	fi
+}
+fs_said() {
+	if [ "$BENCH_FS" = loop ]; then
+		echo "a new ext4 each run (loop device, direct I/O, $FS_MB MiB)"
+	else
+		echo "the home folder's file system"
+	fi
+}
+unmount_fs() { # unmount_fs DIR: its loop mount, if it is one, and the image
+	local dev
+	mountpoint -q "$1" 2>/dev/null || return 0
+	dev=$(findmnt -n -o SOURCE --target "$1")
+	umount "$1" && losetup -d "$dev" 2>/dev/null
+	rm -f "$TRASH/fs/$(basename "$1").img"
+}
+fresh_fs() { # fresh_fs BASE DST...: each BASE/DST a new, empty ext4
+	local base=$1 d dev
+	shift
+	[ "$BENCH_FS" = loop ] || return 0
+	mkdir -p "$TRASH/fs" "$TRASH/old"
+	for d in "$@"; do
+		unmount_fs "$base/$d"
+		[ ! -e "$base/$d" ] || mv "$base/$d" "$TRASH/old/$d.$(date +%s%N)"
+		mkdir -p "$base/$d"
+		truncate -s "${FS_MB}M" "$TRASH/fs/$d.img" &&
+			mkfs.ext4 -q -F -N 200000 -E lazy_itable_init=0,lazy_journal_init=0 \
+				"$TRASH/fs/$d.img" &&
+			dev=$(losetup --find --show --direct-io=on "$TRASH/fs/$d.img") &&
+			mount "$dev" "$base/$d" && rmdir "$base/$d/lost+found" ||
+			{ say "cannot make a file system for $d"; return 1; }
+	done
+}
+unmount_all() { # unmount_all BASE: every loop mount in it
+	local m
+	for m in "$1"/*; do unmount_fs "$m"; done
+}

@@ -100,17 +100,22 @@ measure() {
 	[ -z "${BENCH_RAW:-}" ] || say "$PROFILE $_name $((_t1 - _t0)) ms $((_b1 - _b0)) B"
 }
 
-# The previous copies are moved aside, not deleted: on ext4, files created
-# within a minute of a mass deletion make the inode allocator step over
-# every freshly freed inode (recently_deleted() in a profile), which slowed
-# both tools' first sync by 20-60% here; a first sync to a real host does
-# not follow one. They go when the bench ends.
+# Each first sync's copy lands on a new file system (fresh_fs,
+# bench_lib.sh), or with BENCH_FS=plain in a new folder, the previous
+# copies moved aside, not deleted: on ext4, files created within a minute
+# of a mass deletion make the inode allocator step over every freshly
+# freed inode (recently_deleted() in a profile), which slowed both tools'
+# first sync by 20-60% here; a first sync to a real host does not follow
+# one. They go when the bench ends.
+fs_setup "$TRASH/gpuhost-home"
 fresh_remote() {
 	_old=$TRASH/old/$(date +%s%N)
 	mkdir -p "$_old"
 	for _d in rsync-dst gp-dst; do
-		[ ! -e "$TRASH/gpuhost-home/$_d" ] || mv "$TRASH/gpuhost-home/$_d" "$_old/"
+		[ ! -e "$TRASH/gpuhost-home/$_d" ] || mountpoint -q "$TRASH/gpuhost-home/$_d" ||
+			mv "$TRASH/gpuhost-home/$_d" "$_old/"
 	done
+	fresh_fs "$TRASH/gpuhost-home" rsync-dst gp-dst || return 1
 	rm -rf "$P/.gpurun/remote-"* "$P/.gpurun/sigs" "$P/.gpurun/index"
 	mkdir -p "$TRASH/gpuhost-home/gp-dst" # (exec needs it; sync would make it)
 }
@@ -119,10 +124,10 @@ bench_profile() {
 	PROFILE=$1 PROXY=$1
 	local host=via$1 i
 	write_ini "$P" "$host" "$TRANSPORT" gp-dst
-	fresh_remote
+	fresh_remote || return 1
 	"$GPURUN" -C "$P" exec true >/dev/null || return 1 # the agent is uploaded once
 	for i in $(seq 1 "$RUNS"); do
-		fresh_remote
+		fresh_remote || return 1
 		measure first-rsync run_rsync "$host"
 		measure first-gpurun run_gpurun
 	done
@@ -175,6 +180,7 @@ report() {
 	printf '\ntargets (gpurun/rsync): no-op <= 0.40 time and <= 2 KB beyond the connection; small edit <= 0.60 time and <= 1.0 bytes; first <= 0.90 time\n'
 	printf 'transport: %s; %s runs per cell (median); %s source files + 100 MB dataset\n' \
 		"$TRANSPORT" "$RUNS" "$FILES"
+	printf 'copies on: %s\n' "$(fs_said)"
 }
 
 start_sshd gpuhost || exit 1
@@ -198,5 +204,6 @@ for prof in $PROFILES; do
 	bench_profile "$prof" || { say "profile $prof failed"; FAILED=1; }
 done
 report
+unmount_all "$TRASH/gpuhost-home" # before test_done removes the scratch folder
 [ -z "${FAILED:-}" ] || test_failures=1 # a failed run fails the bench (the table says which)
 test_done
