@@ -84,6 +84,7 @@ measure() {
 	shift
 	sync
 	sleep 0.3
+	[ -z "${BUSY:-}" ] || busy_writer "$BUSY"
 	_b0=$(proxy_bytes "$PROXY")
 	_t0=$(now_ms)
 	if ! "$@" >/dev/null 2>"$TRASH/cmd.err"; then
@@ -120,6 +121,14 @@ fresh_remote() {
 	mkdir -p "$TRASH/gpuhost-home/gp-dst" # (exec needs it; sync would make it)
 }
 
+# busy_writer DST: another writer on the host's disk, as a running job
+# saving a checkpoint is: BUSY_MB of data written into DST's file system
+# and left for the kernel to write back (the busy scenario, loopback only).
+BUSY_MB=${BUSY_MB:-512}
+busy_writer() {
+	head -c "$((BUSY_MB << 20))" /dev/zero >"$TRASH/gpuhost-home/$1/.busy-writer"
+}
+
 bench_profile() {
 	PROFILE=$1 PROXY=$1
 	local host=via$1 i
@@ -135,6 +144,14 @@ bench_profile() {
 		measure noop-rsync run_rsync "$host"
 		measure noop-gpurun run_gpurun
 	done
+	if [ "$1" = loopback ]; then
+		for i in $(seq 1 "$RUNS"); do
+			fresh_remote || return 1
+			BUSY=rsync-dst measure busy-rsync run_rsync "$host"
+			BUSY=gp-dst measure busy-gpurun run_gpurun
+		done
+		rm -f "$TRASH/gpuhost-home/rsync-dst/.busy-writer" "$TRASH/gpuhost-home/gp-dst/.busy-writer"
+	fi
 	measure conn-gpurun "$GPURUN" -C "$P" exec true
 	# gpurun's own frames in a no-op (its --stats count, headers included)
 	(cd "$P" && "$GPURUN" sync --stats 2>/dev/null) |
@@ -157,7 +174,8 @@ report() {
 	printf '\n%-9s %-11s %10s %10s %7s %12s %12s %7s\n' profile scenario "rsync ms" "gpurun ms" ratio \
 		"rsync B" "gpurun B" ratio
 	for prof in $PROFILES; do
-		for sc in first noop edit; do
+		for sc in first busy noop edit; do
+			[ "$sc" != busy ] || grep -q "^$prof busy-" "$OUT" || continue
 			rt=$(cell "$prof" "$sc-rsync" 3) gt=$(cell "$prof" "$sc-gpurun" 3)
 			rb=$(cell "$prof" "$sc-rsync" 4) gb=$(cell "$prof" "$sc-gpurun" 4)
 			printf '%-9s %-11s %10s %10s %7s %12s %12s %7s\n' "$prof" "$sc" "$rt" "$gt" \
@@ -177,7 +195,8 @@ report() {
 			"$prof" "$(cell "$prof" frames-noop 4)" "$nb" \
 			"$(awk -v a="$nb" -v b="$cb" 'BEGIN{ if (a ~ /^[0-9]+$/ && b ~ /^[0-9]+$/) print a - b; else print "failed" }')" "$cb"
 	done
-	printf '\ntargets (gpurun/rsync): no-op <= 0.40 time and <= 2 KB beyond the connection; small edit <= 0.60 time and <= 1.0 bytes; first <= 0.90 time\n'
+	printf '\nbusy: a first sync while %s MiB written by another process waits for write-back on the host'"'"'s file system\n' "$BUSY_MB"
+	printf 'targets (gpurun/rsync): no-op <= 0.40 time and <= 2 KB beyond the connection; small edit <= 0.60 time and <= 1.0 bytes; first <= 0.90 time\n'
 	printf 'transport: %s; %s runs per cell (median); %s source files + 100 MB dataset\n' \
 		"$TRANSPORT" "$RUNS" "$FILES"
 	printf 'copies on: %s\n' "$(fs_said)"
