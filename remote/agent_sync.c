@@ -156,7 +156,7 @@ void sync_send_long(struct agent *a, uint32_t id, uint16_t type, uint16_t flags,
 	agent_send(a, type, flags, id, pl->buf + off, pl->len - off);
 }
 
-int sync_tmp_finish(int fd, uint32_t mode, int64_t mtime_ns)
+int sync_tmp_finish(int fd, uint32_t mode, int64_t mtime_ns, uint64_t size)
 {
 	struct timespec ts[2] = {
 		{ 0, UTIME_OMIT },
@@ -170,8 +170,8 @@ int sync_tmp_finish(int fd, uint32_t mode, int64_t mtime_ns)
 	}
 	if (fchmod(fd, safe_file_mode(mode)) < 0 || futimens(fd, ts) < 0)
 		rc = -1;
-	/* Start writeback now; COMMIT waits for all of it with one syncfs. */
-	if (!rc)
+	/* A large file's writeback starts now; COMMIT waits for it. */
+	if (!rc && size >= SYNC_HINT_MIN)
 		sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 	int e = errno;
 	if (close(fd) < 0 && !rc)

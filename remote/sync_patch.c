@@ -151,7 +151,7 @@ static int fs_data_do(struct agent *a, uint32_t id, struct fstream *f, const uin
 			       "'%s' did not come out as sent (size or hash differs)", f->path);
 	int fd = f->fd;
 	f->fd = -1;
-	if (sync_tmp_finish(fd, f->desc.mode, f->desc.mtime_ns) < 0) {
+	if (sync_tmp_finish(fd, f->desc.mode, f->desc.mtime_ns, size) < 0) {
 		f->errnum = errno;
 		return gr_errf(err, GR_EIO, "cannot write on the host: %s",
 			       strerror(errno));

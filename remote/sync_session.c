@@ -381,6 +381,7 @@ void sync_session_free(struct sync_session *s)
 	if (!s)
 		return;
 	untar_free(s->tar);
+	sync_flush_join(s);
 	for (size_t i = 0; i < s->npend; i++) {
 		const char *base;
 		int dfd = sfs_parent(&s->dir, s->pend[i].path, &base);

@@ -213,7 +213,7 @@ static void unpack(struct untar *u, struct archive *ar)
 			continue;
 		}
 		int cr = copy_data(u, ar, fd, &t, size);
-		if (cr == -2 || (cr == 0 && sync_tmp_finish(fd, desc.mode, desc.mtime_ns) < 0)) {
+		if (cr == -2 || (cr == 0 && sync_tmp_finish(fd, desc.mode, desc.mtime_ns, size) < 0)) {
 			int e = errno;
 			const char *base;
 			if (cr == -2)
@@ -242,6 +242,8 @@ static void unpack(struct untar *u, struct archive *ar)
 					 leaves.len / SM_HASH_LEN);
 		sb_release(&leaves);
 		sync_add_pending(s, path, tmp, &desc);
+		if (size < SYNC_HINT_MIN)
+			sync_small_done(s);
 		u->files++;
 	}
 	sfs_dir_release(&dir);

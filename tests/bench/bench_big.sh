@@ -100,7 +100,7 @@ fresh() { # fresh PROJECT DST...
 	shift
 	mkdir -p "$old"
 	for d in "$@"; do
-		[ ! -e "$RH/$d" ] || mv "$RH/$d" "$old/"
+		[ ! -e "$RH/$d" ] || mountpoint -q "$RH/$d" || mv "$RH/$d" "$old/"
 	done
 	rm -rf "$p/.gpurun/remote-"* "$p/.gpurun/sigs" "$p/.gpurun/index"
 }

@@ -2,10 +2,11 @@
 # How a sync's COMMIT makes its files durable before it renames them. On
 # ext4 and XFS: each temp file's own data is waited for (sync_file_range
 # with WAIT_AFTER), then one new unnamed file is fsynced (a journal commit
-# takes every earlier change with it). Never syncfs there: syncfs waits for
+# takes every earlier change with it). No syncfs there, which waits for
 # every other writer's dirty data on the file system, such as a running
-# job's checkpoints (issue 13). Elsewhere (here: a tmpfs), syncfs. The
-# agent runs under strace, which lists the calls it made.
+# job's checkpoints (issue 13), unless more than 4,096 small files wait:
+# then syncfs, whose write-back merges them. Elsewhere (here: a tmpfs),
+# syncfs. The agent runs under strace, which lists the calls it made.
 . "$(dirname "$0")/../lib.sh"
 
 RH=$TRASH/gpuhost-home
@@ -64,10 +65,18 @@ ext4 | xfs)
 		"$GPURUN" -C "$P" -q sync --yes && cmp "$P/src/a.py" "$RH/dst/src/a.py" &&
 		! grep -q "syncfs(" "$TRASH/strace.log" && [ "$(waits)" = 1 ]
 	'
+	test_expect_success "on $fs: 4,097 new small files: syncfs, no wait for each" '
+		mkdir -p "$P/many" &&
+		(cd "$P/many" && for i in $(seq 4097); do echo "$i" >"f$i.txt"; done) &&
+		: >"$TRASH/strace.log" &&
+		"$GPURUN" -C "$P" -q sync --yes && cmp "$P/many/f4097.txt" "$RH/dst/many/f4097.txt" &&
+		grep -q "syncfs(" "$TRASH/strace.log" && [ "$(waits)" = 0 ] && rm -rf "$P/many"
+	'
 	;;
 *)
 	test_skip 'each file'"'"'s own data, one journal commit' "the host folder is on $fs, not ext4 or XFS"
 	test_skip 'an edit waits for the changed file only' "the host folder is on $fs, not ext4 or XFS"
+	test_skip '4,097 new small files: syncfs' "the host folder is on $fs, not ext4 or XFS"
 	;;
 esac
 
