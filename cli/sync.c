@@ -116,7 +116,6 @@ struct known_walk {
 	struct run *r;
 	size_t i;                /* local's cursor */
 	struct sm_list host_only; /* entries local lacks */
-	struct sm_list *needed;  /* entries of files here still to hash */
 	struct sm_digest d;
 };
 
@@ -131,17 +130,17 @@ static void known_entry(void *arg, const struct sm_entry *h)
 	if (k->i >= l->n || strcmp(l->e[k->i].path, h->path))
 		copy_into(&k->host_only, h);
 	else if (l->e[k->i].flags & SM_F_UNHASHED)
-		copy_into(k->needed, h);
+		sync_hash_mark(k->r->ctx->cfg, &l->e[k->i], h);
 }
 
 /* Before the connection: the state's digest, what it holds that is
  * ignored here joins local (keep_ignored: only the entries local lacks
- * can matter, as local keeps nothing yet), and *needed gets its entries
- * at the paths resolve_hashes looks up. The state stays open for
- * known_load. */
-static void known_scan(struct run *r, struct sm_list *needed)
+ * can matter, as local keeps nothing yet), and the files here it says
+ * must be compared are marked (sync_hash_mark: no copy of its entries is
+ * held for that). The state stays open for known_load. */
+static void known_scan(struct run *r)
 {
-	struct known_walk k = { .r = r, .needed = needed };
+	struct known_walk k = { .r = r };
 
 	r->have_known = 0;
 	if ((r->known_fd = sync_rstate_open(r->ctx->cfg->root, r->key)) < 0)
@@ -152,7 +151,8 @@ static void known_scan(struct run *r, struct sm_list *needed)
 	if (r->have_known) {
 		keep_ignored(r, &k.host_only);
 	} else {
-		sm_list_free(needed);
+		for (size_t i = 0; i < r->local.n; i++) /* (a damaged state) */
+			r->local.e[i].flags &= (uint8_t)~SM_F_COMPARE;
 		close(r->known_fd);
 		r->known_fd = -1;
 	}
@@ -459,8 +459,6 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 				cfg->sync.include_git,
 				(const char *const *)cfg->sync.include.v, cfg->sync.include.n,
 				(const char *const *)cfg->train.persist.v, cfg->train.persist.n };
-	struct scan_entry *ents = NULL;
-	size_t nents = 0;
 	struct sync_index *idx = NULL;
 	struct connect_job cj = { 0 };
 	struct run r = { 0 };
@@ -474,30 +472,21 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	if ((rc = sync_check_remote_path(cfg->remote.path, &ctx->err)) < 0)
 		goto out;
 	connect_start(&cj, ctx);
-	if ((rc = scan_tree(cfg->root, &so, &ents, &nents, &ctx->err)) < 0)
+	idx = sync_index_load(cfg->root);
+	if ((rc = sync_scan_manifest(cfg->root, &so, idx, &r.local, &r.hs, &ctx->err)) < 0)
 		goto out;
 	if (!(r.tree = sync_tree_open(cfg->root, &ctx->err))) {
 		rc = ctx->err.code;
 		goto out;
 	}
-	gr_trace("sync: scanned %zu entries", nents);
-	idx = sync_index_load(cfg->root);
-	rc = sync_local_manifest(ents, nents, idx, &r.local, &r.hs, &ctx->err);
-	scan_free(ents, nents); /* r.local has it all now */
-	ents = NULL;
-	nents = 0;
-	if (rc < 0)
-		goto out;
-	gr_trace("sync: local manifest");
+	gr_trace("sync: scanned, local manifest of %zu entries", r.local.n);
 	r.leaves = xcalloc(r.local.n ? r.local.n : 1, sizeof(*r.leaves));
 	r.key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
 	r.so = so;
-	struct sm_list needed = { 0 };
-	known_scan(&r, &needed);
+	known_scan(&r);
 	/* While the connection comes up: hash what the host probably has too
 	 * (as far as the last sync knows), so a no-op is seen as one. */
-	rc = resolve_hashes(cfg, r.tree, &r.local, &needed, r.leaves, &r.hs, &ctx->err);
-	sm_list_free(&needed);
+	rc = resolve_hashes(cfg, r.tree, &r.local, NULL, r.leaves, &r.hs, &ctx->err);
 	if (rc < 0)
 		goto out;
 	int unhashed = 0;
@@ -569,7 +558,6 @@ out:
 		close(r.known_fd);
 	sm_list_free(&r.view);
 	sync_index_free(idx);
-	scan_free(ents, nents);
 	sync_tree_close(r.tree);
 	free(r.host_root);
 	free(r.key);

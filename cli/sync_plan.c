@@ -167,7 +167,8 @@ size_t sync_plan_keep_ignored(struct sm_list *local, const struct sm_list *host,
 		free(ign);
 		return 0;
 	}
-	struct sm_list out = { xcalloc(n ? n : 1, sizeof(*out.e)), 0, n ? n : 1 };
+	struct sm_list out = { xcalloc(n ? n : 1, sizeof(*out.e)), 0, n ? n : 1, local->pool };
+	/* (the entries' paths stay in local's pool) */
 	size_t *m = xcalloc(n ? n : 1, sizeof(*m));
 	size_t again;
 	int changed2;

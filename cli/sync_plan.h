@@ -44,6 +44,8 @@ struct sync_plan {
 /* sm_entry.flags: an entry of the host's that is ignored here, kept in
  * the local list as the host has it (sync_plan_keep_ignored). */
 #define SM_F_KEPT 2
+/* sm_entry.flags: to be hashed by resolve_hashes (sync_hash_mark). */
+#define SM_F_COMPARE 8
 
 /* A sync never deletes on the host what is ignored here (as rsync's
  * --delete spares excluded files): every entry of host that ignored()

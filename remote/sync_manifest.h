@@ -52,16 +52,23 @@ struct sm_entry {
 };
 
 #define SM_F_UNHASHED 1 /* hash not computed yet (the client hashes what it must) */
+#define SM_F_POOLED 4   /* path is in the list's pool (sm_add_pooled), not malloc'd */
 
+struct sm_pool;
 struct sm_list {
 	struct sm_entry *e;
 	size_t n, alloc;
+	struct sm_pool *pool; /* paths of sm_add_pooled, freed with the list */
 };
 
 /* Append a copy of path (and link); returns the new entry, zeroed. */
 struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type);
 /* The same with path itself (malloc'd), which the list now owns. */
 struct sm_entry *sm_add_take(struct sm_list *l, char *path, uint8_t type);
+/* The same with path copied into the list's pool: no malloc header and
+ * rounding for each path (17 bytes a path of 31). The entry is marked
+ * SM_F_POOLED; it must stay in this list (or one the pool moves to). */
+struct sm_entry *sm_add_pooled(struct sm_list *l, const char *path, uint8_t type);
 /* Room for more entries without growing (the memory is not touched);
  * give back what sm_add's doubling left unused. */
 void sm_reserve(struct sm_list *l, size_t more);
