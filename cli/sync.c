@@ -28,7 +28,6 @@ struct run {
 	struct sm_list local, known, view;
 	int known_fd;       /* the last committed state (.gpurun/remote-KEY), or -1 */
 	int known_loaded;   /* known holds it (known_load) */
-	uint8_t **leaves;
 	uint8_t local_digest[SM_HASH_LEN], known_digest[SM_HASH_LEN];
 	int have_known;
 	char *key;
@@ -78,25 +77,10 @@ static int ignored_here(void *arg, const char *path, int is_dir)
 }
 
 /* What the host holds and this side ignores stays on the host (and in
- * the local list, as the host has it); leaves follow their entries. */
+ * the local list, as the host has it). */
 static void keep_ignored(struct run *r, const struct sm_list *host)
 {
-	size_t *map = NULL, old = r->local.n;
-
-	sync_plan_keep_ignored(&r->local, host, ignored_here, r, &map);
-	if (!map)
-		return;
-	uint8_t **leaves = xcalloc(r->local.n ? r->local.n : 1, sizeof(*leaves));
-	for (size_t i = 0; i < r->local.n; i++)
-		if (map[i] < old) {
-			leaves[i] = r->leaves[map[i]];
-			r->leaves[map[i]] = NULL;
-		}
-	for (size_t i = 0; i < old; i++)
-		free(r->leaves[i]);
-	free(r->leaves);
-	r->leaves = leaves;
-	free(map);
+	sync_plan_keep_ignored(&r->local, host, ignored_here, r, NULL);
 }
 
 static void copy_into(struct sm_list *to, const struct sm_entry *h)
@@ -357,7 +341,6 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	x.tree = r->tree;
 	x.plan = &plan;
 	x.local = &r->local;
-	x.leaves = r->leaves;
 	x.delta_min = cfg->sync.delta_min;
 	x.idle_ms = r->idle_ms;
 	x.wire = &r->wire;
@@ -439,7 +422,7 @@ static int exchange(struct run *r)
 		goto out;
 	}
 	keep_ignored(r, &r->view);
-	rc = resolve_hashes(cfg, r->tree, &r->local, &r->view, r->leaves, &r->hs, &r->ctx->err);
+	rc = resolve_hashes(cfg, r->tree, &r->local, &r->view, &r->hs, &r->ctx->err);
 	if (rc < 0)
 		goto out;
 	warn_host_changes(&h, &r->local);
@@ -480,13 +463,12 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 		goto out;
 	}
 	gr_trace("sync: scanned, local manifest of %zu entries", r.local.n);
-	r.leaves = xcalloc(r.local.n ? r.local.n : 1, sizeof(*r.leaves));
 	r.key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
 	r.so = so;
 	known_scan(&r);
 	/* While the connection comes up: hash what the host probably has too
 	 * (as far as the last sync knows), so a no-op is seen as one. */
-	rc = resolve_hashes(cfg, r.tree, &r.local, NULL, r.leaves, &r.hs, &ctx->err);
+	rc = resolve_hashes(cfg, r.tree, &r.local, NULL, &r.hs, &ctx->err);
 	if (rc < 0)
 		goto out;
 	int unhashed = 0;
@@ -547,10 +529,8 @@ out:
 	}
 	if (st_out)
 		*st_out = r.st;
-	if (r.leaves)
-		for (size_t i = 0; i < r.local.n; i++)
-			free(r.leaves[i]);
-	free(r.leaves);
+	for (size_t i = 0; i < r.local.n; i++)
+		free(r.local.e[i].leaves);
 	ignore_free(r.ig);
 	sm_list_free(&r.local);
 	sm_list_free(&r.known);

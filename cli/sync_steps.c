@@ -304,8 +304,7 @@ void sync_hash_mark(const struct gr_config *cfg, struct sm_entry *e, const struc
 }
 
 int resolve_hashes(const struct gr_config *cfg, struct sync_tree *tree, struct sm_list *local,
-		   const struct sm_list *view, uint8_t **leaves,
-		   struct sync_hash_stats *hs, struct gr_err *err)
+		   const struct sm_list *view, struct sync_hash_stats *hs, struct gr_err *err)
 {
 	for (size_t i = 0; i < local->n; i++) {
 		struct sm_entry *e = &local->e[i];
@@ -316,7 +315,11 @@ int resolve_hashes(const struct gr_config *cfg, struct sync_tree *tree, struct s
 		if (view ? !must_compare(cfg, e, sm_find(view, e->path)) : !marked)
 			continue;
 		int big = e->size >= cfg->sync.delta_min;
-		int rc = sync_hash_entry(tree, e, big ? &leaves[i] : NULL, hs, err);
+		if (big) { /* (hashed before in this sync: a second exchange) */
+			free(e->leaves);
+			e->leaves = NULL;
+		}
+		int rc = sync_hash_entry(tree, e, big ? &e->leaves : NULL, hs, err);
 		if (rc == GR_ENOTFOUND || rc == GR_ECONFLICT) { /* the send says so */
 			gr_err_clear(err);
 			continue;

@@ -42,8 +42,10 @@ struct sm_entry {
 	uint8_t hash[SM_HASH_LEN]; /* SM_FILE: content hash */
 	union {            /* each side's own, never in the description */
 		struct sm_host host;          /* agent */
-		struct {
-			uint64_t dev, ino;    /* client: the local file the scan saw */
+		struct {                      /* client */
+			uint64_t dev, ino;    /* the local file the scan saw */
+			uint8_t *leaves;      /* its block hashes when known (a big
+						 file's), malloc'd; the sync frees them */
 		};
 	};
 	uint32_t mode;     /* SM_FILE: permission bits (0777); else 0 */

@@ -160,8 +160,8 @@ static void test_large_files_go_as_deltas(void)
 		else
 			CHECK_EQ_INT(how, HOW_TAR);
 		if (how != HOW_TAR)
-			CHECK(sync_item_remote(&p.files[i]) &&
-			      sync_item_remote(&p.files[i])->type == SM_FILE);
+			CHECK(sync_item_remote(&p, &p.files[i]) &&
+			      sync_item_remote(&p, &p.files[i])->type == SM_FILE);
 	}
 	sync_plan_free(&p);
 	sm_list_free(&l);
