@@ -331,24 +331,24 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 		if (i % 256 == 0)
 			agent_keepalive();
 		int dfd = sfs_parent(&s->dir, p->path, &base);
-		if (dfd < 0 || rename_over(dfd, p->tmp, base) < 0) {
+		if (dfd < 0 || rename_over(dfd, sync_pending_tmp(p), base) < 0) {
 			int e = errno;
 			sync_add_errno(s, p->path, e, "cannot put in place: %s", rename_error(e));
 			if (dfd >= 0)
-				unlinkat(dfd, p->tmp, 0);
+				unlinkat(dfd, sync_pending_tmp(p), 0);
 		} else {
 			struct sm_entry *e = sm_add(&s->added, p->path, SM_FILE);
-			struct sm_entry keep = *e;
-			*e = p->desc;
-			e->path = keep.path;
-			e->link = NULL;
+			e->size = p->size;
+			e->mtime_ns = p->mtime_ns;
+			memcpy(e->hash, p->hash, SM_HASH_LEN);
+			e->mode = p->mode;
 			if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0)
 				sync_host_fields(e, &st);
 		}
 		free(p->path);
 	}
 	s->npend = 0;
-	free(s->pend); /* 200 bytes a file: gone before the new manifest is made */
+	free(s->pend); /* gone before the new manifest is made */
 	s->pend = NULL;
 	s->apend = 0;
 	apply_metas(s);

@@ -198,7 +198,7 @@ void sm_put_entry(struct strbuf *b, const struct sm_entry *e, int with_host)
 	}
 	if (with_host) {
 		put_u64(b, e->host.ino);
-		put_u64(b, e->host.size);
+		put_u64(b, sm_host_size(e)); /* (a field of its own before) */
 		put_u64(b, (uint64_t)e->host.mtime_ns);
 		put_u64(b, (uint64_t)e->host.ctime_ns);
 	}
@@ -295,7 +295,7 @@ struct sm_entry *sm_get_entry(struct gr_rd *rd, struct sm_list *l, int with_host
 	}
 	if (with_host) {
 		e->host.ino = get_u64(rd);
-		e->host.size = get_u64(rd);
+		get_u64(rd); /* the size, which is the entry's (sm_host_size) */
 		e->host.mtime_ns = (int64_t)get_u64(rd);
 		e->host.ctime_ns = (int64_t)get_u64(rd);
 	}
