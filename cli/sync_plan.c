@@ -61,8 +61,10 @@ void sync_plan_build(const struct sm_list *local, const struct sm_list *remote,
 			sv_push(&del, remote->e[j++].path);
 			continue;
 		}
-		if (c < 0) { /* only here */
-			add_new(p, local, i++, NULL, delta_min, have_sig, arg);
+		if (c < 0) { /* only here (or the host has it as it is) */
+			if (!(local->e[i].flags & SM_F_SAME))
+				add_new(p, local, i, NULL, delta_min, have_sig, arg);
+			i++;
 			continue;
 		}
 		const struct sm_entry *l = &local->e[i], *r = &remote->e[j];

@@ -59,6 +59,9 @@ static inline const struct sm_entry *sync_item_remote(const struct sync_plan *p,
 #define SM_F_KEPT 2
 /* sm_entry.flags: to be hashed by resolve_hashes (sync_hash_mark). */
 #define SM_F_COMPARE 8
+/* sm_entry.flags: the host has this entry as it is (its list, given to
+ * sync_plan_build, leaves such entries out). */
+#define SM_F_SAME 16
 
 /* A sync never deletes on the host what is ignored here (as rsync's
  * --delete spares excluded files): every entry of host that ignored()
@@ -73,7 +76,8 @@ size_t sync_plan_keep_ignored(struct sm_list *local, const struct sm_list *host,
 			      int (*ignored)(void *arg, const char *path, int is_dir), void *arg,
 			      size_t **map);
 
-/* have_sig(arg, hash): is a signature of that version cached? */
+/* have_sig(arg, hash): is a signature of that version cached? A local
+ * entry marked SM_F_SAME that remote lacks is on the host as it is. */
 void sync_plan_build(const struct sm_list *local, const struct sm_list *remote,
 		     uint64_t delta_min, int (*have_sig)(void *arg, const uint8_t *hash),
 		     void *arg, struct sync_plan *p);
