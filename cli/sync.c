@@ -122,7 +122,7 @@ static void known_entry(void *arg, const struct sm_entry *h)
  * ignored here joins local (keep_ignored: only the entries local lacks
  * can matter, as local keeps nothing yet), and the files here it says
  * must be compared are marked (sync_hash_mark: no copy of its entries is
- * held for that). The state stays open for known_load. */
+ * held for that). The state stays open for known_read. */
 static void known_scan(struct run *r)
 {
 	struct known_walk k = { .r = r };
@@ -504,8 +504,11 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 		goto out;
 	connect_start(&cj, ctx);
 	idx = sync_index_load(cfg->root);
-	if ((rc = sync_scan_manifest(cfg->root, &so, idx, &r.local, &r.hs, &ctx->err)) < 0)
+	if ((rc = sync_scan_manifest(cfg->root, &so, idx, &r.local, &r.hs, &ctx->err)) < 0) {
+		sync_index_free(idx); /* nothing to save: the scan did not finish */
+		idx = NULL;
 		goto out;
+	}
 	if (!(r.tree = sync_tree_open(cfg->root, &ctx->err))) {
 		rc = ctx->err.code;
 		goto out;

@@ -448,8 +448,10 @@ int sync_scan_manifest(const char *root, const struct scan_opts *so, struct sync
 	int rc;
 
 	sm_list_free(out);
-	if ((rc = scan_tree_each(root, so, lm_add, out, err)) < 0)
+	if ((rc = scan_tree_each(root, so, lm_add, out, err)) < 0) {
+		sm_list_free(out); /* half a tree, unsorted and unhashed */
 		return rc;
+	}
 	lm_finish(out, idx, hs);
 	return 0;
 }
