@@ -26,8 +26,12 @@ enum scan_mode {
 struct scan_ctx {
 	struct ignore *ig;
 	const struct scan_opts *o;
-	struct scan_entry *v;
-	size_t n, alloc;
+	int (*each)(void *arg, const struct scan_entry *e);
+	void *arg;
+	/* Folders entered only to look for tracked or included paths: said
+	 * once something below them is kept, forgotten if nothing is. */
+	struct scan_entry *pend;
+	size_t npend, apend;
 	struct strbuf path;   /* the current path, relative to the root */
 	struct gr_err *err;
 };
@@ -37,23 +41,34 @@ static int scan_is_git(const char *name)
 	return !strcmp(name, ".git");
 }
 
-static int scan_add(struct scan_ctx *c, int dfd, const char *name, const struct stat *st)
+static int scan_emit(struct scan_ctx *c, const struct scan_entry *e)
 {
-	struct scan_entry *e;
+	int ret = 0;
 
-	if (c->n == c->alloc) {
-		c->alloc = c->alloc ? c->alloc * 2 : 1024;
-		c->v = xrealloc(c->v, c->alloc * sizeof(*c->v));
+	for (size_t i = 0; i < c->npend; i++) {
+		if (!ret)
+			ret = c->each(c->arg, &c->pend[i]);
+		free(c->pend[i].path);
 	}
-	e = &c->v[c->n];
-	memset(e, 0, sizeof(*e));
-	e->type = S_ISDIR(st->st_mode) ? SCAN_DIR : S_ISLNK(st->st_mode) ? SCAN_SYMLINK : SCAN_FILE;
-	e->mode = st->st_mode & 0777;
-	e->size = e->type == SCAN_DIR ? 0 : (uint64_t)st->st_size;
-	e->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-	e->ino = st->st_ino;
-	e->dev = st->st_dev;
-	if (e->type == SCAN_SYMLINK) {
+	c->npend = 0;
+	return ret ? ret : c->each(c->arg, e);
+}
+
+/* The entry c->path names: to each() now, or (defer: a folder that may
+ * hold nothing kept) once something below it is kept. */
+static int scan_add(struct scan_ctx *c, int dfd, const char *name, const struct stat *st,
+		    int defer)
+{
+	struct scan_entry e = { 0 };
+	int ret;
+
+	e.type = S_ISDIR(st->st_mode) ? SCAN_DIR : S_ISLNK(st->st_mode) ? SCAN_SYMLINK : SCAN_FILE;
+	e.mode = st->st_mode & 0777;
+	e.size = e.type == SCAN_DIR ? 0 : (uint64_t)st->st_size;
+	e.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	e.ino = st->st_ino;
+	e.dev = st->st_dev;
+	if (e.type == SCAN_SYMLINK) {
 		size_t cap = st->st_size > 0 ? (size_t)st->st_size + 1 : 256;
 
 		for (;;) {
@@ -69,17 +84,27 @@ static int scan_add(struct scan_ctx *c, int dfd, const char *name, const struct 
 			}
 			if ((size_t)r < cap) {
 				buf[r] = '\0';
-				e->link = buf;
+				e.link = buf;
 				break;
 			}
 			free(buf);
 			cap *= 2;
 		}
-		e->size = strlen(e->link);
+		e.size = strlen(e.link);
 	}
-	e->path = xstrndup(c->path.buf, c->path.len);
-	c->n++;
-	return 0;
+	if (defer) {
+		if (c->npend == c->apend) {
+			c->apend = c->apend ? c->apend * 2 : 8;
+			c->pend = xrealloc(c->pend, c->apend * sizeof(*c->pend));
+		}
+		e.path = xstrndup(c->path.buf, c->path.len);
+		c->pend[c->npend++] = e;
+		return 0;
+	}
+	e.path = c->path.buf;
+	ret = scan_emit(c, &e);
+	free(e.link);
+	return ret;
 }
 
 static int scan_dir(struct scan_ctx *c, int dfd, enum scan_mode mode);
@@ -193,17 +218,17 @@ again:
 	}
 	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
 		return 0;
-	ret = scan_add(c, dfd, name, &st);
+	int defer = is_dir && child == SCAN_TRACKED_ONLY;
+	size_t at = c->npend;
+	ret = scan_add(c, dfd, name, &st, defer);
 	if (ret < 0 || !is_dir)
 		return ret;
-	size_t at = c->n;
 	ret = scan_enter(c, dfd, name, child);
 	/* A folder entered only to look for tracked or included paths, that
 	 * held none: it is ignored after all. */
-	if (ret == 0 && child == SCAN_TRACKED_ONLY && c->n == at) {
-		c->n--;
-		free(c->v[c->n].path);
-		free(c->v[c->n].link);
+	if (defer && c->npend == at + 1) {
+		c->npend--;
+		free(c->pend[c->npend].path);
 	}
 	return ret;
 
@@ -269,16 +294,17 @@ static int scan_cmp(const void *a, const void *b)
 	return strcmp(((const struct scan_entry *)a)->path, ((const struct scan_entry *)b)->path);
 }
 
-int scan_tree(const char *root, const struct scan_opts *o, struct scan_entry **out,
-	      size_t *n, struct gr_err *err)
+int scan_tree_each(const char *root, const struct scan_opts *o,
+		   int (*each)(void *arg, const struct scan_entry *e), void *arg,
+		   struct gr_err *err)
 {
 	static const struct scan_opts defaults;
 	struct scan_ctx c = { 0 };
 	int fd, ret;
 
-	*out = NULL;
-	*n = 0;
 	c.o = o ? o : &defaults;
+	c.each = each;
+	c.arg = arg;
 	c.err = err;
 	fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
@@ -294,19 +320,53 @@ int scan_tree(const char *root, const struct scan_opts *o, struct scan_entry **o
 	ignore_set_persist(c.ig, c.o->persist, c.o->npersist);
 	sb_add(&c.path, "", 0);
 	ret = scan_dir(&c, fd, SCAN_RULES);
-	if (ret < 0)
-		goto out;
-	if (c.n)
-		qsort(c.v, c.n, sizeof(*c.v), scan_cmp);
-	*out = c.v;
-	*n = c.n;
-	c.v = NULL;
-	c.n = 0;
 out:
-	scan_free(c.v, c.n);
+	for (size_t i = 0; i < c.npend; i++)
+		free(c.pend[i].path);
+	free(c.pend);
 	ignore_free(c.ig);
 	sb_release(&c.path);
 	return ret;
+}
+
+struct scan_all {
+	struct scan_entry *v;
+	size_t n, alloc;
+};
+
+static int scan_keep(void *arg, const struct scan_entry *e)
+{
+	struct scan_all *a = arg;
+
+	if (a->n == a->alloc) {
+		a->alloc = a->alloc ? a->alloc * 2 : 1024;
+		a->v = xrealloc(a->v, a->alloc * sizeof(*a->v));
+	}
+	a->v[a->n] = *e;
+	a->v[a->n].path = xstrdup(e->path);
+	a->v[a->n].link = e->link ? xstrdup(e->link) : NULL;
+	a->n++;
+	return 0;
+}
+
+int scan_tree(const char *root, const struct scan_opts *o, struct scan_entry **out,
+	      size_t *n, struct gr_err *err)
+{
+	struct scan_all a = { 0 };
+	int ret;
+
+	*out = NULL;
+	*n = 0;
+	ret = scan_tree_each(root, o, scan_keep, &a, err);
+	if (ret < 0) {
+		scan_free(a.v, a.n);
+		return ret;
+	}
+	if (a.n)
+		qsort(a.v, a.n, sizeof(*a.v), scan_cmp);
+	*out = a.v;
+	*n = a.n;
+	return 0;
 }
 
 void scan_free(struct scan_entry *e, size_t n)

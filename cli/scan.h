@@ -56,5 +56,14 @@ struct scan_opts {
 int scan_tree(const char *root, const struct scan_opts *o,
 	      struct scan_entry **out, size_t *n, struct gr_err *err);
 void scan_free(struct scan_entry *e, size_t n);
+/* The same entries, each given to each(arg, e) as it is found, in no
+ * particular order (a folder before what it holds); e and its strings are
+ * the scan's, valid during the call only. Nothing is held but the walk's
+ * own state, so a caller that keeps the entries in its own form keeps
+ * one copy of the tree, not two. A negative return from each stops the
+ * scan and is returned. */
+int scan_tree_each(const char *root, const struct scan_opts *o,
+		   int (*each)(void *arg, const struct scan_entry *e), void *arg,
+		   struct gr_err *err);
 
 #endif

@@ -27,8 +27,8 @@ struct run {
 	const struct sync_opts *o;
 	struct sm_list local, known, view;
 	int known_fd;       /* the last committed state (.gpurun/remote-KEY), or -1 */
-	int known_loaded;   /* known holds it (known_load) */
-	uint8_t **leaves;
+	int known_loaded;   /* known holds it: 2 whole (known_load), 1 where it
+			       differs from local (known_diff), 0 not at all */
 	uint8_t local_digest[SM_HASH_LEN], known_digest[SM_HASH_LEN];
 	int have_known;
 	char *key;
@@ -78,25 +78,10 @@ static int ignored_here(void *arg, const char *path, int is_dir)
 }
 
 /* What the host holds and this side ignores stays on the host (and in
- * the local list, as the host has it); leaves follow their entries. */
+ * the local list, as the host has it). */
 static void keep_ignored(struct run *r, const struct sm_list *host)
 {
-	size_t *map = NULL, old = r->local.n;
-
-	sync_plan_keep_ignored(&r->local, host, ignored_here, r, &map);
-	if (!map)
-		return;
-	uint8_t **leaves = xcalloc(r->local.n ? r->local.n : 1, sizeof(*leaves));
-	for (size_t i = 0; i < r->local.n; i++)
-		if (map[i] < old) {
-			leaves[i] = r->leaves[map[i]];
-			r->leaves[map[i]] = NULL;
-		}
-	for (size_t i = 0; i < old; i++)
-		free(r->leaves[i]);
-	free(r->leaves);
-	r->leaves = leaves;
-	free(map);
+	sync_plan_keep_ignored(&r->local, host, ignored_here, r, NULL);
 }
 
 static void copy_into(struct sm_list *to, const struct sm_entry *h)
@@ -116,7 +101,6 @@ struct known_walk {
 	struct run *r;
 	size_t i;                /* local's cursor */
 	struct sm_list host_only; /* entries local lacks */
-	struct sm_list *needed;  /* entries of files here still to hash */
 	struct sm_digest d;
 };
 
@@ -131,17 +115,17 @@ static void known_entry(void *arg, const struct sm_entry *h)
 	if (k->i >= l->n || strcmp(l->e[k->i].path, h->path))
 		copy_into(&k->host_only, h);
 	else if (l->e[k->i].flags & SM_F_UNHASHED)
-		copy_into(k->needed, h);
+		sync_hash_mark(k->r->ctx->cfg, &l->e[k->i], h);
 }
 
 /* Before the connection: the state's digest, what it holds that is
  * ignored here joins local (keep_ignored: only the entries local lacks
- * can matter, as local keeps nothing yet), and *needed gets its entries
- * at the paths resolve_hashes looks up. The state stays open for
- * known_load. */
-static void known_scan(struct run *r, struct sm_list *needed)
+ * can matter, as local keeps nothing yet), and the files here it says
+ * must be compared are marked (sync_hash_mark: no copy of its entries is
+ * held for that). The state stays open for known_read. */
+static void known_scan(struct run *r)
 {
-	struct known_walk k = { .r = r, .needed = needed };
+	struct known_walk k = { .r = r };
 
 	r->have_known = 0;
 	if ((r->known_fd = sync_rstate_open(r->ctx->cfg->root, r->key)) < 0)
@@ -152,27 +136,75 @@ static void known_scan(struct run *r, struct sm_list *needed)
 	if (r->have_known) {
 		keep_ignored(r, &k.host_only);
 	} else {
-		sm_list_free(needed);
+		for (size_t i = 0; i < r->local.n; i++) /* (a damaged state) */
+			r->local.e[i].flags &= (uint8_t)~SM_F_COMPARE;
 		close(r->known_fd);
 		r->known_fd = -1;
 	}
 	sm_list_free(&k.host_only);
 }
 
-/* The last committed state in full, for a plan against it. */
-static int known_load(struct run *r)
+/* The entries of the last committed state that differ from local's at
+ * their path (or that local lacks); the local entries it holds as they
+ * are get SM_F_SAME instead of a copy. */
+struct diff_walk {
+	struct run *r;
+	size_t i;
+};
+
+static void diff_entry(void *arg, const struct sm_entry *h)
 {
-	if (!r->have_known || r->known_loaded)
+	struct diff_walk *k = arg;
+	struct sm_list *l = &k->r->local;
+
+	while (k->i < l->n && strcmp(l->e[k->i].path, h->path) < 0)
+		k->i++;
+	if (k->i < l->n && sm_same(&l->e[k->i], h))
+		l->e[k->i].flags |= SM_F_SAME;
+	else
+		copy_into(&k->r->known, h);
+}
+
+static void forget_same(struct run *r)
+{
+	for (size_t i = 0; i < r->local.n; i++)
+		r->local.e[i].flags &= (uint8_t)~SM_F_SAME;
+}
+
+/* The last committed state, for a plan against it: whole (known_load),
+ * or (diff: known_diff) only where local differs from it, local's
+ * entries marked SM_F_SAME where it does not. A small edit then holds
+ * one list, not two (the second was 150 bytes a file of its peak). */
+static int known_read(struct run *r, int diff)
+{
+	struct diff_walk k = { .r = r };
+
+	if (!r->have_known || r->known_loaded == 1 + !diff)
 		return 0;
-	r->known_loaded = 1;
+	sm_list_free(&r->known);
+	forget_same(r);
+	r->known_loaded = 1 + !diff;
 	if (lseek(r->known_fd, 0, SEEK_SET) == 0 &&
-	    sm_decode_fd(r->known_fd, 0, &r->known, &r->ctx->err) == 0)
+	    (diff ? sm_decode_fd_each(r->known_fd, 0, diff_entry, &k, &r->ctx->err)
+		  : sm_decode_fd(r->known_fd, 0, &r->known, &r->ctx->err)) == 0)
 		return 0;
+	sm_list_free(&r->known);
+	forget_same(r);
 	sync_rstate_drop(r->ctx->cfg->root, r->key);
 	gr_errf(&r->ctx->err, GR_EIO, "cannot read what the last sync left on the host "
 		"(.gpurun/remote-%s)", r->key);
 	gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
 	return GR_EIO;
+}
+
+static int known_load(struct run *r)
+{
+	return known_read(r, 0);
+}
+
+static int known_diff(struct run *r)
+{
+	return known_read(r, 1);
 }
 
 static int have_sig(void *arg, const uint8_t *hash)
@@ -357,7 +389,6 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	x.tree = r->tree;
 	x.plan = &plan;
 	x.local = &r->local;
-	x.leaves = r->leaves;
 	x.delta_min = cfg->sync.delta_min;
 	x.idle_ms = r->idle_ms;
 	x.wire = &r->wire;
@@ -439,7 +470,7 @@ static int exchange(struct run *r)
 		goto out;
 	}
 	keep_ignored(r, &r->view);
-	rc = resolve_hashes(cfg, r->tree, &r->local, &r->view, r->leaves, &r->hs, &r->ctx->err);
+	rc = resolve_hashes(cfg, r->tree, &r->local, &r->view, &r->hs, &r->ctx->err);
 	if (rc < 0)
 		goto out;
 	warn_host_changes(&h, &r->local);
@@ -459,8 +490,6 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 				cfg->sync.include_git,
 				(const char *const *)cfg->sync.include.v, cfg->sync.include.n,
 				(const char *const *)cfg->train.persist.v, cfg->train.persist.n };
-	struct scan_entry *ents = NULL;
-	size_t nents = 0;
 	struct sync_index *idx = NULL;
 	struct connect_job cj = { 0 };
 	struct run r = { 0 };
@@ -474,30 +503,23 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	if ((rc = sync_check_remote_path(cfg->remote.path, &ctx->err)) < 0)
 		goto out;
 	connect_start(&cj, ctx);
-	if ((rc = scan_tree(cfg->root, &so, &ents, &nents, &ctx->err)) < 0)
+	idx = sync_index_load(cfg->root);
+	if ((rc = sync_scan_manifest(cfg->root, &so, idx, &r.local, &r.hs, &ctx->err)) < 0) {
+		sync_index_free(idx); /* nothing to save: the scan did not finish */
+		idx = NULL;
 		goto out;
+	}
 	if (!(r.tree = sync_tree_open(cfg->root, &ctx->err))) {
 		rc = ctx->err.code;
 		goto out;
 	}
-	gr_trace("sync: scanned %zu entries", nents);
-	idx = sync_index_load(cfg->root);
-	rc = sync_local_manifest(ents, nents, idx, &r.local, &r.hs, &ctx->err);
-	scan_free(ents, nents); /* r.local has it all now */
-	ents = NULL;
-	nents = 0;
-	if (rc < 0)
-		goto out;
-	gr_trace("sync: local manifest");
-	r.leaves = xcalloc(r.local.n ? r.local.n : 1, sizeof(*r.leaves));
+	gr_trace("sync: scanned, local manifest of %zu entries", r.local.n);
 	r.key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
 	r.so = so;
-	struct sm_list needed = { 0 };
-	known_scan(&r, &needed);
+	known_scan(&r);
 	/* While the connection comes up: hash what the host probably has too
 	 * (as far as the last sync knows), so a no-op is seen as one. */
-	rc = resolve_hashes(cfg, r.tree, &r.local, &needed, r.leaves, &r.hs, &ctx->err);
-	sm_list_free(&needed);
+	rc = resolve_hashes(cfg, r.tree, &r.local, NULL, &r.hs, &ctx->err);
 	if (rc < 0)
 		goto out;
 	int unhashed = 0;
@@ -530,11 +552,14 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	if (optimistic) {
 		uint32_t sid;
 		int rejected;
-		if ((rc = known_load(&r)) < 0)
+		if ((rc = known_diff(&r)) < 0)
 			goto done;
 		if ((rc = transfer(&r, &r.known, 1, &sid, &rejected)) < 0 || !rejected)
 			goto done;
 		r.st = (struct sync_stats){ 0 };
+		sm_list_free(&r.known); /* the host was not in that state */
+		forget_same(&r);
+		r.known_loaded = 0;
 	}
 	rc = exchange(&r);
 done:
@@ -558,10 +583,8 @@ out:
 	}
 	if (st_out)
 		*st_out = r.st;
-	if (r.leaves)
-		for (size_t i = 0; i < r.local.n; i++)
-			free(r.leaves[i]);
-	free(r.leaves);
+	for (size_t i = 0; i < r.local.n; i++)
+		free(r.local.e[i].leaves);
 	ignore_free(r.ig);
 	sm_list_free(&r.local);
 	sm_list_free(&r.known);
@@ -569,7 +592,6 @@ out:
 		close(r.known_fd);
 	sm_list_free(&r.view);
 	sync_index_free(idx);
-	scan_free(ents, nents);
 	sync_tree_close(r.tree);
 	free(r.host_root);
 	free(r.key);

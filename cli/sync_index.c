@@ -341,62 +341,66 @@ static int unsendable(const char *path)
 	return 0;
 }
 
-int sync_local_manifest(struct scan_entry *e, size_t n, struct sync_index *idx,
-			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err)
+/* One scanned entry into the manifest (its path into the list's pool),
+ * unless it cannot be carried. */
+static int lm_add(void *arg, const struct scan_entry *s)
+{
+	struct sm_list *out = arg;
+	struct sm_entry *m;
+
+	if (!sm_path_ok(s->path) || unsendable(s->path))
+		return 0;
+	if (s->type == SCAN_DIR) {
+		sm_add_pooled(out, s->path, SM_DIR);
+	} else if (s->type == SCAN_SYMLINK) {
+		if (!s->link || !*s->link)
+			return 0;
+		m = sm_add_pooled(out, s->path, SM_LINK);
+		m->link = xstrdup(s->link);
+	} else if (s->type == SCAN_FILE) {
+		m = sm_add_pooled(out, s->path, SM_FILE);
+		m->mode = s->mode & 0777;
+		m->size = s->size;
+		m->mtime_ns = s->mtime_ns;
+		m->dev = s->dev;
+		m->ino = s->ino;
+	}
+	return 0;
+}
+
+/* The entries out holds, as the scan found them: sorted, hashes from the
+ * index, parent folders added. */
+static void lm_finish(struct sm_list *out, struct sync_index *idx, struct sync_hash_stats *hs)
 {
 	struct idx_rd ir;
-	size_t first = out->n;
 	uint64_t cached = 0;
 	char *prev = NULL; /* add_parents' */
-	int unsorted = first > 0;
+	int unsorted = 0;
+	size_t first = 0, n = out->n;
 
+	sm_sort(out);
 	idx_open(&ir, idx->path);
 	idx->scan_ns = wall_ns();
-	sm_reserve(out, n + n / 8 + 16); /* the scan's entries and a few folders */
-
-	(void)err;
-	for (size_t i = 0; i < n; i++) {
-		struct scan_entry *s = &e[i];
-		struct sm_entry *m;
-		if (!sm_path_ok(s->path) || unsendable(s->path))
+	for (size_t i = first; i < n; i++) {
+		struct sm_entry *m = &out->e[i];
+		if (m->type != SM_FILE || (m->flags & SM_F_KEPT))
 			continue;
-		if (s->type == SCAN_DIR) {
-			m = sm_add_take(out, s->path, SM_DIR);
-		} else if (s->type == SCAN_SYMLINK) {
-			if (!s->link || !*s->link)
-				continue;
-			m = sm_add_take(out, s->path, SM_LINK);
-			m->link = s->link;
-			s->link = NULL;
-		} else if (s->type == SCAN_FILE) {
-			const struct idx_entry *c = idx_seek(&ir, s->path);
-			m = sm_add_take(out, s->path, SM_FILE);
-			m->mode = s->mode & 0777;
-			m->size = s->size;
-			m->mtime_ns = s->mtime_ns;
-			m->dev = s->dev;
-			m->ino = s->ino;
-			if (c && c->size == s->size && c->mtime_ns == s->mtime_ns &&
-			    c->ino == s->ino && c->mode == s->mode &&
-			    c->mtime_ns < ir.scan_ns - RACY_NS) {
-				memcpy(m->hash, c->hash, SM_HASH_LEN);
-				cached++;
-			} else {
-				m->flags |= SM_F_UNHASHED;
-			}
+		const struct idx_entry *c = idx_seek(&ir, m->path);
+		if (c && c->size == m->size && c->mtime_ns == m->mtime_ns &&
+		    c->ino == m->ino && c->mode == m->mode &&
+		    c->mtime_ns < ir.scan_ns - RACY_NS) {
+			memcpy(m->hash, c->hash, SM_HASH_LEN);
+			cached++;
 		} else {
-			continue;
+			m->flags |= SM_F_UNHASHED;
 		}
-		s->path = NULL; /* out has it now */
-		add_parents(out, m->path, &prev, &unsorted);
 	}
-	free(prev);
 	/* All of a damaged index is ignored, the part after the last file
 	 * scanned too: what came from it is hashed again. */
 	while (idx_next(&ir))
 		;
 	if (ir.bad) {
-		for (size_t i = first; i < out->n; i++)
+		for (size_t i = first; i < n; i++)
 			if (out->e[i].type == SM_FILE && !(out->e[i].flags & SM_F_UNHASHED)) {
 				out->e[i].flags |= SM_F_UNHASHED;
 				memset(out->e[i].hash, 0, SM_HASH_LEN);
@@ -406,6 +410,11 @@ int sync_local_manifest(struct scan_entry *e, size_t n, struct sync_index *idx,
 	idx_close(&ir);
 	if (hs)
 		hs->files_cached += cached;
+	/* Every folder is in already unless the scan left one out (its
+	 * name cannot be carried): add_parents adds none then. */
+	for (size_t i = first; i < n; i++)
+		add_parents(out, out->e[i].path, &prev, &unsorted);
+	free(prev);
 	if (unsorted) { /* sort and drop duplicate folders */
 		sm_sort(out);
 		size_t keep = 0;
@@ -419,6 +428,31 @@ int sync_local_manifest(struct scan_entry *e, size_t n, struct sync_index *idx,
 		out->n = keep;
 	}
 	sm_shrink(out);
+}
+
+int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
+			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err)
+{
+	(void)err;
+	sm_list_free(out);
+	sm_reserve(out, n + n / 8 + 16); /* the scan's entries and a few folders */
+	for (size_t i = 0; i < n; i++)
+		lm_add(out, &e[i]);
+	lm_finish(out, idx, hs);
+	return 0;
+}
+
+int sync_scan_manifest(const char *root, const struct scan_opts *so, struct sync_index *idx,
+		       struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err)
+{
+	int rc;
+
+	sm_list_free(out);
+	if ((rc = scan_tree_each(root, so, lm_add, out, err)) < 0) {
+		sm_list_free(out); /* half a tree, unsorted and unhashed */
+		return rc;
+	}
+	lm_finish(out, idx, hs);
 	return 0;
 }
 

@@ -27,14 +27,18 @@ struct sync_hash_stats {
 	uint64_t files_hashed, bytes_hashed, files_cached;
 };
 
-/* The local manifest: the scanned entries (in path order, as scan_tree
- * gives them), plus every parent folder, with content hashes from the
- * index when size, mtime, inode and mode match and the entry is not
- * racily new. Other files are marked SM_F_UNHASHED: the caller hashes
- * those it must compare (sync_hash_entry) and the rest are hashed as they
- * are sent. The entries' paths and links move into out (NULL is left in
- * e: scan_free it after). Errors: GR_EIO. */
-int sync_local_manifest(struct scan_entry *e, size_t n, struct sync_index *idx,
+/* The local manifest (out is emptied first): every entry scan_tree finds
+ * under root (with so) that can be carried, in path order, plus every
+ * parent folder, with content hashes from the index when size, mtime,
+ * inode and mode match and the entry is not racily new. Other files are
+ * marked SM_F_UNHASHED: the caller hashes those it must compare
+ * (sync_hash_entry) and the rest are hashed as they are sent. The scan's
+ * entries go straight into out, their paths into its pool: the tree is
+ * held once. Errors: scan_tree's. */
+int sync_scan_manifest(const char *root, const struct scan_opts *so, struct sync_index *idx,
+		       struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err);
+/* The same from entries already scanned (copied; tests). */
+int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
 			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err);
 /* Hash an SM_F_UNHASHED entry now (its block hashes too if leaves is set:
  * a new array the caller frees), opened through t (never through a

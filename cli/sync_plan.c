@@ -19,7 +19,9 @@ static void send_file(struct sync_plan *p, const struct sm_list *local, size_t i
 		      int (*have_sig)(void *, const uint8_t *), void *arg)
 {
 	const struct sm_entry *l = &local->e[i];
-	struct sync_item it = { .prev = r, .local = (uint32_t)i, .how = HOW_TAR };
+	/* (a host's list is far below 2^30 entries: SM_MAX_DECODED) */
+	struct sync_item it = { .local = (uint32_t)i, .how = HOW_TAR,
+				.prev = r ? (uint32_t)(r - p->remote->e) + 1 : 0 };
 
 	if (r && r->type == SM_FILE && l->size >= delta_min && r->size >= DELTA_BASE_MIN)
 		it.how = have_sig && have_sig(arg, r->hash) ? HOW_DELTA : HOW_DELTA_SIG;
@@ -51,6 +53,7 @@ void sync_plan_build(const struct sm_list *local, const struct sm_list *remote,
 	struct strvec del = STRVEC_INIT;
 
 	memset(p, 0, sizeof(*p));
+	p->remote = remote;
 	while (i < local->n || j < remote->n) {
 		int c = i >= local->n ? 1 : j >= remote->n ? -1
 			: strcmp(local->e[i].path, remote->e[j].path);
@@ -58,8 +61,10 @@ void sync_plan_build(const struct sm_list *local, const struct sm_list *remote,
 			sv_push(&del, remote->e[j++].path);
 			continue;
 		}
-		if (c < 0) { /* only here */
-			add_new(p, local, i++, NULL, delta_min, have_sig, arg);
+		if (c < 0) { /* only here (or the host has it as it is) */
+			if (!(local->e[i].flags & SM_F_SAME))
+				add_new(p, local, i, NULL, delta_min, have_sig, arg);
+			i++;
 			continue;
 		}
 		const struct sm_entry *l = &local->e[i], *r = &remote->e[j];
@@ -108,7 +113,8 @@ static size_t keep_pass(const struct sm_list *local, const struct sm_list *host,
 		if (c <= 0 && !(l->flags & SM_F_KEPT)) { /* ours: as it is */
 			if (out) {
 				out[n] = *l;
-				m[n] = i;
+				if (m)
+					m[n] = i;
 			}
 			n++;
 			i++;
@@ -142,7 +148,8 @@ static size_t keep_pass(const struct sm_list *local, const struct sm_list *host,
 			memcpy(e->hash, h->hash, SM_HASH_LEN);
 			e->link = h->link ? xstrdup(h->link) : NULL;
 			e->flags = SM_F_KEPT;
-			m[n] = SIZE_MAX;
+			if (m)
+				m[n] = SIZE_MAX;
 		}
 		n++;
 		(*kept)++;
@@ -161,14 +168,16 @@ size_t sync_plan_keep_ignored(struct sm_list *local, const struct sm_list *host,
 	int changed;
 	uint8_t *ign = xcalloc(host->n / 8 + 1, 1);
 
-	*map = NULL;
+	if (map)
+		*map = NULL;
 	n = keep_pass(local, host, ignored, arg, ign, NULL, NULL, &kept, &changed);
 	if (!changed) { /* nothing to keep: local stays as it was */
 		free(ign);
 		return 0;
 	}
-	struct sm_list out = { xcalloc(n ? n : 1, sizeof(*out.e)), 0, n ? n : 1 };
-	size_t *m = xcalloc(n ? n : 1, sizeof(*m));
+	struct sm_list out = { xcalloc(n ? n : 1, sizeof(*out.e)), 0, n ? n : 1, local->pool };
+	/* (the entries' paths stay in local's pool) */
+	size_t *m = map ? xcalloc(n ? n : 1, sizeof(*m)) : NULL;
 	size_t again;
 	int changed2;
 	out.n = keep_pass(local, host, ignored, arg, ign, out.e, m, &again, &changed2);
@@ -179,7 +188,8 @@ size_t sync_plan_keep_ignored(struct sm_list *local, const struct sm_list *host,
 			sm_entry_release(&local->e[k]);
 	free(local->e);
 	*local = out;
-	*map = m;
+	if (map)
+		*map = m;
 	return again;
 }
 

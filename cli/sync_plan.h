@@ -15,19 +15,13 @@ enum sync_how {
 	HOW_DELTA_SIG,   /* large, ask the host for its version's signature */
 };
 
-/* 16 bytes: a first sync plans every file. */
+/* 8 bytes: a first sync plans every file. */
 struct sync_item {
-	const struct sm_entry *prev;   /* whatever the host has there, or NULL */
 	uint32_t local;                /* index into the local list */
-	int how;
+	uint32_t prev : 30;            /* whatever the host has there: index + 1
+					  into plan->remote, or 0 */
+	uint32_t how : 2;              /* enum sync_how */
 };
-
-/* The host's file at the item's path (the delta base when how is
- * HOW_DELTA or HOW_DELTA_SIG), or NULL if it has none there. */
-static inline const struct sm_entry *sync_item_remote(const struct sync_item *it)
-{
-	return it->prev && it->prev->type == SM_FILE ? it->prev : NULL;
-}
 
 struct sync_plan {
 	struct strvec deletes;   /* children before parents */
@@ -39,11 +33,35 @@ struct sync_plan {
 	size_t *meta;            /* local indexes: same content, new mode or mtime */
 	size_t nmeta;
 	uint64_t send_bytes;     /* sizes of the files to send */
+	const struct sm_list *remote; /* the host's list it was made against
+					 (items point into it) */
 };
+
+/* Whatever the host has at the item's path, or NULL. */
+static inline const struct sm_entry *sync_item_prev(const struct sync_plan *p,
+						    const struct sync_item *it)
+{
+	return it->prev ? &p->remote->e[it->prev - 1] : NULL;
+}
+
+/* The host's file at the item's path (the delta base when how is
+ * HOW_DELTA or HOW_DELTA_SIG), or NULL if it has none there. */
+static inline const struct sm_entry *sync_item_remote(const struct sync_plan *p,
+						      const struct sync_item *it)
+{
+	const struct sm_entry *r = sync_item_prev(p, it);
+
+	return r && r->type == SM_FILE ? r : NULL;
+}
 
 /* sm_entry.flags: an entry of the host's that is ignored here, kept in
  * the local list as the host has it (sync_plan_keep_ignored). */
 #define SM_F_KEPT 2
+/* sm_entry.flags: to be hashed by resolve_hashes (sync_hash_mark). */
+#define SM_F_COMPARE 8
+/* sm_entry.flags: the host has this entry as it is (its list, given to
+ * sync_plan_build, leaves such entries out). */
+#define SM_F_SAME 16
 
 /* A sync never deletes on the host what is ignored here (as rsync's
  * --delete spares excluded files): every entry of host that ignored()
@@ -51,13 +69,15 @@ struct sync_plan {
  * host has it, marked SM_F_KEPT, so the plan neither sends nor deletes it
  * and the manifest the sync expects keeps it. Entries kept before are
  * dropped first. *map (NULL if nothing changed, else the caller's to
- * free) gives each new index's old index, or SIZE_MAX for a kept entry.
+ * free) gives each new index's old index, or SIZE_MAX for a kept entry;
+ * map may be NULL.
  * Returns how many are kept. */
 size_t sync_plan_keep_ignored(struct sm_list *local, const struct sm_list *host,
 			      int (*ignored)(void *arg, const char *path, int is_dir), void *arg,
 			      size_t **map);
 
-/* have_sig(arg, hash): is a signature of that version cached? */
+/* have_sig(arg, hash): is a signature of that version cached? A local
+ * entry marked SM_F_SAME that remote lacks is on the host as it is. */
 void sync_plan_build(const struct sm_list *local, const struct sm_list *remote,
 		     uint64_t delta_min, int (*have_sig)(void *arg, const uint8_t *hash),
 		     void *arg, struct sync_plan *p);

@@ -118,6 +118,7 @@ static void copy_entry(struct sm_list *to, const struct sm_entry *e)
 	char *p = c->path;
 	*c = *e;
 	c->path = p;
+	c->flags &= (uint8_t)~SM_F_POOLED;
 	c->link = e->link ? xstrdup(e->link) : NULL;
 }
 
@@ -287,22 +288,38 @@ int connect_finish(struct connect_job *j)
 	return 0;
 }
 
-/* Hash the files whose content must be compared with the host's: the
- * same path and size there, or large (a delta needs the block hashes).
- * The rest is new or resized: it is hashed while it is sent. */
+/* Must e's content be compared with r, the host's entry at its path?
+ * The same size there, or large (a delta needs the block hashes). The
+ * rest is new or resized: it is hashed while it is sent. */
+static int must_compare(const struct gr_config *cfg, const struct sm_entry *e,
+			const struct sm_entry *r)
+{
+	return r && r->type == SM_FILE && (r->size == e->size || e->size >= cfg->sync.delta_min);
+}
+
+void sync_hash_mark(const struct gr_config *cfg, struct sm_entry *e, const struct sm_entry *r)
+{
+	if ((e->flags & SM_F_UNHASHED) && must_compare(cfg, e, r))
+		e->flags |= SM_F_COMPARE;
+}
+
 int resolve_hashes(const struct gr_config *cfg, struct sync_tree *tree, struct sm_list *local,
-		   const struct sm_list *view, uint8_t **leaves,
-		   struct sync_hash_stats *hs, struct gr_err *err)
+		   const struct sm_list *view, struct sync_hash_stats *hs, struct gr_err *err)
 {
 	for (size_t i = 0; i < local->n; i++) {
 		struct sm_entry *e = &local->e[i];
+		int marked = e->flags & SM_F_COMPARE;
+		e->flags &= (uint8_t)~SM_F_COMPARE;
 		if (!(e->flags & SM_F_UNHASHED))
 			continue;
-		const struct sm_entry *r = sm_find(view, e->path);
-		int big = e->size >= cfg->sync.delta_min;
-		if (!r || r->type != SM_FILE || (r->size != e->size && !big))
+		if (view ? !must_compare(cfg, e, sm_find(view, e->path)) : !marked)
 			continue;
-		int rc = sync_hash_entry(tree, e, big ? &leaves[i] : NULL, hs, err);
+		int big = e->size >= cfg->sync.delta_min;
+		if (big) { /* (hashed before in this sync: a second exchange) */
+			free(e->leaves);
+			e->leaves = NULL;
+		}
+		int rc = sync_hash_entry(tree, e, big ? &e->leaves : NULL, hs, err);
 		if (rc == GR_ENOTFOUND || rc == GR_ECONFLICT) { /* the send says so */
 			gr_err_clear(err);
 			continue;

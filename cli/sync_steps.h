@@ -64,10 +64,14 @@ void connect_abandon(struct connect_job *j);
 /* Hash the files whose content must be compared with the host's (view):
  * the same path and size there, or large (a delta needs block hashes).
  * A file gone or replaced since the scan is left unhashed (the transfer
- * skips it with a warning). */
+ * skips it with a warning). A large file's block hashes go to its
+ * entry's leaves. view NULL: the files sync_hash_mark marked. */
 int resolve_hashes(const struct gr_config *cfg, struct sync_tree *tree, struct sm_list *local,
-		   const struct sm_list *view, uint8_t **leaves,
-		   struct sync_hash_stats *hs, struct gr_err *err);
+		   const struct sm_list *view, struct sync_hash_stats *hs, struct gr_err *err);
+
+/* Mark the local entry e (SM_F_COMPARE) if resolve_hashes(view NULL)
+ * must hash it, r being the host's entry at its path (or NULL). */
+void sync_hash_mark(const struct gr_config *cfg, struct sm_entry *e, const struct sm_entry *r);
 
 /* Above [sync] warn_size: show the total and the largest folders, and ask
  * (on a terminal) or refuse (elsewhere) unless --yes. */

@@ -127,7 +127,7 @@ static void dispatch(struct sync_xfer *x, const struct gr_frame *f)
 		r->failed = r->done = 1;
 		if (r->kind == RQ_FILE) {
 			struct sm_entry *l = item_entry(x, r->item);
-			x->revert[x->plan->files[r->item].local] = 1;
+			revert_item(x, r->item);
 			add_error(x, l->path, (int)kind, e.msg, l->size);
 		} else if (r->kind == RQ_TAR) {
 			add_error(x, NULL, (int)kind, e.msg, 0);
@@ -306,7 +306,8 @@ static void file_header(struct fsink *fs)
 	put_u32(&b, x->sid);
 	put_u8(&b, (uint8_t)fs->kind);
 	put_str(&b, l->path);
-	put_bytes(&b, fs->kind == SYNC_FILE_DELTA ? sync_item_remote(it)->hash : zero, SM_HASH_LEN);
+	put_bytes(&b, fs->kind == SYNC_FILE_DELTA ? sync_item_remote(x->plan, it)->hash : zero,
+		  SM_HASH_LEN);
 	put_bytes(&b, l->hash, SM_HASH_LEN);
 	put_u64(&b, l->size);
 	put_u32(&b, l->mode);
@@ -349,7 +350,7 @@ static int do_file(struct sync_xfer *x, size_t item, const struct sync_sig *old)
 	int rc, fd;
 
 	if (x->nospace) { /* it would not fit either: the host keeps its version */
-		x->revert[it->local] = 1;
+		revert_item(x, item);
 		return 0;
 	}
 	fd = sync_tree_open_file(x->tree, l->path, l->dev, l->ino, &e);
@@ -358,7 +359,7 @@ static int do_file(struct sync_xfer *x, size_t item, const struct sync_sig *old)
 		goto failed;
 	}
 	struct sync_send in = { fd, l->path, l->size, l->hash,
-				x->leaves ? x->leaves[it->local] : NULL, old, fsink_cb, &fs };
+				l->leaves, old, fsink_cb, &fs };
 	res.progress = prog_cb;
 	res.parg = x->prog;
 	fs.kind = old ? SYNC_FILE_DELTA : SYNC_FILE_WHOLE;
@@ -381,7 +382,7 @@ static int do_file(struct sync_xfer *x, size_t item, const struct sync_sig *old)
 	}
 	if (fs.started && x->reqs[fs.req].failed) {
 		/* The host refused it (dispatch noted why); it keeps its version. */
-		x->revert[it->local] = 1;
+		revert_item(x, item);
 		rc = 0;
 		goto out;
 	}
@@ -406,7 +407,7 @@ failed:
 		xsend(x, GR_MSG_CANCEL, 0, fs.fb.id, NULL, 0);
 		x->reqs[fs.req].done = x->reqs[fs.req].failed = 1; /* no answer comes */
 	}
-	x->revert[it->local] = 1;
+	revert_item(x, item);
 	if (rc == GR_ECONFLICT || rc == GR_ENOTFOUND)
 		sv_pushf(&x->warnings, "%s; not sent (the next sync sends what is there then)",
 			 e.msg);
@@ -443,26 +444,49 @@ static int delta_with(struct sync_xfer *x, size_t item, const struct strbuf *raw
 	return do_file(x, item, NULL);
 }
 
+void revert_item(struct sync_xfer *x, size_t item)
+{
+	if (x->nreverted == x->areverted) {
+		x->areverted = x->areverted ? 2 * x->areverted : 16;
+		x->reverted = xrealloc(x->reverted, x->areverted * sizeof(*x->reverted));
+	}
+	x->reverted[x->nreverted++] = (uint32_t)item;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /* What the host holds after the COMMIT: local, but for the files that
  * went back to what the host had (revert). With none reverted that is
  * local itself (the fields the manifest holds are the same): no copy,
  * which at 100k files was 17 MiB of the client's peak. */
 static void build_expect(struct sync_xfer *x)
 {
-	size_t reverted = 0;
+	const struct sync_item *f = x->plan->files;
+	uint32_t *rev = x->reverted;
+	size_t n = 0, k = 0;
 
-	for (size_t i = 0; i < x->local->n && !reverted; i++)
-		reverted = x->revert[i];
-	if (!reverted) {
+	if (!x->nreverted) {
 		x->expected = x->local;
 		return;
 	}
+	/* Items are in the order of their local entries. */
+	qsort(rev, x->nreverted, sizeof(*rev), cmp_u32);
+	for (size_t i = 0; i < x->nreverted; i++)
+		if (!n || rev[n - 1] != rev[i])
+			rev[n++] = rev[i];
 	x->expected = &x->expect;
 	sm_reserve(&x->expect, x->local->n);
 	for (size_t i = 0; i < x->local->n; i++) {
 		const struct sm_entry *src = &x->local->e[i];
-		if (x->revert[i]) {
-			src = x->item_of[i] ? x->plan->files[x->item_of[i] - 1].prev : NULL;
+		while (k < n && f[rev[k]].local < i)
+			k++;
+		if (k < n && f[rev[k]].local == i) {
+			src = sync_item_prev(x->plan, &f[rev[k]]);
 			if (!src || src->type == SM_DIR)
 				continue; /* nothing there now */
 		}
@@ -528,10 +552,6 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 	int rc = 0;
 
 	x->err = err;
-	x->revert = xcalloc(x->local->n ? x->local->n : 1, 1);
-	x->item_of = xcalloc(x->local->n ? x->local->n : 1, sizeof(*x->item_of));
-	for (size_t i = 0; i < p->nfiles; i++)
-		x->item_of[p->files[i].local] = (uint32_t)(i + 1);
 	add_req(x, x->sid, RQ_SESSION, 0); /* STATE, errors, COMMIT's answer */
 	send_ops(x);
 	rc = poll_frames(x); /* OPEN (when optimistic) and the ops leave now */
@@ -547,7 +567,7 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 		if (p->files[i].how != HOW_DELTA)
 			continue;
 		struct strbuf raw = STRBUF_INIT;
-		int have = sync_sig_load(x->root, sync_item_remote(&p->files[i])->hash, &raw) == 0;
+		int have = sync_sig_load(x->root, sync_item_remote(p, &p->files[i])->hash, &raw) == 0;
 		rc = delta_with(x, i, have ? &raw : NULL);
 		sb_release(&raw);
 	}
@@ -593,8 +613,7 @@ void sync_xfer_release(struct sync_xfer *x)
 	for (size_t i = 0; i < x->nsigs; i++)
 		sb_release(&x->sigs[i].sig);
 	free(x->sigs);
-	free(x->revert);
-	free(x->item_of);
+	free(x->reverted);
 	for (size_t i = 0; i < x->nerrs; i++) {
 		free(x->errs[i].path);
 		free(x->errs[i].msg);

@@ -43,7 +43,6 @@ struct sync_xfer {
 	const struct sync_plan *plan;
 	struct sm_list *local;      /* entries whose content changed while being
 				       sent get the hash of what was sent */
-	uint8_t **leaves;           /* per local entry: block hashes, or NULL */
 	uint64_t delta_min;         /* cache signatures of files this large */
 	int idle_ms;                /* the longest silence on the connection */
 	struct sync_wire *wire;
@@ -65,8 +64,9 @@ struct sync_xfer {
 	/* private */
 	struct xreq *reqs;
 	size_t nreqs;
-	uint8_t *revert;            /* per local entry: the host keeps its version */
-	uint32_t *item_of;          /* per local entry: its plan->files index + 1, or 0 */
+	uint32_t *reverted;         /* plan->files indexes: the host keeps its version
+				       (a list, not a byte a file: few ever are) */
+	size_t nreverted, areverted;
 	struct xsig *sigs;          /* signatures to cache once committed */
 	size_t nsigs;
 	int fatal;

@@ -33,6 +33,8 @@ size_t add_req(struct sync_xfer *x, uint32_t id, int kind, size_t item);
 int pace(struct sync_xfer *x);
 void keep_sig(struct sync_xfer *x, const uint8_t hash[SM_HASH_LEN], struct strbuf *sig);
 void add_error(struct sync_xfer *x, const char *path, int kind, const char *msg, uint64_t size);
+/* Plan item `item` was not sent: the host keeps its version. */
+void revert_item(struct sync_xfer *x, size_t item);
 /* The local entry of plan item `item`. */
 struct sm_entry *item_entry(struct sync_xfer *x, size_t item);
 

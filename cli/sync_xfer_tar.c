@@ -83,7 +83,7 @@ static int tar_one(struct sync_xfer *x, struct archive *a, struct tarz *tz, size
 {
 	const struct sync_item *it = &x->plan->files[item];
 	struct sm_entry *l = &x->local->e[it->local];
-	const uint8_t *leaves = x->leaves ? x->leaves[it->local] : NULL;
+	const uint8_t *leaves = l->leaves;
 	struct gr_err e = { 0 };
 	int fd = sync_tree_open_file(x->tree, l->path, l->dev, l->ino, &e);
 	int big = l->size >= x->delta_min, rc = 0, changed = 0, stopped = 0;
@@ -93,7 +93,7 @@ static int tar_one(struct sync_xfer *x, struct archive *a, struct tarz *tz, size
 	uint8_t hash[SM_HASH_LEN];
 
 	if (fd < 0) {
-		x->revert[it->local] = 1;
+		revert_item(x, item);
 		if (fd == GR_ENOTFOUND)
 			sv_pushf(&x->warnings, "'%s' was deleted while being sent", l->path);
 		else if (fd == GR_ECONFLICT)
@@ -161,7 +161,7 @@ static int tar_one(struct sync_xfer *x, struct archive *a, struct tarz *tz, size
 		thash_final(&t, hash);
 	}
 	if (!rc && stopped) {
-		x->revert[it->local] = 1;
+		revert_item(x, item);
 	} else if (!rc) {
 		if (!unhashed && (changed || memcmp(hash, l->hash, SM_HASH_LEN)))
 			/* The host gets what was read; the next sync sees the rest. */
@@ -224,7 +224,7 @@ int sync_xfer_tar(struct sync_xfer *x)
 		if (x->plan->files[i].how != HOW_TAR)
 			continue;
 		if (tar_stopped(x, tz)) /* the host keeps what it has */
-			x->revert[x->plan->files[i].local] = 1;
+			revert_item(x, i);
 		else
 			rc = tar_one(x, a, tz, i, buf);
 	}

@@ -78,11 +78,14 @@ void sync_add_pending(struct sync_session *s, const char *relpath, const char *t
 		s->pend = xrealloc(s->pend, s->apend * sizeof(*s->pend));
 	}
 	struct sync_pending *p = &s->pend[s->npend++];
-	p->path = xstrdup(relpath);
-	snprintf(p->tmp, sizeof(p->tmp), "%s", tmp);
-	p->desc = *desc;
-	p->desc.path = p->path;
-	p->desc.link = NULL;
+	size_t a = strlen(relpath) + 1, b = strlen(tmp) + 1;
+	p->path = xmalloc(a + b);
+	memcpy(p->path, relpath, a);
+	memcpy(p->path + a, tmp, b);
+	p->size = desc->size;
+	p->mtime_ns = desc->mtime_ns;
+	memcpy(p->hash, desc->hash, SM_HASH_LEN);
+	p->mode = desc->mode;
 	pthread_mutex_unlock(&s->mu);
 }
 

@@ -134,7 +134,7 @@ static int snap_file(struct snap *s, int sdfd, int ddfd, const char *name, const
 
 	/* Exactly what the sync wrote: share the store's copy. */
 	int synced = e && e->type == SM_FILE && e->host.ino == (uint64_t)st->st_ino &&
-		     e->host.size == (uint64_t)st->st_size && e->host.mtime_ns == ns_of(st->st_mtim) &&
+		     sm_host_size(e) == (uint64_t)st->st_size && e->host.mtime_ns == ns_of(st->st_mtim) &&
 		     e->host.ctime_ns == ns_of(st->st_ctim);
 	if (!synced && (uint64_t)st->st_size > SNAP_COPY_MAX &&
 	    linkat(sdfd, name, ddfd, name, 0) == 0) {

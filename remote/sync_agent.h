@@ -23,11 +23,21 @@
 
 struct untar;
 
+/* A file written to a temp file, put in place at COMMIT. 64 bytes (and
+ * its names): a first sync has one for every file. */
 struct sync_pending {
-	char *path;            /* final relative path */
-	char tmp[64];          /* temp file beside it */
-	struct sm_entry desc;  /* what it holds (desc.path == path, not owned) */
+	char *path;            /* final relative path, then (after its NUL) the
+				  name of the temp file beside it: sync_pending_tmp */
+	uint64_t size;         /* what it holds */
+	int64_t mtime_ns;
+	uint8_t hash[SM_HASH_LEN];
+	uint32_t mode;
 };
+
+static inline const char *sync_pending_tmp(const struct sync_pending *p)
+{
+	return p->path + strlen(p->path) + 1;
+}
 
 struct sync_meta {        /* a mode/time-only change, applied at COMMIT */
 	char *path;

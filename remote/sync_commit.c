@@ -215,37 +215,53 @@ static int in_sorted(char **v, size_t n, const char *p)
 	return n && bsearch(&p, v, n, sizeof(*v), cmp_str) != NULL;
 }
 
-/* The manifest after this session: old entries minus deletions, with the
- * new and replaced ones (s->added, whose entries move into out: added is
- * left empty). out gets its room at once: at 100k files a list grown by
- * doubling, beside added, beside the old one, was half the agent's peak. */
-static void merge(struct sync_session *s, struct sm_list *out)
+/* The manifest after this session, made in s->man itself: old entries
+ * minus deletions and minus those replaced, then the new and replaced
+ * ones (s->added, whose entries move in: added is left empty), sorted.
+ * Made as a second list beside the old one and added, it held every
+ * entry twice at the agent's peak. */
+static void merge(struct sync_session *s)
 {
+	struct sm_list *m = &s->man;
+	size_t keep = 0;
+
 	sm_sort(&s->added);
 	if (s->deleted.n > 1)
 		qsort(s->deleted.v, s->deleted.n, sizeof(char *), cmp_str);
-	sm_reserve(out, s->man.n + s->added.n);
-	for (size_t i = 0; i < s->man.n; i++) {
-		struct sm_entry *e = &s->man.e[i];
-		if (sm_find(&s->added, e->path) || in_sorted(s->deleted.v, s->deleted.n, e->path))
+	for (size_t i = 0; i < m->n; i++) {
+		struct sm_entry *e = &m->e[i];
+		if (sm_find(&s->added, e->path) || in_sorted(s->deleted.v, s->deleted.n, e->path)) {
+			sm_entry_release(e);
 			continue;
-		struct sm_entry *c = sm_add(out, e->path, e->type);
-		struct sm_entry keep = *c;
-		*c = *e;
-		c->path = keep.path;
-		c->link = e->link ? xstrdup(e->link) : NULL;
+		}
+		m->e[keep++] = *e;
 	}
+	m->n = keep;
+	keep = 0;
 	for (size_t i = 0; i < s->added.n; i++) {
 		struct sm_entry *e = &s->added.e[i];
-		if (i + 1 < s->added.n && !strcmp(e->path, s->added.e[i + 1].path))
-			continue; /* the later one wins */
-		if (out->n == out->alloc)
-			sm_reserve(out, 64);
-		out->e[out->n++] = *e; /* moved: path and link go with it */
-		e->path = e->link = NULL;
+		if (i + 1 < s->added.n && !strcmp(e->path, s->added.e[i + 1].path)) {
+			sm_entry_release(e); /* the later one wins */
+			continue;
+		}
+		s->added.e[keep++] = *e;
 	}
-	sm_list_free(&s->added);
-	sm_sort(out);
+	s->added.n = keep;
+	/* The shorter list moves into the longer one (a first sync's added
+	 * holds every file, an edit's old list does). */
+	struct sm_list *big = m->n >= s->added.n ? m : &s->added;
+	struct sm_list *small = big == m ? &s->added : m;
+	sm_reserve(big, small->n);
+	for (size_t i = 0; i < small->n; i++)
+		big->e[big->n++] = small->e[i]; /* moved: path and link go with it */
+	small->n = 0;
+	sm_list_free(small);
+	if (big != m) {
+		*m = *big;
+		*big = (struct sm_list){ 0 };
+	}
+	sm_sort(m);
+	sm_shrink(m);
 }
 
 /* How COMMIT makes the temp files durable, before any replaces an old
@@ -284,10 +300,10 @@ static int each_pending(struct sync_session *s, int small, unsigned flags)
 	for (size_t i = 0; i < s->npend && !rc; i++) {
 		const struct sync_pending *p = &s->pend[i];
 		const char *base;
-		if (small && p->desc.size >= SYNC_HINT_MIN)
+		if (small && p->size >= SYNC_HINT_MIN)
 			continue;
 		int dfd = sfs_parent(&d, p->path, &base);
-		int fd = dfd < 0 ? -1 : openat(dfd, p->tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		int fd = dfd < 0 ? -1 : openat(dfd, sync_pending_tmp(p), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0) /* its rename reports it */
 			continue;
 		if (sync_file_range(fd, 0, 0, flags) < 0)
@@ -307,7 +323,7 @@ static int own_data_then_commit(struct sync_session *s)
 	    ((unsigned long)sf.f_type != EXT4_MAGIC && (unsigned long)sf.f_type != XFS_MAGIC))
 		return -1;
 	for (size_t i = 0; i < s->npend; i++)
-		small += s->pend[i].desc.size < SYNC_HINT_MIN;
+		small += s->pend[i].size < SYNC_HINT_MIN;
 	if (small > SYNC_OWN_SMALL_MAX)
 		return -1;
 	if (each_pending(s, 1, SYNC_FILE_RANGE_WRITE) < 0 ||
@@ -409,7 +425,6 @@ static void apply_metas(struct sync_session *s)
 
 int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struct gr_err *err)
 {
-	struct sm_list next = { 0 };
 	struct strbuf pl = STRBUF_INIT;
 	uint8_t digest[SM_HASH_LEN];
 	size_t elen = 0;
@@ -432,35 +447,39 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 		if (i % 256 == 0)
 			agent_keepalive();
 		int dfd = sfs_parent(&s->dir, p->path, &base);
-		if (dfd < 0 || rename_over(dfd, p->tmp, base) < 0) {
+		if (dfd < 0 || rename_over(dfd, sync_pending_tmp(p), base) < 0) {
 			int e = errno;
 			sync_add_errno(s, p->path, e, "cannot put in place: %s", rename_error(e));
 			if (dfd >= 0)
-				unlinkat(dfd, p->tmp, 0);
+				unlinkat(dfd, sync_pending_tmp(p), 0);
 		} else {
-			struct sm_entry *e = sm_add(&s->added, p->path, SM_FILE);
-			struct sm_entry keep = *e;
-			*e = p->desc;
-			e->path = keep.path;
-			e->link = NULL;
+			/* The path moves (its temp name after it is a few bytes
+			 * more): a copy was 48 bytes a file beside the pending
+			 * list. */
+			struct sm_entry *e = sm_add_take(&s->added, p->path, SM_FILE);
+			p->path = NULL;
+			e->size = p->size;
+			e->mtime_ns = p->mtime_ns;
+			memcpy(e->hash, p->hash, SM_HASH_LEN);
+			e->mode = p->mode;
 			if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0)
 				sync_host_fields(e, &st);
 		}
 		free(p->path);
 	}
 	s->npend = 0;
-	free(s->pend); /* 200 bytes a file: gone before the new manifest is made */
+	free(s->pend); /* gone before the new manifest is made */
 	s->pend = NULL;
 	s->apend = 0;
 	apply_metas(s);
-	merge(s, &next);
+	merge(s);
 	/* No second syncfs for the renames: if the host crashes before they
 	 * reach the disk, the manifest is ahead of the files, and the next
 	 * OPEN's check (inode, size, mtime, ctime) finds and rehashes them. */
-	if ((rc = sync_write_manifest(s, &next, err)) < 0)
+	if ((rc = sync_write_manifest(s, &s->man, err)) < 0)
 		goto out;
-	sync_leaves_gc(s->statefd, &next);
-	sm_digest(&next, digest);
+	sync_leaves_gc(s->statefd, &s->man);
+	sm_digest(&s->man, digest);
 	put_bytes(&pl, digest, SM_HASH_LEN);
 	put_u32(&pl, (uint32_t)s->err_paths.n);
 	for (size_t i = 0; i < s->err_paths.n; i++) {
@@ -473,7 +492,6 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 		put_str(&pl, s->warnings.v[i]);
 	sync_send_long(a, s->id, GR_MSG_OK, GR_F_END, &pl);
 out:
-	sm_list_free(&next);
 	sb_release(&pl);
 	return rc;
 }

@@ -32,6 +32,36 @@ struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type)
 	return sm_add_take(l, xstrdup(path), type);
 }
 
+/* A block of the list's path pool. */
+struct sm_pool {
+	struct sm_pool *next;
+	size_t used, cap;
+	char b[];
+};
+
+#define SM_POOL_BLOCK ((64u << 10) - 64)
+
+struct sm_entry *sm_add_pooled(struct sm_list *l, const char *path, uint8_t type)
+{
+	size_t n = strlen(path) + 1;
+	struct sm_pool *p = l->pool;
+
+	if (!p || p->cap - p->used < n) {
+		size_t cap = n > SM_POOL_BLOCK ? n : SM_POOL_BLOCK;
+		p = xmalloc(sizeof(*p) + cap);
+		p->next = l->pool;
+		p->used = 0;
+		p->cap = cap;
+		l->pool = p;
+	}
+	char *d = p->b + p->used;
+	memcpy(d, path, n);
+	p->used += n;
+	struct sm_entry *e = sm_add_take(l, d, type);
+	e->flags = SM_F_POOLED;
+	return e;
+}
+
 void sm_reserve(struct sm_list *l, size_t more)
 {
 	if (more > SIZE_MAX / sizeof(*l->e) - l->n)
@@ -52,7 +82,8 @@ void sm_shrink(struct sm_list *l)
 
 void sm_entry_release(struct sm_entry *e)
 {
-	free(e->path);
+	if (!(e->flags & SM_F_POOLED))
+		free(e->path);
 	free(e->link);
 	e->path = e->link = NULL;
 }
@@ -64,6 +95,11 @@ void sm_list_free(struct sm_list *l)
 	free(l->e);
 	l->e = NULL;
 	l->n = l->alloc = 0;
+	while (l->pool) {
+		struct sm_pool *p = l->pool;
+		l->pool = p->next;
+		free(p);
+	}
 }
 
 static int cmp_entry(const void *a, const void *b)
@@ -71,10 +107,48 @@ static int cmp_entry(const void *a, const void *b)
 	return strcmp(((const struct sm_entry *)a)->path, ((const struct sm_entry *)b)->path);
 }
 
+static int cmp_index(const void *a, const void *b, void *arg)
+{
+	const struct sm_entry *e = arg;
+	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+	int c = strcmp(e[i].path, e[j].path);
+
+	return c ? c : i < j ? -1 : i > j;
+}
+
+/* The entries' order is sorted as 32-bit indexes, then they move into
+ * place along the permutation's cycles: 8 bytes an entry beside the list
+ * (the indexes and qsort's merge buffer), where qsort of the entries
+ * themselves takes 16 (it sorts pointers to entries this large). */
 void sm_sort(struct sm_list *l)
 {
-	if (l->n > 1)
+	if (l->n < 2)
+		return;
+	if (l->n > UINT32_MAX) {
 		qsort(l->e, l->n, sizeof(*l->e), cmp_entry);
+		return;
+	}
+	uint32_t *to = xmalloc(l->n * sizeof(*to)); /* to[k]: the entry for place k */
+	for (size_t k = 0; k < l->n; k++)
+		to[k] = (uint32_t)k;
+	qsort_r(to, l->n, sizeof(*to), cmp_index, l->e);
+	for (size_t k = 0; k < l->n; k++) {
+		if (to[k] == k)
+			continue;
+		struct sm_entry t = l->e[k];
+		size_t j = k;
+		for (;;) {
+			size_t from = to[j];
+			to[j] = (uint32_t)j;
+			if (from == k) {
+				l->e[j] = t;
+				break;
+			}
+			l->e[j] = l->e[from];
+			j = from;
+		}
+	}
+	free(to);
 }
 
 struct sm_entry *sm_find(const struct sm_list *l, const char *path)
@@ -124,7 +198,7 @@ void sm_put_entry(struct strbuf *b, const struct sm_entry *e, int with_host)
 	}
 	if (with_host) {
 		put_u64(b, e->host.ino);
-		put_u64(b, e->host.size);
+		put_u64(b, sm_host_size(e)); /* (a field of its own before) */
 		put_u64(b, (uint64_t)e->host.mtime_ns);
 		put_u64(b, (uint64_t)e->host.ctime_ns);
 	}
@@ -221,7 +295,7 @@ struct sm_entry *sm_get_entry(struct gr_rd *rd, struct sm_list *l, int with_host
 	}
 	if (with_host) {
 		e->host.ino = get_u64(rd);
-		e->host.size = get_u64(rd);
+		get_u64(rd); /* the size, which is the entry's (sm_host_size) */
 		e->host.mtime_ns = (int64_t)get_u64(rd);
 		e->host.ctime_ns = (int64_t)get_u64(rd);
 	}

@@ -17,6 +17,7 @@
 
 #include <blake2.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "err.h"
 #include "util.h"
@@ -25,15 +26,20 @@
 
 enum sm_type { SM_FILE = 1, SM_DIR = 2, SM_LINK = 3 };
 
-struct sm_host {          /* what the agent saw after writing (not in the digest) */
-	uint64_t ino, size;
+/* What the agent saw after writing (not in the digest). The size it saw
+ * is the entry's own (sm_host_size): the agent writes exactly that many
+ * bytes, and a file it hashed again gets the size it hashed. */
+struct sm_host {
+	uint64_t ino;
 	int64_t mtime_ns, ctime_ns;
 };
 
-/* Laid out without holes, the pointers and 64-bit fields first: both
- * sides hold a list of these for a tree, the client two when it plans
- * against what it last committed, so each byte here is a byte (or two) a
- * file of their peaks. */
+/* 96 bytes, laid out without holes, the pointers and 64-bit fields
+ * first: both sides hold a list of these for a tree, the client two when
+ * it plans against what it last committed, so each byte here is a byte
+ * (or two) a file of their peaks. What only one side needs shares one
+ * place (the union): the agent's view of the file, the client's stat
+ * identity and block hashes. */
 struct sm_entry {
 	char *path;        /* relative, '/'-separated (sm_path_ok) */
 	char *link;        /* SM_LINK: target as stored; else NULL */
@@ -42,8 +48,10 @@ struct sm_entry {
 	uint8_t hash[SM_HASH_LEN]; /* SM_FILE: content hash */
 	union {            /* each side's own, never in the description */
 		struct sm_host host;          /* agent */
-		struct {
-			uint64_t dev, ino;    /* client: the local file the scan saw */
+		struct {                      /* client */
+			uint64_t dev, ino;    /* the local file the scan saw */
+			uint8_t *leaves;      /* its block hashes when known (a big
+						 file's), malloc'd; the sync frees them */
 		};
 	};
 	uint32_t mode;     /* SM_FILE: permission bits (0777); else 0 */
@@ -51,17 +59,31 @@ struct sm_entry {
 	uint8_t flags;     /* client-side state, never sent: SM_F_* */
 };
 
-#define SM_F_UNHASHED 1 /* hash not computed yet (the client hashes what it must) */
+/* The size the host's file had when the agent last described it (its
+ * st_size): a file's size, a symlink's target length. */
+static inline uint64_t sm_host_size(const struct sm_entry *e)
+{
+	return e->type == SM_LINK ? (e->link ? strlen(e->link) : 0) : e->size;
+}
 
+#define SM_F_UNHASHED 1 /* hash not computed yet (the client hashes what it must) */
+#define SM_F_POOLED 4   /* path is in the list's pool (sm_add_pooled), not malloc'd */
+
+struct sm_pool;
 struct sm_list {
 	struct sm_entry *e;
 	size_t n, alloc;
+	struct sm_pool *pool; /* paths of sm_add_pooled, freed with the list */
 };
 
 /* Append a copy of path (and link); returns the new entry, zeroed. */
 struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type);
 /* The same with path itself (malloc'd), which the list now owns. */
 struct sm_entry *sm_add_take(struct sm_list *l, char *path, uint8_t type);
+/* The same with path copied into the list's pool: no malloc header and
+ * rounding for each path (17 bytes a path of 31). The entry is marked
+ * SM_F_POOLED; it must stay in this list (or one the pool moves to). */
+struct sm_entry *sm_add_pooled(struct sm_list *l, const char *path, uint8_t type);
 /* Room for more entries without growing (the memory is not touched);
  * give back what sm_add's doubling left unused. */
 void sm_reserve(struct sm_list *l, size_t more);

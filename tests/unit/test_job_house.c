@@ -147,7 +147,6 @@ static void write_project(struct world *w)
 		thash_update(&t, sb.buf, sb.len);
 		thash_final(&t, e->hash);
 		e->host.ino = st.st_ino;
-		e->host.size = (uint64_t)st.st_size;
 		e->host.mtime_ns = e->mtime_ns;
 		e->host.ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
 	}

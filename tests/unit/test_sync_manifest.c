@@ -385,6 +385,45 @@ static void test_client_path_check(void)
 	CHECK_EQ_INT(sync_check_remote_path("/data/proj", NULL), 0);
 }
 
+static int cmp_strp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* sm_sort (indexes, then the permutation's cycles) gives strcmp order,
+ * keeps equal paths in the order they were added, and pooled paths
+ * (sm_add_pooled) live and die with their list beside malloc'd ones. */
+static void test_sort_and_pool(void)
+{
+	enum { N = 3000 };
+	struct sm_list l = { 0 };
+	char *want[N];
+	unsigned seed = 7;
+
+	for (int i = 0; i < N; i++) {
+		char p[64];
+		seed = seed * 1103515245u + 12345u;
+		snprintf(p, sizeof(p), "d%u/%s%u", seed % 13, (seed >> 8) % 3 ? "f" : "f-", (seed >> 12) % 97);
+		struct sm_entry *e = i % 3 ? sm_add_pooled(&l, p, SM_FILE) : sm_add(&l, p, SM_FILE);
+		e->size = (uint64_t)i; /* the order added */
+		want[i] = xstrdup(p);
+	}
+	CHECK(l.pool != NULL);
+	qsort(want, N, sizeof(*want), cmp_strp);
+	sm_sort(&l);
+	CHECK_EQ_INT(l.n, N);
+	for (int i = 0; i < N; i++) {
+		CHECK_STR(l.e[i].path, want[i]);
+		if (i && !strcmp(l.e[i - 1].path, l.e[i].path))
+			CHECK(l.e[i - 1].size < l.e[i].size);
+		free(want[i]);
+	}
+	sm_entry_release(&l.e[0]); /* a pooled path is not freed alone */
+	sm_entry_release(&l.e[1]);
+	sm_list_free(&l);
+	CHECK(l.pool == NULL && l.e == NULL);
+}
+
 int main(void)
 {
 	RUN(test_paths);
@@ -397,5 +436,6 @@ int main(void)
 	RUN(test_weak_sum);
 	RUN(test_refused_roots);
 	RUN(test_client_path_check);
+	RUN(test_sort_and_pool);
 	return T_DONE();
 }

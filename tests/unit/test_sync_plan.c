@@ -160,8 +160,8 @@ static void test_large_files_go_as_deltas(void)
 		else
 			CHECK_EQ_INT(how, HOW_TAR);
 		if (how != HOW_TAR)
-			CHECK(sync_item_remote(&p.files[i]) &&
-			      sync_item_remote(&p.files[i])->type == SM_FILE);
+			CHECK(sync_item_remote(&p, &p.files[i]) &&
+			      sync_item_remote(&p, &p.files[i])->type == SM_FILE);
 	}
 	sync_plan_free(&p);
 	sm_list_free(&l);
@@ -289,6 +289,73 @@ static void test_keep_ignored(void)
 	sm_list_free(&r2);
 }
 
+/* The plan against the host's entries that differ from local's (or that
+ * local lacks), local's others marked SM_F_SAME, is the plan against all
+ * of them (sync's plan against its last committed state, known_diff). */
+static void test_same_left_out(void)
+{
+	struct sm_list l = { 0 }, r = { 0 }, d = { 0 };
+	struct strbuf b1 = STRBUF_INIT, b2 = STRBUF_INIT;
+	struct sync_plan full, diff;
+
+	for (struct sm_list *x = &l; x; x = x == &l ? &r : NULL) { /* on both, the same */
+		sm_add(x, "keep", SM_DIR);
+		file(x, "keep/a", 3, 1);
+		file(x, "keep/big", 2 << 20, 7);
+		link_(x, "keep/ln", "a");
+		file(x, "z", 1, 1);
+	}
+	file(&r, "big", 2 << 20, 7);     /* edited: a delta against it */
+	file(&l, "big", 2 << 20, 8);
+	file(&r, "gone", 1, 1);
+	file(&r, "keep/a-old", 1, 1);
+	sm_add(&l, "new", SM_DIR);
+	file(&l, "new/f", 4, 2);
+	file(&l, "keep/mode", 5, 1)->mode = 0755;
+	file(&r, "keep/mode", 5, 1);
+	sm_sort(&l);
+	sm_sort(&r);
+	for (size_t i = 0, j = 0; j < r.n; j++) { /* what known_diff keeps */
+		while (i < l.n && strcmp(l.e[i].path, r.e[j].path) < 0)
+			i++;
+		if (i < l.n && sm_same(&l.e[i], &r.e[j]))
+			continue;
+		struct sm_entry *e = sm_add(&d, r.e[j].path, r.e[j].type);
+		e->mode = r.e[j].mode;
+		e->size = r.e[j].size;
+		e->mtime_ns = r.e[j].mtime_ns;
+		memcpy(e->hash, r.e[j].hash, SM_HASH_LEN);
+		e->link = r.e[j].link ? xstrdup(r.e[j].link) : NULL;
+	}
+	CHECK_EQ_INT(d.n, 4); /* big, gone, keep/a-old, keep/mode */
+	sync_plan_build(&l, &r, 1 << 20, cached_7, NULL, &full);
+	for (size_t i = 0; i < l.n; i++)
+		if (!sm_find(&d, l.e[i].path) && sm_find(&r, l.e[i].path))
+			l.e[i].flags |= SM_F_SAME;
+	sync_plan_build(&l, &d, 1 << 20, cached_7, NULL, &diff);
+	CHECK_STR(listing(&diff, &l, &b2), listing(&full, &l, &b1));
+	CHECK_EQ_INT(diff.nfiles, full.nfiles);
+	CHECK_EQ_INT(diff.send_bytes, full.send_bytes);
+	for (size_t i = 0; i < diff.nfiles && i < full.nfiles; i++) {
+		const struct sm_entry *a = sync_item_remote(&full, &full.files[i]);
+		const struct sm_entry *c = sync_item_remote(&diff, &diff.files[i]);
+		CHECK_EQ_INT(diff.files[i].local, full.files[i].local);
+		CHECK_EQ_INT(diff.files[i].how, full.files[i].how);
+		CHECK(!a == !c);
+		if (a && c)
+			CHECK(!memcmp(a->hash, c->hash, SM_HASH_LEN) && !strcmp(a->path, c->path));
+	}
+	CHECK_EQ_INT(full.nfiles, 2); /* big (a delta, its signature cached), new/f */
+	CHECK(full.nfiles == 2 && full.files[0].how == HOW_DELTA);
+	sync_plan_free(&full);
+	sync_plan_free(&diff);
+	sm_list_free(&l);
+	sm_list_free(&r);
+	sm_list_free(&d);
+	sb_release(&b1);
+	sb_release(&b2);
+}
+
 int main(void)
 {
 	RUN(test_identical_is_empty);
@@ -299,5 +366,6 @@ int main(void)
 	RUN(test_quote);
 	RUN(test_largest);
 	RUN(test_keep_ignored);
+	RUN(test_same_left_out);
 	return T_DONE();
 }
