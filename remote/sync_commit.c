@@ -1,8 +1,8 @@
 /* The agent's OPS (deletions, folders, symlinks, applied at once, since a
  * file that becomes a folder must make room first) and COMMIT: every temp
- * file is made durable at once (make_durable), then each is renamed over its final name
- * (atomic per file), metadata changes are applied, and the manifest is
- * written last. A session that never commits leaves every file old. */
+ * file is made durable at once (make_durable), then each is renamed over
+ * its final name (atomic per file), metadata changes are applied, and the
+ * manifest is written last. A session that never commits leaves every file old. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -267,8 +267,9 @@ static void merge(struct sync_session *s)
 /* How COMMIT makes the temp files durable, before any replaces an old
  * file. syncfs does it, but it also waits for every other writer's dirty
  * data on that file system: on a GPU box, the running job's checkpoints
- * (issue 13: with 512 MiB of another writer's data waiting, the 3,000-file
- * bench's first sync went from 1.29x rsync's time to 0.88x without it).
+ * (issue 13: bench_sync's busy case, a 3,000-file first sync with 512 MiB
+ * of another writer's data waiting, took 1.29x rsync's time with syncfs
+ * and 0.88x without, in two runs of the bench).
  * So on ext4 and XFS, for up to SYNC_OWN_SMALL_MAX small files: start each
  * small file's writeback (a large one's started as it was written), wait
  * for every file's own data, then fsync one new, unnamed file there: a
@@ -278,8 +279,8 @@ static void merge(struct sync_session *s)
  * neighbouring files into one request (100,000 small files: 3.4 s, against
  * 5.9 s started one by one, on a new ext4 here); a long tar stream starts
  * it every SYNC_FLUSH_EVERY small files as they come, so most of it is
- * done by COMMIT. Elsewhere (btrfs, whose
- * fsync logs one file; NFS; others), and if any step fails: syncfs. */
+ * done by COMMIT. Elsewhere (btrfs, whose fsync logs one file; NFS;
+ * others), and if any step fails: syncfs. */
 #define EXT4_MAGIC 0xEF53u /* linux/magic.h's EXT4_SUPER_MAGIC */
 #define XFS_MAGIC 0x58465342u
 
@@ -303,7 +304,8 @@ static int each_pending(struct sync_session *s, int small, unsigned flags)
 		if (small && p->size >= SYNC_HINT_MIN)
 			continue;
 		int dfd = sfs_parent(&d, p->path, &base);
-		int fd = dfd < 0 ? -1 : openat(dfd, sync_pending_tmp(p), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		int fd = dfd < 0 ? -1
+				 : openat(dfd, sync_pending_tmp(p), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0) /* its rename reports it */
 			continue;
 		if (sync_file_range(fd, 0, 0, flags) < 0)
@@ -436,8 +438,8 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 		return rc;
 	if (s->tar)
 		return gr_errf(err, GR_EPROTO, "COMMIT before the tar stream ended");
-	/* Every temp file durable at once (their writeback started as each
-	 * was closed), before any of them replaces an old file. */
+	/* Every temp file durable at once, before any of them replaces an
+	 * old file. */
 	make_durable(s);
 	sm_reserve(&s->added, s->npend);
 	for (size_t i = 0; i < s->npend; i++) {
