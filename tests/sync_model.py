@@ -38,6 +38,7 @@ N syncs: N failed".
 """
 import argparse
 import ast
+import errno
 import hashlib
 import os
 import random
@@ -500,9 +501,19 @@ class Run:
             pending = sum(e[3] for e in walk(self.P).values() if e[0] == "F")
             left = int(r.random() * pending * 1.2)
             size = max(0, vfs.f_bavail * vfs.f_frsize - left)
-            if size:
-                with open(ballast, "wb") as fh:
-                    os.posix_fallocate(fh.fileno(), 0, size)
+            # On ext4 a file cannot take every free block (its extent
+            # tree needs some): a little less, until it fits.
+            for _ in range(40):
+                if not size:
+                    break
+                try:
+                    with open(ballast, "wb") as fh:
+                        os.posix_fallocate(fh.fileno(), 0, size)
+                    break
+                except OSError as e:
+                    if e.errno != errno.ENOSPC:
+                        raise
+                    size = max(0, size - size // 200 - (64 << 10))
         swapped = None
         stopped = []
         delay = f["when"] * max(0.05, 1.5 * self.last_sync)

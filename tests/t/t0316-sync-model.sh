@@ -17,18 +17,31 @@ BATCHES=${MODEL_BATCHES:-10}
 BIG_EVERY=${MODEL_BIG_EVERY:-0}
 MODEL=$TOP/tests/sync_model.py
 
-# A tmpfs for each transport's remote folders, so a disk-full fault is one
-# ballast file away (mounting needs root: without it, no disk-full faults).
+# A file system of 1 GiB for each transport's remote folders, so a
+# disk-full fault is one ballast file away (mounting needs root: without
+# it, no disk-full faults). The local transport's is a tmpfs, where the
+# agent's COMMIT makes files durable with syncfs; libssh2's a loop-mounted
+# ext4 (no blocks reserved for root), where COMMIT waits for its own
+# files' data and one journal commit. MODEL_FS=tmpfs or ext4: both so.
 # Sets TMPFS_<name> to the model's argument.
-tmpfs_for() {
+tmpfs_for() { # tmpfs_for NAME DEFAULT_FS
 	_m=$TRASH/tmpfs-$1
 	eval "TMPFS_$1="
 	mkdir -p "$_m" || return 1
-	if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=1g,mode=755 "gpurun-model-$1" "$_m"; then
+	if [ "$(id -u)" != 0 ]; then
+		say "no tmpfs for $1 (not root): no disk-full faults"
+	elif [ "${MODEL_FS:-$2}" = ext4 ] && command -v mkfs.ext4 >/dev/null && command -v losetup >/dev/null; then
+		truncate -s 1g "$TRASH/fs-$1.img" &&
+		mkfs.ext4 -q -F -m 0 "$TRASH/fs-$1.img" &&
+		_dev=$(losetup --find --show "$TRASH/fs-$1.img") &&
+		test_atexit "umount '$_m' 2>/dev/null; losetup -d '$_dev' 2>/dev/null" &&
+		mount "$_dev" "$_m" && rmdir "$_m/lost+found" && chmod 755 "$_m" || return 1
+		eval "TMPFS_$1=\"--tmpfs $_m\""
+	elif mount -t tmpfs -o size=1g,mode=755 "gpurun-model-$1" "$_m"; then
 		test_atexit "umount -l '$_m' 2>/dev/null"
 		eval "TMPFS_$1=\"--tmpfs $_m\""
 	else
-		say "no tmpfs for $1 (not root): no disk-full faults"
+		say "no tmpfs for $1: no disk-full faults"
 	fi
 }
 
@@ -47,8 +60,8 @@ model() {
 PARITY=all
 [ -n "${MODEL_SPLIT:-}" ] && PARITY=odd
 
-test_expect_success 'setup: a tmpfs for each transport' '
-	tmpfs_for local && tmpfs_for ssh
+test_expect_success 'setup: a tmpfs (local), an ext4 (libssh2) for the host folders' '
+	tmpfs_for local tmpfs && tmpfs_for ssh ext4
 '
 
 ONLY=${MODEL_ONLY:-}
