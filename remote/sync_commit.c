@@ -268,8 +268,8 @@ static void merge(struct sync_session *s)
  * file. syncfs does it, but it also waits for every other writer's dirty
  * data on that file system: on a GPU box, the running job's checkpoints
  * (issue 13: bench_sync's busy case, a 3,000-file first sync with 512 MiB
- * of another writer's data waiting, took 1.29x rsync's time with syncfs
- * and 0.88x without, in two runs of the bench).
+ * of another writer's data waiting, took 1.34x rsync's time with syncfs
+ * and 1.11x without, on a quiet machine).
  * So on ext4 and XFS, for up to SYNC_OWN_SMALL_MAX small files: start each
  * small file's writeback (a large one's started as it was written), wait
  * for every file's own data, then fsync one new, unnamed file there: a
