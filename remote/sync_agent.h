@@ -66,7 +66,7 @@ struct sync_session {
 	struct strvec journaled;
 
 	/* Write-back of a long tar stream's small files, started as they come
-	 * (sync_flush_start); COMMIT and the end of the session join it. */
+	 * (sync_small_done); COMMIT and the end of the session join it. */
 	pthread_t flusher;
 	int flushing, flush_done; /* flush_done: atomic, set by the flusher */
 	uint32_t small_files;     /* small files the tar has finished */

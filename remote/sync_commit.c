@@ -2,7 +2,8 @@
  * file that becomes a folder must make room first) and COMMIT: every temp
  * file is made durable at once (make_durable), then each is renamed over
  * its final name (atomic per file), metadata changes are applied, and the
- * manifest is written last. A session that never commits leaves every file old. */
+ * manifest is written last. A session that never commits leaves every
+ * file old. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
