@@ -214,6 +214,22 @@ proxy_bytes() {
 	echo "$_pb"
 }
 
+# agent_wrap HOST_HOME CMD...: each agent binary cached in HOST_HOME then
+# runs as `CMD... AGENT ARGS` (a tool that measures or traces it, such as
+# /usr/bin/time or strace); the binary itself becomes AGENT.real. One
+# already wrapped is left as it is.
+agent_wrap() {
+	_ah=$1
+	shift
+	for _a in "$_ah"/.cache/gpurun/agent-*; do
+		case $_a in *.real | *.tmp.*) continue ;; esac
+		[ -f "$_a.real" ] && continue
+		mv "$_a" "$_a.real" &&
+		{ printf '#!/bin/sh\nexec'; printf ' %q' "$@" "$_a.real"; printf ' "$@"\n'; } >"$_a" &&
+		chmod 755 "$_a" || return 1
+	done
+}
+
 # ssh_host_via NAME SSHD_NAME PORT: a Host entry NAME reaching SSHD_NAME's
 # server through PORT (e.g. a proxy's), with its host key trusted there too.
 ssh_host_via() {

@@ -32,17 +32,7 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # The agent runs under /usr/bin/time, which appends its peak RSS (KiB) to
 # $TRASH/srv.rss; rsync's server likewise through --rsync-path.
-wrap_agent() {
-	local a
-	for a in "$RH"/.cache/gpurun/agent-*; do
-		case $a in *.real | *.tmp.*) continue ;; esac
-		[ -f "$a.real" ] && continue
-		mv "$a" "$a.real" || return 1
-		printf '#!/bin/sh\nexec /usr/bin/time -a -f %%M -o %s %s "$@"\n' \
-			"$TRASH/srv.rss" "$a.real" >"$a"
-		chmod 755 "$a"
-	done
-}
+wrap_agent() { agent_wrap "$RH" /usr/bin/time -a -f %M -o "$TRASH/srv.rss"; }
 RSYNC_PATH="/usr/bin/time -a -f %M -o $TRASH/srv.rss rsync"
 
 # measure CASE TOOL PROXY CMDLINE: run once (sh -c: the client's peak RSS

@@ -38,10 +38,7 @@ jd=$(ls -d "$RH"/.cache/gpurun/jobs/*/"$id") || exit 1
 
 # The agent runs under /usr/bin/time so its peak RSS (and its helpers',
 # which it waits for) is known: its cached binary is wrapped.
-agent=$(ls "$RH"/.cache/gpurun/agent-* | grep -v '\.real$' | head -n1)
-mv "$agent" "$agent.real"
-printf '#!/bin/sh\nexec /usr/bin/time -f %%M -o %s/agent-rss "%s" "$@"\n' "$TRASH" "$agent.real" >"$agent"
-chmod 755 "$agent"
+agent_wrap "$RH" /usr/bin/time -f %M -o "$TRASH/agent-rss" || exit 1
 
 # rss_run NAME CMD...: run it, append "NAME secs bytes client_kb agent_kb rc".
 rss_run() {

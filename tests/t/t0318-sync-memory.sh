@@ -33,15 +33,7 @@ fi
 GPURUN=$REL/gpurun
 
 # The agent under /usr/bin/time: each run appends its peak RSS (KiB).
-wrap_agent() {
-	for a in "$RH"/.cache/gpurun/agent-*; do
-		case $a in *.real | *.tmp.*) continue ;; esac
-		[ -f "$a.real" ] && continue
-		mv "$a" "$a.real" &&
-		printf '#!/bin/sh\nexec /usr/bin/time -a -f %%M -o %s %s "$@"\n' "$TRASH/agent.rss" "$a.real" >"$a" &&
-		chmod 755 "$a" || return 1
-	done
-}
+wrap_agent() { agent_wrap "$RH" /usr/bin/time -a -f %M -o "$TRASH/agent.rss"; }
 
 # peak_sync PROJECT: sync it; sets CL and AG (peak RSS in KiB of gpurun
 # and of the agent) and says both.

@@ -19,14 +19,8 @@ fi
 
 # The agent under strace: the calls that make data durable, every thread.
 wrap_agent() {
-	for a in "$RH"/.cache/gpurun/agent-*; do
-		case $a in *.real | *.tmp.*) continue ;; esac
-		[ -f "$a.real" ] && continue
-		mv "$a" "$a.real" &&
-		printf '#!/bin/sh\nexec strace -f -qq -e trace=syncfs,fsync,fdatasync,sync,sync_file_range,openat -o %s %s "$@"\n' \
-			"$TRASH/strace.log" "$a.real" >"$a" &&
-		chmod 755 "$a" || return 1
-	done
+	agent_wrap "$RH" strace -f -qq -e trace=syncfs,fsync,fdatasync,sync,sync_file_range,openat \
+		-o "$TRASH/strace.log"
 }
 
 make_files() { # make_files DIR: three small files and one of 3 MiB

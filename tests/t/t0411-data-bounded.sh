@@ -43,9 +43,8 @@ under() { [ "$(tail -n1 "$1")" -gt 0 ] && [ "$(tail -n1 "$1")" -lt "$2" ] || { s
 test_expect_success 'setup: a job, and the agent run under /usr/bin/time' '
 	cd "$P" && id=$("$GPURUN" -q train --detach) && "$GPURUN" -q logs -f "$id" >/dev/null &&
 	jd=$(ls -d "$RH"/.cache/gpurun/jobs/*/"$id") && test -d "$jd" &&
-	agent=$(ls "$RH"/.cache/gpurun/agent-* | head -n1) && mv "$agent" "$agent.real" &&
-	printf "#!/bin/sh\nexec /usr/bin/time -f %%M -o %s/agent-rss \"%s\" \"\$@\"\n" "$TRASH" "$agent.real" >"$agent" &&
-	chmod 755 "$agent" && "$GPURUN" -q status "$id" >/dev/null
+	agent_wrap "$RH" /usr/bin/time -f %M -o "$TRASH/agent-rss" &&
+	"$GPURUN" -q status "$id" >/dev/null
 '
 
 test_expect_success "pull of a $PULL_MB MB checkpoint: client and agent RSS bounded, file intact" '
