@@ -178,6 +178,46 @@ int sync_zstd_feed(ZSTD_CCtx *z, const void *p, size_t n, ZSTD_EndDirective end,
 	}
 }
 
+/* The frame: magic, a descriptor with no content size, checksum or
+ * dictionary, and a window of 128 KiB (2^(10+7)), which is also the
+ * largest block it may hold. A block's 3-byte header: its size << 3,
+ * type raw (0) << 1, and the last-block bit. */
+#define ZRAW_BLOCK (128u << 10)
+
+int zraw_begin(const struct zraw *r)
+{
+	static const uint8_t head[6] = { 0x28, 0xb5, 0x2f, 0xfd, 0x00, 7 << 3 };
+
+	return r->emit(r->arg, head, sizeof(head)) < 0 ? -1 : 0;
+}
+
+static int zraw_block(const struct zraw *r, const void *p, size_t n, int last)
+{
+	uint32_t v = (uint32_t)n << 3 | (last ? 1u : 0u);
+	uint8_t h[3] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16) };
+
+	return r->emit(r->arg, h, sizeof(h)) < 0 || (n && r->emit(r->arg, p, n) < 0) ? -1 : 0;
+}
+
+int zraw_put(const struct zraw *r, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n) {
+		size_t k = n < ZRAW_BLOCK ? n : ZRAW_BLOCK;
+		if (zraw_block(r, b, k, 0) < 0)
+			return -1;
+		b += k;
+		n -= k;
+	}
+	return 0;
+}
+
+int zraw_end(const struct zraw *r)
+{
+	return zraw_block(r, NULL, 0, 1);
+}
+
 static int z_emit_cb(void *arg, const void *p, size_t n)
 {
 	return z_emit(arg, p, n);

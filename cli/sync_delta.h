@@ -85,4 +85,19 @@ int sync_zstd_feed(ZSTD_CCtx *z, const void *p, size_t n, ZSTD_EndDirective end,
 		   uint8_t *buf, size_t bufsz, int (*emit)(void *arg, const void *p, size_t n),
 		   void *arg);
 
+/* A zstd frame of raw (stored) blocks, for data that does not compress.
+ * Any zstd reader takes it, and the bytes are copied once, by emit,
+ * instead of through zstd's input and output buffers and the caller's
+ * (a 2 GiB first sync made three extra copies of it at zstd's fastest
+ * level). zraw_begin writes the frame's header, zraw_put the data in
+ * blocks of up to 128 KiB, zraw_end the empty last block. Each returns 0,
+ * or -1 if emit failed. */
+struct zraw {
+	int (*emit)(void *arg, const void *p, size_t n);
+	void *arg;
+};
+int zraw_begin(const struct zraw *r);
+int zraw_put(const struct zraw *r, const void *p, size_t n);
+int zraw_end(const struct zraw *r);
+
 #endif

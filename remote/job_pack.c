@@ -19,6 +19,7 @@
 #include "job_glob.h"
 #include "job_pack.h"
 #include "job_proto.h"
+#include "sync_delta.h"
 #include "util.h"
 
 static int S_ISLNK_AT(int dfd, const char *name)
@@ -30,12 +31,13 @@ static int S_ISLNK_AT(int dfd, const char *name)
 
 /* The archive's compression is ours, not libarchive's filter, so a file
  * that does not compress (a checkpoint of float weights, mostly) goes
- * through at a level that costs about a memcpy instead of a full search
- * for matches, as sync's sender does (cli/sync_xfer_tar.c): a 1 GiB
- * random file took ~3 s of CPU at level 3 here. Each level change ends a
- * zstd frame; the client's reader takes concatenated frames. */
+ * through in raw blocks (zraw, sync_delta.h: written straight from the
+ * read buffer) instead of a full search for matches, as sync's sender
+ * does (cli/sync_xfer_tar.c): a 1 GiB random file took ~3 s of CPU at
+ * level 3 here. Each change ends a zstd frame; the client's reader takes
+ * concatenated frames. */
 #define PACK_LEVEL 3
-#define FAST_LEVEL (-50)
+#define RAW_LEVEL INT32_MIN
 #define PROBE_MIN (256u << 10) /* files this large are probed first */
 #define PROBE_LEN (64u << 10)
 #define READ_CHUNK (256u << 10)
@@ -43,9 +45,15 @@ static int S_ISLNK_AT(int dfd, const char *name)
 struct zout {
 	ZSTD_CCtx *z, *probe;
 	int level, fd, failed;
+	struct zraw raw;
 	uint8_t out[1u << 17];
 	uint8_t scratch[PROBE_LEN + PROBE_LEN / 64 + 1024];
 };
+
+static int zout_emit(void *arg, const void *p, size_t n)
+{
+	return write_full(((struct zout *)arg)->fd, p, n);
+}
 
 static int zout_feed(struct zout *zo, const void *p, size_t n, ZSTD_EndDirective end)
 {
@@ -53,6 +61,16 @@ static int zout_feed(struct zout *zo, const void *p, size_t n, ZSTD_EndDirective
 
 	if (zo->failed)
 		return -1;
+	if (zo->level == RAW_LEVEL) {
+		int rc = zraw_put(&zo->raw, p, n);
+		if (!rc && end == ZSTD_e_end) {
+			zo->level = PACK_LEVEL; /* the zstd context's level never changed */
+			rc = zraw_end(&zo->raw);
+		}
+		if (rc < 0)
+			zo->failed = 1;
+		return rc;
+	}
 	for (;;) {
 		ZSTD_outBuffer out = { zo->out, sizeof(zo->out), 0 };
 		size_t left = ZSTD_compressStream2(zo->z, &out, &in, end);
@@ -72,6 +90,11 @@ static int zout_level(struct zout *zo, int level)
 	if (zout_feed(zo, NULL, 0, ZSTD_e_end) < 0)
 		return -1;
 	zo->level = level;
+	if (level == RAW_LEVEL) {
+		if (zraw_begin(&zo->raw) < 0)
+			zo->failed = 1;
+		return zo->failed ? -1 : 0;
+	}
 	return ZSTD_isError(ZSTD_CCtx_setParameter(zo->z, ZSTD_c_compressionLevel, level)) ? -1 : 0;
 }
 
@@ -265,7 +288,7 @@ static int pack_delta(struct packer *p, const struct planned *pl)
 		goto out;
 	}
 	/* zstd already: it does not shrink again */
-	if (zout_level(p->zo, FAST_LEVEL) < 0) {
+	if (zout_level(p->zo, RAW_LEVEL) < 0) {
 		rc = gr_errf(p->err, GR_EIO, "cannot send the artifacts: %s", strerror(errno));
 		goto out;
 	}
@@ -391,7 +414,7 @@ static int pack_file(struct packer *p, int root, const struct planned *pl)
 			r = (ssize_t)want;
 		}
 		if (left == st.st_size && st.st_size >= (off_t)PROBE_MIN &&
-		    !compresses(p->zo, buf, (size_t)r) && zout_level(p->zo, FAST_LEVEL) < 0) {
+		    !compresses(p->zo, buf, (size_t)r) && zout_level(p->zo, RAW_LEVEL) < 0) {
 			rc = gr_errf(p->err, GR_EIO, "cannot send the artifacts: %s", strerror(errno));
 			goto out;
 		}
@@ -524,6 +547,7 @@ int job_pack(const char *dir, const char *const *patterns, size_t npat,
 		abort(); /* out of memory */
 	zo->level = PACK_LEVEL;
 	zo->fd = out_fd;
+	zo->raw = (struct zraw){ zout_emit, zo };
 	ZSTD_CCtx_setParameter(zo->z, ZSTD_c_compressionLevel, PACK_LEVEL);
 	p.zo = zo;
 	p.a = archive_write_new();

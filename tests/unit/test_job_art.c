@@ -399,7 +399,7 @@ static void test_smi_parse(void)
 	gpu_report_free(&r);
 }
 
-/* Files that do not compress go at the fast level, one that does still
+/* Files that do not compress go in raw blocks, one that does still
  * shrinks, and the stream of several zstd frames (one per level change)
  * extracts to the same bytes. (The time saved is make bench's to show.) */
 static void test_incompressible(void)

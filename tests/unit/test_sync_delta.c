@@ -466,6 +466,62 @@ static void test_index_read_in_step(void)
 	sync_index_free(idx);
 }
 
+/* Raw zstd frames (zraw): any size, fed in any pieces, between ordinary
+ * frames, must decode to the bytes given, with the window limit the
+ * client sets (8 MiB) and with a one-shot decoder, and each block must
+ * stay within 128 KiB. */
+static void test_zraw_frames(void)
+{
+	static const size_t sizes[] = { 0, 1, 4095, 128 << 10, (128 << 10) + 1, (1 << 20) + 7 };
+	size_t max = (1 << 20) + 7;
+	uint8_t *data = xmalloc(max), *back = xmalloc(3 * max + 64);
+
+	fill(data, max, 7);
+	for (size_t i = 0; i < GR_ARRAY_SIZE(sizes); i++) {
+		struct strbuf out = STRBUF_INIT, want = STRBUF_INIT;
+		struct zraw r = { collect, &out };
+		size_t n = sizes[i], cap = ZSTD_compressBound(100);
+		/* an ordinary frame, a raw one fed in uneven pieces, another */
+		sb_grow(&out, cap);
+		out.len = ZSTD_compress(out.buf, cap, "before", 6, 3);
+		CHECK(!ZSTD_isError(out.len));
+		sb_add(&want, "before", 6);
+		CHECK_EQ_INT(zraw_begin(&r), 0);
+		for (size_t off = 0, k = 1; off < n; off += k, k = k * 3 + 1000) {
+			if (k > n - off)
+				k = n - off;
+			CHECK_EQ_INT(zraw_put(&r, data + off, k), 0);
+		}
+		CHECK_EQ_INT(zraw_end(&r), 0);
+		sb_add(&want, data, n);
+		sb_grow(&out, cap);
+		size_t c = ZSTD_compress(out.buf + out.len, cap, "after", 5, 3);
+		CHECK(!ZSTD_isError(c));
+		out.len += c;
+		sb_add(&want, "after", 5);
+
+		ZSTD_DStream *z = ZSTD_createDStream();
+		ZSTD_DCtx_setParameter(z, ZSTD_d_windowLogMax, 23);
+		ZSTD_inBuffer zi = { out.buf, out.len, 0 };
+		ZSTD_outBuffer zo = { back, 3 * max + 64, 0 };
+		while (zi.pos < zi.size) {
+			size_t rc = ZSTD_decompressStream(z, &zo, &zi);
+			CHECK(!ZSTD_isError(rc));
+			if (ZSTD_isError(rc))
+				break;
+		}
+		CHECK_EQ_INT(zo.pos, want.len);
+		CHECK(zo.pos == want.len && !memcmp(back, want.buf, want.len));
+		ZSTD_freeDStream(z);
+		size_t d = ZSTD_decompress(back, 3 * max + 64, out.buf, out.len);
+		CHECK(!ZSTD_isError(d) && d == want.len && !memcmp(back, want.buf, want.len));
+		sb_release(&out);
+		sb_release(&want);
+	}
+	free(data);
+	free(back);
+}
+
 int main(void)
 {
 	if (!mkdtemp(tmpdir)) {
@@ -482,6 +538,7 @@ int main(void)
 	RUN(test_index_caches_hashes);
 	RUN(test_racy_files_are_rehashed);
 	RUN(test_index_read_in_step);
+	RUN(test_zraw_frames);
 	char *rm = xasprintf("rm -rf '%s'", tmpdir);
 	if (system(rm) != 0)
 		fprintf(stderr, "could not remove %s\n", tmpdir);
