@@ -1,7 +1,12 @@
 #!/bin/bash
 # Benchmark at real sizes (opt-in: BENCH_BIG=1 make bench, or run it): each
 # case against its peer, interleaved in the same run, through the delay
-# proxy (bytes on the wire are the proxy's count, ssh included).
+# proxy (bytes on the wire are the proxy's count, ssh included). Which tool
+# goes first alternates from round to round (use an even RUNS): on a VM
+# that returns free memory to its host (virtio-balloon free page
+# reporting), page cache that was not touched lately costs ~10 us a page
+# on first use, so writing 2 GiB took 1.0-1.3 s or 6.3-9.0 s depending on
+# what ran before; a fixed order gave that to the same tool every time.
 #   big1      first sync of one 2 GiB random file        (rsync -az)
 #   bigedit   that file with 1 MiB changed + 16 MiB appended (rsync -az)
 #   tree      first sync of 100,000 files (~120 MB)        (rsync -az, tar|zstd|ssh)
@@ -10,12 +15,12 @@
 # Every row: wall time, bytes on the wire, client CPU (user+sys), the
 # client's and the host side's peak RSS (gpurun-agent's; rsync's server;
 # "-" where a pipe has no single process).
-#   tests/bench/bench_big.sh                    (RUNS=3 by default)
+#   tests/bench/bench_big.sh                    (RUNS=4 by default)
 #   RUNS=1 CASES="tree treenoop" TREE_FILES=20000 tests/bench/bench_big.sh
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/bench_lib.sh"
 
-RUNS=${RUNS:-3}
+RUNS=${RUNS:-4}
 CASES=${CASES:-"big1 bigedit tree treenoop"}
 [ -z "${BENCH_HUGE:-}" ] || CASES="$CASES huge"
 BIG_MB=${BIG_MB:-2048}
@@ -107,6 +112,13 @@ setup_project() { # setup_project DIR HOST DST: gpurun.ini, agent uploaded and w
 	wrap_agent
 }
 
+# in_turn ROUND A B: run A then B in odd rounds, B then A in even ones.
+in_turn() {
+	if [ $(($1 % 2)) = 1 ]; then "$2"; "$3"; else "$3"; "$2"; fi
+}
+
+big1_rsync() { measure big1 rsync loopback "$(rsync_to "$p" vialo big-rs)"; }
+big1_gpurun() { measure big1 gpurun loopback "$(gpurun_sync "$p")"; }
 case_big1() {
 	local p=$TRASH/big i
 	mkdir -p "$p"
@@ -114,12 +126,13 @@ case_big1() {
 	setup_project "$p" vialo big-gp || return 1
 	for i in $(seq 1 "$RUNS"); do
 		fresh "$p" big-gp big-rs
-		measure big1 rsync loopback "$(rsync_to "$p" vialo big-rs)"
-		measure big1 gpurun loopback "$(gpurun_sync "$p")"
+		in_turn "$i" big1_rsync big1_gpurun
 	done
 	cmp -s "$p/model.ckpt" "$RH/big-gp/model.ckpt" || { say "big1: gpurun's copy differs"; return 1; }
 }
 
+bigedit_rsync() { measure bigedit rsync loopback "$(rsync_to "$p" vialo big-rs)"; }
+bigedit_gpurun() { measure bigedit gpurun loopback "$(gpurun_sync "$p")"; }
 case_bigedit() {
 	local p=$TRASH/big i
 	[ -f "$RH/big-gp/model.ckpt" ] || CASES=big1 case_big1 || return 1
@@ -135,8 +148,7 @@ with open(path, 'r+b') as f:
     f.seek(0, 2)
     f.write(os.urandom(16 << 20))
 PY
-		measure bigedit rsync loopback "$(rsync_to "$p" vialo big-rs)"
-		measure bigedit gpurun loopback "$(gpurun_sync "$p")"
+		in_turn "$i" bigedit_rsync bigedit_gpurun
 	done
 	cmp -s "$p/model.ckpt" "$RH/big-gp/model.ckpt" || { say "bigedit: gpurun's copy differs"; return 1; }
 }
@@ -160,6 +172,8 @@ for i in range(n):
 PY
 }
 
+tree_rsync() { measure tree rsync loopback "$(rsync_to "$p" vialo tree-rs)"; }
+tree_gpurun() { measure tree gpurun loopback "$(gpurun_sync "$p")"; }
 case_tree() {
 	local p=$TRASH/tree i
 	make_tree "$p"
@@ -167,8 +181,7 @@ case_tree() {
 	for i in $(seq 1 "$RUNS"); do
 		fresh "$p" tree-gp tree-rs tree-tz
 		fresh_fs "$RH" tree-gp tree-rs tree-tz || return 1
-		measure tree rsync loopback "$(rsync_to "$p" vialo tree-rs)"
-		measure tree gpurun loopback "$(gpurun_sync "$p")"
+		in_turn "$i" tree_rsync tree_gpurun
 		measure_pipe tree tar_zstd_ssh loopback "$(tar_zstd_ssh "$p" vialo tree-tz)"
 	done
 	tree_sig "$RH/tree-gp" gpurun.ini >"$TRASH/a.sig"
@@ -176,6 +189,8 @@ case_tree() {
 	cmp -s "$TRASH/a.sig" "$TRASH/b.sig" || { say "tree: gpurun's and rsync's copies differ"; return 1; }
 }
 
+treenoop_rsync() { measure treenoop rsync wan "$(rsync_to "$p" viawan tree-rs)"; }
+treenoop_gpurun() { measure treenoop gpurun wan "$(gpurun_sync "$p")"; }
 case_treenoop() {
 	local p=$TRASH/tree i
 	[ -d "$p" ] || make_tree "$p"
@@ -186,8 +201,7 @@ case_treenoop() {
 	write_ini "$p" viawan "$TRANSPORT" tree-gp
 	sh -c "$(gpurun_sync "$p")" >/dev/null || return 1 # this host name's state, learnt once
 	for i in $(seq 1 "$RUNS"); do
-		measure treenoop rsync wan "$(rsync_to "$p" viawan tree-rs)"
-		measure treenoop gpurun wan "$(gpurun_sync "$p")"
+		in_turn "$i" treenoop_rsync treenoop_gpurun
 	done
 	write_ini "$p" vialo "$TRANSPORT" tree-gp
 }
@@ -226,6 +240,14 @@ report() {
 			"$(awk '$1=="tree" && $2=="gpurun" {print $3}' "$OUT" | median)" \
 			"$(awk '$1=="tree" && $2=="tar_zstd_ssh" {print $3}' "$OUT" | median)")"
 	fi
+	printf '\nevery run, in order (time ms):\n'
+	for c in $CASES; do
+		for t in rsync gpurun tar_zstd_ssh; do
+			grep -q "^$c $t " "$OUT" || continue
+			printf '%-9s %-13s %s\n' "$c" "$t" \
+				"$(awk -v c="$c" -v t="$t" '$1==c && $2==t {printf "%s ", $3}' "$OUT")"
+		done
+	done
 	printf '\n(x peer: against rsync in the same run; medians of %s runs; host KiB: gpurun-agent, rsync --server)\n' "$RUNS"
 	printf 'tree copies on: %s\n' "$(fs_said)"
 	printf 'targets: big1 time <= 1.0; bigedit time and bytes <= 1.0, cpu <= 2.0; tree <= 1.0 rsync and <= 1.2 tar|zstd|ssh;\n'
