@@ -55,8 +55,101 @@ static void journal_dir(struct sync_session *s, const char *relpath)
 	free(dir);
 }
 
+static int cmp_stage(const void *a, const void *b)
+{
+	return strcmp(((const struct sync_stage *)a)->path, ((const struct sync_stage *)b)->path);
+}
+
+/* Sorted on first use (the client sends its folders in order, so this
+ * is rare); never once a file stream began (sync_stage_freeze), as the
+ * tar's worker thread looks them up. */
+static void stage_sort(struct sync_session *s)
+{
+	if (!s->stage_sorted && s->nstages > 1)
+		qsort(s->stages, s->nstages, sizeof(*s->stages), cmp_stage);
+	s->stage_sorted = 1;
+}
+
+void sync_stage_freeze(struct sync_session *s)
+{
+	stage_sort(s);
+	s->stage_frozen = 1;
+}
+
+static const struct sync_stage *stage_find(struct sync_session *s, const char *path, size_t len)
+{
+	size_t lo = 0, hi = s->nstages;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const char *p = s->stages[mid].path;
+		int c = strncmp(p, path, len);
+		if (!c && p[len])
+			c = 1;
+		if (!c)
+			return &s->stages[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+const struct sync_stage *sync_stage_above(struct sync_session *s, const char *relpath,
+					  size_t len)
+{
+	if (!s->nstages)
+		return NULL;
+	if (!s->stage_frozen)
+		stage_sort(s);
+	for (size_t i = 0; i <= len; i++) {
+		if (i < len && relpath[i] != '/')
+			continue;
+		const struct sync_stage *st = stage_find(s, relpath, i);
+		if (st)
+			return st;
+	}
+	return NULL;
+}
+
+static const char *stage_name(void *arg, const char *relpath, size_t len)
+{
+	struct sync_session *s = arg;
+	const struct sync_stage *st;
+
+	if (!s->stage_live || !s->nstages || !(st = stage_find(s, relpath, len)) || st->state)
+		return NULL;
+	return st->tmp;
+}
+
+void sync_dir_init(struct sync_session *s, struct sfs_dir *d)
+{
+	sfs_dir_init(d, s->rootfd);
+	d->stage = stage_name;
+	d->stage_arg = s;
+}
+
+int sync_stage_add(struct sync_session *s, const char *path, const char *tmp)
+{
+	if (s->stage_frozen)
+		return -1;
+	pthread_mutex_lock(&s->mu);
+	journal_dir(s, path); /* its folder holds a temp name now */
+	pthread_mutex_unlock(&s->mu);
+	s->stages = xrealloc(s->stages, (s->nstages + 1) * sizeof(*s->stages));
+	struct sync_stage *st = &s->stages[s->nstages++];
+	st->path = xstrdup(path);
+	snprintf(st->tmp, sizeof(st->tmp), "%s", tmp);
+	st->state = 0;
+	if (s->nstages > 1 && strcmp(s->stages[s->nstages - 2].path, path) > 0)
+		s->stage_sorted = 0;
+	s->stage_live = 1;
+	return 0;
+}
+
 int sync_tmp_create(struct sync_session *s, struct sfs_dir *d, const char *relpath,
-		    char tmp[64])
+		    char tmp[SYNC_TMP_MAX])
 {
 	const char *base;
 	int dfd = sfs_parent(d, relpath, &base);
@@ -66,7 +159,19 @@ int sync_tmp_create(struct sync_session *s, struct sfs_dir *d, const char *relpa
 	pthread_mutex_lock(&s->mu);
 	journal_dir(s, relpath);
 	pthread_mutex_unlock(&s->mu);
-	return sfs_tmp_create(dfd, tmp, 64);
+	if (s->stage_live && sync_stage_above(s, relpath, (size_t)(base - relpath))) {
+		/* Below a staged folder: nothing sees it before COMMIT, so the
+		 * file is made where it will stay (a name taken already, by a
+		 * folder or a symlink OPS made, takes a temp name instead). */
+		int fd = openat(dfd, base, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				0600);
+		if (fd >= 0 || errno != EEXIST) {
+			if (fd >= 0)
+				snprintf(tmp, SYNC_TMP_MAX, "%s", base);
+			return fd;
+		}
+	}
+	return sfs_tmp_create(dfd, tmp, SYNC_TMP_MAX);
 }
 
 void sync_add_pending(struct sync_session *s, const char *relpath, const char *tmp,
@@ -308,6 +413,7 @@ static int h_tar(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *
 		return gr_errf(err, GR_EPROTO, "no sync session %u", sid);
 	if (s->tar)
 		return gr_errf(err, GR_EPROTO, "a tar stream is already open");
+	sync_stage_freeze(s); /* its worker looks staged folders up */
 	s->tar = untar_start(s);
 	agent_stream_open(a, id, &tar_ops, s);
 	return 0;

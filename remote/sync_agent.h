@@ -6,7 +6,15 @@
  * them durable (one syncfs), renames them into place and writes the
  * manifest last. A session that ends without COMMIT removes its temp
  * files, and a journal of the folders holding temp files lets the next
- * session clean up after an agent that was killed outright. */
+ * session clean up after an agent that was killed outright.
+ *
+ * A folder the host does not have yet is staged: OPS makes it under a
+ * temp name, everything below it is made under its final name, and
+ * COMMIT renames the folder into place once. A first sync of 100,000
+ * files paid ~35 us of journaling for each file's rename (3.5 s); with
+ * its folders staged it pays one rename per new top folder. Nothing of a
+ * staged folder is seen under its name before COMMIT, so a failed sync
+ * still leaves every file old. */
 #ifndef GR_SYNC_AGENT_H
 #define GR_SYNC_AGENT_H
 
@@ -39,6 +47,12 @@ static inline const char *sync_pending_tmp(const struct sync_pending *p)
 	return p->path + strlen(p->path) + 1;
 }
 
+struct sync_stage {       /* a new folder, made under a temp name */
+	char *path;           /* its final relative path */
+	char tmp[64];         /* its name on the disk until COMMIT */
+	int state;            /* 0 staged, 1 renamed into place, -1 failed */
+};
+
 struct sync_meta {        /* a mode/time-only change, applied at COMMIT */
 	char *path;
 	uint32_t mode;
@@ -57,6 +71,11 @@ struct sync_session {
 	struct sync_meta *metas; /* OPS' SYNC_OP_META, for COMMIT */
 	size_t nmetas;
 	int host_dirty;          /* manifest entries' host fields were refreshed */
+	struct sync_stage *stages; /* sorted by path (stage_sorted) */
+	size_t nstages;
+	int stage_sorted;
+	int stage_frozen;        /* a file stream began: no more folders staged */
+	int stage_live;          /* paths below staged folders resolve to them */
 
 	pthread_mutex_t mu;      /* guards what follows (the untar thread adds) */
 	struct sync_pending *pend;
@@ -72,6 +91,20 @@ struct sync_session {
 	uint32_t small_files;     /* small files the tar has finished */
 };
 
+/* Set up a folder cache for the session's paths (staged folders
+ * included). */
+void sync_dir_init(struct sync_session *s, struct sfs_dir *d);
+/* Stage the new folder path, made as tmp (OPS; -1 once frozen). */
+int sync_stage_add(struct sync_session *s, const char *path, const char *tmp);
+/* Remove the staged folders not in place, with all they hold, and
+ * forget them all (COMMIT, and a session that ends without it). */
+void sync_stages_drop(struct sync_session *s);
+/* No more folders are staged: a file stream began. */
+void sync_stage_freeze(struct sync_session *s);
+/* The staged folder at or above relpath's first len bytes, or NULL. */
+const struct sync_stage *sync_stage_above(struct sync_session *s, const char *relpath,
+					  size_t len);
+
 /* The session `id` refers to (only one per connection), or NULL. */
 struct sync_session *sync_session_get(uint32_t id);
 
@@ -81,9 +114,11 @@ int sync_path_ok(const char *path);
 
 /* Create a temp file beside relpath (its folder resolved through d);
  * returns the fd or -1 with errno, and the temp name. Records the folder
- * in the journal first. Thread-safe. */
+ * in the journal first. Below a staged folder the file is made under its
+ * final name, which tmp then holds. Thread-safe. */
+#define SYNC_TMP_MAX 256
 int sync_tmp_create(struct sync_session *s, struct sfs_dir *d, const char *relpath,
-		    char tmp[64]);
+		    char tmp[SYNC_TMP_MAX]);
 /* The file at relpath is complete in tmp. Thread-safe. */
 void sync_add_pending(struct sync_session *s, const char *relpath, const char *tmp,
 		      const struct sm_entry *desc);

@@ -43,12 +43,40 @@ static void op_delete(struct sync_session *s, const char *path)
 	}
 }
 
+/* A folder the host does not have, while no file stream has begun: made
+ * under a temp name, renamed into place at COMMIT (sync_agent.h). 1 if
+ * staged (or staged already), 0 to make it the usual way. */
+static int stage_mkdir(struct sync_session *s, const char *path)
+{
+	static unsigned long counter;
+	const struct sync_stage *up = sync_stage_above(s, path, strlen(path));
+	const char *base;
+	struct stat st;
+	char tmp[64];
+
+	if (up)
+		return !strcmp(up->path, path); /* below one: made inside it */
+	if (s->stage_frozen)
+		return 0;
+	int dfd = sfs_parent(&s->dir, path, &base);
+	if (dfd < 0 || fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+		return 0;
+	snprintf(tmp, sizeof(tmp), SYNC_TMP_PREFIX "d%ld-%lu", (long)getpid(), counter++);
+	if (mkdirat(dfd, tmp, safe_dir_mode()) < 0)
+		return 0;
+	sync_stage_add(s, path, tmp);
+	sm_add(&s->added, path, SM_DIR);
+	return 1;
+}
+
 static void op_mkdir(struct sync_session *s, const char *path)
 {
 	const char *base;
-	int dfd = sfs_parent(&s->dir, path, &base);
 	struct stat st;
 
+	if (stage_mkdir(s, path))
+		return;
+	int dfd = sfs_parent(&s->dir, path, &base);
 	if (dfd < 0) {
 		sync_add_errno(s, path, errno, "cannot create folder: %s", strerror(errno));
 		return;
@@ -298,7 +326,7 @@ static int each_pending(struct sync_session *s, int small, unsigned flags)
 	struct sfs_dir d;
 	int rc = 0;
 
-	sfs_dir_init(&d, s->rootfd);
+	sync_dir_init(s, &d);
 	for (size_t i = 0; i < s->npend && !rc; i++) {
 		const struct sync_pending *p = &s->pend[i];
 		const char *base;
@@ -426,6 +454,63 @@ static void apply_metas(struct sync_session *s)
 	}
 }
 
+/* The staged folders into place, each with one rename; then paths no
+ * longer resolve through them. A folder that cannot take its place
+ * (something got there meanwhile) fails with all it holds. Returns how
+ * many failed. */
+static size_t place_stages(struct sync_session *s)
+{
+	size_t failed = 0;
+
+	for (size_t i = 0; i < s->nstages; i++) {
+		struct sync_stage *st = &s->stages[i];
+		const char *base;
+		int dfd = sfs_parent(&s->dir, st->path, &base);
+		if (dfd >= 0 && rename_over(dfd, st->tmp, base) == 0) {
+			st->state = 1;
+			continue;
+		}
+		int e = errno;
+		st->state = -1;
+		failed++;
+		sync_add_errno(s, st->path, e, "cannot put in place: %s", rename_error(e));
+	}
+	s->stage_live = 0;
+	sfs_dir_release(&s->dir); /* it may hold a folder by its staged name */
+	if (failed) { /* what was made in them is not there */
+		size_t keep = 0;
+		for (size_t i = 0; i < s->added.n; i++) {
+			struct sm_entry *e = &s->added.e[i];
+			const struct sync_stage *st = sync_stage_above(s, e->path, strlen(e->path));
+			if (st && st->state < 0) {
+				sm_entry_release(e);
+				continue;
+			}
+			s->added.e[keep++] = *e;
+		}
+		s->added.n = keep;
+	}
+	return failed;
+}
+
+/* Remove staged folders that are not in place (never renamed, or failed)
+ * with everything in them. */
+void sync_stages_drop(struct sync_session *s)
+{
+	for (size_t i = 0; i < s->nstages; i++) {
+		struct sync_stage *st = &s->stages[i];
+		const char *base;
+		int dfd = st->state == 1 ? -1 : sfs_parent(&s->dir, st->path, &base);
+		if (dfd >= 0)
+			sfs_rm_tree(dfd, st->tmp);
+		free(st->path);
+	}
+	free(s->stages);
+	s->stages = NULL;
+	s->nstages = 0;
+	s->stage_live = 0;
+}
+
 int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struct gr_err *err)
 {
 	struct strbuf pl = STRBUF_INIT;
@@ -442,15 +527,27 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 	/* Every temp file durable at once, before any of them replaces an
 	 * old file. */
 	make_durable(s);
+	size_t stages_failed = place_stages(s);
 	sm_reserve(&s->added, s->npend);
 	for (size_t i = 0; i < s->npend; i++) {
 		struct sync_pending *p = &s->pend[i];
-		const char *base;
+		const char *base = strrchr(p->path, '/'), *tmp = sync_pending_tmp(p);
 		struct stat st;
 		if (i % 256 == 0)
 			agent_keepalive();
+		/* Made in a staged folder under its final name: in place with it. */
+		int in_place = !strcmp(tmp, base ? base + 1 : p->path);
+		if (in_place && stages_failed) {
+			const struct sync_stage *sg = sync_stage_above(s, p->path, strlen(p->path));
+			if (sg && sg->state < 0) {
+				sync_add_error(s, p->path, "cannot put in place: its folder '%s' could "
+					       "not be", sg->path);
+				free(p->path);
+				continue;
+			}
+		}
 		int dfd = sfs_parent(&s->dir, p->path, &base);
-		if (dfd < 0 || rename_over(dfd, sync_pending_tmp(p), base) < 0) {
+		if (dfd < 0 || (!in_place && rename_over(dfd, tmp, base) < 0)) {
 			int e = errno;
 			sync_add_errno(s, p->path, e, "cannot put in place: %s", rename_error(e));
 			if (dfd >= 0)
@@ -471,6 +568,7 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 		free(p->path);
 	}
 	s->npend = 0;
+	sync_stages_drop(s); /* the ones that failed */
 	free(s->pend); /* gone before the new manifest is made */
 	s->pend = NULL;
 	s->apend = 0;

@@ -92,6 +92,8 @@ void sfs_dir_init(struct sfs_dir *d, int rootfd)
 	d->rootfd = rootfd;
 	d->path = NULL;
 	d->fd = -1;
+	d->stage = NULL;
+	d->stage_arg = NULL;
 }
 
 void sfs_dir_release(struct sfs_dir *d)
@@ -141,7 +143,10 @@ int sfs_parent(struct sfs_dir *d, const char *relpath, const char **base)
 		}
 		memcpy(name, start, n);
 		name[n] = '\0';
-		int next = openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		const char *staged = d->stage ? d->stage(d->stage_arg, relpath,
+							 (size_t)(end - relpath)) : NULL;
+		int next = openat(cur, staged ? staged : name,
+				  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		int e = errno;
 		if (owned)
 			close(cur);
@@ -202,9 +207,32 @@ void sfs_clean_tmps(struct sfs_dir *d, const char *reldir)
 	}
 	struct dirent *de;
 	while ((de = readdir(dir)))
-		if (sfs_is_tmp_name(de->d_name))
-			unlinkat(dirfd(dir), de->d_name, 0);
+		if (sfs_is_tmp_name(de->d_name) && unlinkat(dirfd(dir), de->d_name, 0) < 0 &&
+		    (errno == EISDIR || errno == EPERM))
+			sfs_rm_tree(dirfd(dir), de->d_name);
 	closedir(dir);
+}
+
+int sfs_rm_tree(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	DIR *dir = fdopendir(fd);
+	if (!dir) {
+		close(fd);
+		return -1;
+	}
+	struct dirent *de;
+	while ((de = readdir(dir))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (unlinkat(fd, de->d_name, 0) < 0 && (errno == EISDIR || errno == EPERM))
+			sfs_rm_tree(fd, de->d_name);
+	}
+	closedir(dir);
+	return unlinkat(dirfd, name, AT_REMOVEDIR);
 }
 
 int sfs_lstat(struct sfs_dir *d, const char *relpath, struct stat *st)

@@ -20,11 +20,16 @@
 int sfs_open_root(const char *path, int create, int *rootfd, char **real,
 		  int *created, struct gr_err *err);
 
-/* A cache of the last parent folder opened, one per thread. */
+/* A cache of the last parent folder opened, one per thread. A folder
+ * being built under a temp name (sync_agent.h: staged folders) is reached
+ * through stage: given a relative path's first len bytes, it returns the
+ * temp name that component has on the disk, or NULL. */
 struct sfs_dir {
 	int rootfd;
 	char *path;  /* relative path of fd ("" for the root) */
 	int fd;
+	const char *(*stage)(void *arg, const char *relpath, size_t len);
+	void *stage_arg;
 };
 void sfs_dir_init(struct sfs_dir *d, int rootfd);
 void sfs_dir_release(struct sfs_dir *d);
@@ -40,8 +45,12 @@ int sfs_parent(struct sfs_dir *d, const char *relpath, const char **base);
 int sfs_tmp_create(int dirfd, char *tmpname, size_t size);
 int sfs_is_tmp_name(const char *name);
 
-/* Remove every stray temp file in the folder at relpath. */
+/* Remove every stray temp file, and temp folder with all it holds, in
+ * the folder at relpath. */
 void sfs_clean_tmps(struct sfs_dir *d, const char *reldir);
+/* Remove the folder name in dirfd and everything below it, never
+ * following a symlink (0, or -1 with errno). */
+int sfs_rm_tree(int dirfd, const char *name);
 
 /* lstat relpath without following symlinks anywhere. */
 int sfs_lstat(struct sfs_dir *d, const char *relpath, struct stat *st);

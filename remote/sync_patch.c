@@ -28,7 +28,7 @@ struct fstream {
 	int statefd;       /* .gpurun, for the block hashes (dup, may be -1) */
 	uint8_t kind;
 	char *path;
-	char tmp[64];
+	char tmp[SYNC_TMP_MAX];
 	int fd, basefd;
 	uint8_t hash[SM_HASH_LEN], base[SM_HASH_LEN];
 	uint64_t base_size;
@@ -245,6 +245,7 @@ int sync_h_file(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *e
 		rc = gr_errf(err, GR_EPROTO, "no sync session %u", sid);
 		goto out;
 	}
+	sync_stage_freeze(s);
 	if (!sync_path_ok(path) ||
 	    (kind != SYNC_FILE_WHOLE && kind != SYNC_FILE_DELTA && kind != SYNC_FILE_RAW)) {
 		rc = gr_errf(err, GR_EPROTO, "refusing file '%s'", path);

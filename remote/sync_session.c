@@ -293,7 +293,7 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 	}
 	if (rc < 0)
 		goto out;
-	sfs_dir_init(&s->dir, s->rootfd);
+	sync_dir_init(s, &s->dir);
 	if (created)
 		state |= SYNC_STATE_NEW_ROOT;
 	if (s->rootfd >= 0) {
@@ -382,6 +382,7 @@ void sync_session_free(struct sync_session *s)
 		free(s->pend[i].path);
 	}
 	free(s->pend);
+	sync_stages_drop(s);
 	if (s->journalfd >= 0) {
 		close(s->journalfd);
 		unlinkat(s->statefd, STATE_NAME(SYNC_JOURNAL_FILE), 0);

@@ -171,7 +171,7 @@ static void unpack(struct untar *u, struct archive *ar)
 	struct sfs_dir dir;
 	struct archive_entry *ae;
 
-	sfs_dir_init(&dir, s->rootfd);
+	sync_dir_init(s, &dir);
 	for (;;) {
 		int r = archive_read_next_header(ar, &ae);
 		if (r == ARCHIVE_EOF)
@@ -189,7 +189,7 @@ static void unpack(struct untar *u, struct archive *ar)
 		uint64_t size = (uint64_t)archive_entry_size(ae);
 		struct sm_entry desc = { 0 };
 		struct thash t;
-		char tmp[64];
+		char tmp[SYNC_TMP_MAX];
 		desc.type = SM_FILE;
 		desc.mode = (uint32_t)archive_entry_perm(ae) & 0777;
 		desc.size = size;

@@ -84,6 +84,39 @@ kill_agent() {
 	tree_sig "$R" >"$TRASH/now.sig" && test_cmp "$TRASH/new.sig" "$TRASH/now.sig"
 }
 
+# A first sync into an empty folder builds each new folder under a temp
+# name and renames it into place at COMMIT: until then the host shows
+# none of the project. first_sync_killed WHO: kill -9 gpurun (client) or
+# the agent (agent) mid-way; nothing but temp names may show, the agent
+# (or the next session, from its journal) removes them, and the next
+# sync converges.
+first_sync_killed() {
+	R=$TRASH/remote-$1
+	mkdir -p "$R" && tree_sig "$R" >"$TRASH/old.sig" && write_ini "$P" local local "$R" &&
+	tree_sig "$P" >"$TRASH/new.sig" || return 1
+	(cd "$P" && exec "$GPURUN" -q sync) &
+	pid=$!
+	wait_for_temp "$R" || return 1
+	if [ "$1" = agent ]; then
+		agent=$(pgrep -P $pid | head -1)
+		test -n "$agent" || return 1
+		kill -9 "$agent"
+		wait $pid && return 1 # gpurun must fail
+		# what the agent staged is there, under temp names only
+		find "$R" -name ".gpurun-tmp-d*" -type d | grep -q . || return 1
+	else
+		kill -9 $pid
+		wait $pid
+		sleep 0.5
+		no_temp_files "$R" || return 1
+	fi
+	tree_sig "$R" | grep -v "gpurun-tmp-" >"$TRASH/now.sig"
+	test_cmp "$TRASH/old.sig" "$TRASH/now.sig" || return 1
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") || return 1
+	no_temp_files "$R" && ! test -e "$R/.gpurun/sync-journal" || return 1
+	tree_sig "$R" >"$TRASH/now.sig" && test_cmp "$TRASH/new.sig" "$TRASH/now.sig"
+}
+
 cut_connection() {
 	R=$TRASH/gpuhost-home/proj
 	tree_sig "$R" >"$TRASH/old.sig" && rewrite_all && tree_sig "$P" >"$TRASH/new.sig" || return 1
@@ -109,6 +142,14 @@ test_expect_success 'kill -9 of gpurun mid-sync: every file old or new; the next
 
 test_expect_success 'kill -9 of the agent mid-sync: its temp files go at the next sync' '
 	kill_agent
+'
+
+test_expect_success 'kill -9 of gpurun mid first sync: the new folders never show; the next sync converges' '
+	first_sync_killed client
+'
+
+test_expect_success 'kill -9 of the agent mid first sync: its staged folders go at the next sync' '
+	first_sync_killed agent
 '
 
 test_expect_success 'setup: sshd behind a 10 MB/s proxy' '

@@ -19,7 +19,7 @@ fi
 
 # The agent under strace: the calls that make data durable, every thread.
 wrap_agent() {
-	agent_wrap "$RH" strace -f -qq -e trace=syncfs,fsync,fdatasync,sync,sync_file_range,openat \
+	agent_wrap "$RH" strace -f -qq -e trace=syncfs,fsync,fdatasync,sync,sync_file_range,openat,rename,renameat,renameat2 \
 		-o "$TRASH/strace.log"
 }
 
@@ -73,6 +73,21 @@ ext4 | xfs)
 	test_skip '4,097 new small files: syncfs' "the host folder is on $fs, not ext4 or XFS"
 	;;
 esac
+
+# A first sync into a new folder stages its folders (sync_agent.h): one
+# rename for src/ and its 300 files, one for each top-level file, one for
+# the manifest; not one for each file (~35 us of journaling each).
+test_expect_success 'a first sync into a new folder: one rename per new top folder, not per file' '
+	P2=$TRASH/proj2 && mkdir -p "$P2/src/a" "$P2/src/b" "$P2/src/c" &&
+	for d in a b c; do
+		for i in $(seq 100); do echo "$d $i" >"$P2/src/$d/m$i.py" || return 1; done
+	done &&
+	echo top >"$P2/top.txt" && write_ini "$P2" gpuhost libssh2 dst2 && : >"$TRASH/strace.log" &&
+	"$GPURUN" -C "$P2" -q sync --yes && diff -r "$P2/src" "$RH/dst2/src" &&
+	cmp "$P2/top.txt" "$RH/dst2/top.txt" && ! find "$RH/dst2" -name ".gpurun-tmp-*" | grep -q . &&
+	n=$(grep -c "rename" "$TRASH/strace.log") && say "$n renames for 302 files" &&
+	[ "$n" -ge 2 ] && [ "$n" -le 8 ]
+'
 
 if [ "$(id -u)" = 0 ]; then
 	test_expect_success 'on a tmpfs: syncfs, as before' '
