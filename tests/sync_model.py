@@ -575,7 +575,8 @@ class Run:
             raise Failure("%s: it failed (exit %d):\n%s" % (what, rc, err.rstrip()))
         now = signature(self.R, False, content=False)
         for k, e in now.items():
-            if UNSENDABLE.match(os.path.basename(k)) or k.split(b"/")[0] == b".gpurun":
+            # a temp file, or anything in a staged folder (a temp name)
+            if any(UNSENDABLE.match(x) for x in k.split(b"/")) or k.split(b"/")[0] == b".gpurun":
                 continue
             if e != old.get(k) and e != new.get(k) and not \
                     (swapped is not None and (k + b"/").startswith(swapped + b"/")):
