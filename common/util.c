@@ -1,4 +1,5 @@
 /* Small shared helpers (see util.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -520,4 +521,37 @@ void uid_name(uid_t uid, char *buf, size_t n)
 	}
 out:
 	sb_release(&pw);
+}
+
+int rm_tree_at(int pfd, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISDIR(st.st_mode))
+		return unlinkat(pfd, name, 0) < 0 && errno != ENOENT ? -1 : 0;
+	/* A job may leave folders without write or search permission
+	 * (module caches do): we own them, so open them up. (Used by job
+	 * housekeeping and by sync, for staged folders.) */
+	if ((st.st_mode & 0700) != 0700)
+		fchmodat(pfd, name, 0700, 0);
+	int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -1;
+	}
+	struct dirent *e;
+	int rc = 0;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    rm_tree_at(dirfd(d), e->d_name) < 0)
+			rc = -1;
+	closedir(d);
+	if (unlinkat(pfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		rc = -1;
+	return rc;
 }

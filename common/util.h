@@ -51,6 +51,9 @@ void sv_clear(struct strvec *sv);
 
 /* Write all n bytes, retrying EINTR and short writes (blocking fds). */
 int write_full(int fd, const void *buf, size_t n);
+/* Remove name in pfd: a file, or a folder and everything below it, never
+ * following a symlink (0, or -1 with errno; gone already is 0). */
+int rm_tree_at(int pfd, const char *name);
 /* pwrite all n bytes at off, retrying EINTR and short writes (a write may
  * be short just before the disk fills: the next one says why). 0, or -1
  * with errno (EIO if a write wrote nothing). */

@@ -502,7 +502,7 @@ void sync_stages_drop(struct sync_session *s)
 		const char *base;
 		int dfd = st->state == 1 ? -1 : sfs_parent(&s->dir, st->path, &base);
 		if (dfd >= 0)
-			sfs_rm_tree(dfd, st->tmp);
+			rm_tree_at(dfd, st->tmp);
 		free(st->path);
 	}
 	free(s->stages);

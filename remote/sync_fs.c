@@ -207,33 +207,11 @@ void sfs_clean_tmps(struct sfs_dir *d, const char *reldir)
 	}
 	struct dirent *de;
 	while ((de = readdir(dir)))
-		if (sfs_is_tmp_name(de->d_name) && unlinkat(dirfd(dir), de->d_name, 0) < 0 &&
-		    (errno == EISDIR || errno == EPERM))
-			sfs_rm_tree(dirfd(dir), de->d_name);
+		if (sfs_is_tmp_name(de->d_name))
+			rm_tree_at(dirfd(dir), de->d_name);
 	closedir(dir);
 }
 
-int sfs_rm_tree(int dirfd, const char *name)
-{
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-	if (fd < 0)
-		return -1;
-	DIR *dir = fdopendir(fd);
-	if (!dir) {
-		close(fd);
-		return -1;
-	}
-	struct dirent *de;
-	while ((de = readdir(dir))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (unlinkat(fd, de->d_name, 0) < 0 && (errno == EISDIR || errno == EPERM))
-			sfs_rm_tree(fd, de->d_name);
-	}
-	closedir(dir);
-	return unlinkat(dirfd, name, AT_REMOVEDIR);
-}
 
 int sfs_lstat(struct sfs_dir *d, const char *relpath, struct stat *st)
 {

@@ -48,9 +48,6 @@ int sfs_is_tmp_name(const char *name);
 /* Remove every stray temp file, and temp folder with all it holds, in
  * the folder at relpath. */
 void sfs_clean_tmps(struct sfs_dir *d, const char *reldir);
-/* Remove the folder name in dirfd and everything below it, never
- * following a symlink (0, or -1 with errno). */
-int sfs_rm_tree(int dirfd, const char *name);
 
 /* lstat relpath without following symlinks anywhere. */
 int sfs_lstat(struct sfs_dir *d, const char *relpath, struct stat *st);
