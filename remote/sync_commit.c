@@ -1,9 +1,10 @@
 /* The agent's OPS (deletions, folders, symlinks, applied at once, since a
- * file that becomes a folder must make room first) and COMMIT: every temp
- * file is made durable at once (make_durable), then each is renamed over
- * its final name (atomic per file), metadata changes are applied, and the
- * manifest is written last. A session that never commits leaves every
- * file old. */
+ * file that becomes a folder must make room first; a new folder is staged,
+ * sync_agent.h) and COMMIT: every temp file is made durable at once
+ * (make_durable), then each staged folder and each temp file is renamed
+ * over its final name (atomic per rename), metadata changes are applied,
+ * and the manifest is written last. A session that never commits leaves
+ * every file old. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
