@@ -212,7 +212,6 @@ void sfs_clean_tmps(struct sfs_dir *d, const char *reldir)
 	closedir(dir);
 }
 
-
 int sfs_lstat(struct sfs_dir *d, const char *relpath, struct stat *st)
 {
 	const char *base;
