@@ -118,7 +118,8 @@ static const char *stage_name(void *arg, const char *relpath, size_t len)
 	struct sync_session *s = arg;
 	const struct sync_stage *st;
 
-	if (!s->stage_live || !s->nstages || !(st = stage_find(s, relpath, len)) || st->state)
+	/* once COMMIT placed it (or failed to), a folder is no longer staged */
+	if (!s->nstages || !(st = stage_find(s, relpath, len)) || st->state)
 		return NULL;
 	return st->tmp;
 }
@@ -144,7 +145,6 @@ int sync_stage_add(struct sync_session *s, const char *path, const char *tmp)
 	st->state = 0;
 	if (s->nstages > 1 && strcmp(s->stages[s->nstages - 2].path, path) > 0)
 		s->stage_sorted = 0;
-	s->stage_live = 1;
 	return 0;
 }
 
@@ -159,7 +159,8 @@ int sync_tmp_create(struct sync_session *s, struct sfs_dir *d, const char *relpa
 	pthread_mutex_lock(&s->mu);
 	journal_dir(s, relpath);
 	pthread_mutex_unlock(&s->mu);
-	if (s->stage_live && sync_stage_above(s, relpath, (size_t)(base - relpath))) {
+	const struct sync_stage *sg = sync_stage_above(s, relpath, (size_t)(base - relpath));
+	if (sg && !sg->state) {
 		/* Below a staged folder: nothing sees it before COMMIT, so the
 		 * file is made where it will stay (a name taken already, by a
 		 * folder or a symlink OPS made, takes a temp name instead). */

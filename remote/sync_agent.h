@@ -75,7 +75,6 @@ struct sync_session {
 	size_t nstages;
 	int stage_sorted;
 	int stage_frozen;        /* a file stream began: no more folders staged */
-	int stage_live;          /* paths below staged folders resolve to them */
 
 	pthread_mutex_t mu;      /* guards what follows (the untar thread adds) */
 	struct sync_pending *pend;

@@ -476,7 +476,6 @@ static size_t place_stages(struct sync_session *s)
 		failed++;
 		sync_add_errno(s, st->path, e, "cannot put in place: %s", rename_error(e));
 	}
-	s->stage_live = 0;
 	sfs_dir_release(&s->dir); /* it may hold a folder by its staged name */
 	if (failed) { /* what was made in them is not there */
 		size_t keep = 0;
@@ -509,7 +508,6 @@ void sync_stages_drop(struct sync_session *s)
 	free(s->stages);
 	s->stages = NULL;
 	s->nstages = 0;
-	s->stage_live = 0;
 }
 
 int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struct gr_err *err)

@@ -377,7 +377,8 @@ void sync_session_free(struct sync_session *s)
 	for (size_t i = 0; i < s->npend; i++) {
 		const char *base;
 		int dfd = sfs_parent(&s->dir, s->pend[i].path, &base);
-		if (dfd >= 0)
+		/* one under its final name is in a staged folder, which goes whole */
+		if (dfd >= 0 && strcmp(base, sync_pending_tmp(&s->pend[i])))
 			unlinkat(dfd, sync_pending_tmp(&s->pend[i]), 0);
 		free(s->pend[i].path);
 	}
