@@ -99,6 +99,19 @@ void agent_send(struct agent *a, uint16_t type, uint16_t flags, uint32_t id,
 	proto_frame_append(&a->out, type, flags, id, payload, n);
 }
 
+ssize_t agent_send_read(struct agent *a, uint16_t type, uint32_t id, int fd, size_t max)
+{
+	if (max > GR_FRAME_MAX)
+		max = GR_FRAME_MAX;
+	sb_grow(&a->out, GR_FRAME_HDR + max);
+	ssize_t r = read(fd, a->out.buf + a->out.len + GR_FRAME_HDR, max);
+	if (r > 0 && !a->out_broken) {
+		proto_hdr_encode((uint8_t *)a->out.buf + a->out.len, (uint32_t)r, type, 0, id);
+		a->out.len += GR_FRAME_HDR + (size_t)r;
+	}
+	return r;
+}
+
 void agent_ok(struct agent *a, uint32_t id, const void *payload, size_t n)
 {
 	agent_send(a, GR_MSG_OK, GR_F_END, id, payload, n);

@@ -35,6 +35,9 @@ extern const struct agent_handler agent_job_handlers[];
 /* Queue a frame to the client (never blocks; flushed by the loop). */
 void agent_send(struct agent *a, uint16_t type, uint16_t flags, uint32_t id,
 		const void *payload, size_t n);
+/* Read up to max bytes from fd straight into the queue, as one frame
+ * (no copy on the way). Returns what read(2) returned. */
+ssize_t agent_send_read(struct agent *a, uint16_t type, uint32_t id, int fd, size_t max);
 /* Reply OK (ends the request) with an optional payload. */
 void agent_ok(struct agent *a, uint32_t id, const void *payload, size_t n);
 /* Reply ERROR (ends the request). */

@@ -15,6 +15,8 @@
 /* The helper's exit is not watched: its result pipe says all (an empty
  * result means it died), and the agent's loop reaps it like any child. So
  * nothing of ours outlives the request, even when the agent exits first. */
+#define DATA_PIPE (1u << 20) /* the helper's data pipe, and the most read at once */
+
 struct child {
 	uint32_t id;
 	pid_t pid;
@@ -60,7 +62,13 @@ static void on_readable(struct agent *a, int fd, short revents, void *arg)
 	ssize_t r;
 
 	(void)revents;
-	r = read(fd, buf, sizeof(buf));
+	/* Data goes from the pipe straight into the agent's queue, as much
+	 * as the pipe holds: a pull's bytes were read, copied into the queue
+	 * and written, 64 KiB per turn of the loop. */
+	if (fd == c->data_fd)
+		r = agent_send_read(a, GR_MSG_DATA, c->id, fd, DATA_PIPE);
+	else
+		r = read(fd, buf, sizeof(buf));
 	if (r < 0 && (errno == EINTR || errno == EAGAIN))
 		return;
 	if (r <= 0) {
@@ -68,9 +76,7 @@ static void on_readable(struct agent *a, int fd, short revents, void *arg)
 		maybe_finish(a, c);
 		return;
 	}
-	if (fd == c->data_fd)
-		agent_send(a, GR_MSG_DATA, 0, c->id, buf, (size_t)r);
-	else if (c->res.len < GR_FRAME_MAX)
+	if (fd == c->res_fd && c->res.len < GR_FRAME_MAX)
 		sb_add(&c->res, buf, (size_t)r);
 }
 
@@ -148,6 +154,7 @@ int job_child_start(struct agent *a, uint32_t id, int stream, int kill_on_cancel
 	set_nonblock(c->res_fd, 1);
 	agent_watch_fd(a, c->res_fd, POLLIN, on_readable, c);
 	if (c->data_fd >= 0) {
+		(void)fcntl(c->data_fd, F_SETPIPE_SZ, DATA_PIPE); /* best effort */
 		set_nonblock(c->data_fd, 1);
 		agent_watch_fd(a, c->data_fd, POLLIN, on_readable, c);
 	}
