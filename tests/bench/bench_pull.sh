@@ -70,16 +70,22 @@ SRC=vialo:$jd/ckpt.bin
 pull_first() { rm -rf "$P/runs"; rss_run "$1" sh -c "cd '$P' && exec '$GPURUN' -q pull $id"; }
 scp_first() { rm -f "$TRASH/scp.bin"; rss_run "$1" scp -O -q -F "$SSHCFG" "$SRC" "$TRASH/scp.bin"; }
 rsync_first() { rm -f "$TRASH/rsync.bin"; rss_run "$1" rsync -a -e "ssh -F $SSHCFG" "$SRC" "$TRASH/rsync.bin"; }
+# scp made as durable as gpurun's pull (which fsyncs before the rename):
+# the file synced before the time stops.
+scp_sync_first() {
+	rm -f "$TRASH/scp.bin"
+	rss_run "$1" sh -c "scp -O -q -F '$SSHCFG' '$SRC' '$TRASH/scp.bin' && exec sync '$TRASH/scp.bin'"
+}
 
 # Which tool goes first turns from round to round: on a VM that hands free
 # memory back to its host, the first writer after a while pays for cold
 # pages (see bench_big.sh).
+set -- pull_first:gpurun_first scp_first:scp_first rsync_first:rsync_first scp_sync_first:scp_sync_first
 for i in $(seq 1 "$RUNS"); do
-	case $((i % 3)) in
-	1) pull_first gpurun_first; scp_first scp_first; rsync_first rsync_first ;;
-	2) scp_first scp_first; rsync_first rsync_first; pull_first gpurun_first ;;
-	0) rsync_first rsync_first; pull_first gpurun_first; scp_first scp_first ;;
-	esac
+	for k in 0 1 2 3; do
+		eval "t=\${$(( (i + k - 1) % $# + 1 ))}"
+		"${t%%:*}" "${t#*:}"
+	done
 done
 cmp "$jd/ckpt.bin" "$P/runs/$id/ckpt.bin" || say "pulled checkpoint differs"
 
@@ -113,16 +119,17 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (a=="nan"||b=="nan"||b==0) print "n/
 printf '\npull of a %s MiB incompressible checkpoint, loopback, transport %s (median of %s; load: %s)\n' \
 	"$SIZE_MB" "$TRANSPORT" "$RUNS" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-16s %8s %12s %12s %12s %7s\n' case secs bytes client_MiB remote_MiB failed
-for n in gpurun_first scp_first rsync_first gpurun_changed rsync_changed scp_changed; do
+for n in gpurun_first scp_first scp_sync_first rsync_first gpurun_changed rsync_changed scp_changed; do
 	printf '%-16s %8s %12s %12s %12s %7s\n' "$n" "$(col $n 2)" "$(col $n 3)" \
 		"$(awk -v k="$(col $n 4)" 'BEGIN{printf "%.1f", k/1024}')" \
 		"$(awk -v k="$(col $n 5)" 'BEGIN{printf "%.1f", k/1024}')" \
 		"$(awk -v n="$n" '$1==n && $6!=0' "$OUT" | wc -l)"
 done
-for n in gpurun_first scp_first rsync_first; do
+for n in gpurun_first scp_first scp_sync_first rsync_first; do
 	printf '%-16s every run: %s\n' "$n" "$(awk -v n="$n" '$1==n {printf "%s%s", s, $2; s=", "}' "$OUT")"
 done
 echo "time  gpurun/scp first: $(ratio "$(col gpurun_first 2)" "$(col scp_first 2)")  (target <= 1.11x: >= 0.9x scp's speed)"
+echo "time  gpurun/(scp + sync of the file) first: $(ratio "$(col gpurun_first 2)" "$(col scp_sync_first 2)")  (as durable as gpurun's pull)"
 echo "bytes gpurun/rsync changed: $(ratio "$(col gpurun_changed 3)" "$(col rsync_changed 3)")  (target <= 1.2x)"
 echo "time  gpurun/rsync changed: $(ratio "$(col gpurun_changed 2)" "$(col rsync_changed 2)")  (target <= 1.0x)"
 echo "(remote_MiB: peak RSS of gpurun-agent and its helpers; of the scp/rsync peer it is not measured: 0)"
