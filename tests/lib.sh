@@ -39,6 +39,12 @@ say() { printf '%s\n' "$*" >&2; }
 test_atexit() { test_cleanup_cmds="$1; $test_cleanup_cmds"; }
 trap 'eval "$test_cleanup_cmds"' EXIT
 
+# A case's body runs in a function of its own, so a `return 1` in it (as in
+# `for f in ...; do cmp ... || return 1; done`) fails the case. Evaluated in
+# test_expect_success itself, it returned from there: the case printed
+# neither ok nor not ok, and a failure went uncounted.
+_case_body() { eval "$1"; }
+
 test_expect_success() {
 	test_count=$((test_count + 1))
 	_desc=$1
@@ -46,7 +52,7 @@ test_expect_success() {
 	# In this shell, as git does, so a case can set variables for the next.
 	_here=$PWD
 	cd "$TRASH" || exit 1
-	{ eval "$2"; } >"$_out" 2>&1
+	{ _case_body "$2"; } >"$_out" 2>&1
 	_rc=$?
 	cd "$_here" || exit 1
 	if [ "$_rc" -eq 0 ]; then
