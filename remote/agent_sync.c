@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "safe_dir.h"
@@ -277,7 +278,14 @@ int sync_tmp_finish(int fd, uint32_t mode, int64_t mtime_ns, uint64_t size)
 		ts[1].tv_sec--;
 		ts[1].tv_nsec += 1000000000L;
 	}
-	if (fchmod(fd, safe_file_mode(mode)) < 0 || futimens(fd, ts) < 0)
+	/* The file was made 0600, which is what most files get on the host
+	 * (safe_file_mode): an fchmod to the mode it has is still a journal
+	 * transaction, so it is made only when the mode differs. */
+	struct stat st;
+	mode_t want = safe_file_mode(mode);
+	if ((fstat(fd, &st) < 0 || (st.st_mode & 07777) != want) && fchmod(fd, want) < 0)
+		rc = -1;
+	if (!rc && futimens(fd, ts) < 0)
 		rc = -1;
 	/* A large file's writeback starts now; COMMIT waits for it. */
 	if (!rc && size >= SYNC_HINT_MIN)
