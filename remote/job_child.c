@@ -12,11 +12,11 @@
 
 #include "job_child.h"
 
+#define DATA_PIPE (1u << 20) /* the helper's data pipe, and the most read at once */
+
 /* The helper's exit is not watched: its result pipe says all (an empty
  * result means it died), and the agent's loop reaps it like any child. So
  * nothing of ours outlives the request, even when the agent exits first. */
-#define DATA_PIPE (1u << 20) /* the helper's data pipe, and the most read at once */
-
 struct child {
 	uint32_t id;
 	pid_t pid;
