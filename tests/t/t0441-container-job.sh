@@ -139,7 +139,8 @@ for rt in podman docker; do
 			"$GPURUN" -q -o train.shell=$sh train --env OVERRIDE=cli --env "EXTRA=x, y" -- \
 				sh -c "cat /etc/gpurun-test-image; printf \"[%s]\" \"\$@\"; echo; echo \"\$FROM_INI/\$OVERRIDE/\$EXTRA\"" \
 				sh "a  b" "\$HOME;x" "" "*" >$T/out 2>$T/err || { cat $T/err; return 1; }
-			printf "%s\n" "gpurun test image" "[a  b][\$HOME;x][][*]" "a b,c/cli/x, y" >$T/want &&
+			printf "%s\n" "[gpurun] in a container: $CONTAINER_IMAGE ('$rt')" "gpurun test image" \
+				"[a  b][\$HOME;x][][*]" "a b,c/cli/x, y" >$T/want &&
 			test_cmp $T/want $T/out || return 1
 		done &&
 		id=$(last_id) && "$GPURUN" status $id >$T/st && test_grep "(as words, without a shell)" $T/st &&
