@@ -1,7 +1,8 @@
 #!/bin/bash
 # Benchmark: gpurun pull of one large checkpoint against scp and rsync of
 # the same file over the same sshd on loopback, in the same run. Cases:
-# first pull of an incompressible file (SIZE_MB, default 1024), then the
+# first pull of an incompressible file (SIZE_MB, default 1024; beside scp
+# also scp followed by a sync of the file, as durable as gpurun's pull), then the
 # same file with 10 % of it rewritten in place (gpurun: delta against the
 # copy in runs/; rsync: its own delta against its copy; scp: whole).
 # Each line: wall seconds, bytes through the proxy (both ways, ssh
