@@ -61,9 +61,9 @@ static int cmp_stage(const void *a, const void *b)
 	return strcmp(((const struct sync_stage *)a)->path, ((const struct sync_stage *)b)->path);
 }
 
-/* Sorted on first use (the client sends its folders in order, so this
- * is rare); never once a file stream began (sync_stage_freeze), as the
- * tar's worker thread looks them up. */
+/* Sorted when looked up (the client sends its folders in order, so a
+ * sort is rare); never once a file stream began (sync_stage_freeze), as
+ * the tar's worker thread looks them up. */
 static void stage_sort(struct sync_session *s)
 {
 	if (!s->stage_sorted && s->nstages > 1)
@@ -77,10 +77,14 @@ void sync_stage_freeze(struct sync_session *s)
 	s->stage_frozen = 1;
 }
 
+/* The main thread sorts before it looks (OPS may stage folders out of
+ * order); the tar's worker looks only once they are frozen, sorted. */
 static const struct sync_stage *stage_find(struct sync_session *s, const char *path, size_t len)
 {
 	size_t lo = 0, hi = s->nstages;
 
+	if (!s->stage_frozen)
+		stage_sort(s);
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		const char *p = s->stages[mid].path;
@@ -102,8 +106,6 @@ const struct sync_stage *sync_stage_above(struct sync_session *s, const char *re
 {
 	if (!s->nstages)
 		return NULL;
-	if (!s->stage_frozen)
-		stage_sort(s);
 	for (size_t i = 0; i <= len; i++) {
 		if (i < len && relpath[i] != '/')
 			continue;

@@ -83,6 +83,25 @@ test_expect_success '(1) the agent takes a FILE stream whose last DATA frame is 
 	PY
 '
 
+# New folders sent out of order (gpurun's client sends them sorted, another
+# client need not): a symlink in the last one must find it, staged.
+test_expect_success '(7) OPS: new folders out of order, a symlink in one of them' '
+	mkdir -p "$TRASH/ao" && python3 - "$BUILD/gpurun-agent" "$TRASH/ao" <<-\PY
+	import struct, subprocess, sys
+	agent, root = sys.argv[1], sys.argv[2]
+	def s(b): b = b if isinstance(b, bytes) else b.encode(); return struct.pack(">I", len(b)) + b
+	def frame(t, i, p=b"", flags=0): return struct.pack(">IHHI", len(p), t, flags, i) + p
+	ops = struct.pack(">I", 4) + b"\x02" + s("c") + b"\x02" + s("b") + b"\x02" + s("a") + \
+	      b"\x03" + s("a/l") + s("target")
+	out = frame(0x20, 2, s(root) + struct.pack(">I", 0) + s(b"") + s(b"\0" * 32))
+	out += frame(0x22, 2, ops) + frame(0x26, 2, s(b"\0" * 32))
+	p = subprocess.run([agent, "serve"], input=out, capture_output=True)
+	print(p.stdout[p.stdout.index(b"\n") + 1:].decode(errors="replace"))
+	PY
+	test "$(readlink "$TRASH/ao/a/l")" = target && test -d "$TRASH/ao/b" && test -d "$TRASH/ao/c" &&
+	! ls -a "$TRASH/ao" | grep -q gpurun-tmp
+'
+
 test_expect_success 'setup: a 24 MiB tmpfs as the remote folder' '
 	mkdir -p "$TRASH/small" && mount -t tmpfs -o size=24m,mode=755 gpurun-test "$TRASH/small" &&
 	test_atexit "umount -l \"$TRASH/small\" 2>/dev/null" &&
