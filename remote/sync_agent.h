@@ -47,6 +47,14 @@ static inline const char *sync_pending_tmp(const struct sync_pending *p)
 	return p->path + strlen(p->path) + 1;
 }
 
+/* Made under its final name, in a staged folder: in place with it. */
+static inline int sync_pending_in_place(const struct sync_pending *p)
+{
+	const char *base = strrchr(p->path, '/');
+
+	return !strcmp(sync_pending_tmp(p), base ? base + 1 : p->path);
+}
+
 struct sync_stage {       /* a new folder, made under a temp name */
 	char *path;           /* its final relative path */
 	char tmp[64];         /* its name on the disk until COMMIT */

@@ -530,12 +530,11 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 	sm_reserve(&s->added, s->npend);
 	for (size_t i = 0; i < s->npend; i++) {
 		struct sync_pending *p = &s->pend[i];
-		const char *base = strrchr(p->path, '/'), *tmp = sync_pending_tmp(p);
+		const char *base, *tmp = sync_pending_tmp(p);
 		struct stat st;
 		if (i % 256 == 0)
 			agent_keepalive();
-		/* Made in a staged folder under its final name: in place with it. */
-		int in_place = !strcmp(tmp, base ? base + 1 : p->path);
+		int in_place = sync_pending_in_place(p);
 		if (in_place && stages_failed) {
 			const struct sync_stage *sg = sync_stage_above(s, p->path, strlen(p->path));
 			if (sg && sg->state < 0) {

@@ -377,8 +377,8 @@ void sync_session_free(struct sync_session *s)
 	for (size_t i = 0; i < s->npend; i++) {
 		const char *base;
 		int dfd = sfs_parent(&s->dir, s->pend[i].path, &base);
-		/* one under its final name is in a staged folder, which goes whole */
-		if (dfd >= 0 && strcmp(base, sync_pending_tmp(&s->pend[i])))
+		/* one in place is in a staged folder, which goes whole */
+		if (dfd >= 0 && !sync_pending_in_place(&s->pend[i]))
 			unlinkat(dfd, sync_pending_tmp(&s->pend[i]), 0);
 		free(s->pend[i].path);
 	}
