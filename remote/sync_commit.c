@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "safe_dir.h"
@@ -318,6 +319,7 @@ struct durable_job {
 	struct sync_session *s;
 	int done;
 	pthread_mutex_t mu;
+	pthread_cond_t cv;
 };
 
 /* sync_file_range of each pending temp file with these flags; small:
@@ -408,30 +410,41 @@ static void *durable_main(void *arg)
 		syncfs(j->s->rootfd);
 	pthread_mutex_lock(&j->mu);
 	j->done = 1;
+	pthread_cond_signal(&j->cv);
 	pthread_mutex_unlock(&j->mu);
 	return NULL;
 }
 
 /* On a thread, which may wait long on a busy disk: the agent tells the
- * client meanwhile that it is busy, not gone. */
+ * client meanwhile that it is busy, not gone. The wait ends when the
+ * thread's work does (it used to poll every 20 ms, and lost 10 ms a
+ * COMMIT on average). */
 static void make_durable(struct sync_session *s)
 {
-	struct durable_job j = { s, 0, PTHREAD_MUTEX_INITIALIZER };
+	struct durable_job j = { s, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER };
 	pthread_t th;
 
 	if (pthread_create(&th, NULL, durable_main, &j) != 0) {
 		durable_main(&j);
 		return;
 	}
-	for (;;) {
-		pthread_mutex_lock(&j.mu);
-		int done = j.done;
-		pthread_mutex_unlock(&j.mu);
-		if (done)
-			break;
-		agent_keepalive();
-		usleep(20000);
+	pthread_mutex_lock(&j.mu);
+	while (!j.done) {
+		struct timespec t;
+		clock_gettime(CLOCK_REALTIME, &t);
+		t.tv_nsec += 200 * 1000000L; /* KEEPALIVE_MS is far longer */
+		if (t.tv_nsec >= 1000000000L) {
+			t.tv_sec++;
+			t.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&j.cv, &j.mu, &t);
+		if (!j.done) {
+			pthread_mutex_unlock(&j.mu);
+			agent_keepalive();
+			pthread_mutex_lock(&j.mu);
+		}
 	}
+	pthread_mutex_unlock(&j.mu);
 	pthread_join(th, NULL);
 }
 
