@@ -176,8 +176,9 @@ int pace(struct sync_xfer *x)
 		return x->fatal;
 	if ((rc = poll_frames(x)) < 0) /* writes what the transport takes now */
 		return rc;
-	while (conn_pending(x->c) > HIGH_WATER) {
+	if (conn_pending(x->c) > HIGH_WATER) {
 		/* Wait for room, a millisecond at a time, reading answers. */
+		uint64_t t0 = now_ns();
 		while (conn_pending(x->c) > LOW_WATER) {
 			struct gr_frame f;
 			rc = conn_recv(x->c, &f, 1, x->err);
@@ -185,9 +186,12 @@ int pace(struct sync_xfer *x)
 				return x->fatal = rc;
 			if (rc == 1)
 				dispatch(x, &f);
-			if (x->fatal || silent_too_long(x))
+			if (x->fatal || silent_too_long(x)) {
+				x->paced_ns += now_ns() - t0;
 				return x->fatal;
+			}
 		}
+		x->paced_ns += now_ns() - t0;
 	}
 	return 0;
 }

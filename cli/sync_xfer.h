@@ -71,6 +71,7 @@ struct sync_xfer {
 	size_t nsigs;
 	int fatal;
 	struct gr_err *err;
+	uint64_t paced_ns;          /* time spent waiting for the transport (pace) */
 };
 
 /* 0 when the exchange completed (check committed, errs and whether

@@ -15,7 +15,6 @@
 #include "sync_xfer_int.h"
 
 #define READ_CHUNK (256u << 10)
-#define TAR_LEVEL 3            /* zstd level of the tar stream */
 #define RAW_LEVEL INT32_MIN    /* for what does not compress: raw blocks (zraw) */
 #define PROBE_MIN (256u << 10) /* files this large are probed first */
 #define PROBE_LEN (64u << 10)
@@ -25,13 +24,33 @@
  * blocks instead of costing a full search for matches (zstd level 3 spent
  * about 0.1 s of CPU on a 100 MB random file; even its fastest level
  * copied each byte three times). A change ends the zstd frame; the
- * agent's reader takes concatenated frames. */
+ * agent's reader takes concatenated frames.
+ *
+ * What compresses goes at a level that follows the link, as zstd --adapt
+ * does. Every ADAPT_WINDOW bytes: if the sender spent more than half the
+ * time waiting for the transport, the link is what limits, and the level
+ * goes up a step (to LEVEL_MAX); if it spent less than a fifth, twice in
+ * a row, the CPU is, and it goes down (to LEVEL_MIN). (Twice: for a window
+ * after a step up, the buffers on the way, a few MB, hide a slow link.)
+ * It starts at LEVEL_MIN; a slow link shows in the first window, as the
+ * transport's queue holds 1 MiB. On loopback, level 3 compressed the
+ * bench's source files at 128 MB/s and level 1 at 237 MB/s, for 7% more
+ * bytes: the 3,000-file first sync took 0.96x rsync's time with level 3,
+ * and 0.87x with this (median ratio over 10 rounds, same run). On a 100
+ * Mbit link level 3 saves those bytes. */
+#define LEVEL_MIN 1
+#define LEVEL_MAX 3
+#define ADAPT_WINDOW (4u << 20)
+
 struct tarz {
 	struct fbuf fb;
 	size_t req;          /* the TAR request (x->reqs index) */
 	int dead;            /* the stream was abandoned: write nothing more */
 	ZSTD_CCtx *z, *probe;
-	int level;
+	int level;           /* the current one: zlevel or RAW_LEVEL */
+	int zlevel;          /* the zstd context's */
+	uint64_t win_in, win_t0, win_paced; /* the window: bytes in, start, x->paced_ns then */
+	int quiet;           /* windows in a row that hardly waited */
 	struct zraw raw;
 	uint8_t out[1u << 17];
 	uint8_t scratch[PROBE_LEN + PROBE_LEN / 64 + 1024];
@@ -40,6 +59,35 @@ struct tarz {
 static int fbuf_emit(void *arg, const void *p, size_t n)
 {
 	return fbuf_add(arg, p, n);
+}
+
+static void window_start(struct tarz *tz)
+{
+	tz->win_in = 0;
+	tz->win_t0 = now_ns();
+	tz->win_paced = tz->fb.x->paced_ns;
+}
+
+static int tarz_level(struct tarz *tz, int level);
+
+/* A window's end: the level for the next one (see struct tarz). */
+static int adapt(struct tarz *tz)
+{
+	uint64_t dt = now_ns() - tz->win_t0, waited = tz->fb.x->paced_ns - tz->win_paced;
+	int level = tz->zlevel;
+
+	tz->quiet = waited * 5 < dt ? tz->quiet + 1 : 0;
+	if (waited * 2 > dt && level < LEVEL_MAX)
+		level++;
+	else if (tz->quiet >= 2 && level > LEVEL_MIN)
+		level--;
+	if (level < tz->zlevel)
+		tz->quiet = 0;
+	if (level != tz->zlevel)
+		gr_trace("sync: tar level %d (waited for the link %llu of %llu ms)", level,
+			 (unsigned long long)(waited / 1000000), (unsigned long long)(dt / 1000000));
+	window_start(tz);
+	return tarz_level(tz, level);
 }
 
 static int tarz_write(struct tarz *tz, const void *p, size_t n, ZSTD_EndDirective end)
@@ -51,12 +99,18 @@ static int tarz_write(struct tarz *tz, const void *p, size_t n, ZSTD_EndDirectiv
 			return -1;
 		if (end != ZSTD_e_end)
 			return 0;
-		tz->level = TAR_LEVEL; /* the zstd context's level never changed */
+		tz->level = tz->zlevel;
+		window_start(tz); /* the raw bytes' time is not the compressor's */
 		return zraw_end(&tz->raw);
 	}
-	return sync_zstd_feed(tz->z, p, n, end, tz->out, sizeof(tz->out), fbuf_emit, &tz->fb);
+	if (sync_zstd_feed(tz->z, p, n, end, tz->out, sizeof(tz->out), fbuf_emit, &tz->fb) < 0)
+		return -1;
+	tz->win_in += n;
+	return tz->win_in >= ADAPT_WINDOW && end == ZSTD_e_continue ? adapt(tz) : 0;
 }
 
+/* The level: RAW_LEVEL, or a zstd level (ends the zstd frame when it
+ * changes). */
 static int tarz_level(struct tarz *tz, int level)
 {
 	if (level == tz->level)
@@ -66,6 +120,7 @@ static int tarz_level(struct tarz *tz, int level)
 	tz->level = level;
 	if (level == RAW_LEVEL)
 		return tz->dead ? 0 : zraw_begin(&tz->raw);
+	tz->zlevel = level;
 	return ZSTD_isError(ZSTD_CCtx_setParameter(tz->z, ZSTD_c_compressionLevel, level)) ? -1 : 0;
 }
 
@@ -163,7 +218,7 @@ static int tar_one(struct sync_xfer *x, struct archive *a, struct tarz *tz, size
 			break;
 		}
 	}
-	if (!rc && tarz_level(tz, TAR_LEVEL) < 0)
+	if (!rc && tarz_level(tz, tz->zlevel) < 0)
 		rc = x->fatal ? x->fatal : gr_errf(x->err, GR_EIO, "cannot compress the tar stream");
 	struct strbuf sig = STRBUF_INIT;
 	if (big) {
@@ -213,11 +268,12 @@ int sync_xfer_tar(struct sync_xfer *x)
 	tz->fb = (struct fbuf){ x, conn_next_id(x->c), STRBUF_INIT };
 	tz->z = ZSTD_createCCtx();
 	tz->probe = ZSTD_createCCtx();
-	tz->level = TAR_LEVEL;
+	tz->level = tz->zlevel = LEVEL_MIN;
 	tz->raw = (struct zraw){ fbuf_emit, &tz->fb };
 	if (!tz->z || !tz->probe)
 		abort(); /* out of memory */
-	ZSTD_CCtx_setParameter(tz->z, ZSTD_c_compressionLevel, TAR_LEVEL);
+	ZSTD_CCtx_setParameter(tz->z, ZSTD_c_compressionLevel, LEVEL_MIN);
+	window_start(tz);
 	put_u32(&pl, x->sid);
 	xsend(x, SYNC_MSG_TAR, 0, tz->fb.id, pl.buf, pl.len);
 	tz->req = add_req(x, tz->fb.id, RQ_TAR, 0);

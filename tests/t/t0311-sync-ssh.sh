@@ -116,4 +116,33 @@ test_expect_success 'a rewritten large file goes whole, not as a delta' '
 	test_grep "1 whole" "$TRASH/out" && same_trees
 '
 
+# The tar's zstd level follows the link (sync_xfer_tar.c): it starts at 1,
+# which keeps up with loopback, and goes up when the sender waits for the
+# link. 24 MB of text through a 4 MB/s proxy: it waits, the level rises,
+# and the stream, cut into frames of different levels mid-file, arrives
+# whole.
+gen_text() {
+	python3 - "$1" <<'PY'
+import os, random, sys
+root, rnd = sys.argv[1], random.Random(5)
+words = ['loss', 'grad', 'batch', 'layer', 'tensor', 'optim', 'epoch', 'lr', 'weight']
+os.makedirs(root, exist_ok=True)
+for i in range(48):
+    with open(os.path.join(root, 'log%02d.txt' % i), 'w') as f:
+        while f.tell() < 500000:
+            f.write(' '.join(rnd.choice(words) + str(rnd.randint(0, 9999)) for _ in range(8)) + '\n')
+PY
+}
+
+test_expect_success 'over a slow link the tar is compressed harder, and arrives whole' '
+	start_proxy slow "$SSHD_PORT_gpuhost" 1 4000000 &&
+	ssh_host_via viaslow gpuhost "$PROXY_PORT_slow" &&
+	T=$TRASH/text && gen_text "$T" && write_ini "$T" viaslow libssh2 text &&
+	(cd "$T" && GPURUN_TRACE=1 "$GPURUN" -q sync --yes 2>"$TRASH/err") &&
+	test_grep "sync: tar level 2 (waited for the link" "$TRASH/err" &&
+	tree_sig "$T" gpurun.ini >"$TRASH/sig.local" &&
+	tree_sig "$TRASH/gpuhost-home/text" gpurun.ini >"$TRASH/sig.remote" &&
+	test_cmp "$TRASH/sig.local" "$TRASH/sig.remote"
+'
+
 test_done
