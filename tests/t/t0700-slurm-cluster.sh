@@ -58,8 +58,11 @@ test_expect_success 'a job asking for three GPUs is refused' '
 	test_grep -i "requested node configuration is not available" err
 '
 
+# The loop after "wait": sleep's TERM may come first, and dash's "wait"
+# then returns 0 at once; the script must not end before the trap runs
+# (t0710 says more).
 test_expect_success 'scancel: TERM reaches the batch script, the state is CANCELLED' '
-	id=$(sbatch --parsable -o "$TRASH/c1" --wrap "trap \"echo got-term; exit 0\" TERM; echo up; sleep $S & wait") &&
+	id=$(sbatch --parsable -o "$TRASH/c1" --wrap "trap \"echo got-term; exit 0\" TERM; echo up; sleep $S & wait; while :; do sleep 0.1; done") &&
 	slurm_wait_state "$id" RUNNING 60 && wait_file "$TRASH/c1" &&
 	scancel "$id" && slurm_wait_state "$id" CANCELLED 60 &&
 	test_grep -x got-term "$TRASH/c1" &&
