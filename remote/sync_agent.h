@@ -90,6 +90,12 @@ struct sync_session {
 	struct strvec err_paths, err_msgs, warnings;
 	uint32_t *err_kinds;     /* SYNC_ERR_*, one per err_paths entry */
 	struct strvec journaled;
+	/* The small files' writeback, started on a thread as they are added
+	 * (sync_wb_kick): pend[] before wb_next are started. */
+	pthread_t wb_thread;
+	pthread_cond_t wb_cv;
+	int wb_on, wb_stop;
+	size_t wb_next;
 
 	/* Write-back of a long tar stream's small files, started as they come
 	 * (sync_small_done); COMMIT and the end of the session join it. */
@@ -154,6 +160,11 @@ int sync_tmp_finish(int fd, uint32_t mode, int64_t mtime_ns, uint64_t size);
  * SYNC_FLUSH_EVERY more small files while it goes on. */
 #define SYNC_OWN_SMALL_MAX 4096
 #define SYNC_FLUSH_EVERY 4096
+/* A pending file was added (s->mu held): wake the thread that starts
+ * small files' writeback, or start it. sync_wb_stop ends it (COMMIT, and
+ * the end of the session), leaving the rest to COMMIT. */
+void sync_wb_kick(struct sync_session *s);
+void sync_wb_stop(struct sync_session *s);
 /* A small file is done: maybe start a syncfs on a thread (the untar
  * worker's only). sync_flush_join waits for it. */
 void sync_small_done(struct sync_session *s);

@@ -373,6 +373,7 @@ void sync_session_free(struct sync_session *s)
 	if (!s)
 		return;
 	untar_free(s->tar);
+	sync_wb_stop(s);
 	sync_flush_join(s);
 	for (size_t i = 0; i < s->npend; i++) {
 		const char *base;
