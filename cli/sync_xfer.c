@@ -186,10 +186,8 @@ int pace(struct sync_xfer *x)
 				return x->fatal = rc;
 			if (rc == 1)
 				dispatch(x, &f);
-			if (x->fatal || silent_too_long(x)) {
-				x->paced_ns += now_ns() - t0;
+			if (x->fatal || silent_too_long(x))
 				return x->fatal;
-			}
 		}
 		x->paced_ns += now_ns() - t0;
 	}

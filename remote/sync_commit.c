@@ -324,26 +324,32 @@ struct durable_job {
 
 /* sync_file_range of each pending temp file from pend[from] on with these
  * flags; small: only those under SYNC_HINT_MIN bytes. */
+/* sync_file_range of one pending temp file: -1 if that failed. One that
+ * cannot be opened is skipped: its rename reports it. */
+static int range_one(struct sfs_dir *d, const struct sync_pending *p, unsigned flags)
+{
+	const char *base;
+	int dfd = sfs_parent(d, p->path, &base);
+	int fd = dfd < 0 ? -1 : openat(dfd, sync_pending_tmp(p), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd < 0)
+		return 0;
+	if (sync_file_range(fd, 0, 0, flags) < 0)
+		rc = -1;
+	close(fd);
+	return rc;
+}
+
 static int each_pending(struct sync_session *s, size_t from, int small, unsigned flags)
 {
 	struct sfs_dir d;
 	int rc = 0;
 
 	sync_dir_init(s, &d);
-	for (size_t i = from; i < s->npend && !rc; i++) {
-		const struct sync_pending *p = &s->pend[i];
-		const char *base;
-		if (small && p->size >= SYNC_HINT_MIN)
-			continue;
-		int dfd = sfs_parent(&d, p->path, &base);
-		int fd = dfd < 0 ? -1
-				 : openat(dfd, sync_pending_tmp(p), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0) /* its rename reports it */
-			continue;
-		if (sync_file_range(fd, 0, 0, flags) < 0)
-			rc = -1;
-		close(fd);
-	}
+	for (size_t i = from; i < s->npend && !rc; i++)
+		if (!small || s->pend[i].size < SYNC_HINT_MIN)
+			rc = range_one(&d, &s->pend[i], flags);
 	sfs_dir_release(&d);
 	return rc;
 }
@@ -385,7 +391,7 @@ static int own_data_then_commit(struct sync_session *s)
 static void *wb_main(void *arg)
 {
 	struct sync_session *s = arg;
-	const char *paths[WB_BATCH];
+	struct sync_pending batch[WB_BATCH];
 	struct sfs_dir d;
 	size_t small = 0;
 
@@ -396,24 +402,14 @@ static void *wb_main(void *arg)
 			pthread_cond_wait(&s->wb_cv, &s->mu);
 		if (s->wb_stop)
 			break;
-		/* pend[] may move as files are added; the paths stay */
+		/* copies: pend[] may move as files are added (the paths stay) */
 		size_t n = 0, first = s->wb_next;
 		for (size_t i = first; i < s->npend && n < WB_BATCH; i++)
-			paths[n++] = s->pend[i].size < SYNC_HINT_MIN ? s->pend[i].path : NULL;
+			batch[n++] = s->pend[i];
 		pthread_mutex_unlock(&s->mu);
-		for (size_t i = 0; i < n; i++) {
-			const char *base;
-			if (!paths[i] || ++small > SYNC_OWN_SMALL_MAX)
-				continue;
-			int dfd = sfs_parent(&d, paths[i], &base);
-			int fd = dfd < 0 ? -1
-					 : openat(dfd, paths[i] + strlen(paths[i]) + 1,
-						  O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd >= 0) { /* else COMMIT's wait reports it */
-				sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-				close(fd);
-			}
-		}
+		for (size_t i = 0; i < n; i++)
+			if (batch[i].size < SYNC_HINT_MIN && ++small <= SYNC_OWN_SMALL_MAX)
+				range_one(&d, &batch[i], SYNC_FILE_RANGE_WRITE); /* COMMIT's wait checks */
 		pthread_mutex_lock(&s->mu);
 		s->wb_next = first + n;
 	}
