@@ -8,6 +8,12 @@
  *   SIGUSR1: cut every connection now (RST both sides)
  *   SIGUSR2: toggle "down": refuse new connections and cut current ones
  *   SIGTERM: write stats and exit
+ * The signals are blocked except inside ppoll, and each one pending is
+ * taken as ppoll returns, before any accept: a cut acts on the connections
+ * open when it was sent, never on one accepted after it.
+ * DELAYPROXY_IDLE_PAUSE_MS (tests of this proxy only): pause that long
+ * before each wait while no connection is open, to widen the window a
+ * signal used to fall into.
  * Stats file: "up N\ndown N\nconns N\n" (up = client to server bytes). */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -277,6 +283,15 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sig, NULL);
 	sigaction(SIGINT, &sig, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	sigset_t block, waitmask;
+	sigemptyset(&block);
+	sigaddset(&block, SIGUSR1);
+	sigaddset(&block, SIGUSR2);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigprocmask(SIG_BLOCK, &block, &waitmask);
+	const char *pause_env = getenv("DELAYPROXY_IDLE_PAUSE_MS");
+	long idle_pause_ms = pause_env ? atol(pause_env) : 0;
 	write_stats();
 
 	while (!want_exit) {
@@ -285,15 +300,6 @@ int main(int argc, char **argv)
 		int n = 0, timeout = -1;
 		uint64_t now = now_us();
 
-		if (want_cut || want_toggle) {
-			if (want_toggle)
-				down = !down;
-			if (want_cut || down)
-				for (int i = 0; i < MAXCONN; i++)
-					if (conns[i].used)
-						conn_close(&conns[i], 1);
-			want_cut = want_toggle = 0;
-		}
 		pfd[n] = (struct pollfd){ lfd, POLLIN, 0 };
 		owner[n] = -1;
 		kind[n++] = 0;
@@ -324,10 +330,30 @@ int main(int argc, char **argv)
 		/* Stats lag reads by at most this much. */
 		if (timeout < 0 || timeout > 100)
 			timeout = 100;
-		if (poll(pfd, (nfds_t)n, timeout) < 0 && errno != EINTR) {
-			perror("delayproxy: poll");
+		if (n == 1 && idle_pause_ms > 0)
+			usleep((useconds_t)idle_pause_ms * 1000);
+		struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
+		int pr = ppoll(pfd, (nfds_t)n, &ts, &waitmask);
+		if (pr < 0 && errno != EINTR) {
+			perror("delayproxy: ppoll");
 			break;
 		}
+		/* A signal is taken only in ppoll, which leaves it pending when
+		 * it returns ready: take it now, before this round accepts. */
+		static const struct timespec zero;
+		for (int sg; (sg = sigtimedwait(&block, NULL, &zero)) > 0;)
+			on_sig(sg);
+		if (want_cut || want_toggle) {
+			if (want_toggle)
+				down = !down;
+			if (want_cut || down)
+				for (int i = 0; i < MAXCONN; i++)
+					if (conns[i].used)
+						conn_close(&conns[i], 1);
+			want_cut = want_toggle = 0;
+		}
+		if (pr < 0)
+			continue;
 		now = now_us();
 		static uint64_t stats_due;
 		if (now >= stats_due) {

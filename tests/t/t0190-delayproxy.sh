@@ -27,4 +27,21 @@ test_expect_success 'proxy_down refuses, proxy_up accepts again' '
 	ssh -F "$HOME/.ssh/config" -o BatchMode=yes slowhost true
 '
 
+# A cut sent while no connection was open used to be acted on only after
+# the wait it fell before: the next connection, accepted in that wait, was
+# cut before its banner (the sync model's "Failed getting banner" after a
+# cut fault). The pause widens that window so the old proxy fails each time.
+test_expect_success 'a cut with no connection open leaves the next connection alone' '
+	export DELAYPROXY_IDLE_PAUSE_MS=300 &&
+	start_proxy idle "$SSHD_PORT_gpuhost" 0 &&
+	unset DELAYPROXY_IDLE_PAUSE_MS &&
+	ssh_host_via idlehost gpuhost "$PROXY_PORT_idle" &&
+	for i in 1 2 3; do
+		sleep 0.5 &&
+		kill -USR1 "$PROXY_PID_idle" &&
+		ssh -F "$HOME/.ssh/config" -o BatchMode=yes idlehost echo ok-$i >out &&
+		test "$(cat out)" = ok-$i || return 1
+	done
+'
+
 test_done
