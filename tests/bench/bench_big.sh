@@ -112,11 +112,6 @@ setup_project() { # setup_project DIR HOST DST: gpurun.ini, agent uploaded and w
 	wrap_agent
 }
 
-# in_turn ROUND A B: run A then B in odd rounds, B then A in even ones.
-in_turn() {
-	if [ $(($1 % 2)) = 1 ]; then "$2"; "$3"; else "$3"; "$2"; fi
-}
-
 big1_rsync() { measure big1 rsync loopback "$(rsync_to "$p" vialo big-rs)"; }
 big1_gpurun() { measure big1 gpurun loopback "$(gpurun_sync "$p")"; }
 case_big1() {

@@ -6,14 +6,15 @@
 # changed in the middle of the dataset). Profiles: loopback, and 50 ms
 # round trip at 100 Mbit (25 ms each way, 12.5 MB/s). Time is wall clock of
 # the whole command; bytes are counted by the proxy (both directions, ssh
-# included). Each cell is the median of RUNS runs (default 3).
+# included). Each cell is the median of RUNS runs (default 4), the two
+# tools in turn (rsync first in odd runs, gpurun first in even ones).
 #   tests/bench/bench_sync.sh            (make bench calls it)
 #   RUNS=5 PROFILES=wan FILES=3000 tests/bench/bench_sync.sh
 # BENCH_RAW=1 prints every run as it ends.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/bench_lib.sh"
 
-RUNS=${RUNS:-3}
+RUNS=${RUNS:-4}
 FILES=${FILES:-3000}
 PROFILES=${PROFILES:-"loopback wan"}
 WAN_RATE=12500000 # bytes/s each way: 100 Mbit
@@ -129,6 +130,17 @@ busy_writer() {
 	head -c "$((BUSY_MB << 20))" /dev/zero >"$TRASH/gpuhost-home/$1/.busy-writer"
 }
 
+first_rsync() { measure first-rsync run_rsync "$host"; }
+first_gpurun() { measure first-gpurun run_gpurun; }
+noop_rsync() { measure noop-rsync run_rsync "$host"; }
+noop_gpurun() { measure noop-gpurun run_gpurun; }
+busy_rsync() { BUSY=rsync-dst measure busy-rsync run_rsync "$host"; }
+busy_gpurun() { BUSY=gp-dst measure busy-gpurun run_gpurun; }
+edit_rsync() { measure edit-rsync run_rsync "$host"; }
+edit_gpurun() { measure edit-gpurun run_gpurun; }
+
+# Each scenario runs the two tools in turn, rsync first in odd runs and
+# gpurun first in even ones (in_turn): use an even RUNS.
 bench_profile() {
 	PROFILE=$1 PROXY=$1
 	local host=via$1 i
@@ -137,18 +149,15 @@ bench_profile() {
 	"$GPURUN" -C "$P" exec true >/dev/null || return 1 # the agent is uploaded once
 	for i in $(seq 1 "$RUNS"); do
 		fresh_remote || return 1
-		measure first-rsync run_rsync "$host"
-		measure first-gpurun run_gpurun
+		in_turn "$i" first_rsync first_gpurun
 	done
 	for i in $(seq 1 "$RUNS"); do
-		measure noop-rsync run_rsync "$host"
-		measure noop-gpurun run_gpurun
+		in_turn "$i" noop_rsync noop_gpurun
 	done
 	if [ "$1" = loopback ]; then
 		for i in $(seq 1 "$RUNS"); do
 			fresh_remote || return 1
-			BUSY=rsync-dst measure busy-rsync run_rsync "$host"
-			BUSY=gp-dst measure busy-gpurun run_gpurun
+			in_turn "$i" busy_rsync busy_gpurun
 		done
 		rm -f "$TRASH/gpuhost-home/rsync-dst/.busy-writer" "$TRASH/gpuhost-home/gp-dst/.busy-writer"
 	fi
@@ -158,8 +167,7 @@ bench_profile() {
 		sed -n "s/^wire: \([0-9]*\) bytes.*/$PROFILE frames-noop 0 \1/p" >>"$OUT"
 	for i in $(seq 1 "$RUNS"); do
 		small_edit "$((i + ${EDIT_BASE:-0}))"
-		measure edit-rsync run_rsync "$host"
-		measure edit-gpurun run_gpurun
+		in_turn "$i" edit_rsync edit_gpurun
 	done
 	EDIT_BASE=$((${EDIT_BASE:-0} + RUNS))
 	# the copies must be equal, or the numbers mean nothing
