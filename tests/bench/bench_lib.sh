@@ -77,10 +77,16 @@ unmount_all() { # unmount_all BASE: every loop mount in it
 	for m in "$1"/*; do unmount_fs "$m"; done
 }
 
-# in_turn ROUND A B: run A then B in odd rounds, B then A in even ones.
-# What ran just before moves a tool's time by several percent here (page
-# cache the VM's host took back, write-back of the other's copy), so a
-# fixed order gives that to the same tool each time.
+# in_turn ROUND CMD...: the commands in turn, the list rotated by one each
+# round (two: A B in odd rounds, B A in even ones). What ran just before
+# moves a tool's time by several percent here (page cache the VM's host
+# took back, write-back of the other's copy), so a fixed order gives that
+# to the same tool each time.
 in_turn() {
-	if [ $(($1 % 2)) = 1 ]; then "$2"; "$3"; else "$3"; "$2"; fi
+	local r=$1 n i
+	shift
+	n=$#
+	for i in $(seq 0 $((n - 1))); do
+		eval "\"\${$(( (i + r - 1) % n + 1 ))}\""
+	done
 }
