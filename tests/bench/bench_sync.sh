@@ -7,7 +7,8 @@
 # round trip at 100 Mbit (25 ms each way, 12.5 MB/s). Time is wall clock of
 # the whole command; bytes are counted by the proxy (both directions, ssh
 # included). Each cell is the median of RUNS runs (default 4), the two
-# tools in turn (rsync first in odd runs, gpurun first in even ones).
+# tools in turn (rsync first in odd runs, gpurun first in even ones);
+# "by run" is the median of the runs' own ratios.
 #   tests/bench/bench_sync.sh            (make bench calls it)
 #   RUNS=5 PROFILES=wan FILES=3000 tests/bench/bench_sync.sh
 # BENCH_RAW=1 prints every run as it ends.
@@ -192,22 +193,38 @@ bench_profile() {
 }
 
 cell() { awk -v p="$1" -v n="$2" -v f="$3" '$1==p && $2==n {print $f}' "$OUT" | median; }
+# run_ratio PROF A B: the median over runs of A's time / B's in the same
+# run (the k-th of each), which a machine that drifts during the bench
+# moves less than the ratio of the medians does.
+run_ratio() {
+	awk -v p="$1" -v a="$2" -v b="$3" '$1 == p && $2 == a { x[++na] = $3 } $1 == p && $2 == b { y[++nb] = $3 }
+		END {
+			for (i = 1; i <= na && i <= nb; i++) {
+				if (x[i] !~ /^[0-9]+$/ || y[i] !~ /^[0-9]+$/ || y[i] == 0) { print "failed"; exit }
+				r[++n] = x[i] / y[i]
+			}
+			if (!n) { print "failed"; exit }
+			asort(r)
+			printf "%.2f\n", n % 2 ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2
+		}' "$OUT"
+}
 
 report() {
-	printf '\n%-9s %-11s %10s %10s %7s %12s %12s %7s\n' profile scenario "rsync ms" "gpurun ms" ratio \
-		"rsync B" "gpurun B" ratio
+	printf '\n%-9s %-11s %10s %10s %7s %7s %12s %12s %7s\n' profile scenario "rsync ms" "gpurun ms" ratio \
+		"by run" "rsync B" "gpurun B" ratio
 	for prof in $PROFILES; do
 		for sc in first busy noop edit; do
 			[ "$sc" != busy ] || grep -q "^$prof busy-" "$OUT" || continue
 			rt=$(cell "$prof" "$sc-rsync" 3) gt=$(cell "$prof" "$sc-gpurun" 3)
 			rb=$(cell "$prof" "$sc-rsync" 4) gb=$(cell "$prof" "$sc-gpurun" 4)
-			printf '%-9s %-11s %10s %10s %7s %12s %12s %7s\n' "$prof" "$sc" "$rt" "$gt" \
-				"$(ratio "$gt" "$rt")" "$rb" "$gb" "$(ratio "$gb" "$rb" %.3f)"
+			printf '%-9s %-11s %10s %10s %7s %7s %12s %12s %7s\n' "$prof" "$sc" "$rt" "$gt" \
+				"$(ratio "$gt" "$rt")" "$(run_ratio "$prof" "$sc-gpurun" "$sc-rsync")" \
+				"$rb" "$gb" "$(ratio "$gb" "$rb" %.3f)"
 		done
 		if grep -q "^$prof first-rsyncd " "$OUT"; then
 			rt=$(cell "$prof" first-rsyncd 3) gt=$(cell "$prof" first-gpurun 3)
-			printf '%-9s first sync against a durable copy (rsync -az, then syncfs of its file system): %s ms; gpurun %s ms = %s x\n' \
-				"$prof" "$rt" "$gt" "$(ratio "$gt" "$rt")"
+			printf '%-9s first sync against a durable copy (rsync -az, then syncfs of its file system): %s ms; gpurun %s ms = %s x (by run %s)\n' \
+				"$prof" "$rt" "$gt" "$(ratio "$gt" "$rt")" "$(run_ratio "$prof" first-gpurun first-rsyncd)"
 		fi
 		if [ "$prof" = wan ]; then
 			# What the link alone needs for the bytes gpurun sent, with
