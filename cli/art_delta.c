@@ -202,7 +202,7 @@ static void *sign_range(void *arg)
 		for (size_t p = 0; p < want; p += s->block, k++) {
 			size_t len = want - p < s->block ? want - p : s->block;
 			s->weak[k] = sm_weak_sum(buf + p, len);
-			blake2b(s->lv + k * SM_HASH_LEN, buf + p, NULL, SM_HASH_LEN, len, 0);
+			sm_leaf_hash(s->lv + k * SM_HASH_LEN, buf + p, len);
 		}
 	}
 	free(buf);

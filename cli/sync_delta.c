@@ -89,7 +89,7 @@ static void sig_block(struct sigmaker *m, const uint8_t *p, size_t n)
 	if (m->given)
 		memcpy(m->leaves + m->k * SM_HASH_LEN, m->given + m->k * SM_HASH_LEN, SM_HASH_LEN);
 	else
-		blake2b(m->leaves + m->k * SM_HASH_LEN, p, NULL, SM_HASH_LEN, n, 0);
+		sm_leaf_hash(m->leaves + m->k * SM_HASH_LEN, p, n);
 	m->k++;
 }
 
@@ -376,7 +376,7 @@ static int old_block_at(const struct weak_index *wi, const struct sync_sig *old,
 		if (wi->key[i] != w)
 			continue;
 		if (!hashed) {
-			blake2b(h, p, NULL, SM_HASH_LEN, block, 0);
+			sm_leaf_hash(h, p, block);
 			hashed = 1;
 		}
 		if (!memcmp(old->data + (uint64_t)(wi->idx[i] - 1) * (4 + old->strong) + 4, h,

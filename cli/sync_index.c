@@ -202,7 +202,7 @@ static void *hash_range(void *arg)
 		}
 		for (size_t o = 0; o < want && k < p->last; o += p->block, k++) {
 			size_t bl = want - o < p->block ? want - o : p->block;
-			blake2b(p->leaves + k * SM_HASH_LEN, buf + o, NULL, SM_HASH_LEN, bl, 0);
+			sm_leaf_hash(p->leaves + k * SM_HASH_LEN, buf + o, bl);
 		}
 	}
 	free(buf);

@@ -256,7 +256,7 @@ static void *hash_part_main(void *arg)
 			h->err = errno ? errno : EIO;
 			break;
 		}
-		blake2b(h->leaves + k * SM_HASH_LEN, buf, NULL, SM_HASH_LEN, len, 0);
+		sm_leaf_hash(h->leaves + k * SM_HASH_LEN, buf, len);
 		if (k % 1024 == 0)
 			busy(); /* (the keepalive does nothing off the agent's main thread) */
 	}

@@ -531,6 +531,11 @@ uint32_t sm_block_len(uint64_t size)
 	return b > (1u << 20) ? (1u << 20) : (uint32_t)b;
 }
 
+void sm_leaf_hash(uint8_t out[SM_HASH_LEN], const void *p, size_t n)
+{
+	blake2b(out, p, NULL, SM_HASH_LEN, n, 0);
+}
+
 void thash_init(struct thash *t, uint64_t size)
 {
 	memset(t, 0, sizeof(*t));

@@ -145,6 +145,11 @@ int sm_path_ok(const char *path);
  * and the block length of the signatures gpurun makes. */
 uint32_t sm_block_len(uint64_t size);
 
+/* One block's hash in one call: what thash computes, a piece at a time,
+ * for each leaf, and the strong sum of every signature gpurun makes. Each
+ * one-shot block hash goes through here. */
+void sm_leaf_hash(uint8_t out[SM_HASH_LEN], const void *p, size_t n);
+
 /* Streaming content hash. leaves, if set, receives each block's hash. */
 struct thash {
 	blake2b_state root, leaf;
