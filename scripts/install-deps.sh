@@ -7,7 +7,8 @@ set -eu
 # Build: the client's libraries, their static archives for the agent, and
 # the static libs libarchive pulls in. Test: a real sshd, rsync as the
 # benchmark peer, git as the ignore oracle, three shells for completions,
-# python3 with venv for the Python project the job tests make, man and
+# python3 with venv for the Python project the job tests make, gawk for
+# the benchmarks' medians (asort; mariadb-server pulled it in), man and
 # groff to render the man page, and a one-node Slurm cluster
 # (tests/slurm.sh): Debian 12's Slurm 22.05 with munge, and slurmdbd +
 # mariadb for the tests that need sacct.
@@ -16,7 +17,7 @@ libssh2-1-dev librsync-dev libarchive-dev libinih-dev libzstd-dev
 zlib1g-dev liblzma-dev liblz4-dev libbz2-dev libacl1-dev nettle-dev
 libxml2-dev libicu-dev libssl-dev libb2-dev
 openssh-server openssh-client rsync git zstd gzip clang libclang-rt-14-dev
-bash-completion zsh fish tmux procps psmisc python3 python3-venv bc man-db groff-base
+bash-completion zsh fish tmux procps psmisc python3 python3-venv bc gawk man-db groff-base
 slurmctld slurmd slurm-client munge slurmdbd mariadb-server"
 
 # Containers (tests/container.sh): rootful podman and docker's own daemon,
