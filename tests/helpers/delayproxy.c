@@ -241,6 +241,18 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
+	const char *pause_env = getenv("DELAYPROXY_IDLE_PAUSE_MS");
+	long idle_pause_ms = 0;
+	if (pause_env) {
+		char *end;
+		errno = 0;
+		idle_pause_ms = strtol(pause_env, &end, 10);
+		if (errno || end == pause_env || *end || idle_pause_ms < 0 || idle_pause_ms > 10000) {
+			fprintf(stderr, "delayproxy: DELAYPROXY_IDLE_PAUSE_MS must be 0 to 10000, not '%s'\n",
+				pause_env);
+			return 2;
+		}
+	}
 	const char *colon = to ? strrchr(to, ':') : NULL;
 	if (!colon || (size_t)(colon - to) >= sizeof(host)) {
 		fprintf(stderr, "usage: delayproxy --to HOST:PORT [--listen PORT] [--delay MS] [--rate B/S] [--port-file F] [--stats F]\n");
@@ -290,8 +302,6 @@ int main(int argc, char **argv)
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
 	sigprocmask(SIG_BLOCK, &block, &waitmask);
-	const char *pause_env = getenv("DELAYPROXY_IDLE_PAUSE_MS");
-	long idle_pause_ms = pause_env ? atol(pause_env) : 0;
 	write_stats();
 
 	while (!want_exit) {
