@@ -322,8 +322,6 @@ struct durable_job {
 	pthread_cond_t cv;
 };
 
-/* sync_file_range of each pending temp file from pend[from] on with these
- * flags; small: only those under SYNC_HINT_MIN bytes. */
 /* sync_file_range of one pending temp file: -1 if that failed. One that
  * cannot be opened is skipped: its rename reports it. */
 static int range_one(struct sfs_dir *d, const struct sync_pending *p, unsigned flags)
@@ -341,6 +339,8 @@ static int range_one(struct sfs_dir *d, const struct sync_pending *p, unsigned f
 	return rc;
 }
 
+/* sync_file_range of each pending temp file from pend[from] on with these
+ * flags; small: only those under SYNC_HINT_MIN bytes. */
 static int each_pending(struct sync_session *s, size_t from, int small, unsigned flags)
 {
 	struct sfs_dir d;
