@@ -100,11 +100,13 @@ test_expect_success 'a cluster with accounting starts; sacct has the job with it
 	echo "# cluster up in $SLURM_START_SECONDS s (mariadb + slurmdbd)" >&3 &&
 	id=$(on_login sbatch --parsable -o /dev/null "$L/job.sh" 4) &&
 	slurm_wait_state "$id" FAILED 60 &&
+	# slurmdbd can have the job before its end: wait for a final state
 	for i in $(seq 1 300); do
-		line=$(sacct -n -X -P -j "$id" -o JobID,State,ExitCode) && [ -n "$line" ] && break
+		line=$(sacct -n -X -P -j "$id" -o JobID,State,ExitCode) && [ -n "$line" ] &&
+			case $line in *"|PENDING|"* | *"|RUNNING|"* | *"|COMPLETING|"*) false ;; esac && break
 		sleep 0.1
 	done &&
-	echo "# sacct had job $id after ~$i tenths of a second" >&3 &&
+	echo "# sacct had job $id after ~$i tenths of a second: $line" >&3 &&
 	test "$line" = "$id|FAILED|4:0" &&
 	on_login sacct -n -X -P -j "$id" -o State >st && test_grep -x FAILED st
 ' 3>&1
