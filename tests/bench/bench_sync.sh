@@ -147,12 +147,13 @@ noop_rsync() { measure noop-rsync run_rsync "$host"; }
 noop_gpurun() { measure noop-gpurun run_gpurun; }
 busy_rsync() { BUSY=rsync-dst measure busy-rsync run_rsync "$host"; }
 busy_gpurun() { BUSY=gp-dst measure busy-gpurun run_gpurun; }
+busy_rsyncd() { BUSY=rsyncd-dst measure busy-rsyncd run_rsync_durable "$host"; }
 edit_rsync() { measure edit-rsync run_rsync "$host"; }
 edit_gpurun() { measure edit-gpurun run_gpurun; }
 
 # Each scenario runs the tools in turn (in_turn: rsync first in odd runs,
-# gpurun first in even ones; on loopback the first sync has the durable
-# rsync as a third): use an even RUNS.
+# gpurun first in even ones; on loopback the first and busy syncs have the
+# durable rsync as a third): use an even RUNS.
 bench_profile() {
 	PROFILE=$1 PROXY=$1
 	local host=via$1 i
@@ -173,9 +174,9 @@ bench_profile() {
 	if [ "$1" = loopback ]; then
 		for i in $(seq 1 "$RUNS"); do
 			fresh_remote || return 1
-			in_turn "$i" busy_rsync busy_gpurun
+			in_turn "$i" busy_rsync busy_gpurun busy_rsyncd
 		done
-		rm -f "$TRASH/gpuhost-home/rsync-dst/.busy-writer" "$TRASH/gpuhost-home/gp-dst/.busy-writer"
+		rm -f "$TRASH"/gpuhost-home/{rsync,rsyncd,gp}-dst/.busy-writer
 	fi
 	measure conn-gpurun "$GPURUN" -C "$P" exec true
 	# gpurun's own frames in a no-op (its --stats count, headers included)
@@ -221,11 +222,12 @@ report() {
 				"$(ratio "$gt" "$rt")" "$(run_ratio "$prof" "$sc-gpurun" "$sc-rsync")" \
 				"$rb" "$gb" "$(ratio "$gb" "$rb" %.3f)"
 		done
-		if grep -q "^$prof first-rsyncd " "$OUT"; then
-			rt=$(cell "$prof" first-rsyncd 3) gt=$(cell "$prof" first-gpurun 3)
-			printf '%-9s first sync against a durable copy (rsync -az, then syncfs of its file system): %s ms; gpurun %s ms = %s x (by run %s)\n' \
-				"$prof" "$rt" "$gt" "$(ratio "$gt" "$rt")" "$(run_ratio "$prof" first-gpurun first-rsyncd)"
-		fi
+		for sc in first busy; do
+			grep -q "^$prof $sc-rsyncd " "$OUT" || continue
+			rt=$(cell "$prof" "$sc-rsyncd" 3) gt=$(cell "$prof" "$sc-gpurun" 3)
+			printf '%-9s %s sync against a durable copy (rsync -az, then syncfs of its file system): %s ms; gpurun %s ms = %s x (by run %s)\n' \
+				"$prof" "$sc" "$rt" "$gt" "$(ratio "$gt" "$rt")" "$(run_ratio "$prof" "$sc-gpurun" "$sc-rsyncd")"
+		done
 		if [ "$prof" = wan ]; then
 			# What the link alone needs for the bytes gpurun sent, with
 			# no connection set-up at all: no tool beats it.
