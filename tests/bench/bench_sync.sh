@@ -19,6 +19,7 @@ RUNS=${RUNS:-4}
 FILES=${FILES:-3000}
 PROFILES=${PROFILES:-"loopback wan"}
 WAN_RATE=12500000 # bytes/s each way: 100 Mbit
+WAN_DELAY_MS=25    # each way: a round trip of 50 ms
 P=$TRASH/proj
 OUT=$TRASH/results
 : >"$OUT"
@@ -235,6 +236,14 @@ report() {
 			printf '%-9s first sync floor: %s B at %s B/s = %s ms = %s x rsync'"'"'s time\n' "$prof" \
 				"$gb" "$WAN_RATE" "$(ratio "$gb" "$((WAN_RATE / 1000))" %.0f)" \
 				"$(ratio "$(ratio "$gb" "$((WAN_RATE / 1000))" %.3f)" "$rt")"
+			# The target: that floor, plus the set-up (the no-op sync's
+			# time), plus one round trip.
+			gt=$(cell "$prof" first-gpurun 3) nt=$(cell "$prof" noop-gpurun 3)
+			awk -v p="$prof" -v b="$gb" -v r="$WAN_RATE" -v n="$nt" -v rtt="$((2 * WAN_DELAY_MS))" -v g="$gt" 'BEGIN {
+				if (b !~ /^[0-9]+$/ || n !~ /^[0-9]+$/ || g !~ /^[0-9]+$/) { printf "%-9s first sync allowance: failed\n", p; exit }
+				a = b * 1000 / r + n + rtt
+				printf "%-9s first sync allowance: floor + set-up (the no-op, %d ms) + one round trip (%d ms) = %.0f ms; gpurun %d ms, %+.0f ms (%+.1f%%)\n",
+					p, n, rtt, a, g, g - a, (g - a) * 100 / a }'
 		fi
 		cb=$(cell "$prof" conn-gpurun 4)
 		nb=$(cell "$prof" noop-gpurun 4)
@@ -265,7 +274,7 @@ fi
 for prof in $PROFILES; do
 	case $prof in
 	loopback) start_proxy loopback "$SSHD_PORT_gpuhost" ;;
-	wan) start_proxy wan "$SSHD_PORT_gpuhost" 25 "$WAN_RATE" ;;
+	wan) start_proxy wan "$SSHD_PORT_gpuhost" "$WAN_DELAY_MS" "$WAN_RATE" ;;
 	*) say "unknown profile $prof"; exit 1 ;;
 	esac
 	eval "ssh_host_via via$prof gpuhost \$PROXY_PORT_$prof"
