@@ -555,10 +555,13 @@ int job_gpus_parse(const void *p, size_t n, struct job_gpus *g, struct gr_err *e
 	rd_init(&rd, p, n);
 	g->have_smi = get_u8(&rd);
 	g->error = get_str(&rd);
+	/* A count past what the payload can hold is a lie: refused before
+	 * anything is allocated by it (a GPU is at least 36 bytes, an
+	 * application 24). */
 	uint32_t k = get_u32(&rd);
-	if (k > n / 16)
+	if (k > rd.n / 36)
 		rd.bad = 1;
-	g->gpus = xcalloc(k ? k : 1, sizeof(*g->gpus));
+	g->gpus = xcalloc(rd.bad ? 1 : k, sizeof(*g->gpus));
 	for (uint32_t i = 0; i < k && !rd.bad; i++, g->ngpus++) {
 		struct job_gpu *x = &g->gpus[i];
 		x->index = get_u32(&rd);
@@ -570,9 +573,9 @@ int job_gpus_parse(const void *p, size_t n, struct job_gpus *g, struct gr_err *e
 		x->locked_by = get_str(&rd);
 	}
 	k = get_u32(&rd);
-	if (k > n / 16)
+	if (k > rd.n / 24)
 		rd.bad = 1;
-	g->apps = xcalloc(k ? k : 1, sizeof(*g->apps));
+	g->apps = xcalloc(rd.bad ? 1 : k, sizeof(*g->apps));
 	for (uint32_t i = 0; i < k && !rd.bad; i++, g->napps++) {
 		struct job_gpu_app *x = &g->apps[i];
 		x->pid = get_u32(&rd);

@@ -15,6 +15,7 @@ as $HOSTILE says (comma-separated):
   art-bytes   ART_PULL's announcement says $HOSTILE_ART_BYTES bytes
               (and $HOSTILE_ART_FILES files, when set)
   count       JOB_LIST is answered with a count of 2^32-1 and 100 bytes
+  gpu-count   JOB_GPUS is answered with a count of 2^32-1 GPUs and 100 bytes
   flood       before its first JOB_STATUS answer, $HOSTILE_FLOOD_MB MiB of
               DATA frames for a request nobody made
   bigframe    JOB_STATUS is answered with a header announcing 4 GiB
@@ -43,7 +44,7 @@ HDR = struct.Struct(">IHHI")
 OK, ERROR, DATA = 0x02, 0x03, 0x04
 JOB_START, JOB_LIST, JOB_STATUS, JOB_LOG = 0x40, 0x41, 0x42, 0x43
 LOG_DATA, LOG_END, JOB_STOP, ART_PULL = 0x45, 0x46, 0x47, 0x60
-CONTAINER_CHECK = 0x4c
+CONTAINER_CHECK, JOB_GPUS = 0x4c, 0x48
 
 SCEN = set(filter(None, os.environ.get("HOSTILE", "").split(",")))
 out = sys.stdout.buffer
@@ -247,6 +248,10 @@ def main():
             types[rid] = typ
         if typ == JOB_LIST and "count" in SCEN:
             send(frame(OK, 1, rid, struct.pack(">I", 0xFFFFFFFF) + b"x" * 100))
+            continue
+        if typ == JOB_GPUS and "gpu-count" in SCEN:
+            # nvidia-smi found, no error, then the lie
+            send(frame(OK, 1, rid, b"\x01" + struct.pack(">II", 0, 0xFFFFFFFF) + b"x" * 100))
             continue
         if typ == CONTAINER_CHECK and "ctr-check" in SCEN:
             send(frame(OK, 1, rid, ctr_check_answer()))

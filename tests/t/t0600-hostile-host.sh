@@ -167,6 +167,11 @@ test_expect_success 'a count past the payload is refused at once (no 4-billion-e
 	test_grep "announced 4294967295 jobs" err
 '
 
+test_expect_success 'a GPU count past the payload is refused, before any allocation by it' '
+	cd "$P" && export HOSTILE=gpu-count && test_expect_code 251 "$GPURUN" status 2>err && unset HOSTILE &&
+	test_grep -i "protocol" err && ! test_grep -i "memory" err
+'
+
 test_expect_success 'a frame header announcing 4 GiB is refused' '
 	cd "$P" && export HOSTILE=bigframe && test_expect_code 251 "$GPURUN" pull 2>err && unset HOSTILE &&
 	test_grep -i "frame" err
