@@ -5,7 +5,8 @@
 #   make bench      benchmarks against ssh / rsync
 #   make soak       the randomized model tests at length: sync (SEEDS=N seeds
 #                   of 20 batches, default 1000), the job house (JOB_SEEDS)
-#                   and pull (PULL_SEEDS seeds of PULL_STEPS steps)
+#                   and pull (PULL_SEEDS seeds of PULL_STEPS steps); then
+#                   each fuzz target for FUZZ_SECONDS (default 300)
 #   make deps       install the Debian packages the build and tests need
 
 CC      ?= cc
@@ -125,6 +126,23 @@ $(O)/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(wildcard cli/*.c cli/*.h) | deps-che
 
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(O)/fuzz/%)
 
+# fuzz_host feeds the client's own readers of what the host sends: it links
+# the client's code built again with clang, ASan, UBSan and the fuzzer's
+# coverage (without -Werror: gcc's warnings are the build's).
+FUZZ_FLAGS := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_LIB_OBJ := $(CLIENT_SRC:%.c=$(O)/fuzz-obj/%.o) $(COMMON_SRC:%.c=$(O)/fuzz-obj/%.o)
+$(O)/fuzz-obj/%.o: %.c | deps-check
+	@mkdir -p $(@D)
+	$(CLANG) $(CPPFLAGS) -I$(O)/gen $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -std=gnu11 -MMD -MP -c $< -o $@
+
+$(O)/fuzz-obj/libgr.a: $(FUZZ_LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(O)/fuzz/fuzz_host: tests/fuzz/fuzz_host.c $(O)/fuzz-obj/libgr.a $(O)/agent_blob.o
+	@mkdir -p $(@D)
+	$(CLANG) $(CPPFLAGS) -I$(O)/gen $(FUZZ_FLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< \
+		$(O)/fuzz-obj/libgr.a $(O)/agent_blob.o $(CLIENT_LIBS)
+
 kernels:
 	$(MAKE) -C kernels
 
@@ -153,6 +171,7 @@ SEEDS ?= 1000
 JOB_SEEDS ?= 500
 PULL_SEEDS ?= 500
 PULL_STEPS ?= 30
+FUZZ_SECONDS ?= 300
 soak: all $(HELPER_BIN)
 	$(MAKE) SAN=1 all unit-bins
 	GPURUN_MODEL_SEEDS=$(JOB_SEEDS) build-san/tests/test_job_house
@@ -165,6 +184,18 @@ soak: all $(HELPER_BIN)
 	wait $$l && [ $$s = 0 ]
 	PULL_MODEL_SEEDS=1-$(PULL_SEEDS) PULL_MODEL_STEPS=$(PULL_STEPS) GPURUN_BUILD=$(CURDIR)/$(O) \
 		bash tests/t/t0413-pull-model.sh
+	# The fuzz targets at length, each from its seeds; a crash keeps its
+	# input as build-san/fuzz/crash-*.
+	for f in build-san/fuzz/fuzz_*; do \
+		n=$$(basename $$f); c=$$(mktemp -d); \
+		cp -r tests/fuzz/corpus/$${n#fuzz_}/. $$c/ 2>/dev/null; \
+		$$f -timeout=20 -max_len=4096 -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=1024 \
+			-artifact_prefix=build-san/fuzz/ -print_final_stats=1 $$c >build-san/fuzz/$$n.soak.log 2>&1 || \
+			{ tail -n 40 build-san/fuzz/$$n.soak.log; rm -rf $$c; exit 1; }; \
+		echo "fuzz $$n: $(FUZZ_SECONDS) s without a crash" \
+			"($$(sed -n 's/^stat::number_of_executed_units: //p' build-san/fuzz/$$n.soak.log) runs)"; \
+		rm -rf $$c; \
+	done
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
