@@ -572,7 +572,7 @@ int art_delta_entry(struct archive *in, struct archive_entry *e, const char *fin
 		gr_err_prefix(err, "no room for artifact '%s'", ts(final));
 		goto out;
 	}
-	unlink(info); /* a delta is not resumed: a part of a whole file is stale */
+	art_unlink_below(info); /* a delta is not resumed: a part of a whole file is stale */
 	fd = mkdirs_below(part) < 0 ? -1 : art_open_below(part, O_RDWR | O_CREAT | O_TRUNC, 0600);
 	if (fd < 0) {
 		rc = gr_errf(err, GR_EIO, "cannot write artifact '%s': %s", ts(final), strerror(errno));
@@ -658,7 +658,7 @@ int art_delta_entry(struct archive *in, struct archive_entry *e, const char *fin
 		goto drop;
 	}
 	char *note = art_sibling(final, ART_NODELTA_SUFFIX);
-	unlink(note);
+	art_unlink_below(note);
 	free(note);
 	if (known && b->weak)
 		keep_signature(lim->delta->sigdir, fd, target, blk, b->weak, reuse, leaves);
@@ -669,7 +669,7 @@ fail:
 	note_nodelta(final);
 	gr_hintf(err, "'%s' is as it was; the next pull fetches it whole", ts(final));
 drop:
-	unlink(part);
+	art_unlink_below(part);
 out:
 	if (fd >= 0)
 		close(fd);

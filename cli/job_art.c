@@ -49,29 +49,54 @@ static const char *bad_name(const char *name)
 	return NULL;
 }
 
+/* The folder holding rel below the working folder (dest), opened through
+ * no symlink (each folder with O_NOFOLLOW): AT_FDCWD for a name without
+ * a '/', -1 if a folder on the way cannot be opened (or is a symlink).
+ * *base: rel's last component. */
+static int parent_below(const char *rel, const char **base)
+{
+	const char *part = rel, *slash;
+	int dfd = AT_FDCWD;
+
+	while ((slash = strchr(part, '/'))) {
+		char *name = xstrndup(part, (size_t)(slash - part));
+		int next = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		free(name);
+		if (dfd != AT_FDCWD)
+			close(dfd);
+		if ((dfd = next) < 0)
+			return -1;
+		part = slash + 1;
+	}
+	*base = part;
+	return dfd;
+}
+
 /* Open rel below the working folder (dest) through no symlink: each
  * folder with O_NOFOLLOW, then the file with flags | O_NOFOLLOW. */
 int art_open_below(const char *rel, int flags, mode_t mode)
 {
-	char *copy = xstrdup(rel), *part = copy, *slash;
-	int dfd = AT_FDCWD, fd = -1;
+	const char *base;
+	int dfd = parent_below(rel, &base), fd = -1;
 
-	while ((slash = strchr(part, '/'))) {
-		*slash = '\0';
-		int next = openat(dfd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (dfd != AT_FDCWD)
-			close(dfd);
-		dfd = next;
-		if (dfd < 0)
-			break;
-		part = slash + 1;
-	}
 	if (dfd >= 0 || dfd == AT_FDCWD)
-		fd = openat(dfd, part, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+		fd = openat(dfd, base, flags | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (dfd >= 0)
 		close(dfd);
-	free(copy);
 	return fd;
+}
+
+/* Remove the file rel below the working folder, through no symlink: a
+ * name the host chose never removes a file a symlink here leads to. */
+void art_unlink_below(const char *rel)
+{
+	const char *base;
+	int dfd = parent_below(rel, &base);
+
+	if (dfd >= 0 || dfd == AT_FDCWD)
+		(void)unlinkat(dfd, base, 0);
+	if (dfd >= 0)
+		close(dfd);
 }
 
 /* The part and info names for final. */
@@ -92,7 +117,7 @@ static void write_info(const char *info, int64_t size, struct archive_entry *e)
 
 	if (fd >= 0) {
 		if (write_full(fd, t, (size_t)n) < 0)
-			unlink(info);
+			art_unlink_below(info);
 		close(fd);
 	}
 }
@@ -152,16 +177,16 @@ static int resume_entry(struct archive *in, struct archive_entry *e, const char 
 			     "bytes, and this pull has no part file of that size", ts(final),
 			     (unsigned long long)skip);
 		gr_hintf(err, "the next pull fetches it whole");
-		unlink(part);
-		unlink(info);
+		art_unlink_below(part);
+		art_unlink_below(info);
 		goto out;
 	}
 	while ((r = archive_read_data_block(in, &buf, &len, &off)) == ARCHIVE_OK) {
 		if (!art_data_ok(off, len, size)) {
 			rc = gr_errf(err, GR_EPROTO, "refusing artifact '%s': its data runs past "
 				     "the %lld bytes its header announced", ts(final), (long long)size);
-			unlink(part);
-			unlink(info);
+			art_unlink_below(part);
+			art_unlink_below(info);
 			goto out;
 		}
 		for (size_t done = 0; done < len;) {
@@ -182,7 +207,7 @@ static int resume_entry(struct archive *in, struct archive_entry *e, const char 
 	if (r != ARCHIVE_EOF) {
 		/* Cut short: keep what came in order, for the next pull. */
 		if (ftruncate(fd, (off_t)(skip + got)) < 0)
-			unlink(part);
+			art_unlink_below(part);
 		rc = gr_errf(err, GR_EIO, "cannot extract artifact '%s': %s", ts(final),
 			     archive_error_string(in) ? archive_error_string(in) : "truncated");
 		goto out;
@@ -195,7 +220,7 @@ static int resume_entry(struct archive *in, struct archive_entry *e, const char 
 		rc = gr_errf(err, GR_EIO, "cannot write artifact '%s': %s", ts(final), strerror(errno));
 		goto out;
 	}
-	unlink(info);
+	art_unlink_below(info);
 out:
 	if (fd >= 0)
 		close(fd);
@@ -386,8 +411,8 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 				rc = gr_errf(err, GR_EPROTO, "refusing artifact '%s': its data runs past "
 					     "the %lld bytes its header announced", ts(final), (long long)size);
 				archive_write_finish_entry(out);
-				unlink(part);
-				unlink(info);
+				art_unlink_below(part);
+				art_unlink_below(info);
 				goto out;
 			}
 			if (archive_write_data_block(out, buf, len, off) != ARCHIVE_OK) {
@@ -415,8 +440,8 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 				keep = part;
 				part = NULL;
 			} else {
-				unlink(part);
-				unlink(info);
+				art_unlink_below(part);
+				art_unlink_below(info);
 			}
 			goto out;
 		}
@@ -424,16 +449,16 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 		 * copy or the new one, never a torn file under its name. */
 		if ((rc = fsync_path(part, err)) < 0) {
 			gr_err_prefix(err, "cannot write artifact '%s'", ts(final));
-			unlink(part);
+			art_unlink_below(part);
 			goto out;
 		}
 		if (rename(part, final) < 0) {
 			rc = gr_errf(err, GR_EIO, "cannot rename '%s' into place: %s", ts(final), strerror(errno));
-			unlink(part);
+			art_unlink_below(part);
 			goto out;
 		}
 		if (resumable)
-			unlink(info);
+			art_unlink_below(info);
 		(*files)++;
 	}
 	if (r != ARCHIVE_EOF)
@@ -448,8 +473,11 @@ out:
 	ZSTD_freeDStream(zi.z);
 	free(zi.obuf);
 	if (keep) { /* closed now: what came in order, and no more */
-		if (truncate(keep, (off_t)got) < 0)
-			unlink(keep);
+		int kfd = art_open_below(keep, O_WRONLY, 0);
+		if (kfd < 0 || ftruncate(kfd, (off_t)got) < 0)
+			art_unlink_below(keep);
+		if (kfd >= 0)
+			close(kfd);
 		free(keep);
 	}
 	if (cwd >= 0) {

@@ -51,6 +51,8 @@ int art_extract_announced(int fd, const char *dest, int min_free_pct, struct art
 /* rel below the working folder, opened through no symlink (each folder
  * with O_NOFOLLOW, then the file with flags | O_NOFOLLOW); -1 on failure. */
 int art_open_below(const char *rel, int flags, mode_t mode);
+/* Remove the file rel below the working folder, through no symlink. */
+void art_unlink_below(const char *rel);
 /* The hidden sibling ".NAME<suffix>" of final (new string). */
 char *art_sibling(const char *final, const char *suffix);
 

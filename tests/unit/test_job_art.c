@@ -138,8 +138,9 @@ static void test_roundtrip(void)
 	close(fd);
 }
 
-/* Write a crafted archive: entries of (name, type, link target). */
-struct craft { const char *name; int type; const char *link; const char *data; };
+/* Write a crafted archive: entries of (name, type, link target, data,
+ * and the offset a host "resumes" the file at, as its xattr says). */
+struct craft { const char *name; int type; const char *link; const char *data; const char *resume; };
 
 static int craft(const struct craft *c, size_t n)
 {
@@ -164,6 +165,9 @@ static int craft(const struct craft *c, size_t n)
 			archive_entry_set_filetype(e, AE_IFREG);
 			archive_entry_set_size(e, (la_int64_t)strlen(c[i].data));
 		}
+		if (c[i].resume)
+			archive_entry_xattr_add_entry(e, GR_ART_RESUME_XATTR, c[i].resume,
+						      strlen(c[i].resume));
 		archive_write_header(a, e);
 		if (c[i].type == 'f')
 			archive_write_data(a, c[i].data, strlen(c[i].data));
@@ -191,7 +195,7 @@ static int extract_crafted(const struct craft *c, size_t n, struct gr_err *err)
 
 static void test_hostile_dotdot(void)
 {
-	struct craft c[] = { { "../escaped.txt", 'f', NULL, "x" } };
+	struct craft c[] = { { "../escaped.txt", 'f', NULL, "x", NULL } };
 	struct gr_err err = { 0 };
 	char p[300];
 	CHECK(extract_crafted(c, 1, &err) < 0);
@@ -204,7 +208,7 @@ static void test_hostile_absolute(void)
 {
 	char abs[300], p[400];
 	snprintf(abs, sizeof(abs), "%s/abs-escaped.txt", tmp);
-	struct craft c[] = { { abs, 'f', NULL, "x" } };
+	struct craft c[] = { { abs, 'f', NULL, "x", NULL } };
 	struct gr_err err = { 0 };
 	CHECK(extract_crafted(c, 1, &err) < 0);
 	CHECK(strstr(err.msg, "absolute") != NULL);
@@ -218,7 +222,7 @@ static void test_hostile_symlink_out(void)
 	char target[300], p[400];
 	snprintf(target, sizeof(target), "%s/outside", tmp);
 	mkdir(target, 0755);
-	struct craft c[] = { { "link", 'l', target, NULL }, { "link/pwned.txt", 'f', NULL, "x" } };
+	struct craft c[] = { { "link", 'l', target, NULL, NULL }, { "link/pwned.txt", 'f', NULL, "x", NULL } };
 	struct gr_err err = { 0 };
 	CHECK(extract_crafted(c, 2, &err) < 0);
 	CHECK(strstr(err.msg, "symbolic link") != NULL);
@@ -228,7 +232,7 @@ static void test_hostile_symlink_out(void)
 
 static void test_hostile_hardlink(void)
 {
-	struct craft c[] = { { "h", 'h', "/etc/passwd", NULL } };
+	struct craft c[] = { { "h", 'h', "/etc/passwd", NULL, NULL } };
 	struct gr_err err = { 0 };
 	CHECK(extract_crafted(c, 1, &err) < 0);
 	CHECK(strstr(err.msg, "hard link") != NULL);
@@ -245,7 +249,7 @@ static void test_existing_symlink_in_dest(void)
 	mkdir(dest, 0755);
 	mkdir(target, 0755);
 	CHECK(symlink(target, link) == 0);
-	struct craft c[] = { { "sub/x.txt", 'f', NULL, "x" } };
+	struct craft c[] = { { "sub/x.txt", 'f', NULL, "x", NULL } };
 	struct gr_err err = { 0 };
 	uint32_t files;
 	int fd = craft(c, 1);
@@ -259,10 +263,42 @@ static void test_existing_symlink_in_dest(void)
 	CHECK(access(p, F_OK) < 0);
 }
 
+/* A host that "resumes" a file whose folder here is the user's symlink:
+ * the part cannot be opened through it, and the refusal must not remove
+ * the part and info names it would have used, where the symlink leads
+ * (it did: the plain unlink followed the symlink). Found by fuzz_art. */
+static void test_resume_through_symlink(void)
+{
+	char dest[300], link[400], target[300], p[400];
+	snprintf(dest, sizeof(dest), "%s/hostile3", tmp);
+	snprintf(target, sizeof(target), "%s/outside3", tmp);
+	snprintf(link, sizeof(link), "%s/sub", dest);
+	mkdir(dest, 0755);
+	mkdir(target, 0755);
+	CHECK(symlink(target, link) == 0);
+	snprintf(p, sizeof(p), "%s/.x.txt.gpurun-part", target);
+	CHECK(write_file_atomic(p, "abc", 3, 0644, NULL) == 0);
+	snprintf(p, sizeof(p), "%s/.x.txt.gpurun-partinfo", target);
+	CHECK(write_file_atomic(p, "keep", 4, 0644, NULL) == 0);
+	struct craft c[] = { { "sub/x.txt", 'f', NULL, "defgh", "3" } };
+	struct gr_err err = { 0 };
+	uint32_t files;
+	int fd = craft(c, 1);
+	struct art_limits lim = roomy();
+	CHECK(art_extract_fd(fd, dest, &lim, &files, &err) < 0);
+	close(fd);
+	printf("# refused as wanted: %s\n", err.msg);
+	CHECK(strstr(err.msg, "no part file") != NULL);
+	snprintf(p, sizeof(p), "%s/.x.txt.gpurun-part", target);
+	CHECK(slurp_eq(p, "abc"));
+	snprintf(p, sizeof(p), "%s/.x.txt.gpurun-partinfo", target);
+	CHECK(slurp_eq(p, "keep"));
+}
+
 static void test_truncated(void)
 {
 	/* A stream cut short (connection lost mid-pull) leaves no half file. */
-	struct craft c[] = { { "big.bin", 'f', NULL, "0123456789abcdefghij0123456789abcdefghij" } };
+	struct craft c[] = { { "big.bin", 'f', NULL, "0123456789abcdefghij0123456789abcdefghij", NULL } };
 	char path[300], dest[300], p[400];
 	struct gr_err err = { 0 };
 	uint32_t files;
@@ -298,7 +334,7 @@ static int extract_within(const struct craft *c, size_t n, const char *name,
 static void test_larger_than_announced(void)
 {
 	/* An entry bigger than the whole pull was announced to be. */
-	struct craft c[] = { { "a.bin", 'f', NULL, "0123456789" } };
+	struct craft c[] = { { "a.bin", 'f', NULL, "0123456789", NULL } };
 	struct art_limits lim = { .files = 1, .bytes = 5 };
 	struct gr_err err = { 0 };
 	char dest[300], p[400];
@@ -310,7 +346,7 @@ static void test_larger_than_announced(void)
 	CHECK(access(p, F_OK) < 0);
 
 	/* Each within, together past it: the second is refused. */
-	struct craft two[] = { { "x.bin", 'f', NULL, "12345" }, { "y.bin", 'f', NULL, "12345" } };
+	struct craft two[] = { { "x.bin", 'f', NULL, "12345", NULL }, { "y.bin", 'f', NULL, "12345", NULL } };
 	lim = (struct art_limits){ .files = 2, .bytes = 8 };
 	CHECK(extract_within(two, 2, "ann2", &lim, &err, dest, sizeof(dest)) < 0);
 	snprintf(p, sizeof(p), "%s/x.bin", dest);
@@ -356,7 +392,7 @@ static void test_min_free(void)
 		CHECK(strstr(err.msg, "keeps 90%") != NULL);
 	}
 	/* And the announced path refuses before it writes anything. */
-	struct craft c[] = { { "a.bin", 'f', NULL, "x" } };
+	struct craft c[] = { { "a.bin", 'f', NULL, "x", NULL } };
 	char dest[300], p[400], path[300];
 	snprintf(dest, sizeof(dest), "%s/full", tmp);
 	mkdir(dest, 0755);
@@ -550,6 +586,7 @@ int main(void)
 	RUN(test_hostile_symlink_out);
 	RUN(test_hostile_hardlink);
 	RUN(test_existing_symlink_in_dest);
+	RUN(test_resume_through_symlink);
 	RUN(test_truncated);
 	RUN(test_larger_than_announced);
 	RUN(test_min_free);
