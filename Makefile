@@ -126,9 +126,10 @@ $(O)/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(wildcard cli/*.c cli/*.h) | deps-che
 
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(O)/fuzz/%)
 
-# fuzz_host feeds the client's own readers of what the host sends: it links
-# the client's code built again with clang, ASan, UBSan and the fuzzer's
-# coverage (without -Werror: gcc's warnings are the build's).
+# fuzz_host and fuzz_art feed the client's own readers of what the host
+# sends: they link the client's code built again with clang, ASan, UBSan
+# and the fuzzer's coverage (without -Werror: gcc's warnings are the build's).
+FUZZ_CLIENT := fuzz_host fuzz_art
 FUZZ_FLAGS := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_LIB_OBJ := $(CLIENT_SRC:%.c=$(O)/fuzz-obj/%.o) $(COMMON_SRC:%.c=$(O)/fuzz-obj/%.o)
 $(O)/fuzz-obj/%.o: %.c | deps-check
@@ -138,7 +139,7 @@ $(O)/fuzz-obj/%.o: %.c | deps-check
 $(O)/fuzz-obj/libgr.a: $(FUZZ_LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(O)/fuzz/fuzz_host: tests/fuzz/fuzz_host.c $(O)/fuzz-obj/libgr.a $(O)/agent_blob.o
+$(FUZZ_CLIENT:%=$(O)/fuzz/%): $(O)/fuzz/%: tests/fuzz/%.c $(O)/fuzz-obj/libgr.a $(O)/agent_blob.o
 	@mkdir -p $(@D)
 	$(CLANG) $(CPPFLAGS) -I$(O)/gen $(FUZZ_FLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< \
 		$(O)/fuzz-obj/libgr.a $(O)/agent_blob.o $(CLIENT_LIBS)
