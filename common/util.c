@@ -50,7 +50,8 @@ char *xstrdup(const char *s)
 char *xstrndup(const char *s, size_t n)
 {
 	char *p = xmalloc(n + 1);
-	memcpy(p, s, n);
+	if (n) /* (an empty strbuf's buf is NULL) */
+		memcpy(p, s, n);
 	p[n] = '\0';
 	return p;
 }
