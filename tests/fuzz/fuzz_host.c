@@ -12,7 +12,13 @@
  *     patcher also accepts it, both make the same bytes;
  *   the delta engine itself: an old and a new file made from the input,
  *     the new one sent against the old one's signature, the delta applied
- *     to the old file must give the new one.
+ *     to the old file must give the new one;
+ *   log bytes through the terminal filter: what comes out is UTF-8 with
+ *     no control but \t \n \r \b and no escape but the CSIs it lets
+ *     through; cut anywhere into two chunks it gives the same; filtered
+ *     again it does not change;
+ *   a host's string escaped for one line (ts_add): no control byte, no C1,
+ *     no bidi override, UTF-8.
  * Seeds: corpus/host/, from corpus/make_host_seeds.py. FUZZ_HOST_SAY=1
  * makes each reader say whether it accepted (to check the seeds). */
 #include <librsync.h>
@@ -29,6 +35,7 @@
 #include "sync_delta.h"
 #include "sync_manifest.h"
 #include "sync_steps.h"
+#include "term_filter.h"
 
 #define BASIS_LEN 5000
 
@@ -331,7 +338,7 @@ static void host_delta(const uint8_t *p, size_t n)
 	int ours = dapply_all(p, n, basis_fd, BASIS_LEN, max_out, split, &got, &got_len) == 0;
 	said("delta (dapply)", ours);
 	if (ours && rs_apply(p, n, basis, BASIS_LEN, &ref) == 0)
-		check(ref.len == got_len && !memcmp(ref.buf, got, got_len),
+		check(ref.len == got_len && (!got_len || !memcmp(ref.buf, got, got_len)),
 		      "dapply and librsync's patch make different files of one delta");
 	free(got);
 	sb_release(&ref);
@@ -424,7 +431,7 @@ static void delta_round_trip(const uint8_t *p, size_t n)
 		check(dapply_all((uint8_t *)delta.buf, delta.len, oldfd, old_len, nw.len, delta.len / 2,
 				 &got, &got_len) == 0,
 		      "the delta made here is refused");
-		check(got_len == nw.len && !memcmp(got, nw.buf, nw.len),
+		check(got_len == nw.len && (!nw.len || !memcmp(got, nw.buf, nw.len)),
 		      "the delta applied to the old file does not give the new one");
 		free(got);
 		close(oldfd);
@@ -435,6 +442,102 @@ static void delta_round_trip(const uint8_t *p, size_t n)
 	sb_release(&delta);
 }
 
+/* Is s[0..n) what the filter may let through? */
+static void check_filtered(const struct strbuf *out)
+{
+	char *s = xstrndup(out->buf, out->len); /* (NUL-terminated for u8_char_len) */
+	size_t n = out->len;
+
+	check(strlen(s) == n, "a NUL byte came through the filter");
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == 0x1b) {
+			check(i + 1 < n && s[i + 1] == '[', "an escape that is not a CSI came through");
+			size_t j = i + 2;
+			while (j < n && ((s[j] >= '0' && s[j] <= '9') || s[j] == ';' || s[j] == ':'))
+				j++;
+			check(j < n && s[j] && strchr("mABCDEFGK", s[j]), "a CSI the filter drops came through");
+			check(s[j] == 'm' || !memchr(s + i + 2, ':', j - i - 2), "':' in a CSI other than SGR");
+			i = j + 1;
+		} else if (c < 0x80) {
+			check((c >= 0x20 && c != 0x7f) || c == '\t' || c == '\n' || c == '\r' || c == '\b',
+			      "a control byte came through the filter");
+			i++;
+		} else {
+			size_t len = u8_char_len(s + i);
+			check(len > 0, "bytes that are not UTF-8 came through the filter");
+			check(!(len == 2 && c == 0xc2 && (unsigned char)s[i + 1] <= 0x9f),
+			      "a C1 control came through the filter");
+			i += len;
+		}
+	}
+	free(s);
+}
+
+static void filtered(const uint8_t *p, size_t n, size_t cut, struct strbuf *out)
+{
+	struct term_filter f;
+
+	tf_init(&f);
+	tf_feed(&f, p, cut, out);
+	tf_feed(&f, p + cut, n - cut, out);
+	tf_finish(&f, out);
+}
+
+static void log_bytes(const uint8_t *p, size_t n)
+{
+	if (n < 1)
+		return;
+	size_t cut = p[0] % (n);
+	struct strbuf whole = STRBUF_INIT, two = STRBUF_INIT, again = STRBUF_INIT;
+
+	p++;
+	n--;
+	if (cut > n)
+		cut = n;
+	filtered(p, n, 0, &whole);
+	check_filtered(&whole);
+	filtered(p, n, cut, &two);
+	check(two.len == whole.len && (!whole.len || !memcmp(two.buf, whole.buf, whole.len)),
+	      "the filter gives other bytes when the input is cut in two");
+	filtered(whole.len ? (const uint8_t *)whole.buf : (const uint8_t *)"", whole.len,
+		 whole.len / 2, &again);
+	check(again.len == whole.len && (!whole.len || !memcmp(again.buf, whole.buf, whole.len)),
+	      "filtered again, the filter's output changes");
+	sb_release(&whole);
+	sb_release(&two);
+	sb_release(&again);
+}
+
+static void one_line(const uint8_t *p, size_t n)
+{
+	char *s = xstrndup((const char *)p, n); /* up to a NUL, as a host's string */
+	struct strbuf out = STRBUF_INIT;
+
+	ts_add(&out, s);
+	for (size_t i = 0; i < out.len;) {
+		unsigned char c = (unsigned char)out.buf[i];
+		check(c >= 0x20 && c != 0x7f, "a control byte in an escaped string");
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		char *rest = xstrndup(out.buf + i, out.len - i);
+		size_t len = u8_char_len(rest);
+		free(rest);
+		check(len > 0, "bytes that are not UTF-8 in an escaped string");
+		const unsigned char *u = (const unsigned char *)out.buf + i;
+		check(!(len == 2 && u[0] == 0xc2 && u[1] <= 0x9f), "a C1 control in an escaped string");
+		check(!(len == 3 && u[0] == 0xe2 &&
+			((u[1] == 0x80 && u[2] >= 0xaa && u[2] <= 0xae) ||
+			 (u[1] == 0x81 && u[2] >= 0xa6 && u[2] <= 0xa9))),
+		      "a bidi override in an escaped string");
+		i += len;
+	}
+	sb_release(&out);
+	free(s);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
@@ -442,7 +545,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const uint8_t *p = data + 1;
 	size_t n = size - 1;
 
-	switch (data[0] % 10) {
+	switch (data[0] % 12) {
 	case 0: manifest(p, n, 0); break;
 	case 1: manifest(p, n, 1); break;
 	case 2: manifest(p, n, 2); break;
@@ -452,7 +555,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 6: fz_job_gpus(p, n); break;
 	case 7: host_signature(p, n); break;
 	case 8: host_delta(p, n); break;
-	default: delta_round_trip(p, n); break;
+	case 9: delta_round_trip(p, n); break;
+	case 10: log_bytes(p, n); break;
+	default: one_line(p, n); break;
 	}
 	return 0;
 }

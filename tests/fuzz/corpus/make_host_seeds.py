@@ -89,6 +89,10 @@ seeds = {
     "round-trip": b"\x09" + struct.pack(">H", 5000) + bytes([0, 0x12, 0x00, 0]),
     # and with an insert, a delete and a moved block
     "round-trip-2": b"\x09" + struct.pack(">H", 5000) + bytes([1, 0, 9, 2, 2, 0x10, 0, 1, 3, 0x01, 0x20, 3]),
+    # a log with colour, a progress bar, OSC 52, a title, DCS, a clear, bad UTF-8
+    "log": b"\x0a" + b"\x07" + b"step 1\n\x1b[1;32mgreen\x1b[0m 50%\x1b[K\r\x1b]52;c;ZXZpbA==\x07"
+           b"\x1b]0;pwned\x1b\\\x1bP+q544e\x1b\\\x1b[2J\x1b[?1049h\xe2\x9c\x93 \xff\xc2\x9b done\n",
+    "one-line": b"\x0b" + b"run\x1b]0;t\x07ning \xe2\x80\xae evil \xc2\x85 \xff",
 }
 os.makedirs(OUT, exist_ok=True)
 for name, data in seeds.items():
