@@ -59,6 +59,10 @@ static int parent_below(const char *rel, const char **base)
 	int dfd = AT_FDCWD;
 
 	while ((slash = strchr(part, '/'))) {
+		if (slash == part) { /* "a//b" is "a/b", as libarchive writes it */
+			part++;
+			continue;
+		}
 		char *name = xstrndup(part, (size_t)(slash - part));
 		int next = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		free(name);

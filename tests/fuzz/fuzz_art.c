@@ -65,6 +65,11 @@ static void put(const char *dir, const char *name, const char *text)
 	close(fd);
 }
 
+static void clean_up(void)
+{
+	rm_rf(root);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -73,6 +78,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(root, sizeof(root), "/dev/shm/fuzz_art.%d", (int)getpid());
 	rm_rf(root);
 	check(mkdir(root, 0700) == 0, "mkdir root");
+	atexit(clean_up);
 	snprintf(dest, sizeof(dest), "%s/runs", root);
 	snprintf(outside, sizeof(outside), "%s/outside", root);
 	return 0;
