@@ -2,7 +2,9 @@
 """Writes the seed inputs of tests/fuzz/fuzz_host.c into corpus/host/: one
 well-formed answer of each kind the host sends (the first byte picks the
 reader), so the fuzzer starts past the readers' first checks. Run it again
-if a format changes:  python3 tests/fuzz/corpus/make_host_seeds.py"""
+if a format changes:  python3 tests/fuzz/corpus/make_host_seeds.py
+(regress-* beside them are inputs that once failed, kept by hand: every
+run replays them first.)"""
 import hashlib
 import os
 import struct
