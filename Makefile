@@ -7,6 +7,7 @@
 #                   of 20 batches, default 1000), the job house (JOB_SEEDS)
 #                   and pull (PULL_SEEDS seeds of PULL_STEPS steps); then
 #                   each fuzz target for FUZZ_SECONDS (default 300)
+#   make fuzz-soak  only that last part
 #   make deps       install the Debian packages the build and tests need
 
 CC      ?= cc
@@ -57,7 +58,7 @@ HASH_H := $(O)/gen/agent_hash.h
 $(shell mkdir -p $(O)/gen; echo '#define GR_AGENT_HASH "$(AGENT_HASH)"' > $(HASH_H).new; \
 	cmp -s $(HASH_H).new $(HASH_H) || mv $(HASH_H).new $(HASH_H); rm -f $(HASH_H).new)
 
-.PHONY: all test unit-bins demo bench soak deps deps-check clean install kernels completions man
+.PHONY: all test unit-bins demo bench soak fuzz-soak deps deps-check clean install kernels completions man
 all: deps-check $(O)/gpurun $(O)/gpurun-agent
 
 deps:
@@ -185,9 +186,14 @@ soak: all $(HELPER_BIN)
 	wait $$l && [ $$s = 0 ]
 	PULL_MODEL_SEEDS=1-$(PULL_SEEDS) PULL_MODEL_STEPS=$(PULL_STEPS) GPURUN_BUILD=$(CURDIR)/$(O) \
 		bash tests/t/t0413-pull-model.sh
-	# The fuzz targets at length, each from its seeds; a crash keeps its
-	# input as build-san/fuzz/crash-*.
+	$(MAKE) fuzz-soak
+
+# The fuzz targets at length (make soak ends with this), each from its
+# seeds; a crash keeps its input as build-san/fuzz/crash-*.
+fuzz-soak:
+	$(MAKE) SAN=1 unit-bins
 	for f in build-san/fuzz/fuzz_*; do \
+		case $$f in *.*) continue ;; esac; \
 		n=$$(basename $$f); c=$$(mktemp -d); \
 		cp -r tests/fuzz/corpus/$${n#fuzz_}/. $$c/ 2>/dev/null; \
 		$$f -timeout=20 -max_len=4096 -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=1024 \
