@@ -460,36 +460,6 @@ static struct art_basis *basis_of(const struct art_delta *d, const char *path)
 	return d && d->n ? bsearch(&key, d->v, d->n, sizeof(key), cmp_basis) : NULL;
 }
 
-/* The folders of rel below the working folder, made where missing,
- * through no symlink (a delta's file may be new here: its basis is
- * another job's). 0, or -1 with errno. */
-static int mkdirs_below(const char *rel)
-{
-	char *copy = xstrdup(rel), *part = copy, *slash;
-	int dfd = AT_FDCWD, rc = 0;
-
-	while ((slash = strchr(part, '/'))) {
-		*slash = '\0';
-		if (mkdirat(dfd, part, 0755) < 0 && errno != EEXIST) {
-			rc = -1;
-			break;
-		}
-		int next = openat(dfd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (dfd != AT_FDCWD)
-			close(dfd);
-		dfd = next;
-		if (dfd < 0) {
-			rc = -1;
-			break;
-		}
-		part = slash + 1;
-	}
-	if (dfd >= 0 && dfd != AT_FDCWD)
-		close(dfd);
-	free(copy);
-	return rc;
-}
-
 /* The delta failed: leave a note, so the next pull takes the file whole. */
 static void note_nodelta(const char *final)
 {
@@ -573,7 +543,8 @@ int art_delta_entry(struct archive *in, struct archive_entry *e, const char *fin
 		goto out;
 	}
 	art_unlink_below(info); /* a delta is not resumed: a part of a whole file is stale */
-	fd = mkdirs_below(part) < 0 ? -1 : art_open_below(part, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	/* (a delta's file may be new here: its basis is another job's) */
+	fd = art_mkdirs_below(part) < 0 ? -1 : art_open_below(part, O_RDWR | O_CREAT | O_TRUNC, 0600);
 	if (fd < 0) {
 		rc = gr_errf(err, GR_EIO, "cannot write artifact '%s': %s", ts(final), strerror(errno));
 		goto out;

@@ -50,10 +50,11 @@ static const char *bad_name(const char *name)
 }
 
 /* The folder holding rel below the working folder (dest), opened through
- * no symlink (each folder with O_NOFOLLOW): AT_FDCWD for a name without
- * a '/', -1 if a folder on the way cannot be opened (or is a symlink).
+ * no symlink (each folder with O_NOFOLLOW; make: made 0755 where
+ * missing): AT_FDCWD for a name without a '/', -1 (errno set) if a
+ * folder on the way cannot be made or opened (or is a symlink).
  * *base: rel's last component. */
-static int parent_below(const char *rel, const char **base)
+static int parent_below(const char *rel, int make, const char **base)
 {
 	const char *part = rel, *slash;
 	int dfd = AT_FDCWD;
@@ -64,7 +65,9 @@ static int parent_below(const char *rel, const char **base)
 			continue;
 		}
 		char *name = xstrndup(part, (size_t)(slash - part));
-		int next = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int next = make && mkdirat(dfd, name, 0755) < 0 && errno != EEXIST
+				   ? -1
+				   : openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		free(name);
 		if (dfd != AT_FDCWD)
 			close(dfd);
@@ -81,7 +84,7 @@ static int parent_below(const char *rel, const char **base)
 int art_open_below(const char *rel, int flags, mode_t mode)
 {
 	const char *base;
-	int dfd = parent_below(rel, &base), fd = -1;
+	int dfd = parent_below(rel, 0, &base), fd = -1;
 
 	if (dfd >= 0 || dfd == AT_FDCWD)
 		fd = openat(dfd, base, flags | O_NOFOLLOW | O_CLOEXEC, mode);
@@ -95,12 +98,22 @@ int art_open_below(const char *rel, int flags, mode_t mode)
 void art_unlink_below(const char *rel)
 {
 	const char *base;
-	int dfd = parent_below(rel, &base);
+	int dfd = parent_below(rel, 0, &base);
 
 	if (dfd >= 0 || dfd == AT_FDCWD)
 		(void)unlinkat(dfd, base, 0);
 	if (dfd >= 0)
 		close(dfd);
+}
+
+int art_mkdirs_below(const char *rel)
+{
+	const char *base;
+	int dfd = parent_below(rel, 1, &base);
+
+	if (dfd >= 0)
+		close(dfd);
+	return dfd == -1 ? -1 : 0;
 }
 
 /* The part and info names for final. */

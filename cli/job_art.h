@@ -53,6 +53,9 @@ int art_extract_announced(int fd, const char *dest, int min_free_pct, struct art
 int art_open_below(const char *rel, int flags, mode_t mode);
 /* Remove the file rel below the working folder, through no symlink. */
 void art_unlink_below(const char *rel);
+/* The folders of rel below the working folder, made (0755) where missing,
+ * through no symlink. 0, or -1 with errno. */
+int art_mkdirs_below(const char *rel);
 /* The hidden sibling ".NAME<suffix>" of final (new string). */
 char *art_sibling(const char *final, const char *suffix);
 
