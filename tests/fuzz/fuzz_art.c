@@ -41,19 +41,9 @@ static void check(int ok, const char *what)
 	}
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	(void)st;
-	(void)f;
-	if (flag == FTW_DP)
-		chmod(p, 0700); /* (a folder the archive made 0) */
-	return remove(p) < 0 && errno != ENOENT ? -1 : 0;
-}
-
 static void rm_rf(const char *p)
 {
-	chmod(p, 0700);
-	nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	(void)rm_tree_at(AT_FDCWD, p); /* (opens up folders an archive made without access) */
 }
 
 static void put(const char *dir, const char *name, const char *text)

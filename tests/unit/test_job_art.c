@@ -178,12 +178,10 @@ static int craft(const struct craft *c, size_t n)
 	return open(path, O_RDONLY);
 }
 
-static int extract_crafted(const struct craft *c, size_t n, struct gr_err *err)
+static int extract_crafted_into(const char *dest, const struct craft *c, size_t n,
+				struct gr_err *err)
 {
-	char dest[300];
 	uint32_t files;
-	snprintf(dest, sizeof(dest), "%s/hostile", tmp);
-	mkdir(dest, 0755);
 	int fd = craft(c, n);
 	struct art_limits lim = roomy();
 	int rc = art_extract_fd(fd, dest, &lim, &files, err);
@@ -191,6 +189,27 @@ static int extract_crafted(const struct craft *c, size_t n, struct gr_err *err)
 	if (rc < 0)
 		printf("# refused as wanted: %s\n", err->msg);
 	return rc;
+}
+
+static int extract_crafted(const struct craft *c, size_t n, struct gr_err *err)
+{
+	char dest[300];
+	snprintf(dest, sizeof(dest), "%s/hostile", tmp);
+	mkdir(dest, 0755);
+	return extract_crafted_into(dest, c, n, err);
+}
+
+/* tmp/NAME, a runs folder whose "sub" is the user's symlink to
+ * tmp/NAME-outside (target). */
+static void dest_with_link(const char *name, char dest[300], char target[300])
+{
+	char link[400];
+	snprintf(dest, 300, "%s/%s", tmp, name);
+	snprintf(target, 300, "%s/%s-outside", tmp, name);
+	snprintf(link, sizeof(link), "%s/sub", dest);
+	mkdir(dest, 0755);
+	mkdir(target, 0755);
+	CHECK(symlink(target, link) == 0);
 }
 
 static void test_hostile_dotdot(void)
@@ -242,21 +261,11 @@ static void test_existing_symlink_in_dest(void)
 {
 	/* A symlink already in runs/<job>/ (not from the archive): libarchive's
 	 * SECURE_SYMLINKS refuses to write through it. */
-	char dest[300], link[400], target[300], p[400];
-	snprintf(dest, sizeof(dest), "%s/hostile2", tmp);
-	snprintf(target, sizeof(target), "%s/outside2", tmp);
-	snprintf(link, sizeof(link), "%s/sub", dest);
-	mkdir(dest, 0755);
-	mkdir(target, 0755);
-	CHECK(symlink(target, link) == 0);
+	char dest[300], target[300], p[400];
+	dest_with_link("hostile2", dest, target);
 	struct craft c[] = { { "sub/x.txt", 'f', NULL, "x", NULL } };
 	struct gr_err err = { 0 };
-	uint32_t files;
-	int fd = craft(c, 1);
-	struct art_limits lim = roomy();
-	CHECK(art_extract_fd(fd, dest, &lim, &files, &err) < 0);
-	close(fd);
-	printf("# refused as wanted: %s\n", err.msg);
+	CHECK(extract_crafted_into(dest, c, 1, &err) < 0);
 	snprintf(p, sizeof(p), "%s/x.txt", target);
 	CHECK(access(p, F_OK) < 0);
 	snprintf(p, sizeof(p), "%s/.x.txt.gpurun-part", target);
@@ -269,25 +278,15 @@ static void test_existing_symlink_in_dest(void)
  * (it did: the plain unlink followed the symlink). Found by fuzz_art. */
 static void test_resume_through_symlink(void)
 {
-	char dest[300], link[400], target[300], p[400];
-	snprintf(dest, sizeof(dest), "%s/hostile3", tmp);
-	snprintf(target, sizeof(target), "%s/outside3", tmp);
-	snprintf(link, sizeof(link), "%s/sub", dest);
-	mkdir(dest, 0755);
-	mkdir(target, 0755);
-	CHECK(symlink(target, link) == 0);
+	char dest[300], target[300], p[400];
+	dest_with_link("hostile3", dest, target);
 	snprintf(p, sizeof(p), "%s/.x.txt.gpurun-part", target);
 	CHECK(write_file_atomic(p, "abc", 3, 0644, NULL) == 0);
 	snprintf(p, sizeof(p), "%s/.x.txt.gpurun-partinfo", target);
 	CHECK(write_file_atomic(p, "keep", 4, 0644, NULL) == 0);
 	struct craft c[] = { { "sub/x.txt", 'f', NULL, "defgh", "3" } };
 	struct gr_err err = { 0 };
-	uint32_t files;
-	int fd = craft(c, 1);
-	struct art_limits lim = roomy();
-	CHECK(art_extract_fd(fd, dest, &lim, &files, &err) < 0);
-	close(fd);
-	printf("# refused as wanted: %s\n", err.msg);
+	CHECK(extract_crafted_into(dest, c, 1, &err) < 0);
 	CHECK(strstr(err.msg, "no part file") != NULL);
 	snprintf(p, sizeof(p), "%s/.x.txt.gpurun-part", target);
 	CHECK(slurp_eq(p, "abc"));
