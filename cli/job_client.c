@@ -99,10 +99,23 @@ static void job_spec_slurm(const struct gr_config *cfg, struct strvec *spec)
 #undef SPAIR
 }
 
+/* The terminal type a job's steps get: the user's terminal's, or
+ * xterm-256color when there is none (in a pipe, in CI) or its name is
+ * not a plain one; the client filters what reaches a terminal anyway. */
+static const char *job_term(void)
+{
+	const char *t = getenv("TERM");
+
+	if ((!isatty(1) && !isatty(2)) || !job_term_ok(t))
+		return "xterm-256color";
+	return t;
+}
+
 void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct strvec *spec)
 {
 #define PAIR(k, v) do { sv_push(spec, (k)); sv_push(spec, (v)); } while (0)
 	PAIR("command", cfg->train.command ? cfg->train.command : "");
+	PAIR("term", job_term());
 	PAIR("gpus", cfg->train.gpus ? cfg->train.gpus : "");
 	PAIR("shell", cfg->train.shell && *cfg->train.shell ? cfg->train.shell : "sh");
 	if (cfg->train.output && !strcmp(cfg->train.output, "pipe"))

@@ -34,13 +34,51 @@ static void saw(struct cfg_profile *p, const char *what)
 	sb_addf(&p->found, "%s%s", p->found.len ? ", " : "", what);
 }
 
+/* pyproject.toml makes a package pip can install (not only tools'
+ * settings): it has a [project], [build-system] or [tool.poetry] table. */
+static int pyproject_installable(const char *dir, int *poetry)
+{
+	char *p = xasprintf("%s/pyproject.toml", dir);
+	struct strbuf sb = STRBUF_INIT;
+	int r = 0;
+
+	*poetry = 0;
+	if (read_file(p, &sb, NULL) == 0 && sb.buf) {
+		for (char *l = sb.buf; l && *l;) {
+			char *nl = strchr(l, '\n');
+			while (*l == ' ' || *l == '\t')
+				l++;
+			if (!strncmp(l, "[project]", 9) || !strncmp(l, "[build-system]", 14))
+				r = 1;
+			if (!strncmp(l, "[tool.poetry]", 13))
+				r = *poetry = 1;
+			l = nl ? nl + 1 : NULL;
+		}
+	}
+	sb_release(&sb);
+	free(p);
+	return r;
+}
+
+/* Where uv, poetry and conda land when installed for the user (pipx,
+ * uv's and poetry's installers): a job's /bin/sh -c does not read the
+ * rc files that put them on PATH. */
+#define USER_BIN "export PATH=\"$HOME/.local/bin:$PATH\" && "
+
 void cfgk_profile_detect(const char *dir, struct cfg_profile *p)
 {
 	const char *script = has(dir, "train.py") ? "train.py" : has(dir, "main.py") ? "main.py" : NULL;
 	int req = has(dir, "requirements.txt"), pyproject = has(dir, "pyproject.toml");
+	int uv = has(dir, "uv.lock"), poetry_lock = has(dir, "poetry.lock"), poetry = 0;
+	const char *conda = has(dir, "environment.yml") ? "environment.yml"
+			    : has(dir, "environment.yaml") ? "environment.yaml" : NULL;
+	int package = pyproject && pyproject_installable(dir, &poetry);
 
-	*p = (struct cfg_profile){ "", STRBUF_INIT, STRVEC_INIT, STRVEC_INIT };
-	if (script || req || pyproject) {
+	*p = (struct cfg_profile){ "", NULL, STRBUF_INIT, STRVEC_INIT, STRVEC_INIT };
+	poetry |= poetry_lock;
+	if (script || req || pyproject || uv || conda) {
+		const char *run = script ? script : "train.py", *env = ".venv";
+		char *cmd, *setup = NULL, *inputs = NULL;
 		p->kind = "python";
 		if (script)
 			saw(p, script);
@@ -48,16 +86,43 @@ void cfgk_profile_detect(const char *dir, struct cfg_profile *p)
 			saw(p, "pyproject.toml");
 		if (req)
 			saw(p, "requirements.txt");
-		const char *run = script ? script : "train.py";
-		char *cmd;
-		if (req || pyproject) {
-			/* The environment lives once on the host, made by setup
-			 * and shared by every job (a persistent path). */
-			set(p, "setup.command", req ? "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt"
-						    : "python3 -m venv .venv && .venv/bin/pip install -e .");
-			set(p, "setup.inputs", req ? "requirements.txt" : "pyproject.toml");
-			set(p, "train.persist", "checkpoints/ .venv/");
-			cmd = xasprintf(".venv/bin/python %s", run);
+		if (uv)
+			saw(p, "uv.lock");
+		if (poetry_lock)
+			saw(p, "poetry.lock");
+		if (conda)
+			saw(p, conda);
+		/* The environment lives once on the host, made by setup in the
+		 * project folder and shared by every job (a persistent path);
+		 * the project's own package is installed editable, and a job
+		 * imports it from its snapshot all the same. */
+		if (uv) {
+			p->tool = "uv";
+			setup = xstrdup(USER_BIN "uv sync --locked");
+			inputs = xstrdup("uv.lock pyproject.toml");
+		} else if (poetry) {
+			p->tool = "poetry";
+			setup = xstrdup(USER_BIN "POETRY_VIRTUALENVS_IN_PROJECT=true poetry install --no-interaction");
+			inputs = xstrdup(poetry_lock ? "poetry.lock pyproject.toml" : "pyproject.toml");
+		} else if (conda) {
+			p->tool = "conda";
+			env = ".conda";
+			setup = xasprintf("conda env update --prefix ./.conda --file %s --prune", conda);
+			inputs = xstrdup(conda);
+		} else if (req || package) {
+			p->tool = "pip";
+			setup = xasprintf("python3 -m venv .venv && .venv/bin/pip install%s%s",
+					  req ? " -r requirements.txt" : "", package ? " -e ." : "");
+			inputs = xasprintf("%s%s%s", req ? "requirements.txt" : "",
+					   req && package ? " " : "", package ? "pyproject.toml" : "");
+		}
+		if (setup) {
+			char *persist = xasprintf("checkpoints/ %s/", env);
+			set(p, "setup.command", setup);
+			set(p, "setup.inputs", inputs);
+			set(p, "train.persist", persist);
+			cmd = xasprintf("%s/bin/python %s", env, run);
+			free(persist);
 		} else {
 			set(p, "train.persist", "checkpoints/");
 			cmd = xasprintf("python3 %s", run);
@@ -66,6 +131,8 @@ void cfgk_profile_detect(const char *dir, struct cfg_profile *p)
 		set(p, "train.command", cmd);
 		set(p, "artifacts.pull", "checkpoints/ *.jsonl *.csv");
 		free(cmd);
+		free(setup);
+		free(inputs);
 		return;
 	}
 	if (has(dir, "kernels/Makefile") && has(dir, "kernels/train.c")) {
@@ -110,8 +177,12 @@ void cfgk_template(struct strbuf *out, const char *project, const struct cfg_pro
 		sb_addf(out, "#\n# This project looks like a %s one (found %s): the values below\n"
 			"# marked '(for this project)' were chosen for that; the rest are defaults.\n",
 			!strcmp(p->kind, "python") ? "Python" : "kernels/ (C and CUDA)", p->found.buf);
-	else
-		sb_adds(out, "#\n# Set [train] command to what runs your training, from the project folder.\n");
+	if (p && p->tool && !strcmp(p->tool, "conda"))
+		sb_adds(out, "# [setup] runs conda on the host: install conda, mamba or micromamba there\n"
+			"# first (with micromamba, write 'micromamba create -y' for 'conda env update').\n");
+	else if (p && p->tool && strcmp(p->tool, "pip"))
+		sb_addf(out, "# [setup] runs %s on the host: install it there first ('pipx install %s', or\n"
+			"# its own installer; ~/.local/bin is on setup's PATH).\n", p->tool, p->tool);
 	sb_adds(out,
 		"#\n"
 		"# Where a job runs: in its own folder on the host ($GPURUN_JOB_DIR), which\n"

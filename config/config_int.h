@@ -32,6 +32,7 @@ char *cfgk_default(const struct gr_config_key *k, const char *project);
  * template writes for this kind of project (config_init.c). */
 struct cfg_profile {
 	const char *kind;     /* "python", "kernels" or "" (nothing recognised) */
+	const char *tool;     /* python: what setup uses: pip, uv, poetry, conda (or NULL) */
 	struct strbuf found;  /* what was seen: "train.py, requirements.txt" */
 	struct strvec keys;   /* "section.key", in step with values */
 	struct strvec values;

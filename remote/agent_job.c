@@ -195,7 +195,9 @@ static int start_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *er
 			     (uint64_t)now.tv_nsec / 1000000, &id, &dir, err)) < 0)
 		goto out;
 	job_spec_list(&s->spec, "persist", &persist);
-	if ((rc = job_snapshot(s->full, dir, s->root, &persist, &ss, err)) < 0) {
+	rc = job_snapshot(s->full, dir, s->root, &persist, &ss, err);
+	sv_clear(&ss.env_names);
+	if (rc < 0) {
 		gr_err_prefix(err, "cannot snapshot the project");
 		goto fail;
 	}
@@ -258,6 +260,8 @@ static int check_spec_15(const struct job_spec *spec, struct gr_err *err)
 	if (*name && !job_name_ok(name))
 		rc = gr_errf(err, GR_EINVAL, "bad job name '%s': a letter, then letters, digits, "
 			     "'.', '_' or '-', at most %d", name, GR_JOB_NAME_MAX);
+	else if (*job_spec_get(spec, "term", "") && !job_term_ok(job_spec_get(spec, "term", "")))
+		rc = gr_errf(err, GR_EINVAL, "bad terminal type in the job's spec");
 	else if (argv.n && !*argv.v[0])
 		rc = gr_errf(err, GR_EINVAL, "the job's argv names no program");
 	else if (!job_hex_ok(job_spec_get(spec, "git_commit", ""), 40, 64) ||

@@ -18,6 +18,7 @@
 #include "job_delta.h"
 #include "job_glob.h"
 #include "job_pack.h"
+#include "job_snap.h"
 #include "job_proto.h"
 #include "sync_delta.h"
 #include "util.h"
@@ -606,6 +607,33 @@ struct wctx {
 	struct strvec sizes;
 };
 
+/* Folders whose files are no job's output to name: environments (a
+ * setup's, job_snap.h) and caches, so what the job wrote lists, and the
+ * client's hint names, the job's own files. */
+static int not_output(int dfd, const char *name, int follow)
+{
+	static const char *const caches[] = { "__pycache__", ".cache", ".pytest_cache",
+					      ".mypy_cache", ".ruff_cache", ".ipynb_checkpoints",
+					      "node_modules", ".git" };
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < GR_ARRAY_SIZE(caches); i++)
+		if (!strcmp(name, caches[i]))
+			return 1;
+	if (n > 9 && !strcmp(name + n - 9, ".egg-info"))
+		return 1;
+	if (follow) {
+		/* A persistent path is a link: look at what it leads to. */
+		int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int env = fd >= 0 && (faccessat(fd, "pyvenv.cfg", F_OK, 0) == 0 ||
+				      faccessat(fd, "conda-meta", F_OK, 0) == 0);
+		if (fd >= 0)
+			close(fd);
+		return env;
+	}
+	return job_snap_is_env(dfd, name);
+}
+
 static void wwalk(struct wctx *c, int dfd, const char *rel, int shared)
 {
 	DIR *d = fdopendir(dfd);
@@ -628,7 +656,7 @@ static void wwalk(struct wctx *c, int dfd, const char *rel, int shared)
 				c->w->total++;
 				sv_push(&c->all, sub);
 				sv_pushf(&c->sizes, "%llu", (unsigned long long)st.st_size);
-			} else if (S_ISDIR(st.st_mode)) {
+			} else if (S_ISDIR(st.st_mode) && !not_output(dirfd(d), de->d_name, follow)) {
 				int sfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
 						 (follow ? 0 : O_NOFOLLOW));
 				if (sfd >= 0)

@@ -133,7 +133,9 @@ enum gr_job_msg {
 	X(container_runtime, ONE)  /* auto (default), podman or docker */  \
 	X(container_option, LIST)  /* one word of [container] options */   \
 	X(container_mount, LIST)   /* SRC[:DST[:ro]] */                     \
-	X(container_user, ONE)     /* --user; "" = the caller's uid:gid */
+	X(container_user, ONE)     /* --user; "" = the caller's uid:gid */ \
+	/* issue 28 */                                                       \
+	X(term, ONE)               /* TERM for the steps (the user's terminal's) */
 
 /* Put one spec pair. */
 static inline void job_spec_put(struct strbuf *b, const char *key, const char *value)
@@ -210,6 +212,23 @@ static inline int job_ctr_name_ok(const char *name)
 static inline int job_ctr_runtime_ok(const char *s)
 {
 	return !s || !*s || !strcmp(s, "podman") || !strcmp(s, "docker");
+}
+
+/* 1 if t can be a job's TERM (JOB_SPEC "term", issue 28): 1-64 letters,
+ * digits, '.', '_', '+' or '-' (xterm-256color, screen.xterm, rxvt-unicode). */
+static inline int job_term_ok(const char *t)
+{
+	size_t n = t ? strlen(t) : 0;
+
+	if (!n || n > 64)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = t[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '+' || c == '-'))
+			return 0;
+	}
+	return 1;
 }
 
 /* 1 if s is empty or lowercase hex of a length in [min, max] (commits:

@@ -24,6 +24,7 @@ struct snap {
 	struct snap_stats *st;
 	struct gr_err *err;
 	unsigned tmpn;
+	int add_made;              /* job_snapshot_add_made: dst holds a snapshot */
 };
 
 static int64_t ns_of(struct timespec ts)
@@ -158,7 +159,65 @@ static int snap_file(struct snap *s, int sdfd, int ddfd, const char *name, const
 	return rc < 0 ? rc : 0;
 }
 
-static int walk(struct snap *s, int sdfd, int ddfd, const char *rel)
+int job_snap_is_env(int dfd, const char *name)
+{
+	struct stat st;
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), env;
+
+	if (fd < 0)
+		return 0;
+	env = (fstatat(fd, "pyvenv.cfg", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) ||
+	      (fstatat(fd, "conda-meta", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode));
+	close(fd);
+	return env;
+}
+
+/* An environment made on the host: linked to its place in the project,
+ * as a persistent path is, never copied. One a sync wrote (a venv in the
+ * repository) is code like the rest. */
+static int link_env(struct snap *s, int sdfd, int ddfd, const char *name, const char *rel)
+{
+	const struct sm_entry *e = sm_find(&s->man, rel);
+	char *src;
+	int rc = 0;
+
+	if ((e && e->type == SM_DIR) || !job_snap_is_env(sdfd, name))
+		return 0;
+	src = xasprintf("%s/%s", s->project, rel);
+	if (symlinkat(src, ddfd, name) == 0) {
+		s->st->envs++;
+		sv_push(&s->st->env_names, rel);
+		rc = 1;
+	} else if (errno == EEXIST) {
+		rc = 1; /* there already (add_made) */
+	} else {
+		rc = gr_errf(s->err, GR_EIO, "cannot link the environment '%s': %s", rel, strerror(errno));
+	}
+	free(src);
+	return rc;
+}
+
+/* add_made: is dst's name already what the project holds? A synced path
+ * stays the snapshot's; a file made on the host is added when missing,
+ * and replaced when its size or time differ (setup made it again).
+ * 1: leave it, 0: add it (anything in the way was removed). */
+static int made_have(struct snap *s, int ddfd, const char *name, const struct stat *st,
+		     const char *rel)
+{
+	struct stat have;
+
+	if (sm_find(&s->man, rel))
+		return 1;
+	if (fstatat(ddfd, name, &have, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	if (S_ISDIR(st->st_mode) || !S_ISREG(have.st_mode) || !S_ISREG(st->st_mode))
+		return 1; /* folders are walked; other kinds stay */
+	if (have.st_size == st->st_size && ns_of(have.st_mtim) == ns_of(st->st_mtim))
+		return 1;
+	return unlinkat(ddfd, name, 0) < 0;
+}
+
+static int snap_walk(struct snap *s, int sdfd, int ddfd, const char *rel)
 {
 	DIR *d = fdopendir(sdfd);
 	struct dirent *e;
@@ -185,8 +244,28 @@ static int walk(struct snap *s, int sdfd, int ddfd, const char *rel)
 			free(sub);
 			continue; /* linked afterwards */
 		}
+		if (S_ISDIR(st.st_mode) && (rc = link_env(s, dirfd(d), ddfd, e->d_name, sub)) != 0) {
+			free(sub);
+			rc = rc < 0 ? rc : 0;
+			continue;
+		}
+		if (s->add_made && !S_ISDIR(st.st_mode) && made_have(s, ddfd, e->d_name, &st, sub)) {
+			free(sub);
+			continue;
+		}
+		if (S_ISDIR(st.st_mode) && s->add_made) {
+			/* A folder there already is walked; anything else there
+			 * (a link) stays. */
+			struct stat have;
+			if (fstatat(ddfd, e->d_name, &have, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    !S_ISDIR(have.st_mode)) {
+				free(sub);
+				continue;
+			}
+		}
 		if (S_ISDIR(st.st_mode)) {
-			if (mkdirat(ddfd, e->d_name, (st.st_mode & 07777) | 0700) < 0) {
+			if (mkdirat(ddfd, e->d_name, (st.st_mode & 07777) | 0700) < 0 &&
+			    !(s->add_made && errno == EEXIST)) {
 				rc = gr_errf(s->err, GR_EIO, "cannot create '%s' in the snapshot: %s", sub, strerror(errno));
 			} else {
 				int a = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -196,7 +275,7 @@ static int walk(struct snap *s, int sdfd, int ddfd, const char *rel)
 					if (a >= 0)
 						close(a);
 				} else {
-					rc = walk(s, a, b, sub); /* closes a */
+					rc = snap_walk(s, a, b, sub); /* closes a */
 				}
 				if (b >= 0)
 					close(b);
@@ -331,14 +410,15 @@ static int sync_lock(const char *project)
 	return -1;
 }
 
-int job_snapshot(const char *project, const char *dst, const char *root,
-		 const struct strvec *persist, struct snap_stats *st, struct gr_err *err)
+static int snapshot(const char *project, const char *dst, const char *root,
+		    const struct strvec *persist, struct snap_stats *st, int add_made,
+		    struct gr_err *err)
 {
-	struct snap s = { project, -1, { 0 }, persist, st, err, 0 };
+	struct snap s = { project, -1, { 0 }, persist, st, err, 0, add_made };
 	char *store = xasprintf("%s/%s", root, JOB_OBJECTS);
 	int a = -1, b = -1, lock, rc;
 
-	*st = (struct snap_stats){ 0 };
+	*st = (struct snap_stats){ .env_names = STRVEC_INIT };
 	lock = sync_lock(project);
 	load_manifest(&s);
 	if (s.man.n && (mkdir(store, 0700) == 0 || errno == EEXIST))
@@ -351,8 +431,8 @@ int job_snapshot(const char *project, const char *dst, const char *root,
 			close(a);
 		goto out;
 	}
-	rc = walk(&s, a, b, ""); /* closes a */
-	if (rc == 0)
+	rc = snap_walk(&s, a, b, ""); /* closes a */
+	if (rc == 0 && !s.add_made)
 		rc = link_persist(&s, dst);
 out:
 	if (b >= 0)
@@ -364,4 +444,16 @@ out:
 	sm_list_free(&s.man);
 	free(store);
 	return rc;
+}
+
+int job_snapshot(const char *project, const char *dst, const char *root,
+		 const struct strvec *persist, struct snap_stats *st, struct gr_err *err)
+{
+	return snapshot(project, dst, root, persist, st, 0, err);
+}
+
+int job_snapshot_add_made(const char *project, const char *dst, const char *root,
+			  const struct strvec *persist, struct snap_stats *st, struct gr_err *err)
+{
+	return snapshot(project, dst, root, persist, st, 1, err);
 }

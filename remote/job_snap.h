@@ -19,9 +19,20 @@
  *    the same path in the project folder (made there if missing, as a
  *    folder for an entry ending in '/'), so every job of the project
  *    sees, and writes, the same checkpoints, caches and environments.
+ *  - An environment made on the host (a folder holding pyvenv.cfg: venv,
+ *    virtualenv, uv, poetry in the project; or conda-meta/: a conda
+ *    prefix) is linked like a persistent path, never copied: the host
+ *    keeps one copy of it per project. (Code it imports from the project
+ *    through an editable install is the snapshot's: job_pyhook.h.)
  *  - The project folder's .gpurun/ (sync state) is left out.
  * The snapshot is made under the project's sync lock, so it holds one
- * sync's result, never half of one. */
+ * sync's result, never half of one.
+ *
+ * Setup runs after the snapshot (in the project folder, where its
+ * results stay), so what it made is added afterwards, before the build:
+ * job_snapshot_add_made() adds what was made on the host and is missing
+ * or changed in the job's folder, and never a synced file (the job's code
+ * is the sync it started from). */
 #ifndef GR_JOB_SNAP_H
 #define GR_JOB_SNAP_H
 
@@ -39,6 +50,8 @@ struct snap_stats {
 	uint64_t linked;        /* large host files linked from the project */
 	uint64_t copied, bytes_copied;
 	uint64_t persistent;    /* persistent paths linked */
+	uint64_t envs;          /* environments linked */
+	struct strvec env_names; /* their paths (the caller clears it) */
 };
 
 /* Make the snapshot of project (an absolute path) in dst, an existing job
@@ -46,5 +59,16 @@ struct snap_stats {
  * entries (already checked: relative, no '..', not .gpurun). */
 int job_snapshot(const char *project, const char *dst, const char *root,
 		 const struct strvec *persist, struct snap_stats *st, struct gr_err *err);
+
+/* After setup: add to the snapshot in dst what the host made in project
+ * (no sync wrote it) and dst lacks or holds in another version; synced
+ * paths and persistent ones are left as they are. st counts what was
+ * added (copied, linked, envs). */
+int job_snapshot_add_made(const char *project, const char *dst, const char *root,
+			  const struct strvec *persist, struct snap_stats *st, struct gr_err *err);
+
+/* 1 if the folder name in dfd is a Python environment (pyvenv.cfg, or a
+ * conda prefix's conda-meta/). */
+int job_snap_is_env(int dfd, const char *name);
 
 #endif

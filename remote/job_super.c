@@ -26,7 +26,10 @@
 #include <unistd.h>
 
 #include "job_container.h"
+#include "job_glob.h"
 #include "job_gpu.h"
+#include "job_pyhook.h"
+#include "job_snap.h"
 #include "job_steps.h"
 #include "job_store.h"
 #include "job_super.h"
@@ -59,6 +62,8 @@ struct sup {
 	const struct job_sup_mode *mode;
 	struct job_ctr ctr; /* the job's container (job_container.h) */
 	int has_ctr;
+	int setup_ran;      /* setup ran in this job, and succeeded */
+	uint64_t created_ms;
 };
 
 /* A line of gpurun's own in the job's log. */
@@ -124,10 +129,32 @@ static void nap(int ms)
 			;
 }
 
+/* The environment gpurun gives a step (in its child, after the spec's):
+ * the terminal type of the user's terminal (JOB_SPEC "term"; programs
+ * then draw bars and colour as on a console, and the client filters
+ * what reaches a terminal), and for build and run the snapshot hook
+ * (job_pyhook.h) first on PYTHONPATH. */
+static void job_step_env(struct sup *s, enum job_step step)
+{
+	const char *term = job_spec_get(&s->spec, "term", "");
+
+	setenv("TERM", *term ? term : "xterm-256color", 1);
+	if (step != JOB_STEP_SETUP) {
+		char *py = job_pyhook_dir(s->dir);
+		const char *old = getenv("PYTHONPATH");
+		char *path = old && *old ? xasprintf("%s:%s", py, old) : xstrdup(py);
+		setenv("PYTHONPATH", path, 1);
+		setenv("GPURUN_PROJECT_DIR", s->project, 1);
+		free(py);
+		free(path);
+	}
+}
+
 /* In the child of forkpty (the pty is its terminal, stdout and stderr):
  * out_fd >= 0 (output = pipe) becomes stdout and stderr instead. */
-static void spawn_child(struct sup *s, const char *cwd, const struct strvec *argv,
-			const char *gpus, const int *fds, size_t nfds, int out_fd)
+static void spawn_child(struct sup *s, enum job_step step, const char *cwd,
+			const struct strvec *argv, const char *gpus, const int *fds, size_t nfds,
+			int out_fd)
 {
 	struct strvec env = STRVEC_INIT, more = STRVEC_INIT;
 	int nul = open("/dev/null", O_RDONLY);
@@ -164,8 +191,7 @@ static void spawn_child(struct sup *s, const char *cwd, const struct strvec *arg
 	setenv("GPURUN_JOB_DIR", s->dir, 1);
 	if (gpus)
 		setenv("CUDA_VISIBLE_DEVICES", gpus, 1);
-	if (!getenv("TERM"))
-		setenv("TERM", "dumb", 1);
+	job_step_env(s, step);
 	if (chdir(cwd) < 0) {
 		printf("gpurun: cannot enter '%s': %s\n", cwd, strerror(errno));
 		_exit(127);
@@ -345,6 +371,12 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 			.no_tty = use_pipe,
 		};
 		job_spec_list(&s->spec, "env", &env);
+		/* What job_step_env sets, passed on by name. */
+		sv_push(&env, "TERM=");
+		if (step != JOB_STEP_SETUP) {
+			sv_push(&env, "PYTHONPATH=");
+			sv_push(&env, "GPURUN_PROJECT_DIR=");
+		}
 		for (size_t i = 0; s->mode->ctr_env && i < s->mode->ctr_env->n; i++)
 			sv_push(&env, s->mode->ctr_env->v[i]);
 		job_output_env(job_spec_get(&s->spec, "output", "pty"), &env, &env);
@@ -378,7 +410,7 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 		return status;
 	}
 	if (pid == 0)
-		spawn_child(s, cwd, &argv, gpus, fds, nfds, out[1]);
+		spawn_child(s, step, cwd, &argv, gpus, fds, nfds, out[1]);
 	sv_clear(&argv);
 	sv_clear(&env);
 	fcntl(master, F_SETFD, FD_CLOEXEC);
@@ -528,12 +560,71 @@ static int do_setup(struct sup *s)
 		note(s, "setup failed; it runs again with the next job");
 		goto out;
 	}
+	s->setup_ran = 1;
 	if (job_setup_stamp_write(s->project, key, &err) < 0)
 		note(s, "cannot record the setup: %s", err.msg);
 out:
 	job_setup_unlock(fd);
 	free(stamp);
 	return status;
+}
+
+/* What setup made is there for the job that ran it (job_snap.h): after
+ * a setup that ran here, or that another job finished after this job's
+ * snapshot, add it to the snapshot. Then write the snapshot hook
+ * (job_pyhook.h) and say which editable installs it covers, or cannot.
+ * 0 to go on, else the status to end with. */
+static int setup_made(struct sup *s)
+{
+	struct strvec persist = STRVEC_INIT, found = STRVEC_INIT;
+	struct gr_err err = { 0 };
+	struct snap_stats ss = { .env_names = STRVEC_INIT };
+	char *stamp = xasprintf("%s/.gpurun/setup-stamp", s->project);
+	struct stat st;
+	int rc = 0;
+
+	job_spec_list(&s->spec, "persist", &persist);
+	int newer = stat(stamp, &st) == 0 &&
+		    (uint64_t)st.st_mtim.tv_sec * 1000 + (uint64_t)st.st_mtim.tv_nsec / 1000000 >=
+			    s->created_ms;
+	if (*job_spec_get(&s->spec, "setup", "") && (s->setup_ran || newer)) {
+		char *root = xstrdup(s->dir), *slash = strrchr(root, '/');
+		if (slash)
+			*slash = '\0';
+		rc = job_snapshot_add_made(s->project, s->dir, root, &persist, &ss, &err);
+		free(root);
+		if (rc < 0) {
+			note(s, "cannot add what setup made to the job's folder: %s", err.msg);
+			rc = 1 << 8;
+			goto out;
+		}
+		if (ss.copied + ss.linked + ss.envs) {
+			char sz[32];
+			note(s, "setup made %llu file%s (%s)%s%s: in this job's folder too",
+			     (unsigned long long)(ss.copied + ss.linked),
+			     ss.copied + ss.linked == 1 ? "" : "s",
+			     fmt_size(ss.bytes_copied, sz, sizeof(sz)),
+			     ss.envs ? ", and the environment " : "",
+			     ss.envs ? ss.env_names.v[0] : "");
+		}
+	}
+	if (job_pyhook_write(s->dir, &err) < 0) {
+		note(s, "%s", err.msg); /* imports may see the project's copy: say so, go on */
+		goto out;
+	}
+	job_pyhook_report(s->project, &persist, &found);
+	for (size_t i = 0; i < found.n; i++) {
+		if (!strncmp(found.v[i], "mapped: ", 8))
+			note(s, "editable install: %s imports from this job's snapshot", found.v[i] + 8);
+		else
+			note(s, "%s", found.v[i]);
+	}
+out:
+	sv_clear(&persist);
+	sv_clear(&found);
+	sv_clear(&ss.env_names);
+	free(stamp);
+	return rc;
 }
 
 int job_supervise(int argc, char **argv)
@@ -578,6 +669,7 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 	free(p);
 	s.id = job_kv_get(&job, "id");
 	s.project = job_kv_get(&job, "project");
+	s.created_ms = job_kv_u64(&job, "created_ms");
 	if (rc < 0 || !s.id || !s.project || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
 		const char *msg = err.msg[0] ? err.msg : "the job's folder is incomplete";
 		if (readyfd >= 0)
@@ -618,6 +710,8 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 
 	if (mode->setup_build) {
 		if ((status = do_setup(&s)) != 0)
+			goto end;
+		if ((status = setup_made(&s)) != 0)
 			goto end;
 		step = JOB_STEP_BUILD;
 		if (*build) {

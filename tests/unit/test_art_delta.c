@@ -21,6 +21,7 @@
 #include "../../remote/job_glob.c"
 #include "../../remote/job_delta.c"
 #include "../../remote/job_pack.c"
+#include "../../remote/job_snap.c"
 #include "art_delta.h"
 #include "art_limits.h"
 #include "job_art.h"

@@ -20,6 +20,7 @@
 #include "../../remote/job_gpu.c"
 #include "../../remote/job_delta.c"
 #include "../../remote/job_pack.c"
+#include "../../remote/job_snap.c"
 #include "art_limits.h"
 #include "job_art.h"
 #include "job_proto.h"

@@ -24,6 +24,7 @@
 #include "../../remote/job_gpu.c"
 #include "../../remote/job_house.c"
 #include "../../remote/job_proc.c"
+#include "../../remote/job_pyhook.c"
 #include "../../remote/job_slurm.c"
 #include "../../remote/job_slurm_run.c"
 #include "../../remote/job_snap.c"

@@ -40,6 +40,7 @@
 #include "../../remote/job_gpu.c"
 #include "../../remote/job_house.c"
 #include "../../remote/job_proc.c"
+#include "../../remote/job_pyhook.c"
 #include "../../remote/job_slurm.c"
 #include "../../remote/job_slurm_run.c"
 #include "../../remote/job_snap.c"
@@ -272,7 +273,9 @@ static int apply(struct world *w, const struct op *o)
 		j->created_ms = w->now_ms;
 		memcpy(j->version, w->version, sizeof(j->version));
 		struct snap_stats ss;
-		if (job_snapshot(w->project, dir, w->root, NULL, &ss, &err) < 0) {
+		int src = job_snapshot(w->project, dir, w->root, NULL, &ss, &err);
+		sv_clear(&ss.env_names);
+		if (src < 0) {
 			rc = fail(w, "job_snapshot: %s", err.msg);
 			break;
 		}
