@@ -124,7 +124,9 @@ void cfgk_profile_detect(const char *dir, struct cfg_profile *p)
 			cmd = xasprintf("%s/bin/python %s", env, run);
 			free(persist);
 		} else {
-			set(p, "train.persist", "checkpoints/");
+			/* No dependencies named: setup is left to the user
+			 * (its example makes a .venv, kept here too). */
+			set(p, "train.persist", "checkpoints/ .venv/");
 			cmd = xasprintf("python3 %s", run);
 		}
 		set(p, "build.command", "");
