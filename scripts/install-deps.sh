@@ -40,7 +40,24 @@ for p in $pkgs; do
 	*) missing="$missing $p" ;;
 	esac
 done
-[ -z "$missing" ] && exit 0
+
+# Python tools from PyPI for the tests of the environments a project's
+# setup makes (uv, poetry): in a venv of their own under /opt, never in
+# the system's python (Debian's is externally managed). Without PyPI the
+# tests that need them skip, saying why.
+PYTOOLS=/opt/gpurun-pytools
+pytools() {
+	[ -x $PYTOOLS/bin/uv ] && [ -x $PYTOOLS/bin/poetry ] && return 0
+	[ "$(id -u)" = 0 ] || return 0
+	echo "install-deps: installing uv and poetry from PyPI into $PYTOOLS" >&2
+	{ python3 -m venv $PYTOOLS && $PYTOOLS/bin/pip install -q uv poetry; } >&2 ||
+		echo "install-deps: warning: cannot install uv and poetry from PyPI; their tests will skip" >&2
+}
+
+if [ -z "$missing" ]; then
+	pytools
+	exit 0
+fi
 
 if [ "$(id -u)" != 0 ]; then
 	if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
@@ -58,3 +75,4 @@ APT="apt-get -o DPkg::Lock::Timeout=900"
 $SUDO $APT update -qq >&2
 # shellcheck disable=SC2086
 $SUDO $APT install -y -qq --no-install-recommends $missing >&2
+pytools
