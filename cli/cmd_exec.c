@@ -6,14 +6,16 @@
 
 #include "gpurun.h"
 #include "remote_exec.h"
+#include "sync.h"
 
-enum { O_NO_STDIN = 1, O_RAW, O_TTY, O_FORWARD };
+enum { O_NO_STDIN = 1, O_RAW, O_TTY, O_FORWARD, O_SYNC };
 
 const struct gr_opt cmd_exec_opts[] = {
 	{ O_NO_STDIN, NULL, 'n', OPT_FLAG, NULL, "do not forward standard input (like ssh -n)", NULL, 0, 0, 0 },
 	{ O_RAW, "raw", 0, OPT_FLAG, NULL, "on a terminal too, pass the output's bytes unfiltered", NULL, 0, 0, 0 },
 	{ O_TTY, "tty", 't', OPT_FLAG, NULL, "run under a terminal on the host (python3, htop, pdb); -tt: even when stdin is not one", NULL, 0, 0, 0 },
 	{ O_FORWARD, "forward", 'L', OPT_STRING, "PORT[:HOST]:HOSTPORT", "forward a local port to the host while it runs (as ssh -L; repeatable)", NULL, 0, 0, 0 },
+	{ O_SYNC, "sync", 's', OPT_FLAG, NULL, "sync the project first (else it runs the host's copy as last synced)", NULL, 0, 0, 0 },
 	{ 0 },
 };
 
@@ -22,7 +24,7 @@ int cmd_exec(int argc, char **argv, struct gr_ctx *ctx)
 	struct gr_getopt st;
 	struct remote_exec_opts o = { 0 };
 	struct strvec fwd = STRVEC_INIT;
-	int id, rc, tty = 0, raw = 0;
+	int id, rc, tty = 0, raw = 0, sync = 0;
 
 	gr_getopt_init(&st, argc, argv);
 	st.stop_at_positional = 1;
@@ -41,6 +43,8 @@ int cmd_exec(int argc, char **argv, struct gr_ctx *ctx)
 			tty++;
 		if (id == O_FORWARD)
 			sv_push(&fwd, st.arg);
+		if (id == O_SYNC)
+			sync = 1;
 	}
 	if (id < 0) {
 		rc = gr_usage_error(ctx);
@@ -58,6 +62,15 @@ int cmd_exec(int argc, char **argv, struct gr_ctx *ctx)
 			"(-tt forces it)\n");
 	if (fwd.n && (rc = ctx_forward(ctx, fwd.v, fwd.n)) < 0)
 		goto out;
+	if (sync) {
+		struct sync_opts so = { .quiet = ctx->quiet };
+		if ((rc = sync_project(ctx, &so, NULL)) < 0) {
+			if (rc != GR_ECANCEL)
+				gr_err_prefix(&ctx->err, "sync failed");
+			rc = sync_failed(ctx, rc);
+			goto out;
+		}
+	}
 	if ((rc = ctx_connect(ctx)) < 0)
 		goto out;
 	o.cwd = ctx->cfg->remote.path;

@@ -78,8 +78,6 @@ int cmd_forward(int argc, char **argv, struct gr_ctx *ctx)
 {
 	struct sigaction sa = { 0 }, old_int, old_term, old_hup;
 	struct gr_getopt st;
-	const struct fwd_spec *specs;
-	size_t n;
 	int id, rc;
 
 	gr_getopt_init(&st, argc, argv);
@@ -98,12 +96,7 @@ int cmd_forward(int argc, char **argv, struct gr_ctx *ctx)
 	gr_getopt_release(&st);
 	if ((rc = ctx_connect(ctx)) < 0)
 		return rc;
-	specs = fwd_specs(ctx->fwd, &n);
-	for (size_t i = 0; i < n && !ctx->quiet; i++) {
-		char d[600];
-		fwd_spec_describe(&specs[i], d, sizeof(d));
-		fprintf(stderr, "gpurun: forwarding %s (%s)\n", d, ctx->cfg->remote.host);
-	}
+	ctx_forward_say(ctx);
 	if (!ctx->quiet)
 		fprintf(stderr, "gpurun: press Ctrl-C to stop forwarding\n");
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpurun.h"
 #include "job_art.h"
@@ -101,6 +102,9 @@ int job_pull_artifacts(struct gr_ctx *ctx, const char *id)
 	art_stats_release(&st);
 	if (rc < 0)
 		gr_err_prefix(&ctx->err, "cannot pull the artifacts of job %s", id);
+	/* A job that brought nothing back leaves no empty runs/JOB/ (rmdir
+	 * removes only an empty folder: a cut pull's part stays). */
+	rmdir(dest);
 	free(dest);
 	return rc;
 }

@@ -20,9 +20,11 @@ const struct gr_opt cmd_status_opts[] = {
 	{ 0 },
 };
 
+/* The job's whole time: from its start (setup, build and a wait for
+ * GPUs count) to its end, or to now. */
 static uint64_t duration(const struct job_rec *r)
 {
-	uint64_t from = r->start_ms ? r->start_ms : r->created_ms;
+	uint64_t from = r->created_ms ? r->created_ms : r->start_ms;
 	uint64_t to = r->end_ms ? r->end_ms : r->now_ms;
 
 	return from && to > from ? to - from : 0;
@@ -172,6 +174,12 @@ static void print_detail(const struct job_rec *r, struct strbuf *o)
 		LINE("ended", "%s, %s", job_fmt_time(r->end_ms, t, sizeof(t)), ts(end.buf));
 	}
 	LINE("runtime", "%s", job_fmt_duration(duration(r), d, sizeof(d)));
+	if (r->start_ms && r->created_ms && r->start_ms > r->created_ms + 1000) {
+		uint64_t to = r->end_ms ? r->end_ms : r->now_ms;
+		LINE("command ran", "%s (setup, build and waiting took %s)",
+		     job_fmt_duration(to > r->start_ms ? to - r->start_ms : 0, d, sizeof(d)),
+		     job_fmt_duration(r->start_ms - r->created_ms, t, sizeof(t)));
+	}
 	LINE("gpus", "%s", r->gpus && *r->gpus ? ts(r->gpus) : "not restricted");
 	if (r->image && *r->image)
 		LINE("image", "%s (%s)", ts(r->image), r->runtime && *r->runtime ? ts(r->runtime) : "?");

@@ -49,7 +49,7 @@ static int why(struct gr_ctx *ctx, const char *path)
 	struct scan_opts so = { (const char *const *)cfg->sync.exclude.v, cfg->sync.exclude.n,
 				cfg->sync.include_git,
 				(const char *const *)cfg->sync.include.v, cfg->sync.include.n,
-				(const char *const *)cfg->train.persist.v, cfg->train.persist.n };
+				(const char *const *)cfg->train.persist.v, cfg->train.persist.n, NULL };
 	struct strbuf out = STRBUF_INIT;
 	int rc;
 
@@ -98,13 +98,8 @@ int cmd_sync(int argc, char **argv, struct gr_ctx *ctx)
 		return rc;
 	}
 	o.quiet = ctx->quiet;
+	o.say_ignored = 1;
 	rc = sync_project(ctx, &o, NULL);
 	gr_getopt_release(&st);
-	if (rc < 0 && rc != GR_ECONFIG && rc != GR_ECANCEL && rc != GR_EUSAGE &&
-	    gr_exit_code(rc) != GR_EXIT_CONNECT && gr_exit_code(rc) != GR_EXIT_AUTH) {
-		/* The sync itself failed: its own exit code, as documented. */
-		gr_report(ctx);
-		return GR_EXIT_SYNC;
-	}
-	return rc;
+	return rc < 0 ? sync_failed(ctx, rc) : rc;
 }

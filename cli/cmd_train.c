@@ -17,7 +17,7 @@
 #include "sync.h"
 #include "train_spec.h"
 
-enum { O_DETACH = 1, O_STOP_INT, O_RAW, O_SETUP, O_FORWARD, O_ENV, O_NAME };
+enum { O_DETACH = 1, O_STOP_INT, O_RAW, O_SETUP, O_FORWARD, O_ENV, O_NAME, O_YES };
 
 const struct gr_opt cmd_train_opts[] = {
 	{ O_DETACH, "detach", 'd', OPT_FLAG, NULL, "return once the job has started; print its id", NULL, 0, 0, 0 },
@@ -27,14 +27,21 @@ const struct gr_opt cmd_train_opts[] = {
 	{ O_FORWARD, "forward", 'L', OPT_STRING, "PORT[:HOST]:HOSTPORT", "forward a local port to the host while attached (as ssh -L; repeatable)", NULL, 0, 0, 0 },
 	{ O_ENV, "env", 'e', OPT_STRING, "NAME=VALUE", "set a variable in the job's environment (repeatable; after [train] env)", NULL, 0, 0, 0 },
 	{ O_NAME, "name", 0, OPT_STRING, "NAME", "name the job; the name works wherever a job id does", NULL, 0, 0, 0 },
+	{ O_YES, "yes", 'y', OPT_FLAG, NULL, "sync even above [sync] warn_size without asking", NULL, 0, 0, 0 },
 	{ 0 },
 };
 
 /* Another job of the project is under way: say so (this one has a
- * folder, and so a build, of its own). */
+ * folder, and so a build, of its own), and name what they share: the
+ * [train] persist paths, where both write the same checkpoints. */
 static void say_others(const struct gr_ctx *ctx, const struct job_rec *others, size_t n)
 {
+	const struct strvec *persist = &ctx->cfg->train.persist;
+	struct strbuf shared = STRBUF_INIT;
 	char d[32];
+
+	for (size_t i = 0; i < persist->n; i++)
+		sb_addf(&shared, "%s%s", i ? " " : "", persist->v[i]);
 
 	for (size_t i = 0; i < n && !ctx->quiet; i++) {
 		const struct job_rec *r = &others[i];
@@ -46,7 +53,12 @@ static void say_others(const struct gr_ctx *ctx, const struct job_rec *others, s
 			!strcmp(r->state, "running") ? "running" : !strcmp(r->state, "building") ? "building" :
 			!strcmp(r->state, "setup") ? "in its setup" : !strcmp(r->state, "queued") ? "queued" : "starting",
 			job_fmt_duration(r->now_ms > from ? r->now_ms - from : 0, d, sizeof(d)));
+		if (shared.len)
+			fprintf(stderr, "gpurun: note: both see the same [train] persist paths (%s): "
+				"what one writes there, the other sees and may overwrite\n", shared.buf);
+		sb_release(&shared); /* said once */
 	}
+	sb_release(&shared);
 }
 
 /* [jobs] keep: remove the oldest ended jobs beyond it, once the job has
@@ -81,7 +93,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	struct train_run tr = { STRVEC_INIT, STRVEC_INIT, NULL };
 	struct job_rec *others = NULL;
 	size_t nothers = 0;
-	int detach = 0, stop_int = 0, force_setup = 0, raw = 0, id_opt, rc;
+	int detach = 0, stop_int = 0, force_setup = 0, raw = 0, yes = 0, id_opt, rc;
 	char *id = NULL, *dest = NULL;
 
 	gr_getopt_init(&st, argc, argv);
@@ -106,6 +118,8 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 			sv_push(&tr.env, st.arg);
 		if (id_opt == O_NAME)
 			tr.name = st.arg;
+		if (id_opt == O_YES)
+			yes = 1;
 	}
 	/* The command's words, exactly as given: never joined and split again. */
 	for (size_t i = 0; i < st.args.n; i++)
@@ -132,13 +146,11 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	}
 
 	so.quiet = ctx->quiet;
+	so.yes = yes;
 	if ((rc = sync_project(ctx, &so, &ss)) < 0) {
-		gr_err_prefix(&ctx->err, "sync failed");
-		if (rc == GR_EHOSTKEY || rc == GR_EAUTH || rc == GR_ECONFIG || rc == GR_ESSH ||
-		    rc == GR_ETIMEOUT || rc == GR_EAGENT || rc == GR_EUNSUPP)
-			goto out; /* not the sync's fault: its own code */
-		gr_report(ctx);
-		rc = GR_EXIT_SYNC;
+		if (rc != GR_ECANCEL) /* not sent without a yes: as `gpurun sync` says it */
+			gr_err_prefix(&ctx->err, "sync failed");
+		rc = sync_failed(ctx, rc);
 		goto out;
 	}
 	if ((rc = ctx_connect(ctx)) < 0)
@@ -189,6 +201,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	}
 	if (!ctx->quiet)
 		fprintf(stderr, "gpurun: started job %s%s\n", id, named);
+	ctx_forward_say(ctx);
 
 	dest = xasprintf("%s/runs/%s", ctx->cfg->root, id);
 	struct attach_opts ao = {

@@ -93,3 +93,18 @@ out:
 	free(specs);
 	return rc;
 }
+
+void ctx_forward_say(const struct gr_ctx *ctx)
+{
+	const struct fwd_spec *specs;
+	size_t n;
+
+	if (!ctx->fwd || ctx->quiet)
+		return;
+	specs = fwd_specs(ctx->fwd, &n);
+	for (size_t i = 0; i < n; i++) {
+		char d[600];
+		fwd_spec_describe(&specs[i], d, sizeof(d));
+		fprintf(stderr, "gpurun: forwarding %s (%s)\n", d, ctx->cfg->remote.host);
+	}
+}

@@ -69,6 +69,9 @@ int ctx_connect(struct gr_ctx *ctx);
  * ssh takes them), and what the forwarding has to say goes to stderr. 0,
  * or GR_EUSAGE with ctx->err set. */
 int ctx_forward(struct gr_ctx *ctx, char *const *specs, size_t n);
+/* Say on stderr what ctx->fwd forwards, one "gpurun: forwarding ..." line
+ * each (nothing with -q). */
+void ctx_forward_say(const struct gr_ctx *ctx);
 
 /* Print "gpurun: MSG" and "hint: HINT" for ctx->err on stderr. */
 void gr_report(const struct gr_ctx *ctx);

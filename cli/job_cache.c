@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "job_client.h"
+#include "sync_index.h"
 
 struct cache_line {
 	char *id, *state;
@@ -52,7 +53,7 @@ void job_cache_update(const char *root, const struct job_rec *recs, size_t n)
 	char *save = NULL;
 	int lfd = -1;
 
-	if (mkdir_p(dir, 0755, NULL) < 0)
+	if (sync_state_dir(root, "", NULL) < 0)
 		goto out;
 	/* Read, merge, write: under a lock, so a train ending in the
 	 * background and a command starting now do not lose each other's

@@ -109,6 +109,61 @@ static int scan_add(struct scan_ctx *c, int dfd, const char *name, const struct 
 
 static int scan_dir(struct scan_ctx *c, int dfd, enum scan_mode mode);
 
+/* Files and bytes below folder dfd (never through a link), for
+ * scan_ignored's walk_dirs; at most *budget entries are looked at. */
+static void count_below(int dfd, struct scan_ignored *ig, uint64_t *budget)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+
+	if (!d) {
+		close(dfd);
+		return;
+	}
+	while (*budget && (de = readdir(d))) {
+		struct stat st;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		(*budget)--;
+		if (S_ISREG(st.st_mode)) {
+			ig->files++;
+			ig->bytes += (uint64_t)st.st_size;
+		} else if (S_ISDIR(st.st_mode)) {
+			int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd >= 0)
+				count_below(fd, ig, budget);
+		}
+	}
+	closedir(d);
+}
+
+/* An entry the rules ignore (c->path names it): count it. */
+static void scan_ignored_one(struct scan_ctx *c, int dfd, const char *name, int is_dir)
+{
+	struct scan_ignored *ig = c->o->ignored;
+	struct stat st;
+
+	if (!ig || ig_persist_match(c->ig, c->path.buf, c->path.len, NULL))
+		return;
+	if (!is_dir) {
+		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+			ig->files++;
+			ig->bytes += (uint64_t)st.st_size;
+		}
+		return;
+	}
+	ig->dirs++;
+	if (ig->names.n < SCAN_IGNORED_NAMES)
+		sv_pushf(&ig->names, "%s/", c->path.buf);
+	if (ig->walk_dirs) {
+		uint64_t budget = 1000000;
+		int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0)
+			count_below(fd, ig, &budget);
+	}
+}
+
 /* Enter folder name (c->path already names it) and scan it. */
 static int scan_enter(struct scan_ctx *c, int dfd, const char *name, enum scan_mode mode)
 {
@@ -160,8 +215,10 @@ again:
 		if (ig_check_len(c->ig, c->path.buf, c->path.len, is_dir, NULL)) {
 			if (!is_dir || ig_persist_match(c->ig, c->path.buf, c->path.len, NULL) ||
 			    (!ignore_tracked_under(c->ig, c->path.buf) &&
-			     !ig_include_may_descend(c->ig, c->path.buf, c->path.len)))
+			     !ig_include_may_descend(c->ig, c->path.buf, c->path.len))) {
+				scan_ignored_one(c, dfd, name, is_dir);
 				return 0;
+			}
 			child = SCAN_TRACKED_ONLY;
 		} else if (is_dir && ig_include_match(c->ig, c->path.buf, c->path.len, 1, NULL) > 0) {
 			child = SCAN_INCLUDED;

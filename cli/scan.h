@@ -22,6 +22,18 @@ struct scan_entry {
 	char *link;        /* SCAN_SYMLINK: the target as stored (never followed) */
 };
 
+/* What the ignore rules (git's, .gpurunignore, [sync] exclude) left out
+ * of a scan: files seen and skipped, with their bytes, and ignored
+ * folders, not entered (their names: the first SCAN_IGNORED_NAMES).
+ * With walk_dirs, each ignored folder's files are counted too (a walk
+ * of what the scan would not enter: for --dry-run, not every sync). */
+#define SCAN_IGNORED_NAMES 4
+struct scan_ignored {
+	int walk_dirs;
+	uint64_t files, bytes, dirs;
+	struct strvec names;
+};
+
 struct scan_opts {
 	const char *const *extra; /* extra gitignore-syntax patterns ([sync] exclude), may be NULL */
 	size_t nextra;
@@ -30,6 +42,7 @@ struct scan_opts {
 	size_t ninclude;
 	const char *const *persist; /* [train] persist: never sent */
 	size_t npersist;
+	struct scan_ignored *ignored; /* NULL, or counts what the rules left out */
 };
 
 /* Scan root. Directories that hold no entries are listed too (so empty

@@ -486,10 +486,12 @@ out:
 int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stats *st_out)
 {
 	const struct gr_config *cfg = ctx->cfg;
+	struct scan_ignored ignored = { .walk_dirs = o->dry_run, .names = STRVEC_INIT };
 	struct scan_opts so = { (const char *const *)cfg->sync.exclude.v, cfg->sync.exclude.n,
 				cfg->sync.include_git,
 				(const char *const *)cfg->sync.include.v, cfg->sync.include.n,
-				(const char *const *)cfg->train.persist.v, cfg->train.persist.n };
+				(const char *const *)cfg->train.persist.v, cfg->train.persist.n,
+				o->say_ignored ? &ignored : NULL };
 	struct sync_index *idx = NULL;
 	struct connect_job cj = { 0 };
 	struct run r = { 0 };
@@ -572,7 +574,7 @@ done:
 	r.st.entries = r.local.n;
 	r.st.seconds = (double)(now_ns() - t0) / 1e9;
 	if (rc == 0) {
-		summary(o, &r.st);
+		summary(o, &r.st, o->say_ignored ? &ignored : NULL);
 		if (o->stats)
 			print_stats(&r.st);
 	}
@@ -593,6 +595,7 @@ out:
 	sm_list_free(&r.view);
 	sync_index_free(idx);
 	sync_tree_close(r.tree);
+	sv_clear(&ignored.names);
 	free(r.host_root);
 	free(r.key);
 	return rc;

@@ -11,12 +11,14 @@
 #include <stdint.h>
 
 #include "gpurun.h"
+#include "scan.h"
 
 struct sync_opts {
 	int dry_run;      /* list what would change, send nothing */
 	int yes;          /* skip the size confirmation */
 	int quiet;        /* no summary line */
 	int stats;        /* print detailed numbers on stdout (--stats) */
+	int say_ignored;  /* say what the ignore rules left out (gpurun sync) */
 };
 
 struct sync_stats {
@@ -37,6 +39,13 @@ struct sync_stats {
  * the size check refused without --yes), GR_EREMOTE (some files could not
  * be written; each was reported), or the connection's errors. */
 int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stats *st);
+
+/* What a command returns for sync_project's failure rc: one exit code
+ * for one cause whichever command synced (sync, train, exec --sync): the
+ * connection's, the configuration's and a refusal's own codes pass
+ * through; any other failure of the sync itself is reported here
+ * (gr_report) and becomes GR_EXIT_SYNC. */
+int sync_failed(struct gr_ctx *ctx, int rc);
 
 /* The [remote] path check gpurun does before connecting (the agent checks
  * again after resolving): 0, or GR_ECONFIG with err set. */

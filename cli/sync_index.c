@@ -51,6 +51,19 @@ static char *state_path(const char *root, const char *name)
 	return xasprintf("%s/.gpurun/%s", root, name);
 }
 
+int sync_state_dir(const char *root, const char *sub, struct gr_err *err)
+{
+	char *dir = state_path(root, sub), *ign = state_path(root, ".gitignore");
+	int rc = mkdir_p(dir, 0755, err);
+
+	/* gpurun's state ignores itself: `git add -A` never takes it. */
+	if (rc == 0 && access(ign, F_OK) < 0)
+		write_file_atomic(ign, "*\n", 2, 0644, NULL);
+	free(dir);
+	free(ign);
+	return rc;
+}
+
 struct sync_index *sync_index_load(const char *root)
 {
 	struct sync_index *idx = xcalloc(1, sizeof(*idx));
@@ -527,7 +540,7 @@ int sync_index_save(const char *root, struct sync_index *idx, const struct sm_li
 {
 	struct idx_save a = { idx, local };
 	char *dir = state_path(root, ""), *path = state_path(root, "index");
-	int rc = mkdir_p(dir, 0755, err);
+	int rc = sync_state_dir(root, "", err);
 
 	if (!rc)
 		rc = write_file_atomic_with(path, idx_write, &a, 0644, err);
@@ -590,7 +603,7 @@ int sync_rstate_save(const char *root, const char *key, const struct sm_list *ma
 {
 	char *name = xasprintf("remote-%s", key), *path = state_path(root, name);
 	char *dir = state_path(root, "");
-	int rc = mkdir_p(dir, 0755, err);
+	int rc = sync_state_dir(root, "", err);
 
 	if (!rc)
 		rc = write_file_atomic_with(path, rstate_write, (void *)man, 0644, err);
@@ -639,7 +652,7 @@ int sync_sig_save(const char *root, const uint8_t hash[SM_HASH_LEN], const void 
 		  size_t n, struct gr_err *err)
 {
 	char *dir = state_path(root, "sigs"), *p = sync_sig_path(root, hash);
-	int rc = mkdir_p(dir, 0755, err);
+	int rc = sync_state_dir(root, "sigs", err);
 
 	if (!rc)
 		rc = write_file_atomic(p, sig, n, 0644, err);

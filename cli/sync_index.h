@@ -17,6 +17,10 @@
 
 struct sync_index;
 
+/* Make root/.gpurun/SUB (sub "" for .gpurun itself), and the
+ * .gitignore that keeps gpurun's state out of git ('*'). */
+int sync_state_dir(const char *root, const char *sub, struct gr_err *err);
+
 /* The index of root/.gpurun/ (a missing or unreadable index is empty;
  * a damaged one is ignored whole). Nothing is read yet: the manifest
  * reads it in pieces, in step with the scan. */

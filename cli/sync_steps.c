@@ -369,22 +369,56 @@ int size_check(struct gr_ctx *ctx, const struct sync_opts *o,
 }
 
 
-void summary(const struct sync_opts *o, const struct sync_stats *st)
+int sync_failed(struct gr_ctx *ctx, int rc)
+{
+	int x = gr_exit_code(rc);
+
+	if (rc == GR_ECANCEL || rc == GR_EUSAGE || x == GR_EXIT_CONFIG || x == GR_EXIT_CONNECT ||
+	    x == GR_EXIT_AUTH)
+		return rc;
+	gr_report(ctx);
+	return GR_EXIT_SYNC;
+}
+
+void summary(const struct sync_opts *o, const struct sync_stats *st,
+	     const struct scan_ignored *ig)
 {
 	char w[32];
+	unsigned long long sent = st->files_sent;
 
 	if (o->quiet)
 		return;
 	fmt_size(st->bytes_wire, w, sizeof(w));
 	if (o->dry_run)
-		fprintf(stderr, "would send %llu files, %s; delete %llu; update %llu (%.1f s)\n",
-			(unsigned long long)st->files_sent, fmt_size(st->bytes_total, w, sizeof(w)),
+		fprintf(stderr, "would send %llu file%s, %s; delete %llu; update %llu (%.1f s)\n",
+			sent, sent == 1 ? "" : "s", fmt_size(st->bytes_total, w, sizeof(w)),
 			(unsigned long long)st->files_deleted, (unsigned long long)st->files_updated,
 			st->seconds);
 	else
-		fprintf(stderr, "synced %llu files (%llu deleted), %s on the wire, %.2f s%s\n",
-			(unsigned long long)st->files_sent, (unsigned long long)st->files_deleted,
+		fprintf(stderr, "synced %llu file%s (%llu deleted), %s on the wire, %.2f s%s\n",
+			sent, sent == 1 ? "" : "s", (unsigned long long)st->files_deleted,
 			w, st->seconds, st->up_to_date ? " (up to date)" : "");
+	if (!ig || !(ig->files + ig->dirs))
+		return;
+	/* What was not sent, and where to ask why: data that git ignores
+	 * stays here unless [sync] include names it. */
+	struct strbuf sb = STRBUF_INIT;
+	char b[32];
+	sb_addf(&sb, "left out by the ignore rules: %llu file%s (%s)", (unsigned long long)ig->files,
+		ig->files == 1 ? "" : "s", fmt_size(ig->bytes, b, sizeof(b)));
+	if (ig->dirs) {
+		sb_addf(&sb, "%s %llu folder%s (", ig->walk_dirs ? ", counting those in" : " and",
+			(unsigned long long)ig->dirs, ig->dirs == 1 ? "" : "s");
+		for (size_t i = 0; i < ig->names.n; i++) {
+			char *q = sync_quote(ig->names.v[i]);
+			sb_addf(&sb, "%s%s", i ? ", " : "", q);
+			free(q);
+		}
+		sb_adds(&sb, ig->dirs > ig->names.n ? ", ...)" : ")");
+	}
+	fprintf(stderr, "%s\nhint: 'gpurun sync --why PATH' names the rule; [sync] include sends "
+		"what git ignores\n", sb.buf);
+	sb_release(&sb);
 }
 
 void print_stats(const struct sync_stats *st)

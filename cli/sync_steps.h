@@ -78,7 +78,8 @@ void sync_hash_mark(const struct gr_config *cfg, struct sm_entry *e, const struc
 int size_check(struct gr_ctx *ctx, const struct sync_opts *o, const struct sync_plan *p,
 	       const struct sm_list *local);
 
-void summary(const struct sync_opts *o, const struct sync_stats *st);
+void summary(const struct sync_opts *o, const struct sync_stats *st,
+	     const struct scan_ignored *ig);
 void print_stats(const struct sync_stats *st);
 
 #endif
