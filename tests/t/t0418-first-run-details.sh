@@ -24,6 +24,13 @@ test_expect_success 'a job sees the TERM of the terminal gpurun runs on' '
 	tr -d "\r" <$T/pty >$T/pty.txt && test_grep -x "TERM=xterm" $T/pty.txt
 '
 
+test_expect_success 'init says what git'"'"'s rules will leave out of every sync' '
+	mkdir -p "$TRASH/fresh/data" && cd "$TRASH/fresh" && git init -q . &&
+	printf "data/\n*.pkl\n" >.gitignore && head -c 2048 /dev/zero >x.pkl && echo 1 >data/d &&
+	"$GPURUN" init 2>$T/init &&
+	test_grep "note: git.s rules leave out 1 file (2.0 KiB) and folders (data/) of every sync" $T/init
+'
+
 test_expect_success '.gpurun/ ignores itself: git status does not show it' '
 	cd "$P" && test -d .gpurun && test_grep -x "\*" .gpurun/.gitignore &&
 	git status --porcelain >$T/st && ! grep -q "gpurun/" $T/st
