@@ -104,8 +104,12 @@ static const char *under(const char *path, const char *project, const char *real
 	return NULL;
 }
 
+struct found {
+	struct strvec *mapped, *unmapped;
+};
+
 static void look_site(const char *project, const char *real, const char *env, const char *site,
-		      struct strvec *out)
+		      struct found *out)
 {
 	DIR *d = opendir(site);
 	struct dirent *e;
@@ -123,7 +127,7 @@ static void look_site(const char *project, const char *real, const char *env, co
 		if (S_ISLNK(st.st_mode)) {
 			char target[PATH_MAX];
 			if (realpath(p, target) && under(target, project, real))
-				sv_pushf(out, "warning: %s/%s links into the project folder: what imports "
+				sv_pushf(out->unmapped, "%s/%s links into the project folder: what imports "
 					 "it sees the project's files, not this job's snapshot", env, e->d_name);
 		} else if (S_ISREG(st.st_mode) && n > 4 && !strcmp(e->d_name + n - 4, ".pth")) {
 			struct strbuf sb = STRBUF_INIT;
@@ -135,7 +139,7 @@ static void look_site(const char *project, const char *real, const char *env, co
 					if (!*l || *l == '#' || !strncmp(l, "import", 6))
 						continue;
 					if ((rest = under(l, project, real)))
-						sv_pushf(out, "mapped: %s (%s, %s)", *rest ? rest : ".", env,
+						sv_pushf(out->mapped, "%s (%s, %s)", *rest ? rest : ".", env,
 							 e->d_name);
 				}
 			}
@@ -145,7 +149,7 @@ static void look_site(const char *project, const char *real, const char *env, co
 			struct strbuf sb = STRBUF_INIT;
 			if (st.st_size < (1 << 20) && read_file(p, &sb, NULL) == 0 && sb.buf &&
 			    (strstr(sb.buf, project) || strstr(sb.buf, real)))
-				sv_pushf(out, "mapped: the packages of %s (%s)", e->d_name, env);
+				sv_pushf(out->mapped, "the packages of %s (%s)", e->d_name, env);
 			sb_release(&sb);
 		}
 		free(p);
@@ -154,7 +158,7 @@ static void look_site(const char *project, const char *real, const char *env, co
 }
 
 /* env (relative to project): its lib/python*\/site-packages. */
-static void look_env(const char *project, const char *real, const char *env, struct strvec *out)
+static void look_env(const char *project, const char *real, const char *env, struct found *out)
 {
 	char *lib = xasprintf("%s/%s/lib", project, env);
 	DIR *d = opendir(lib);
@@ -172,8 +176,10 @@ static void look_env(const char *project, const char *real, const char *env, str
 	free(lib);
 }
 
-void job_pyhook_report(const char *project, const struct strvec *persist, struct strvec *out)
+void job_pyhook_report(const char *project, const struct strvec *persist, struct strvec *mapped,
+		       struct strvec *unmapped)
 {
+	struct found out = { mapped, unmapped };
 	struct strvec envs = STRVEC_INIT;
 	char real[PATH_MAX];
 	int pfd = open(project, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -208,6 +214,6 @@ void job_pyhook_report(const char *project, const struct strvec *persist, struct
 		free(rel);
 	}
 	for (size_t i = 0; i < envs.n; i++)
-		look_env(project, real, envs.v[i], out);
+		look_env(project, real, envs.v[i], &out);
 	sv_clear(&envs);
 }

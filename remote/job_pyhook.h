@@ -33,9 +33,11 @@ int job_pyhook_write(const char *dir, struct gr_err *err);
 
 /* Look through the Python environments in project (folders holding
  * pyvenv.cfg or conda-meta/ at its top, and the persistent paths) for
- * editable installs that point into project: appends one line per
- * finding to out, "mapped: ..." for those the hook moves to the job's
- * snapshot and "warning: ..." for those it cannot. */
-void job_pyhook_report(const char *project, const struct strvec *persist, struct strvec *out);
+ * editable installs that point into project: one line per finding,
+ * appended to mapped for those the hook moves to the job's snapshot
+ * ("src (.venv, __editable__.mypkg-0.1.pth)") and to unmapped for those
+ * it cannot (a sentence). */
+void job_pyhook_report(const char *project, const struct strvec *persist, struct strvec *mapped,
+		       struct strvec *unmapped);
 
 #endif

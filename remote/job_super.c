@@ -26,7 +26,6 @@
 #include <unistd.h>
 
 #include "job_container.h"
-#include "job_glob.h"
 #include "job_gpu.h"
 #include "job_pyhook.h"
 #include "job_snap.h"
@@ -576,7 +575,7 @@ out:
  * 0 to go on, else the status to end with. */
 static int setup_made(struct sup *s)
 {
-	struct strvec persist = STRVEC_INIT, found = STRVEC_INIT;
+	struct strvec persist = STRVEC_INIT, mapped = STRVEC_INIT, unmapped = STRVEC_INIT;
 	struct gr_err err = { 0 };
 	struct snap_stats ss = { .env_names = STRVEC_INIT };
 	char *stamp = xasprintf("%s/.gpurun/setup-stamp", s->project);
@@ -612,16 +611,15 @@ static int setup_made(struct sup *s)
 		note(s, "%s", err.msg); /* imports may see the project's copy: say so, go on */
 		goto out;
 	}
-	job_pyhook_report(s->project, &persist, &found);
-	for (size_t i = 0; i < found.n; i++) {
-		if (!strncmp(found.v[i], "mapped: ", 8))
-			note(s, "editable install: %s imports from this job's snapshot", found.v[i] + 8);
-		else
-			note(s, "%s", found.v[i]);
-	}
+	job_pyhook_report(s->project, &persist, &mapped, &unmapped);
+	for (size_t i = 0; i < mapped.n; i++)
+		note(s, "editable install of %s: imported from this job's snapshot", mapped.v[i]);
+	for (size_t i = 0; i < unmapped.n; i++)
+		note(s, "warning: %s", unmapped.v[i]);
 out:
 	sv_clear(&persist);
-	sv_clear(&found);
+	sv_clear(&mapped);
+	sv_clear(&unmapped);
 	sv_clear(&ss.env_names);
 	free(stamp);
 	return rc;

@@ -92,7 +92,7 @@ test_expect_success 'the first train sees what setup made: the .venv, the data, 
 	test_grep -x "version v1" $T/out && test_grep -x "child version v1" $T/out &&
 	test_grep -x "data prepared-by-setup" $T/out &&
 	test_grep -x "imported from src/mypkg/__init__.py" $T/out &&
-	test_grep "\[gpurun\] editable install: src" $T/out &&
+	test_grep "\[gpurun\] editable install of src (.venv, __editable__.mypkg-0.1.pth): imported from this job.s snapshot" $T/out &&
 	test_grep -x "step 3" $T/out && test -x "$R/.venv/bin/python" &&
 	id=$(last_id) && test -f "runs/$id/checkpoints/ckpt.json"
 '
