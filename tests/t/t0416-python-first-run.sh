@@ -128,6 +128,41 @@ test_expect_success 'the environment costs the host one copy: five jobs hold non
 	for d in "$(jobs_root)"/*/20*; do test -L "$d/.venv" || return 1; done
 '
 
+# A flat layout: setuptools installs it editable through a finder module
+# that maps the package to the project folder (not a path on sys.path).
+# The script lives in tools/, so nothing but that finder finds flatpkg.
+F=$TRASH/flat && mkdir -p "$F/flatpkg" "$F/tools" && (cd "$F" && git init -q .)
+cat >"$F/pyproject.toml" <<'EOF'
+[build-system]
+requires = ["setuptools>=64"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "flatpkg"
+version = "0.1"
+
+[tool.setuptools]
+packages = ["flatpkg"]
+EOF
+echo "V = 1" >"$F/flatpkg/__init__.py" && printf '.venv/\n*.egg-info/\n' >"$F/.gitignore"
+cat >"$F/tools/t.py" <<'PY'
+import os, sys, time
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.1)
+import flatpkg
+print("V", flatpkg.V, os.path.relpath(flatpkg.__file__, os.environ["GPURUN_JOB_DIR"]), flush=True)
+PY
+test_expect_success 'a flat layout (setuptools'"'"' editable finder, not a path): the job imports its snapshot too' '
+	cd "$F" && "$GPURUN" init 2>/dev/null &&
+	sed -i -e "s|^#host = .*|host = gpuhost|" -e "s|^path = .*|path = flat|" gpurun.ini &&
+	rm -f "$TRASH/go" &&
+	"$GPURUN" -q train --detach -- .venv/bin/python tools/t.py "$TRASH/go" >$T/fid &&
+	for i in $(seq 1 1200); do test -s "$(jobs_root)"/flat-*/"$(cat $T/fid)"/.gpurun/run && break; sleep 0.1; done &&
+	ls "$HH/flat/.venv/lib/"python3*/site-packages/ >$T/site && test_grep "__editable___flatpkg.*finder.py" $T/site &&
+	echo "V = 2" >flatpkg/__init__.py && "$GPURUN" -q sync && touch "$TRASH/go" &&
+	"$GPURUN" logs -f "$(cat $T/fid)" >$T/flat 2>&1 && test_grep -x "V 1 flatpkg/__init__.py" $T/flat
+'
+
 test_expect_success 'a project with train.py only: the setup line init suggests works on the first train' '
 	Q=$TRASH/plain && mkdir -p "$Q" && cd "$Q" && git init -q . &&
 	printf "import os\nprint(\"py\", os.path.exists(\".venv/bin/python\"))\n" >train.py &&
