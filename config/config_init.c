@@ -179,6 +179,8 @@ void cfgk_template(struct strbuf *out, const char *project, const struct cfg_pro
 		sb_addf(out, "#\n# This project looks like a %s one (found %s): the values below\n"
 			"# marked '(for this project)' were chosen for that; the rest are defaults.\n",
 			!strcmp(p->kind, "python") ? "Python" : "kernels/ (C and CUDA)", p->found.buf);
+	else
+		sb_adds(out, "#\n# Set [train] command to what runs your training, from the project folder.\n");
 	if (p && p->tool && !strcmp(p->tool, "conda"))
 		sb_adds(out, "# [setup] runs conda on the host: install conda, mamba or micromamba there\n"
 			"# first (with micromamba, write 'micromamba create -y' for 'conda env update').\n");

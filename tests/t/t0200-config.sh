@@ -43,7 +43,7 @@ test_expect_success 'init in a Python project without requirements: python3 trai
 	mkdir -p pyproj && cd pyproj && echo "print(1)" >train.py &&
 	"$GPURUN" init && test "$("$GPURUN" config train.command)" = "python3 train.py" &&
 	test "$("$GPURUN" config setup.command)" = "" && test "$("$GPURUN" config build.command)" = "" &&
-	test "$("$GPURUN" config train.persist)" = "checkpoints/" &&
+	test "$("$GPURUN" config train.persist)" = "checkpoints/ .venv/" &&
 	test_grep "(for this project; default: none)" gpurun.ini
 '
 

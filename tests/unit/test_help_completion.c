@@ -144,8 +144,8 @@ static void descriptions_are_one_line(void)
 
 static void command_options_and_passthrough(void)
 {
-	CHECK_COMPLETES("exec -", "-n|--raw|--tty|--forward|--help;");
-	CHECK_COMPLETES("exec --", "--raw|--tty|--forward|--help;");
+	CHECK_COMPLETES("exec -", "-n|--raw|--tty|--forward|--sync|--help;");
+	CHECK_COMPLETES("exec --", "--raw|--tty|--forward|--sync|--help;");
 	CHECK_COMPLETES("exec --forward ", ";");
 	CHECK_COMPLETES("exec ls -", ";");
 	CHECK_COMPLETES("exec -n ls --", ";");
