@@ -10,8 +10,8 @@
  *           gpurun's GPU locks
  *           (Slurm chose the GPUs), the command through `srun ... agent
  *           slurm-task` when the job has several tasks; MASTER_ADDR,
- *           MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK and NODE_RANK for
- *           torch.distributed. It passes [slurm] signal_before's SIGUSR1
+ *           MASTER_PORT, NODE_RANK, and with several tasks WORLD_SIZE,
+ *           RANK and LOCAL_RANK, for torch.distributed. It passes [slurm] signal_before's SIGUSR1
  *           to the command, and at the time limit submits the job again
  *           when [slurm] resubmit says so.
  *   state   from the job's files and what scontrol (then sacct) says,
@@ -197,6 +197,19 @@ static void state_before_submit(const char *dir, struct job_rec *r, int has_stat
 	free(phase);
 }
 
+/* "rank 1 on node2 failed first (exit 3)", from the status of a job of
+ * several tasks (job_slurm_run.c). */
+static void failed_rank_why(const struct strvec *st, struct strbuf *why)
+{
+	const char *rank = job_kv_get(st, "failed_rank"), *node = job_kv_get(st, "failed_node");
+	uint64_t sig = job_kv_u64(st, "signal");
+
+	if (!rank || !node)
+		return;
+	sb_addf(why, "rank %s on %s failed first (%s %llu)", rank, node,
+		sig ? "signal" : "exit", (unsigned long long)(sig ? sig : job_kv_u64(st, "exit")));
+}
+
 void slurm_map(const struct slurm_info *si, int status_valid, const struct strvec *st,
 	       int stopped, const char *phase, const char *slurm_id, struct job_rec *r)
 {
@@ -265,6 +278,8 @@ void slurm_map(const struct slurm_info *si, int status_valid, const struct strve
 			set_str(&r->state, !r->signalled && !r->code ? "done" : "failed");
 		if (!strcmp(s, "OUT_OF_MEMORY"))
 			sb_adds(&why, "out of memory (Slurm: OUT_OF_MEMORY)");
+		else if (!stopped)
+			failed_rank_why(st, &why);
 		goto out;
 	}
 	if (!strcmp(s, "RUNNING") || !strcmp(s, "COMPLETING") || !strcmp(s, "SIGNALING") ||
@@ -498,6 +513,31 @@ static int wait_end(const char *dir, struct job_rec *r, uint64_t ms)
 	}
 }
 
+/* SIGTERM to the running job. One task: every process of the job (the
+ * batch step's supervisor passes it on). Several: srun answers a SIGTERM
+ * with a SIGKILL to every task ("forcing job termination"), so the tasks
+ * get it in their steps and the batch shell alone beside them (it passes
+ * it to the supervisor while the command has not started). */
+static void stop_signal(const char *dir, const char *id, struct strbuf *said)
+{
+	struct job_spec spec = { STRVEC_INIT };
+	uint32_t ntasks = job_spec_read(dir, &spec, NULL) == 0 ? slurm_ntasks(&spec) : 1;
+
+	job_spec_free(&spec);
+	if (ntasks <= 1) {
+		scancel(id, "--signal=TERM", said);
+		return;
+	}
+	const char *steps[] = { "scancel", "--signal=TERM", id, NULL };
+	const char *batch[] = { "scancel", "--batch", "--signal=TERM", id, NULL };
+	struct strbuf e = STRBUF_INIT;
+	slurm_tool(steps, SLURM_TOOL_MS, NULL, &e);
+	slurm_tool(batch, SLURM_TOOL_MS, NULL, &e);
+	if (said && e.len)
+		sb_add(said, e.buf, e.len);
+	sb_release(&e);
+}
+
 static int slurm_stop(const char *dir, int grace_s, struct strbuf *payload, struct gr_err *err)
 {
 	struct strvec ids = STRVEC_INIT;
@@ -543,7 +583,7 @@ static int slurm_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 		} else {
 			/* The grace period as a signal first, to every process
 			 * of the job (the batch shell too: it passes it on). */
-			scancel(id, "--signal=TERM", &said);
+			stop_signal(dir, id, &said);
 			nterm = 1;
 			if (!wait_end(dir, &r, (uint64_t)grace_s * 1000)) {
 				scancel(id, NULL, &said);

@@ -116,6 +116,16 @@ int slurm_open_log(const char *dir);
 /* 1 once `gpurun stop` asked (.gpurun/stopped). */
 int slurm_stop_asked(const char *dir);
 
+/* Put before the command when the shell runs it in the allocation: the
+ * shell outlives [slurm] signal_before's SIGUSR1 (it would die of it, and
+ * its program with a handler would never checkpoint, or run on outside
+ * Slurm's tracking), and on SIGTERM waits for its program to end (its
+ * checkpoint) before it ends as a SIGTERM does. The program itself gets
+ * both signals with their default actions (a trap's handler is not
+ * inherited across exec). "exit 143" when the shell cannot kill itself
+ * (PID 1 of a namespace). */
+#define SLURM_CMD_TRAPS "trap : USR1; trap 'trap - TERM; kill -TERM $$; exit 143' TERM\n"
+
 /* The modes of the agent binary in the allocation (job_slurm_run.c):
  * `slurm-run DIR` (the batch script's) and `slurm-task CMD...` (one task
  * under srun). Return the exit code. */

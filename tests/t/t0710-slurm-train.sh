@@ -2,7 +2,9 @@
 # The Slurm backend against a real one-node cluster (tests/slurm.sh),
 # reached over the test sshd as a login node ([remote] scheduler = slurm):
 # submit and stream, exit status passed through, GPU choice by gres, two
-# tasks with their ranks, stop of a running and of a pending job, a job
+# tasks with their ranks (none for one task), SIGUSR1 and stop's grace
+# reaching a program the shell runs (one task and two), a failing rank's
+# status, stop of a running and of a pending job, a job
 # cancelled by hand, the time limit after the signal (and resubmission),
 # build_on = compute, doctor, logs -f across a cut connection, and sacct
 # present and absent.
@@ -111,6 +113,88 @@ test_expect_success 'ntasks_per_node = 2: each task has its RANK, LOCAL_RANK, WO
 	test_grep "^rank=1 local=1 node=0 of 2 at [^:]*:[0-9][0-9]*\$" $T/out &&
 	test "$(grep -c "^rank=" $T/out)" = 2 &&
 	test "$(sed -n "s/.* at //p" $T/out | sort -u | wc -l)" = 1
+'
+
+# [slurm] signal_before and stop, however the command is written: a
+# program the shell runs (no `exec`) gets SIGUSR1 and can checkpoint,
+# the shell does not die of it (one task: "killed by signal 10"; two:
+# the ranks ran on outside Slurm's tracking), and a stop gives every rank
+# the grace one task gets. The warning is sent as Slurm sends
+# --signal=B:USR1 (to the batch step's shell), at once instead of near a
+# time limit.
+cat >"$P/ckpt.py" <<'EOF'
+import os, signal, sys, time
+os.makedirs("ckpt", exist_ok=True)
+step = int(open("ckpt/step").read()) if os.path.exists("ckpt/step") else 0
+if step:
+    print("resumed at %d" % step, flush=True)
+    sys.exit(0)
+def warn(sig, frame):
+    open("ckpt/step", "w").write(str(step))
+    print("checkpoint at %d" % step, flush=True)
+signal.signal(signal.SIGUSR1, warn)
+print("up", flush=True)
+while True:
+    step += 1
+    time.sleep(0.02)
+EOF
+cat >"$P/ranks.py" <<'EOF'
+import os, signal, sys, time
+rank = os.environ["RANK"]
+def warn(sig, frame):
+    print("rank %s got usr1" % rank, flush=True)
+def term(sig, frame):
+    time.sleep(2)
+    print("rank %s checkpointed" % rank, flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGUSR1, warn)
+signal.signal(signal.SIGTERM, term)
+print("rank %s up" % rank, flush=True)
+while True:
+    time.sleep(0.1)
+EOF
+
+test_expect_success 'signal_before: python under sh gets SIGUSR1, checkpoints; requeued, it resumes' '
+	cd "$P" && ini "[train]" "command = python3 ckpt.py" "[slurm]" "requeue = true" "signal_before = 30" &&
+	id=$("$GPURUN" -q train -d) && n=$(sid "$id") &&
+	{ "$GPURUN" logs -f "$id" >$T/ck 2>$T/ckerr & lpid=$!; } &&
+	wait_grep "^up\$" $T/ck && scancel --batch --signal=USR1 "$n" &&
+	wait_grep "^checkpoint at [1-9]" $T/ck 30 && test "$(sstate "$n")" = RUNNING &&
+	test_grep "SIGUSR1 sent to the job" $T/ck &&
+	scontrol requeue "$n" &&
+	{ wait $lpid; rc=$?; } && test $rc = 0 &&
+	test_grep "^resumed at [1-9]" $T/ck && ! test_grep "signal 10" $T/ckerr &&
+	"$GPURUN" status --json "$id" >$T/ck.json && test "$(json_field $T/ck.json state)" = done
+'
+
+test_expect_success 'two tasks: SIGUSR1 reaches each rank; stop gives each rank its grace' '
+	cd "$P" && ini "[train]" "command = python3 ranks.py" "stop_grace = 20" \
+		"[slurm]" "ntasks_per_node = 2" "signal_before = 30" &&
+	id=$("$GPURUN" -q train -d) && n=$(sid "$id") &&
+	{ "$GPURUN" logs -f "$id" >$T/rk 2>$T/rkerr & lpid=$!; } &&
+	wait_grep "^rank 0 up\$" $T/rk && wait_grep "^rank 1 up\$" $T/rk &&
+	scancel --batch --signal=USR1 "$n" &&
+	wait_grep "^rank 0 got usr1\$" $T/rk 30 && wait_grep "^rank 1 got usr1\$" $T/rk 30 &&
+	sleep 1 && test "$(sstate "$n")" = RUNNING &&
+	"$GPURUN" stop "$id" >$T/out 2>$T/err &&
+	{ wait $lpid; rc=$?; } &&
+	test_grep -x "rank 0 checkpointed" $T/rk && test_grep -x "rank 1 checkpointed" $T/rk &&
+	wait_status "$id" stopped
+'
+
+test_expect_success 'one task: no RANK, WORLD_SIZE, LOCAL_RANK (as on one box)' '
+	cd "$P" && ini "[train]" "command = echo rank=\${RANK-unset} ws=\${WORLD_SIZE-unset} lr=\${LOCAL_RANK-unset}" &&
+	"$GPURUN" -q train >$T/out && test_grep -x "rank=unset ws=unset lr=unset" $T/out
+'
+
+test_expect_success 'two tasks: a failing rank ends the job with its status; the log and status name it' '
+	cd "$P" && ini "[train]" "command = if [ \$RANK = 1 ]; then sleep 1; echo rank 1 fails; exit 3; fi; sleep $((S + 5))" \
+		"[slurm]" "ntasks_per_node = 2" &&
+	test_expect_code 3 "$GPURUN" train >$T/out 2>$T/err && id=$(last_id) &&
+	test_grep "rank 1 on [^ ]* exited with status 3 first" $T/out &&
+	"$GPURUN" status --json "$id" >$T/fr.json && test "$(json_field $T/fr.json state)" = failed &&
+	json_field $T/fr.json reason >$T/fr && test_grep "rank 1 on [^ ]* failed first (exit 3)" $T/fr &&
+	! pgrep -f "^sleep $((S + 5))\$"
 '
 
 # scancel --full signals each process of the job in turn. When sleep's
