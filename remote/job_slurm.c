@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "job_slurm.h"
+#include "slurm_gres.h"
 
 #define TOOL_OUT_MAX (1u << 20)
 
@@ -373,9 +374,42 @@ static int value_ok(const char *v)
 	return 1;
 }
 
+int slurm_all_gpus(const struct job_spec *spec, long long *n, struct gr_err *err)
+{
+	const char *part = job_spec_get(spec, "slurm_partition", "");
+	const char *all[] = { "sinfo", "-h", "-o", "%P|%G", NULL };
+	const char *one[] = { "sinfo", "-h", "-p", part, "-o", "%P|%G", NULL };
+	struct strbuf out = STRBUF_INIT, e = STRBUF_INIT;
+	int rc;
+
+	*n = 0;
+	if (*part && !value_ok(part))
+		return gr_errf(err, GR_EINVAL, "bad value for --partition in the job's spec");
+	rc = slurm_tool(*part ? one : all, SLURM_TOOL_MS, &out, &e);
+	if (rc != 0) {
+		char msg[256];
+		first_line(&e, msg, sizeof(msg));
+		rc = gr_errf(err, GR_EREMOTE, "[train] gpus = all: cannot ask sinfo for the "
+			     "partition's GPUs: %s", msg);
+	} else {
+		rc = slurm_parse_all_gpus(out.buf, 1, part, job_spec_get(spec, "slurm_gpu_type", ""),
+					  n, err);
+	}
+	sb_release(&out);
+	sb_release(&e);
+	return rc;
+}
+
 int slurm_sbatch_argv(const struct job_spec *spec, const char *dir, const char *job_id,
 		      const char *script, const char *after, struct strvec *argv,
 		      struct gr_err *err)
+{
+	return slurm_sbatch_argv_all(spec, dir, job_id, script, after, -1, argv, err);
+}
+
+int slurm_sbatch_argv_all(const struct job_spec *spec, const char *dir, const char *job_id,
+			  const char *script, const char *after, long long all_gpus,
+			  struct strvec *argv, struct gr_err *err)
 {
 	static const struct {
 		const char *key, *flag;
@@ -405,7 +439,14 @@ int slurm_sbatch_argv(const struct job_spec *spec, const char *dir, const char *
 			return gr_errf(err, GR_EINVAL, "bad value for %s in the job's spec", plain[i].flag);
 		sv_pushf(argv, "%s=%s", plain[i].flag, v);
 	}
-	/* [train] gpus: a count becomes a request; Slurm picks the GPUs. */
+	/* [train] gpus: a count becomes a request; Slurm picks the GPUs.
+	 * "all": every GPU of a node of the partition (all_gpus, from
+	 * sinfo; 0: it has none, so nothing to ask for). */
+	char all_buf[24];
+	if (!strcmp(gpus, "all") && all_gpus >= 0) {
+		snprintf(all_buf, sizeof(all_buf), "%lld", all_gpus);
+		gpus = all_gpus ? all_buf : "";
+	}
 	if (*gpus && strcmp(gpus, "all")) {
 		if (parse_ll(gpus, 1, 1024, &n) < 0)
 			return gr_errf(err, GR_EINVAL, "[train] gpus = %s names GPUs, but Slurm chooses "
@@ -505,7 +546,11 @@ int slurm_submit(const char *dir, const struct job_spec *spec, const char *after
 	slurm_batch_script(agent, dir, base, &script);
 	if ((rc = write_file_atomic(path, script.buf, script.len, 0700, err)) < 0)
 		goto out;
-	if ((rc = slurm_sbatch_argv(spec, dir, base, path, after, &argv, err)) < 0)
+	long long all_gpus = -1;
+	if (!strcmp(job_spec_get(spec, "gpus", ""), "all") &&
+	    (rc = slurm_all_gpus(spec, &all_gpus, err)) < 0)
+		goto out;
+	if ((rc = slurm_sbatch_argv_all(spec, dir, base, path, after, all_gpus, &argv, err)) < 0)
 		goto out;
 	rc = slurm_tool((const char *const *)argv.v, SLURM_TOOL_MS, &out, &e);
 	if (rc != 0) {

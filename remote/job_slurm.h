@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "job_store.h"
+#include "slurm_gres.h"
 
 /* A tool that does not answer within this long has failed. */
 #define SLURM_TOOL_MS 30000
@@ -76,6 +77,19 @@ uint32_t slurm_ntasks(const struct job_spec *spec);
 int slurm_sbatch_argv(const struct job_spec *spec, const char *dir, const char *job_id,
 		      const char *script, const char *after, struct strvec *argv,
 		      struct gr_err *err);
+
+/* The same, with all_gpus: what [train] gpus = all means on the job's
+ * partition (slurm_all_gpus: --gres=gpu:N; 0: no request); -1: not
+ * known (no request). */
+int slurm_sbatch_argv_all(const struct job_spec *spec, const char *dir, const char *job_id,
+			  const char *script, const char *after, long long all_gpus,
+			  struct strvec *argv, struct gr_err *err);
+
+/* [train] gpus = all: the GPUs of one node of the job's partition ([slurm]
+ * partition, else the cluster's default), of [slurm] gpu_type when set,
+ * from sinfo (slurm_parse_all_gpus, slurm_gres.h). *n: 0 when it has
+ * none. GR_EREMOTE when sinfo fails. */
+int slurm_all_gpus(const struct job_spec *spec, long long *n, struct gr_err *err);
 
 /* The batch script: it runs agent (an absolute path on the shared file
  * system) as `slurm-run DIR` in the allocation, and says in the job's log

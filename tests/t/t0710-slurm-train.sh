@@ -105,6 +105,13 @@ test_expect_success '[train] gpus = N becomes --gres=gpu:N: CUDA_VISIBLE_DEVICES
 	test_grep -i "sbatch failed.*configuration is not available" $T/out
 '
 
+test_expect_success '[train] gpus = all (init'"'"'s default) asks for every GPU of the node: --gres=gpu:2' '
+	cd "$P" && ini "[train]" "command = echo cvd=\$CUDA_VISIBLE_DEVICES" "gpus = all" &&
+	"$GPURUN" -q train >$T/out && test_grep -x cvd=0,1 $T/out &&
+	n=$(sid "$(last_id)") && scontrol -o show job "$n" >$T/sj &&
+	test_grep "gres[/:]gpu[:=]2" $T/sj
+'
+
 test_expect_success 'ntasks_per_node = 2: each task has its RANK, LOCAL_RANK, WORLD_SIZE' '
 	cd "$P" && ini "[train]" "command = echo rank=\$RANK local=\$LOCAL_RANK node=\$NODE_RANK of \$WORLD_SIZE at \$MASTER_ADDR:\$MASTER_PORT" \
 		"[slurm]" "ntasks_per_node = 2" &&
@@ -279,7 +286,12 @@ test_expect_success 'doctor: sbatch and squeue on the login node, the partition 
 	cd "$P" && ini "[train]" "command = true" "gpus = 1" &&
 	"$GPURUN" doctor >$T/doc 2>&1 && test_grep "sbatch.*/sbatch" $T/doc &&
 	test_grep "squeue.*/squeue" $T/doc &&
-	test_grep "partition.*gpu (the default): up, 1 node ([a-z]*), gres gpu:2" $T/doc &&
+	test_grep "partition.*gpu (the default): up, 1 node ([a-z]*[^)]*), gres gpu:2" $T/doc &&
+	! test_grep "warn.*gpus" $T/doc &&
+	ini "[train]" "command = true" "gpus = all" && "$GPURUN" doctor >$T/doc 2>&1 &&
+	test_grep "ok *gpus *\[train\] gpus = all asks for every GPU of a node of partition gpu: --gres=gpu:2\$" $T/doc &&
+	ini "[train]" "command = true" "gpus = 3" && "$GPURUN" doctor >$T/doc 2>&1;
+	test_grep "warn *gpus *\[train\] gpus = 3, but a node of partition gpu has 2 GPUs: Slurm will not start the job" $T/doc &&
 	"$GPURUN" __complete -o slurm.partition= | cut -f1 >$T/comp &&
 	test_grep -x "slurm.partition=gpu" $T/comp && test_grep -x "slurm.partition=debug" $T/comp &&
 	ini "[train]" "command = true" "[slurm]" "partition = nope" &&

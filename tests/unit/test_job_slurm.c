@@ -294,6 +294,51 @@ static void test_sbatch_argv(void)
 	job_spec_free(&s);
 }
 
+/* [train] gpus = all: every GPU of a node of the partition, from sinfo's
+ * gres (untrusted text); nodes that differ, or no such partition, are
+ * refused; a partition without GPUs asks for none. */
+static void test_all_gpus(void)
+{
+	static const char sinfo[] = "debug|(null)\ngpu*|gpu:2\nbig|gpu:a100:4(S:0-1),mps:100\n"
+				    "big|gpu:a100:4,gpu:v100:2\nmixed|gpu:2\nmixed|gpu:8\nbad|gpu:x\n";
+	struct job_spec s = { STRVEC_INIT };
+	struct strvec a = STRVEC_INIT;
+	struct gr_err err = { 0 };
+	long long n = -5;
+
+	CHECK_EQ_INT((int)slurm_gres_gpus("gpu:2", 5, ""), 2);
+	CHECK_EQ_INT((int)slurm_gres_gpus("gpu:a100:4(S:0-1)", 17, ""), 4);
+	CHECK_EQ_INT((int)slurm_gres_gpus("gpu:a100:4,gpu:v100:2,mps:100", 29, ""), 6);
+	CHECK_EQ_INT((int)slurm_gres_gpus("gpu:a100:4,gpu:v100:2,mps:100", 29, "v100"), 2);
+	CHECK_EQ_INT((int)slurm_gres_gpus("(null)", 6, ""), 0);
+	CHECK_EQ_INT((int)slurm_gres_gpus("gpu:99999999999999999999", 24, ""), -1);
+	CHECK_EQ_INT((int)slurm_gres_gpus("gpu:2", 4, ""), -1); /* cut: "gpu:" */
+
+	CHECK(slurm_parse_all_gpus(sinfo, 1, "", "", &n, &err) == 0);
+	CHECK_EQ_INT((int)n, 2); /* the default, gpu* */
+	CHECK(slurm_parse_all_gpus(sinfo, 1, "debug", "", &n, &err) == 0);
+	CHECK_EQ_INT((int)n, 0);
+	CHECK_EQ_INT(slurm_parse_all_gpus(sinfo, 1, "big", "", &n, &err), GR_EINVAL);
+	CHECK(strstr(err.msg, "have 4 and 6 GPUs") != NULL);
+	CHECK(slurm_parse_all_gpus(sinfo, 1, "big", "a100", &n, &err) == 0);
+	CHECK_EQ_INT((int)n, 4);
+	CHECK_EQ_INT(slurm_parse_all_gpus(sinfo, 1, "mixed", "", &n, &err), GR_EINVAL);
+	CHECK(strstr(err.msg, "set [train] gpus to a count") != NULL);
+	CHECK_EQ_INT(slurm_parse_all_gpus(sinfo, 1, "nope", "", &n, &err), GR_EINVAL);
+	CHECK_EQ_INT(slurm_parse_all_gpus(sinfo, 1, "bad", "", &n, &err), GR_EREMOTE);
+	CHECK_EQ_INT(slurm_parse_all_gpus("debug|(null)\n", 1, "", "", &n, &err), GR_EINVAL);
+
+	spec_set(&s, "gpus", "all");
+	CHECK(slurm_sbatch_argv_all(&s, "/d", "J", "/s", NULL, 2, &a, &err) == 0);
+	CHECK(has(&a, "--gres=gpu:2"));
+	sv_clear(&a);
+	CHECK(slurm_sbatch_argv_all(&s, "/d", "J", "/s", NULL, 0, &a, &err) == 0);
+	for (size_t i = 0; i < a.n; i++)
+		CHECK(strncmp(a.v[i], "--gres", 6) && strncmp(a.v[i], "--gpus", 6));
+	sv_clear(&a);
+	job_spec_free(&s);
+}
+
 static void test_batch_script(void)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -311,6 +356,7 @@ int main(void)
 	RUN(test_sacct);
 	RUN(test_map);
 	RUN(test_sbatch_argv);
+	RUN(test_all_gpus);
 	RUN(test_batch_script);
 	return T_DONE();
 }
