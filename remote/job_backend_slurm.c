@@ -336,6 +336,50 @@ out:
 	sb_release(&why);
 }
 
+/* A job whose submitting supervisor died between sbatch and recording
+ * the id (killed, or its answer lost) may run all the same: when the
+ * supervisor is gone in the run phase with no id and no status, ask
+ * Slurm for the job by its name (at most every LOOKUP_MS) and record
+ * what it has. 1 when an id was recorded. */
+#define LOOKUP_MS 30000
+static int adopt_by_name(const char *dir, const char *job_id)
+{
+	char found[32], *phase, *p;
+	struct strvec kv = STRVEC_INIT;
+	int rc = 0, fd;
+
+	if (!job_id || job_supervisor_alive(dir))
+		return 0;
+	phase = meta_line(dir, "phase");
+	p = job_meta(dir, "slurm-lookup");
+	job_kv_read(p, &kv, NULL);
+	if (strcmp(phase, "run") || slurm_now_ms() - job_kv_u64(&kv, "queried_ms") < LOOKUP_MS)
+		goto out;
+	char *t = xasprintf("queried_ms=%llu\n", (unsigned long long)slurm_now_ms());
+	job_meta_write(dir, "slurm-lookup", t, NULL);
+	free(t);
+	if (slurm_find_by_name(dir, job_id, found, sizeof(found)) != 1)
+		goto out;
+	char *meta = job_meta(dir, "slurm");
+	fd = open(meta, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd >= 0 && dprintf(fd, "id=%s\n", found) > 0) {
+		int log_fd = slurm_open_log(dir);
+		slurm_lognote(log_fd, "the job's submitter ended before it recorded the Slurm job; "
+			      "Slurm has it by its name: Slurm job %s", found);
+		if (log_fd >= 0)
+			close(log_fd);
+		rc = 1;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(meta);
+out:
+	free(phase);
+	free(p);
+	sv_clear(&kv);
+	return rc;
+}
+
 static void slurm_state(const char *dir, struct job_rec *r)
 {
 	struct strvec ids = STRVEC_INIT, st = STRVEC_INIT, run = STRVEC_INIT;
@@ -353,6 +397,8 @@ static void slurm_state(const char *dir, struct job_rec *r)
 	free(p);
 	r->start_ms = job_kv_u64(&run, "start_ms");
 	set_str(&r->gpus, job_kv_get(&run, "gpus"));
+	if (!ids.n && !has_status && adopt_by_name(dir, r->id))
+		slurm_ids(dir, &ids);
 	if (!ids.n) {
 		state_before_submit(dir, r, has_status, &st);
 		goto out;

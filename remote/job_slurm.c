@@ -523,6 +523,72 @@ void slurm_ids(const char *dir, struct strvec *ids)
 	free(p);
 }
 
+int slurm_parse_ids_by_name(const char *text, const struct strvec *known, char *out, size_t n)
+{
+	unsigned long long best = 0;
+	int found = 0;
+
+	for (const char *l = text ? text : ""; *l;) {
+		size_t len = strcspn(l, "\n");
+		char id[32];
+		copy_clean(id, sizeof(id), l, len < sizeof(id) ? len : 0);
+		l += len + (l[len] == '\n');
+		int old = 0;
+		for (size_t i = 0; known && i < known->n && !old; i++)
+			old = !strcmp(known->v[i], id);
+		if (!slurm_id_ok(id) || old)
+			continue;
+		unsigned long long v = strtoull(id, NULL, 10);
+		if (!found || v > best) {
+			best = v;
+			found = 1;
+		}
+	}
+	if (found)
+		snprintf(out, n, "%llu", best);
+	return found;
+}
+
+int slurm_find_by_name(const char *dir, const char *job_id, char *out, size_t n)
+{
+	char *name = xasprintf("gpurun-%s", job_id);
+	const char *sq[] = { "squeue", "--me", "-h", "-n", name, "-o", "%i", NULL };
+	const char *sa[] = { "sacct", "-n", "-X", "-P", "-S", "now-7days", "--name", name, "-o",
+			     "JobID", NULL };
+	struct strvec known = STRVEC_INIT;
+	struct strbuf o = STRBUF_INIT;
+	int rc = -1;
+
+	slurm_ids(dir, &known);
+	if (slurm_tool(sq, SLURM_TOOL_MS, &o, NULL) == 0) {
+		rc = slurm_parse_ids_by_name(o.buf, &known, out, n);
+		if (rc)
+			goto out;
+	}
+	sb_reset(&o);
+	if (slurm_tool(sa, SLURM_TOOL_MS, &o, NULL) == 0)
+		rc = slurm_parse_ids_by_name(o.buf, &known, out, n);
+out:
+	sb_release(&o);
+	sv_clear(&known);
+	free(name);
+	return rc;
+}
+
+/* After an sbatch that failed: the job Slurm may have taken anyway, a few
+ * times over ~5 s when sbatch timed out (the controller is slow). */
+static int lost_answer_find(const char *dir, const char *job_id, int timed_out, char *out,
+			    size_t n)
+{
+	for (int i = 0; i < (timed_out ? 3 : 1); i++) {
+		if (i)
+			sleep(2);
+		if (slurm_find_by_name(dir, job_id, out, n) == 1)
+			return 1;
+	}
+	return 0;
+}
+
 int slurm_submit(const char *dir, const struct job_spec *spec, const char *after, char **id,
 		 struct gr_err *err)
 {
@@ -553,6 +619,7 @@ int slurm_submit(const char *dir, const struct job_spec *spec, const char *after
 	if ((rc = slurm_sbatch_argv_all(spec, dir, base, path, after, all_gpus, &argv, err)) < 0)
 		goto out;
 	rc = slurm_tool((const char *const *)argv.v, SLURM_TOOL_MS, &out, &e);
+	char idbuf[32];
 	if (rc != 0) {
 		char msg[512];
 		/* sbatch's own words: "sbatch: error: invalid partition ..." */
@@ -562,17 +629,30 @@ int slurm_submit(const char *dir, const struct job_spec *spec, const char *after
 			if (*p == '\n' && p[1])
 				last = p + 1;
 		copy_clean(msg, sizeof(msg), last, strcspn(last, "\n"));
+		/* A busy or paused slurmctld may have taken the job while
+		 * sbatch's answer was lost ("Socket timed out on send/recv
+		 * operation"): ask for it by its name before calling the
+		 * submit failed. */
+		if (lost_answer_find(dir, base, rc < 0 || strstr(msg, "timed out"), idbuf,
+				     sizeof(idbuf)) == 1) {
+			int log_fd = slurm_open_log(dir);
+			slurm_lognote(log_fd, "sbatch said '%s', but Slurm has the job: Slurm job %s, "
+				      "found by its name gpurun-%s", msg[0] ? msg : "nothing", idbuf, base);
+			if (log_fd >= 0)
+				close(log_fd);
+			goto record;
+		}
 		rc = gr_errf(err, GR_EREMOTE, "%s", msg[0] ? msg : "sbatch failed without a message");
 		goto out;
 	}
 	/* "123" or "123;cluster" */
-	char idbuf[32];
 	size_t len = out.buf ? strcspn(out.buf, ";\n") : 0;
 	copy_clean(idbuf, sizeof(idbuf), out.buf ? out.buf : "", len);
 	if (!slurm_id_ok(idbuf)) {
 		rc = gr_errf(err, GR_EREMOTE, "sbatch printed no job id ('%s')", idbuf);
 		goto out;
 	}
+record:
 	meta = job_meta(dir, "slurm");
 	fd = open(meta, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd < 0 || dprintf(fd, "id=%s\n", idbuf) < 0) {

@@ -102,9 +102,18 @@ void slurm_sh_quote(struct strbuf *out, const char *s);
 
 /* Submit the job in dir (write the batch script, run sbatch, append the
  * id to .gpurun/slurm). *id is the caller's. sbatch's complaint is in
- * err (GR_EREMOTE). */
+ * err (GR_EREMOTE), unless Slurm has the job all the same (sbatch's
+ * answer was lost): then the job's log says so and *id is that job. */
 int slurm_submit(const char *dir, const struct job_spec *spec, const char *after, char **id,
 		 struct gr_err *err);
+
+/* The Slurm job called gpurun-JOB_ID that is not one of dir's known ids
+ * (a resubmission's predecessor has the same name), from squeue, then
+ * sacct: 1 with its id in out (the newest of several), 0 when Slurm has
+ * none, -1 when neither tool answers. */
+int slurm_find_by_name(const char *dir, const char *job_id, char *out, size_t n);
+/* Its parser: the largest job id in text (one a line) not in known. */
+int slurm_parse_ids_by_name(const char *text, const struct strvec *known, char *out, size_t n);
 
 /* gpurun's record from what Slurm says (job_backend_slurm.c), decided
  * from Slurm's state, never its raw ExitCode: status_valid when st (the

@@ -4,7 +4,8 @@
 # submit and stream, exit status passed through, GPU choice by gres, two
 # tasks with their ranks (none for one task), SIGUSR1 and stop's grace
 # reaching a program the shell runs (one task and two), a failing rank's
-# status, stop of a running and of a pending job, a job
+# status, a submit whose answer was lost (found by the job's name), stop
+# of a running and of a pending job, a job
 # cancelled by hand, the time limit after the signal (and resubmission),
 # build_on = compute, doctor, logs -f across a cut connection, and sacct
 # present and absent.
@@ -297,6 +298,41 @@ test_expect_success 'doctor: sbatch and squeue on the login node, the partition 
 	ini "[train]" "command = true" "[slurm]" "partition = nope" &&
 	! "$GPURUN" doctor >$T/doc 2>&1 &&
 	test_grep "no partition .nope. on this cluster (it has: gpu debug)" $T/doc
+'
+
+# A submit whose answer was lost: a stand-in sbatch first on the login
+# node's PATH runs the real one, then says what a busy slurmctld makes it
+# say and exits 1 (or kills the submitting supervisor, its parent, as a
+# kill right after sbatch would). gpurun finds the job by its name
+# (gpurun-<id>) and records it; stop reaches it.
+FB=$TRASH/fakebin && mkdir -p "$FB/lost" "$FB/killed"
+printf '#!/bin/sh\n%s "$@" >/dev/null 2>&1\necho "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation" >&2\nexit 1\n' \
+	"$(command -v sbatch)" >"$FB/lost/sbatch"
+printf '#!/bin/sh\n%s "$@"\nkill -9 $PPID\nexit 0\n' "$(command -v sbatch)" >"$FB/killed/sbatch"
+chmod +x "$FB/lost/sbatch" "$FB/killed/sbatch"
+start_sshd lost "SetEnv HOME=$LH PATH=$FB/lost:$PATH $(slurm_sshd_env)" && trust_sshd lost
+start_sshd killed "SetEnv HOME=$LH PATH=$FB/killed:$PATH $(slurm_sshd_env)" && trust_sshd killed
+
+test_expect_success 'sbatch answers "Socket timed out" but Slurm took the job: found by its name; stop reaches it' '
+	cd "$P" && ini "[train]" "command = echo up; sleep $((S + 6))" "stop_grace = 5" &&
+	sed -i "s/^host = login\$/host = lost/" gpurun.ini &&
+	id=$("$GPURUN" -q train -d) && wait_status "$id" running 30 &&
+	n=$(sid "$id") && test -n "$n" &&
+	test "$(scontrol -o show job "$n" | grep -o "JobName=[^ ]*")" = "JobName=gpurun-$id" &&
+	"$GPURUN" logs "$id" >$T/lost && test_grep "sbatch said .*Socket timed out.*, but Slurm has the job: Slurm job $n" $T/lost &&
+	"$GPURUN" stop "$id" >$T/out 2>$T/err && wait_status "$id" stopped &&
+	case $(sstate "$n") in FAILED|CANCELLED|COMPLETING) ;; *) false ;; esac &&
+	! pgrep -f "^sleep $((S + 6))\$"
+'
+
+test_expect_success 'the submitter killed right after sbatch: the job is found by its name, not lost' '
+	cd "$P" && ini "[train]" "command = echo up; sleep $((S + 7))" "stop_grace = 5" &&
+	sed -i "s/^host = login\$/host = killed/" gpurun.ini &&
+	id=$("$GPURUN" -q train -d) && wait_status "$id" running 30 &&
+	n=$(sid "$id") && test -n "$n" &&
+	"$GPURUN" logs "$id" >$T/killed && test_grep "Slurm has it by its name: Slurm job $n" $T/killed &&
+	"$GPURUN" stop "$id" >$T/out 2>$T/err && wait_status "$id" stopped &&
+	! pgrep -f "^sleep $((S + 7))\$"
 '
 
 test_skip '[slurm] nodes = 2: one task per node with NODE_RANK' \

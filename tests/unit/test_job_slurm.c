@@ -339,6 +339,25 @@ static void test_all_gpus(void)
 	job_spec_free(&s);
 }
 
+/* A submit whose answer was lost: the job by its name, never one the job
+ * knows already (a resubmission's predecessor has the same name). */
+static void test_ids_by_name(void)
+{
+	struct strvec known = STRVEC_INIT;
+	char out[32] = "";
+
+	CHECK_EQ_INT(slurm_parse_ids_by_name("", NULL, out, sizeof(out)), 0);
+	CHECK_EQ_INT(slurm_parse_ids_by_name("41\n", NULL, out, sizeof(out)), 1);
+	CHECK_STR(out, "41");
+	sv_push(&known, "41");
+	CHECK_EQ_INT(slurm_parse_ids_by_name("41\n", &known, out, sizeof(out)), 0);
+	CHECK_EQ_INT(slurm_parse_ids_by_name("41\n9\n120\n7_1\n$(x)\n", &known, out, sizeof(out)), 1);
+	CHECK_STR(out, "120");
+	CHECK_EQ_INT(slurm_parse_ids_by_name("123456789012345678901234567890\n", NULL, out,
+					     sizeof(out)), 0);
+	sv_clear(&known);
+}
+
 static void test_batch_script(void)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -357,6 +376,7 @@ int main(void)
 	RUN(test_map);
 	RUN(test_sbatch_argv);
 	RUN(test_all_gpus);
+	RUN(test_ids_by_name);
 	RUN(test_batch_script);
 	return T_DONE();
 }
