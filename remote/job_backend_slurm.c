@@ -3,8 +3,8 @@
  *
  *   start   the supervisor runs in `slurm-submit` mode on the login node:
  *           [setup] and [build] there (unless [slurm] build_on = compute),
- *           then sbatch of the batch script in the job's folder; while the
- *           job waits it writes the queue's reason into the log.
+ *           then sbatch of the batch script in the job's folder, and it
+ *           ends: no process waits with a pending job.
  *   in the allocation (job_slurm_run.c), the batch script runs the agent
  *           as `slurm-run`: the same supervisor (job_super.h), without
  *           gpurun's GPU locks
@@ -14,8 +14,10 @@
  *           RANK and LOCAL_RANK, for torch.distributed. It passes [slurm] signal_before's SIGUSR1
  *           to the command, and at the time limit submits the job again
  *           when [slurm] resubmit says so.
- *   state   from the job's files and what scontrol (then sacct) says,
- *           decided from Slurm's state, never its raw ExitCode.
+ *   state   from the job's files and what Slurm says (one squeue for all
+ *           of a project's jobs in refresh; scontrol, then sacct, for one
+ *           job), decided from Slurm's state, never its raw ExitCode; the
+ *           queue's reason goes into the log as it changes.
  *   stop    scancel --signal=TERM, then scancel after the grace period.
  */
 #include <errno.h>
@@ -95,6 +97,153 @@ out:
 	return rc;
 }
 
+/* A Reason Slurm gave ("None" is none). */
+static int reason_given(const char *reason)
+{
+	return *reason && strcmp(reason, "None");
+}
+
+/* ---- one query for all of a project's jobs ----
+ *
+ * root/.slurm-queue (root: the project's jobs folder, a job's folder's
+ * parent) says when Slurm was last asked about the project's jobs and,
+ * when it did not answer, why: then no job asks again for DOWN_MS (each
+ * try costs a time limit; with slurmctld down, status of N jobs took N
+ * time limits). refresh asks squeue once for all the project's unfinished
+ * jobs, at most every QUEUE_MS, and writes each job's cache; a job whose
+ * state changed, or that squeue no longer lists, is asked alone
+ * (scontrol, then sacct: its exit code, restarts), once. */
+#define QUEUE_MS 2000
+#define DOWN_MS 30000
+
+static char *queue_file(const char *path, int is_root)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (is_root || !slash)
+		return xasprintf("%s/.slurm-queue", path);
+	return xasprintf("%.*s/.slurm-queue", (int)(slash - path), path);
+}
+
+static void queue_mark(const char *path, int is_root, const char *error)
+{
+	char *p = queue_file(path, is_root);
+	char *t = xasprintf("queried_ms=%llu\nerror=%s\n", (unsigned long long)slurm_now_ms(),
+			    error ? error : "");
+
+	write_file_atomic(p, t, strlen(t), 0644, NULL);
+	free(t);
+	free(p);
+}
+
+/* Asked at *at_ms; 1 with why when Slurm did not answer within DOWN_MS. */
+static int queue_read(const char *path, int is_root, uint64_t *at_ms, char *why, size_t n)
+{
+	struct strvec kv = STRVEC_INIT;
+	char *p = queue_file(path, is_root);
+	int down = 0;
+
+	*at_ms = 0;
+	if (job_kv_read(p, &kv, NULL) == 0) {
+		const char *e = job_kv_get(&kv, "error");
+		*at_ms = job_kv_u64(&kv, "queried_ms");
+		if (e && *e && slurm_now_ms() - *at_ms < DOWN_MS) {
+			snprintf(why, n, "Slurm's controller does not answer (%s; asked %llu s ago)", e,
+				 (unsigned long long)((slurm_now_ms() - *at_ms) / 1000));
+			down = 1;
+		}
+	}
+	free(p);
+	sv_clear(&kv);
+	return down;
+}
+
+static int queue_down(const char *path, int is_root, char *why, size_t n)
+{
+	uint64_t at;
+
+	return queue_read(path, is_root, &at, why, n);
+}
+
+/* While a job waits, a line in its log each time Slurm's reason
+ * changes ("queued: Resources (Slurm job 12)"), written by whoever asked
+ * (no process waits with the job). */
+static void note_queue(const char *dir, const char *id, const struct slurm_info *old,
+		       const struct slurm_info *now)
+{
+	if (!now->known || strcmp(now->state, "PENDING") || !reason_given(now->reason))
+		return;
+	if (old && !strcmp(old->state, "PENDING") && !strcmp(old->reason, now->reason))
+		return;
+	int fd = slurm_open_log(dir);
+	slurm_lognote(fd, "queued: %s (Slurm job %s)", now->reason, id);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void slurm_refresh(const char *root)
+{
+	struct strvec ids = STRVEC_INIT, dirs = STRVEC_INIT, cur = STRVEC_INIT;
+	struct strbuf out = STRBUF_INIT, e = STRBUF_INIT;
+	const char *argv[] = { "squeue", "--me", "-h", "-o", SLURM_SQUEUE_FORMAT, NULL };
+	char why[256];
+	uint64_t at;
+
+	job_list_ids(root, &ids);
+	for (size_t i = 0; i < ids.n; i++) {
+		char *dir = xasprintf("%s/%s", root, ids.v[i]);
+		struct strvec sids = STRVEC_INIT;
+		struct slurm_info si;
+		uint64_t cat;
+		int final = 0;
+		if (job_backend_of(dir) == &job_backend_slurm) {
+			slurm_ids(dir, &sids);
+			if (sids.n && !(cache_read(dir, sids.v[sids.n - 1], &si, &cat, &final) == 0 && final)) {
+				sv_push(&dirs, dir);
+				sv_push(&cur, sids.v[sids.n - 1]);
+			}
+		}
+		sv_clear(&sids);
+		free(dir);
+	}
+	if (!dirs.n || queue_read(root, 1, &at, why, sizeof(why)) ||
+	    slurm_now_ms() - at < QUEUE_MS)
+		goto out;
+	int rc = slurm_tool(argv, SLURM_TOOL_MS, &out, &e);
+	if (rc != 0) {
+		char msg[200];
+		snprintf(msg, sizeof(msg), "squeue: %.*s", (int)strcspn(e.buf ? e.buf : "", "\n"),
+			 e.buf && *e.buf ? e.buf : "failed");
+		queue_mark(root, 1, msg);
+		goto out;
+	}
+	queue_mark(root, 1, NULL);
+	for (size_t i = 0; i < dirs.n; i++) {
+		struct slurm_info now, old;
+		uint64_t cat;
+		int final = 0, have = cache_read(dirs.v[i], cur.v[i], &old, &cat, &final) == 0;
+		if (slurm_parse_squeue(out.buf, cur.v[i], &now) < 0)
+			continue; /* ended, or not yet listed: asked alone */
+		/* squeue has no exit code or restarts: a job whose state
+		 * changed is asked alone; one that did not keeps them. */
+		if (have ? strcmp(old.state, now.state) : strcmp(now.state, "PENDING"))
+			continue;
+		if (have) {
+			now.restarts = old.restarts;
+			now.exit_code = old.exit_code;
+			now.exit_signal = old.exit_signal;
+		}
+		note_queue(dirs.v[i], cur.v[i], have ? &old : NULL, &now);
+		cache_write(dirs.v[i], cur.v[i], &now, 0, NULL);
+	}
+out:
+	sb_release(&out);
+	sb_release(&e);
+	sv_clear(&ids);
+	sv_clear(&dirs);
+	sv_clear(&cur);
+}
+
 /* What Slurm says about job id, from the cache when it is fresh (max_age
  * ms) or final. *error: why Slurm could not be asked ("" when it could),
  * the caller's. Returns 0 when si holds an answer (maybe an old one). */
@@ -117,12 +266,22 @@ static int slurm_info_get(const char *dir, const char *id, int requeue, uint64_t
 	}
 	if (have && (final || (max_age && slurm_now_ms() - at < max_age)))
 		return 0;
+	/* Slurm did not answer a moment ago: not asked again (each try
+	 * costs a time limit), what it said last, and why. */
+	char down[256];
+	if (queue_down(dir, 0, down, sizeof(down))) {
+		free(*error);
+		*error = xstrdup(down);
+		return have ? 0 : -1;
+	}
 	struct slurm_info fresh;
 	if (slurm_query(id, &fresh, &err) < 0) {
 		free(*error);
 		*error = xstrdup(err.msg);
+		queue_mark(dir, 0, err.msg);
 		return have ? 0 : -1;
 	}
+	note_queue(dir, id, have ? si : NULL, &fresh);
 	*si = fresh;
 	cache_write(dir, id, si, si->known && slurm_state_final(si->state, requeue), NULL);
 	return 0;
@@ -148,11 +307,6 @@ static void set_str(char **f, const char *v)
 	*f = xstrdup(v ? v : "");
 }
 
-/* A Reason Slurm gave ("None" is none). */
-static int reason_given(const char *reason)
-{
-	return *reason && strcmp(reason, "None");
-}
 
 /* The status file's end into r. */
 static void from_status(const struct strvec *st, struct job_rec *r)
@@ -450,13 +604,6 @@ static int slurm_start(const char *dir, struct gr_err *err)
 }
 
 
-/* Sleep ms, in steps, until stop is asked. */
-static void nap_unless_stopped(const char *dir, int ms)
-{
-	for (int t = 0; t < ms && !slurm_stop_asked(dir); t += 250)
-		usleep(250 * 1000);
-}
-
 static void scancel(const char *id, const char *signal_opt, struct strbuf *said)
 {
 	const char *with[] = { "scancel", "--full", signal_opt, id, NULL };
@@ -469,14 +616,13 @@ static void scancel(const char *id, const char *signal_opt, struct strbuf *said)
 	sb_release(&e);
 }
 
-/* The supervisor hands the job to Slurm, then writes the queue's reason
- * into the log until the job starts (or ends, or is stopped). */
+/* The supervisor hands the job to Slurm and ends: no process waits
+ * with a pending job (whoever asks about the job asks Slurm, and the
+ * project's jobs are asked about in one squeue, slurm_refresh). */
 static int submit_and_watch(const char *dir, const struct job_spec *spec, int log_fd)
 {
 	struct gr_err err = { 0 };
-	struct slurm_info si;
-	char *id = NULL, last[200] = "";
-	int requeue = !strcmp(job_spec_get(spec, "slurm_requeue", ""), "1");
+	char *id = NULL;
 
 	if (slurm_submit(dir, spec, NULL, &id, &err) < 0) {
 		slurm_lognote(log_fd, "sbatch failed: %s", err.msg);
@@ -485,23 +631,6 @@ static int submit_and_watch(const char *dir, const struct job_spec *spec, int lo
 	slurm_lognote(log_fd, "submitted to Slurm as job %s%s%s", id,
 		*job_spec_get(spec, "slurm_partition", "") ? " in partition " : "",
 		job_spec_get(spec, "slurm_partition", ""));
-	for (int i = 0; !slurm_stop_asked(dir); i++) {
-		if (slurm_query(id, &si, &err) == 0 && si.known) {
-			if (strcmp(si.state, "PENDING") && strcmp(si.state, "CONFIGURING"))
-				break;
-			cache_write(dir, id, &si, 0, NULL);
-			char now[200];
-			snprintf(now, sizeof(now), "%s", !strcmp(si.state, "PENDING") ? si.reason :
-							 "its nodes are being set up");
-			if (reason_given(now) && strcmp(now, last)) {
-				slurm_lognote(log_fd, "queued: %s (Slurm job %s)", now, id);
-				snprintf(last, sizeof(last), "%s", now);
-			}
-			if (slurm_state_final(si.state, requeue))
-				break;
-		}
-		nap_unless_stopped(dir, i < 10 ? 1000 : 5000);
-	}
 	/* A stop that came while sbatch ran found no id to cancel. */
 	if (slurm_stop_asked(dir))
 		scancel(id, NULL, NULL);
@@ -672,7 +801,7 @@ const struct job_backend job_backend_slurm = {
 	.name = "slurm",
 	.start = slurm_start,
 	.state = slurm_state,
-	.refresh = NULL,
+	.refresh = slurm_refresh,
 	.stop = slurm_stop,
 	.status_final = 0,
 	.main = slurm_main,

@@ -286,6 +286,54 @@ int slurm_parse_sacct(const char *text, const char *id, struct slurm_info *si)
 	return -1;
 }
 
+int slurm_parse_squeue(const char *text, const char *id, struct slurm_info *si)
+{
+	size_t idl = strlen(id);
+
+	*si = (struct slurm_info){ 0 };
+	for (const char *l = text ? text : ""; *l;) {
+		const char *nl = strchr(l, '\n'), *end = nl ? nl : l + strlen(l);
+		const char *f[7];
+		size_t fl[7], nf = 0;
+		for (const char *p = l; nf < 7;) {
+			const char *bar = memchr(p, '|', (size_t)(end - p));
+			f[nf] = p;
+			fl[nf++] = bar ? (size_t)(bar - p) : (size_t)(end - p);
+			if (!bar)
+				break;
+			p = bar + 1;
+		}
+		if (nf == 7 && fl[0] == idl && !strncmp(f[0], id, idl)) {
+			set_state(si, f[1], fl[1]);
+			if (!si->state[0])
+				return -1;
+			si->known = 1;
+			snprintf(si->source, sizeof(si->source), "squeue");
+			copy_clean(si->reason, sizeof(si->reason), f[2], fl[2]);
+			if (!(fl[3] == 0 || (fl[3] == 6 && !strncmp(f[3], "(null)", 6))))
+				copy_clean(si->nodes, sizeof(si->nodes), f[3], fl[3]);
+			copy_clean(si->partition, sizeof(si->partition), f[4], fl[4]);
+			si->start_s = parse_time(f[5], fl[5]);
+			si->end_s = parse_time(f[6], fl[6]);
+			if (!strcmp(si->state, "PENDING"))
+				si->start_s = si->end_s = 0;
+			return 0;
+		}
+		l = nl ? nl + 1 : end;
+	}
+	return -1;
+}
+
+int slurm_tool_ms(void)
+{
+	const char *v = getenv("GPURUN_SLURM_TIMEOUT");
+	long long s;
+
+	if (v && parse_ll(v, 1, 600, &s) == 0)
+		return (int)s * 1000;
+	return 30000;
+}
+
 /* The first line of what a tool said on stderr, cleaned, for a message. */
 static void first_line(const struct strbuf *e, char *out, size_t n)
 {

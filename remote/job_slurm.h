@@ -21,8 +21,19 @@
 #include "job_store.h"
 #include "slurm_gres.h"
 
-/* A tool that does not answer within this long has failed. */
-#define SLURM_TOOL_MS 30000
+/* A tool that does not answer within this long has failed: 30 s, or
+ * GPURUN_SLURM_TIMEOUT seconds (1-600) from the agent's environment. */
+#define SLURM_TOOL_MS slurm_tool_ms()
+int slurm_tool_ms(void);
+
+struct slurm_info;
+
+/* One squeue for all of a user's jobs (job_backend_slurm.c's refresh):
+ * id, state, reason, nodes, partition, start, end. */
+#define SLURM_SQUEUE_FORMAT "%i|%T|%r|%N|%P|%S|%e"
+/* Job id's line in `squeue -h -o SLURM_SQUEUE_FORMAT` into si (source
+ * "squeue"; no exit code or restarts there); 0 if its line was there. */
+int slurm_parse_squeue(const char *text, const char *id, struct slurm_info *si);
 
 /* What Slurm says about one job. Strings are printable ASCII (anything
  * else the tools print becomes '?'), cut to their size. */

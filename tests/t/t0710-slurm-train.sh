@@ -7,8 +7,9 @@
 # status, a submit whose answer was lost (found by the job's name), stop
 # of a running and of a pending job, a job
 # cancelled by hand, the time limit after the signal (and resubmission),
-# build_on = compute, doctor, logs -f across a cut connection, and sacct
-# present and absent.
+# build_on = compute, doctor, logs -f across a cut connection, one squeue
+# for all pending jobs (no poller left per job) and a hung slurmctld, and
+# sacct present and absent.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../slurm.sh"
 . "$(dirname "$0")/../container.sh"
@@ -402,6 +403,45 @@ test_expect_success 'the time limit: SIGUSR1, TERM, resubmitted once, resumed; t
 	test "$(json_field $T/tl.json submits)" = 2 &&
 	test "$(sstate "$(json_field $T/tl.json slurm_id)")" = TIMEOUT
 '
+
+# One query for all jobs: no process of gpurun's waits with a pending job
+# on the login node (there was a poller per job: 98 pending jobs made ~20
+# scontrol calls a second), `status` asks squeue once for all of them,
+# and with slurmctld hung it answers within one time limit
+# (GPURUN_SLURM_TIMEOUT=3 here), saying why, and at once after that. The
+# tools on the login node are stand-ins that count their calls.
+CB=$TRASH/countbin && mkdir -p "$CB"
+for t in squeue scontrol sacct sbatch; do
+	printf '#!/bin/sh\necho %s >>%s\nexec %s "$@"\n' "$t" "$TRASH/calls" "$(command -v $t)" >"$CB/$t"
+	chmod +x "$CB/$t"
+done
+start_sshd counted "SetEnv HOME=$LH PATH=$CB:$PATH GPURUN_SLURM_TIMEOUT=3 $(slurm_sshd_env)" && trust_sshd counted
+
+test_expect_success 'pending jobs: no process waits with them; status asks squeue once for all' '
+	cd "$P" && blocker=$(sbatch --parsable --gres=gpu:2 -o /dev/null --wrap "sleep $((S + 8))") &&
+	slurm_wait_state "$blocker" RUNNING 60 &&
+	ini "[train]" "command = true" "gpus = 1" && sed -i "s/^host = login\$/host = counted/" gpurun.ini &&
+	for i in 1 2 3 4 5; do "$GPURUN" -q train -d >>$T/pend || return 1; done &&
+	for i in $(seq 1 100); do pgrep -f "slurm-submit $LH" >/dev/null || break; sleep 0.1; done &&
+	! pgrep -af "slurm-submit $LH" && sleep 2.5 &&
+	: >$TRASH/calls && "$GPURUN" status --json >$T/all.json &&
+	test "$(grep -c "\"state\": \"queued\"" $T/all.json)" -ge 5 &&
+	cat $TRASH/calls >&2 && test "$(grep -c squeue $TRASH/calls)" = 1 &&
+	test "$(grep -c -v squeue $TRASH/calls)" = 0
+'
+
+test_expect_success 'slurmctld hung: status answers within one time limit, saying so; at once after that' '
+	cd "$P" && sleep 2.5 && kill -STOP "$(cat "$SLURM_DIR/run/slurmctld.pid")" &&
+	t0=$(date +%s%N) && "$GPURUN" status --json >$T/down.json; rc=$?;
+	t1=$(date +%s%N) && "$GPURUN" status --json >$T/down2.json; rc2=$?; t2=$(date +%s%N);
+	kill -CONT "$(cat "$SLURM_DIR/run/slurmctld.pid")" &&
+	echo "# status with slurmctld hung: $(( (t1 - t0) / 1000000 )) ms, then $(( (t2 - t1) / 1000000 )) ms" >&3 &&
+	test $rc = 0 && test $rc2 = 0 &&
+	test $(( (t1 - t0) / 1000000 )) -lt 6000 && test $(( (t2 - t1) / 1000000 )) -lt 2000 &&
+	test_grep "controller does not answer" $T/down.json && test_grep "controller does not answer" $T/down2.json &&
+	test "$(grep -c "\"state\": \"queued\"" $T/down2.json)" -ge 5 &&
+	squeue -h -o %i | xargs -r scancel
+' 3>&1
 
 if why=$(slurm_missing_accounting); then
 	test_skip 'status from sacct once scontrol forgot the job' "$why"

@@ -358,6 +358,28 @@ static void test_ids_by_name(void)
 	sv_clear(&known);
 }
 
+/* squeue's one line per job (SLURM_SQUEUE_FORMAT), untrusted. */
+static void test_squeue(void)
+{
+	static const char text[] = "12|PENDING|Resources|||2026-11-27T10:00:00|N/A\n"
+				   "123|RUNNING|None|node\x1b[1|gpu|2026-11-23T12:40:01|2026-11-23T13:40:01\n"
+				   "1234|COMPLETING|None|n1|gpu\n";
+	struct slurm_info si;
+
+	CHECK(slurm_parse_squeue(text, "12", &si) == 0);
+	CHECK_STR(si.state, "PENDING");
+	CHECK_STR(si.reason, "Resources");
+	CHECK_STR(si.source, "squeue");
+	CHECK(si.start_s == 0 && si.nodes[0] == '\0');
+	CHECK(slurm_parse_squeue(text, "123", &si) == 0);
+	CHECK_STR(si.state, "RUNNING");
+	CHECK_STR(si.nodes, "node?[1");
+	CHECK(si.start_s > 0 && si.end_s > si.start_s);
+	CHECK(slurm_parse_squeue(text, "1234", &si) < 0); /* cut short */
+	CHECK(slurm_parse_squeue(text, "1", &si) < 0);
+	CHECK(!si.known);
+}
+
 static void test_batch_script(void)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -377,6 +399,7 @@ int main(void)
 	RUN(test_sbatch_argv);
 	RUN(test_all_gpus);
 	RUN(test_ids_by_name);
+	RUN(test_squeue);
 	RUN(test_batch_script);
 	return T_DONE();
 }
