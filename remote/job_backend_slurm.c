@@ -534,6 +534,37 @@ out:
 	return rc;
 }
 
+/* A job Slurm killed for memory: its words from slurm-ID.out (the tail),
+ * not only "see .gpurun/slurm-ID.out". */
+static void quote_oom(const char *dir, const char *id, struct job_rec *r)
+{
+	char name[48], line[240];
+	struct strbuf sb = STRBUF_INIT;
+	int fd;
+
+	snprintf(name, sizeof(name), "slurm-%s.out", id);
+	char *p = job_meta(dir, name);
+	fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	free(p);
+	if (fd < 0)
+		return;
+	off_t end = lseek(fd, 0, SEEK_END);
+	if (end > 65536)
+		lseek(fd, end - 65536, SEEK_SET);
+	else
+		lseek(fd, 0, SEEK_SET);
+	char buf[8192];
+	ssize_t got;
+	while (sb.len < 65536 && (got = read(fd, buf, sizeof(buf))) > 0)
+		sb_add(&sb, buf, (size_t)got);
+	close(fd);
+	if (sb.len && slurm_oom_line(sb.buf, sb.len, line, sizeof(line))) {
+		free(r->reason);
+		r->reason = xasprintf("killed for memory: %s", line);
+	}
+	sb_release(&sb);
+}
+
 static void slurm_state(const char *dir, struct job_rec *r)
 {
 	struct strvec ids = STRVEC_INIT, st = STRVEC_INIT, run = STRVEC_INIT;
@@ -583,6 +614,8 @@ static void slurm_state(const char *dir, struct job_rec *r)
 		for_cur = 0; /* written before Slurm requeued it */
 	phase = meta_line(dir, "phase");
 	slurm_map(&si, for_cur, &st, job_meta_exists(dir, "stopped"), phase, cur, r);
+	if (si.known && job_rec_ended(r) && strcmp(r->state, "done") && strcmp(r->state, "stopped"))
+		quote_oom(dir, cur, r);
 	if (*error && !job_rec_ended(r)) {
 		free(r->reason);
 		r->reason = xasprintf("cannot ask Slurm about job %s now: %s", cur, error);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -518,8 +519,19 @@ int slurm_sbatch_argv_all(const struct job_spec *spec, const char *dir, const ch
 	if (after)
 		sv_pushf(argv, "--dependency=afterany:%s", after);
 	job_spec_list(spec, "slurm_option", &opts);
-	for (size_t i = 0; i < opts.n; i++)
-		sv_push(argv, opts.v[i]);
+	for (size_t i = 0; i < opts.n; i++) {
+		const char *o = opts.v[i];
+		/* Each array task would run this job's record: one log, one
+		 * status, the last writer's. */
+		if (!strcmp(o, "--array") || !strncmp(o, "--array=", 8) || !strncmp(o, "-a", 2)) {
+			const char *how = strncmp(o, "--", 2) ? "-a" : "--array";
+			sv_clear(&opts);
+			return gr_errf(err, GR_EINVAL, "[slurm] options: job arrays (%s) are not "
+				       "supported: every task would share this job's record and log; "
+				       "submit one job per task instead", how);
+		}
+		sv_push(argv, o);
+	}
 	sv_clear(&opts);
 	sv_push(argv, script);
 	return 0;
@@ -760,4 +772,29 @@ int slurm_open_log(const char *dir)
 int slurm_stop_asked(const char *dir)
 {
 	return job_meta_exists(dir, "stopped");
+}
+
+int slurm_oom_line(const char *text, size_t len, char *out, size_t n)
+{
+	static const char *const marks[] = { "exceeded memory limit", "exceeded job memory limit",
+					     "oom-kill event", "oom_kill event", "Out Of Memory" };
+	int found = 0;
+
+	/* The last such line: the one about this run. */
+	for (size_t i = 0; i < len;) {
+		const char *l = text + i, *nl = memchr(l, '\n', len - i);
+		size_t ll = nl ? (size_t)(nl - l) : len - i;
+		for (size_t m = 0; m < GR_ARRAY_SIZE(marks); m++) {
+			size_t ml = strlen(marks[m]);
+			for (size_t k = 0; k + ml <= ll; k++)
+				if (!strncasecmp(l + k, marks[m], ml)) {
+					copy_clean(out, n, l, ll);
+					found = 1;
+					m = GR_ARRAY_SIZE(marks);
+					break;
+				}
+		}
+		i += ll + 1;
+	}
+	return found;
 }

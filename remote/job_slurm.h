@@ -126,6 +126,11 @@ int slurm_find_by_name(const char *dir, const char *job_id, char *out, size_t n)
 /* Its parser: the largest job id in text (one a line) not in known. */
 int slurm_parse_ids_by_name(const char *text, const struct strvec *known, char *out, size_t n);
 
+/* The last line of text (Slurm's output file for a job) that says the
+ * job was killed for memory ("... exceeded memory limit ...", "Detected
+ * 1 oom-kill event(s) ..."), cleaned, into out: 1 if there was one. */
+int slurm_oom_line(const char *text, size_t len, char *out, size_t n);
+
 /* gpurun's record from what Slurm says (job_backend_slurm.c), decided
  * from Slurm's state, never its raw ExitCode: status_valid when st (the
  * job's .gpurun/status) was written by this run of this Slurm job;

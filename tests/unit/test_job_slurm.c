@@ -282,6 +282,22 @@ static void test_sbatch_argv(void)
 	CHECK_EQ_INT(slurm_sbatch_argv(&s, "/d", "J", "/s", NULL, &a, &err), GR_EINVAL);
 	sv_clear(&a);
 	job_spec_free(&s);
+	/* A job array's tasks would share one record: refused, however
+	 * the option is written. */
+	static const char *const arrays[] = { "--array=0-3", "--array", "-a", "-a0-3" };
+	for (size_t i = 0; i < GR_ARRAY_SIZE(arrays); i++) {
+		s = (struct job_spec){ STRVEC_INIT };
+		spec_set(&s, "slurm_option", arrays[i]);
+		CHECK_EQ_INT(slurm_sbatch_argv(&s, "/d", "J", "/s", NULL, &a, &err), GR_EINVAL);
+		CHECK(strstr(err.msg, "job arrays") != NULL);
+		sv_clear(&a);
+		job_spec_free(&s);
+	}
+	s = (struct job_spec){ STRVEC_INIT };
+	spec_set(&s, "slurm_option", "--account=arrays");
+	CHECK(slurm_sbatch_argv(&s, "/d", "J", "/s", NULL, &a, &err) == 0);
+	sv_clear(&a);
+	job_spec_free(&s);
 	/* A container per task under srun would share one name. */
 	s = (struct job_spec){ STRVEC_INIT };
 	spec_set(&s, "container_image", "busybox");
@@ -380,6 +396,25 @@ static void test_squeue(void)
 	CHECK(!si.known);
 }
 
+/* Slurm's words when it killed a job for memory, from its output file. */
+static void test_oom_line(void)
+{
+	static const char a[] = "[gpurun] running\nslurmstepd: error: Job 12 exceeded memory limit "
+				"(2100000 > 1048576), being killed\nslurmstepd: error: *** JOB 12 ON n1 "
+				"CANCELLED ***\n";
+	static const char b[] = "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=7.batch. "
+				"Some of your processes may have been killed by the cgroup out-of-memory "
+				"handler.\x1b]52;c;x\x07";
+	char line[240];
+
+	CHECK(slurm_oom_line(a, sizeof(a) - 1, line, sizeof(line)) == 1);
+	CHECK_STR(line, "slurmstepd: error: Job 12 exceeded memory limit (2100000 > 1048576), being killed");
+	CHECK(slurm_oom_line(b, sizeof(b) - 1, line, sizeof(line)) == 1);
+	CHECK(strstr(line, "error: Detected 1 oom-kill event(s)") != NULL);
+	CHECK(strchr(line, '\x1b') == NULL && strchr(line, '\x07') == NULL);
+	CHECK(slurm_oom_line("all good\n", 9, line, sizeof(line)) == 0);
+}
+
 static void test_batch_script(void)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -400,6 +435,7 @@ int main(void)
 	RUN(test_all_gpus);
 	RUN(test_ids_by_name);
 	RUN(test_squeue);
+	RUN(test_oom_line);
 	RUN(test_batch_script);
 	return T_DONE();
 }
