@@ -336,8 +336,10 @@ test_expect_success 'the submitter killed right after sbatch: the job is found b
 	! pgrep -f "^sleep $((S + 7))\$"
 '
 
-test_skip '[slurm] nodes = 2: one task per node with NODE_RANK' \
-	'needs a cluster of two nodes; the test cluster has one'
+# [slurm] nodes = 2 (one task per node, 2 x 2 tasks, a rank failing on
+# the second node, stop on both): t0712-slurm-nodes.sh, on a cluster of
+# two nodes in namespaces of their own (the whole test in a network
+# namespace of its own).
 
 # [container] image under Slurm: the batch step runs the job's steps in
 # the image with the test's own podman (tests/container.sh), reached

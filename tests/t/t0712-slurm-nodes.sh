@@ -1,0 +1,133 @@
+#!/bin/bash
+# The Slurm backend on a cluster of two nodes made on this machine
+# (tests/slurm.sh with SLURM_NODES=2: each slurmd in network, UTS and
+# mount namespaces of its own, a bridge in the test's own network
+# namespace): one task per node with NODE_RANK, 2 nodes x 2 tasks meeting
+# at MASTER_ADDR:MASTER_PORT (a TCP rendezvous that sums every rank's
+# number: Debian's python3-torch is not installed here, so no real
+# torch.distributed all-reduce), a failing rank on the second node named
+# with its node, and a stop that gives every rank on both nodes its grace.
+. "$(dirname "$0")/../slurm.sh"
+slurm_netns_enter "$0" "$@"
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../slurm.sh"
+
+if why=$(slurm_missing); then
+	test_skip 'Slurm on two nodes' "$why"
+	test_done
+fi
+if [ -z "${GPURUN_TEST_NETNS:-}" ]; then
+	test_skip 'Slurm on two nodes' "${SLURM_NETNS_WHY:-no network namespace for the test}"
+	test_done
+fi
+
+LH=$TRASH/login-home
+start_sshd login "SetEnv HOME=$LH $(slurm_sshd_env)" && trust_sshd login ||
+	{ echo "not ok - $TEST_NAME: sshd"; exit 1; }
+SLURM_NODES=2 slurm_start || { echo "not ok - $TEST_NAME: the cluster did not start"; exit 1; }
+set -- $SLURM_NODES_LIST
+NA=$1 NB=$2
+echo "# two nodes, $NA and $NB, up in $SLURM_START_SECONDS s"
+
+P=$TRASH/proj
+mkdir -p "$P"
+S=$$
+ini() {
+	write_ini "$P" login libssh2 proj
+	printf 'scheduler = slurm\n[build]\ncommand =\n' >>"$P/gpurun.ini"
+	for kv in "$@"; do printf '%s\n' "$kv"; done >>"$P/gpurun.ini"
+}
+last_id() { head -n1 "$P/.gpurun/jobs" | cut -f1; }
+json_field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[0] if isinstance(d,list) else d; d=d.get("jobs",[d])[0] if "jobs" in d else d; print(d.get(sys.argv[2],""))' "$1" "$2"; }
+wait_grep() {
+	for _i in $(seq 1 $((${3:-60} * 10))); do
+		grep -q -- "$1" "$2" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	say "timed out waiting for '$1' in $2:"; cat "$2" >&2; return 1
+}
+wait_status() {
+	for _i in $(seq 1 $((${3:-60} * 5))); do
+		(cd "$P" && "$GPURUN" status --json "$1" >"$TRASH/ws.json" 2>/dev/null) &&
+			[ "$(json_field "$TRASH/ws.json" state)" = "$2" ] && return 0
+		sleep 0.2
+	done
+	say "job $1 is not $2:"; cat "$TRASH/ws.json" >&2; return 1
+}
+T=$TRASH/out && mkdir -p "$T"
+
+cat >"$P/meet.py" <<'EOF'
+# Every rank meets rank 0 at MASTER_ADDR:MASTER_PORT and sends RANK + 1;
+# rank 0 sums them and sends the sum back (an all-reduce by hand).
+import os, socket, time
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+host = socket.gethostname()
+if rank == 0:
+    srv = socket.create_server(("0.0.0.0", port))
+    peers = [srv.accept()[0] for _ in range(world - 1)]
+    total = 1 + sum(int(p.recv(16)) for p in peers)
+    for p in peers:
+        p.sendall(str(total).encode())
+else:
+    for _ in range(200):
+        try:
+            c = socket.create_connection((addr, port))
+            break
+        except OSError:
+            time.sleep(0.05)
+    c.sendall(str(rank + 1).encode())
+    total = int(c.recv(16))
+print("rank %d of %d local %s node %s on %s: sum %d" % (rank, world, os.environ["LOCAL_RANK"],
+      os.environ["NODE_RANK"], host, total), flush=True)
+EOF
+cat >"$P/ranks.py" <<'EOF'
+import os, signal, socket, sys, time
+rank = os.environ["RANK"]
+def term(sig, frame):
+    time.sleep(2)
+    print("rank %s on %s checkpointed" % (rank, socket.gethostname()), flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+print("rank %s up" % rank, flush=True)
+while True:
+    time.sleep(0.1)
+EOF
+
+test_expect_success '[slurm] nodes = 2: one task per node with NODE_RANK, on each node' '
+	cd "$P" && ini "[train]" "command = echo rank=\$RANK node=\$NODE_RANK of \$WORLD_SIZE on \$(hostname) master \$MASTER_ADDR" \
+		"[slurm]" "nodes = 2" &&
+	"$GPURUN" -q train >$T/out &&
+	test_grep -x "rank=0 node=0 of 2 on $NA master $NA" $T/out &&
+	test_grep -x "rank=1 node=1 of 2 on $NB master $NA" $T/out
+'
+
+test_expect_success '2 nodes x 2 tasks: the four ranks meet at MASTER_ADDR:MASTER_PORT across nodes' '
+	cd "$P" && ini "[train]" "command = python3 meet.py" "[slurm]" "nodes = 2" "ntasks_per_node = 2" &&
+	"$GPURUN" -q train >$T/meet &&
+	test "$(grep -c ": sum 10\$" $T/meet)" = 4 &&
+	test_grep -x "rank 0 of 4 local 0 node 0 on $NA: sum 10" $T/meet &&
+	test_grep -x "rank 3 of 4 local 1 node 1 on $NB: sum 10" $T/meet
+'
+
+test_expect_success 'a rank that fails on the second node: its status is the job'"'"'s, its node named' '
+	cd "$P" && ini "[train]" "command = if [ \$RANK = 1 ]; then sleep 1; exit 4; fi; sleep $((S + 1))" \
+		"[slurm]" "nodes = 2" &&
+	test_expect_code 4 "$GPURUN" train >$T/out 2>$T/err && id=$(last_id) &&
+	test_grep "rank 1 on $NB exited with status 4 first" $T/out &&
+	"$GPURUN" status --json "$id" >$T/fr.json && json_field $T/fr.json reason >$T/fr &&
+	test_grep "rank 1 on $NB failed first (exit 4)" $T/fr &&
+	! pgrep -f "^sleep $((S + 1))\$"
+'
+
+test_expect_success 'stop: every rank on both nodes gets its grace' '
+	cd "$P" && ini "[train]" "command = python3 ranks.py" "stop_grace = 20" "[slurm]" "nodes = 2" &&
+	id=$("$GPURUN" -q train -d) &&
+	{ "$GPURUN" logs -f "$id" >$T/rk 2>&1 & lpid=$!; } &&
+	wait_grep "^rank 0 up\$" $T/rk && wait_grep "^rank 1 up\$" $T/rk &&
+	"$GPURUN" stop "$id" >$T/out 2>$T/err && { wait $lpid; true; } &&
+	test_grep -x "rank 0 on $NA checkpointed" $T/rk && test_grep -x "rank 1 on $NB checkpointed" $T/rk &&
+	wait_status "$id" stopped
+'
+
+test_done
