@@ -148,8 +148,9 @@ static int queue_read(const char *path, int is_root, uint64_t *at_ms, char *why,
 		const char *e = job_kv_get(&kv, "error");
 		*at_ms = job_kv_u64(&kv, "queried_ms");
 		if (e && *e && slurm_now_ms() - *at_ms < DOWN_MS) {
-			snprintf(why, n, "Slurm's controller does not answer (%s; asked %llu s ago)", e,
-				 (unsigned long long)((slurm_now_ms() - *at_ms) / 1000));
+			if (why)
+				snprintf(why, n, "Slurm's controller does not answer (%s; asked %llu s "
+					 "ago)", e, (unsigned long long)((slurm_now_ms() - *at_ms) / 1000));
 			down = 1;
 		}
 	}
@@ -664,6 +665,10 @@ static int submit_and_watch(const char *dir, const struct job_spec *spec, int lo
 	slurm_lognote(log_fd, "submitted to Slurm as job %s%s%s", id,
 		*job_spec_get(spec, "slurm_partition", "") ? " in partition " : "",
 		job_spec_get(spec, "slurm_partition", ""));
+	/* The controller answers (again): no job waits out a back-off from
+	 * a moment it did not. */
+	if (queue_down(dir, 0, NULL, 0))
+		queue_mark(dir, 0, NULL);
 	/* A stop that came while sbatch ran found no id to cancel. */
 	if (slurm_stop_asked(dir))
 		scancel(id, NULL, NULL);

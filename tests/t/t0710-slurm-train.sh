@@ -442,7 +442,11 @@ test_expect_success 'slurmctld hung: status answers within one time limit, sayin
 	test $(( (t1 - t0) / 1000000 )) -lt 6000 && test $(( (t2 - t1) / 1000000 )) -lt 2000 &&
 	test_grep "controller does not answer" $T/down.json && test_grep "controller does not answer" $T/down2.json &&
 	test "$(grep -c "\"state\": \"queued\"" $T/down2.json)" -ge 5 &&
-	squeue -h -o %i | xargs -r scancel
+	squeue -h -o %i | xargs -r scancel &&
+	ini "[train]" "command = echo back" && sed -i "s/^host = login\$/host = counted/" gpurun.ini &&
+	"$GPURUN" -q train >$T/back && test_grep -x back $T/back &&
+	"$GPURUN" status --json "$(last_id)" >$T/back.json && test "$(json_field $T/back.json state)" = done &&
+	! test_grep "does not answer" $T/back.json
 ' 3>&1
 
 if why=$(slurm_missing_accounting); then
