@@ -566,6 +566,24 @@ static void quote_oom(const char *dir, const char *id, struct job_rec *r)
 	sb_release(&sb);
 }
 
+/* A batch step that ended without the job's status and left no
+ * slurm-ID.out here ran where this folder is not (compute nodes that do
+ * not share the home folder): say so, not "see .gpurun/slurm-ID.out". */
+static void no_output_why(const char *dir, const char *id, const struct slurm_info *si,
+			  struct job_rec *r)
+{
+	char name[48];
+
+	snprintf(name, sizeof(name), "slurm-%s.out", id);
+	if (job_meta_exists(dir, name))
+		return;
+	free(r->reason);
+	r->reason = xasprintf("Slurm job %s ended (%s) before gpurun's agent ran%s%s, and Slurm "
+			      "wrote no .gpurun/%s here: do the compute nodes see '%s' (a home "
+			      "folder they share)?", id, si->state, *si->nodes ? " on " : "",
+			      si->nodes, name, dir);
+}
+
 static void slurm_state(const char *dir, struct job_rec *r)
 {
 	struct strvec ids = STRVEC_INIT, st = STRVEC_INIT, run = STRVEC_INIT;
@@ -617,6 +635,8 @@ static void slurm_state(const char *dir, struct job_rec *r)
 	slurm_map(&si, for_cur, &st, job_meta_exists(dir, "stopped"), phase, cur, r);
 	if (si.known && job_rec_ended(r) && strcmp(r->state, "done") && strcmp(r->state, "stopped"))
 		quote_oom(dir, cur, r);
+	if (si.known && !for_cur && (!strcmp(si.state, "FAILED") || !strcmp(si.state, "COMPLETED")))
+		no_output_why(dir, cur, &si, r);
 	if (*error && !job_rec_ended(r)) {
 		free(r->reason);
 		r->reason = xasprintf("cannot ask Slurm about job %s now: %s", cur, error);

@@ -26,7 +26,9 @@
 # the bridge and the 10.77.0.0/24 addresses exist nowhere else), its own
 # /etc/hosts and pid folder bind-mounted in its mount namespace, one
 # munged reached through the filesystem. Nodes are ${SLURM_NODE}a, b, ...
-# (SLURM_NODES_LIST); everything is torn down by pid.
+# (SLURM_NODES_LIST); SLURM_NODE_PIDS holds the processes that hold their
+# namespaces (nsenter -t PID -m ... changes what one node sees);
+# everything is torn down by pid.
 #
 # SLURM_MIN_JOB_AGE (default 300) is how long scontrol remembers an ended
 # job; a small value lets a test see a job only sacct knows.
@@ -271,6 +273,7 @@ _slurm_node_up() {
 	unshare --net --uts --mount --propagation private sleep 1000000 &
 	_np=$!
 	_slurm_pids="$_np $_slurm_pids"
+	SLURM_NODE_PIDS="${SLURM_NODE_PIDS:-} $_np"
 	for _i in $(seq 1 100); do
 		[ "$(readlink /proc/$_np/ns/net 2>/dev/null)" != "$(readlink /proc/self/ns/net)" ] &&
 			[ "$(readlink /proc/$_np/ns/net 2>/dev/null)" != "" ] && break

@@ -6,7 +6,9 @@
 # at MASTER_ADDR:MASTER_PORT (a TCP rendezvous that sums every rank's
 # number: Debian's python3-torch is not installed here, so no real
 # torch.distributed all-reduce), a failing rank on the second node named
-# with its node, and a stop that gives every rank on both nodes its grace.
+# with its node, a stop that gives every rank on both nodes its grace, and
+# compute nodes that do not see the job's folder (a tmpfs over the login
+# node's home in each node's mount namespace).
 . "$(dirname "$0")/../slurm.sh"
 slurm_netns_enter "$0" "$@"
 . "$(dirname "$0")/../lib.sh"
@@ -128,6 +130,16 @@ test_expect_success 'stop: every rank on both nodes gets its grace' '
 	"$GPURUN" stop "$id" >$T/out 2>$T/err && { wait $lpid; true; } &&
 	test_grep -x "rank 0 on $NA checkpointed" $T/rk && test_grep -x "rank 1 on $NB checkpointed" $T/rk &&
 	wait_status "$id" stopped
+'
+
+test_expect_success 'compute nodes that do not see the job folder: the error says so' '
+	for p in $SLURM_NODE_PIDS; do nsenter -t "$p" -m mount -t tmpfs none "$LH" || return 1; done &&
+	cd "$P" && ini "[train]" "command = echo never" &&
+	{ "$GPURUN" train >$T/ns 2>$T/nserr; rc=$?; } &&
+	for p in $SLURM_NODE_PIDS; do nsenter -t "$p" -m umount "$LH" || return 1; done &&
+	test $rc != 0 && ! test_grep -x never $T/ns &&
+	"$GPURUN" status --json "$(last_id)" >$T/ns.json && json_field $T/ns.json reason >$T/nsr &&
+	test_grep "before gpurun.s agent ran on $NA.*wrote no .gpurun/slurm-[0-9]*.out here: do the compute nodes see" $T/nsr
 '
 
 test_done
