@@ -229,6 +229,35 @@ out:
 	sv_clear(&out);
 }
 
+/* A container job's GPU mode, decided again here, on the compute node:
+ * the login node decided it at JOB_START, where there may be no CDI spec
+ * (or one the compute node lacks). The record says what holds here. */
+static void ctr_gpu_here(const char *dir, const char *host, int log_fd)
+{
+	struct strvec kv = STRVEC_INIT;
+	struct strbuf t = STRBUF_INIT;
+	char *p = job_meta(dir, "container");
+	const char *kind, *path, *was;
+
+	if (job_kv_read(p, &kv, NULL) < 0 || !(kind = job_kv_get(&kv, "runtime")) ||
+	    !(path = job_kv_get(&kv, "path")) || !(was = job_kv_get(&kv, "gpu")))
+		goto out;
+	const char *way = job_ctr_gpu_way(kind, path);
+	if (!strcmp(way, was))
+		goto out;
+	slurm_lognote(log_fd, "GPUs go into the container on %s by %s (the login node: %s)", host,
+		      way, was);
+	for (size_t i = 0; i < kv.n; i++)
+		if (strncmp(kv.v[i], "gpu=", 4))
+			sb_addf(&t, "%s\n", kv.v[i]);
+	sb_addf(&t, "gpu=%s\n", way);
+	job_meta_write(dir, "container", t.buf, NULL);
+out:
+	sb_release(&t);
+	sv_clear(&kv);
+	free(p);
+}
+
 /* `slurm-run DIR`: the batch script's command. */
 int slurm_run_main(const char *dir)
 {
@@ -289,6 +318,8 @@ int slurm_run_main(const char *dir)
 		ntasks == 1 ? "" : "s", getenv("CUDA_VISIBLE_DEVICES") ? ", GPUs " : "",
 		getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
 	extra = xasprintf("slurm_id=%s\nslurm_restarts=%lld\n", jid, restarts);
+	if (job_ctr_wanted(&spec))
+		ctr_gpu_here(dir, host, log_fd);
 	/* A container sees what the command would see outside: Slurm's
 	 * variables and the ranks (with several tasks slurm-task sets them
 	 * per task, but a container is refused there). */

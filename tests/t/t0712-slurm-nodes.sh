@@ -8,11 +8,13 @@
 # torch.distributed all-reduce), a failing rank on the second node named
 # with its node, a stop that gives every rank on both nodes its grace, and
 # compute nodes that do not see the job's folder (a tmpfs over the login
-# node's home in each node's mount namespace).
+# node's home in each node's mount namespace), and a container job's GPU
+# mode decided on the compute node (a CDI spec there only).
 . "$(dirname "$0")/../slurm.sh"
 slurm_netns_enter "$0" "$@"
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../slurm.sh"
+. "$(dirname "$0")/../container.sh"
 
 if why=$(slurm_missing); then
 	test_skip 'Slurm on two nodes' "$why"
@@ -141,5 +143,38 @@ test_expect_success 'compute nodes that do not see the job folder: the error say
 	"$GPURUN" status --json "$(last_id)" >$T/ns.json && json_field $T/ns.json reason >$T/nsr &&
 	test_grep "before gpurun.s agent ran on $NA.*wrote no .gpurun/slurm-[0-9]*.out here: do the compute nodes see" $T/nsr
 '
+
+# [container] image on a compute node that has a CDI spec for
+# nvidia.com/gpu while the login node has none: the GPU mode is decided
+# where the job runs. The spec (fake devices that set an environment
+# variable, as in t0442) is bind-mounted over /var/run/cdi in each node's
+# mount namespace only; the login node's /var/run/cdi stays empty (made
+# for the test, under t0442's lock, when the host has none).
+if ! why=$(container_missing podman) && container_start podman; then
+	start_sshd login2 "SetEnv HOME=$LH $(slurm_sshd_env) $(container_env podman)" && trust_sshd login2
+	test_expect_success '[container] image: the GPU mode is decided on the compute node (CDI there, none on the login node)' '
+		exec 9>/tmp/gpurun-test-cdi.lock && flock -w 600 9 &&
+		{ test -d /var/run/cdi || { mkdir -p /var/run/cdi && touch $TRASH/made-cdi-dir; }; } &&
+		test_atexit "test -e $TRASH/made-cdi-dir && rmdir /var/run/cdi; exec 9>&- 2>/dev/null" &&
+		! ls /var/run/cdi/*.json 2>/dev/null | grep -q . &&
+		mkdir -p $TRASH/cdi-node && cat >$TRASH/cdi-node/gpurun-test.json <<-JSON &&
+		{"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": [
+		 {"name": "0", "containerEdits": {"env": ["FAKE_CDI_GPU=0"]}},
+		 {"name": "1", "containerEdits": {"env": ["FAKE_CDI_GPU=1"]}},
+		 {"name": "all", "containerEdits": {"env": ["FAKE_CDI_GPU=all"]}}]}
+		JSON
+		for p in $SLURM_NODE_PIDS; do nsenter -t "$p" -m mount --bind $TRASH/cdi-node /var/run/cdi || return 1; done &&
+		cd "$P" && ini "[train]" "command = echo cdi=\$FAKE_CDI_GPU" "gpus = 1" \
+			"[container]" "image = $CONTAINER_IMAGE" "runtime = podman" &&
+		sed -i "s/^host = login\$/host = login2/" gpurun.ini &&
+		{ "$GPURUN" train >$T/ctr 2>$T/ctrerr; rc=$?; } &&
+		for p in $SLURM_NODE_PIDS; do nsenter -t "$p" -m umount /var/run/cdi; done; exec 9>&-;
+		cat $T/ctr >&2; test $rc = 0 &&
+		test_grep "GPUs go into the container on $NA by cdi (the login node: none)" $T/ctr &&
+		test_grep -x "cdi=[01]" $T/ctr
+	'
+else
+	test_skip '[container] image: the GPU mode is decided on the compute node' "${why:-$CONTAINER_WHY}"
+fi
 
 test_done
