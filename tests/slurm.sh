@@ -279,7 +279,7 @@ _slurm_node_up() {
 			[ "$(readlink /proc/$_np/ns/net 2>/dev/null)" != "" ] && break
 		sleep 0.02
 	done
-	mkdir -p "$_d/run-$1" &&
+	mkdir -p "$_d/run-$1" "$_d/spool/$1" &&
 	ip link add "grv$3" type veth peer name eth0 netns "$_np" &&
 	ip link set "grv$3" master grbr up &&
 	nsenter -t "$_np" -n -u -m sh -c "hostname '$1' && ip link set lo up &&

@@ -2,14 +2,15 @@
 # The Slurm backend on a cluster of two nodes made on this machine
 # (tests/slurm.sh with SLURM_NODES=2: each slurmd in network, UTS and
 # mount namespaces of its own, a bridge in the test's own network
-# namespace): one task per node with NODE_RANK, 2 nodes x 2 tasks meeting
+# namespace): one task per node with NODE_RANK; 2 nodes x 2 tasks meeting
 # at MASTER_ADDR:MASTER_PORT (a TCP rendezvous that sums every rank's
-# number: Debian's python3-torch is not installed here, so no real
-# torch.distributed all-reduce), a failing rank on the second node named
-# with its node, a stop that gives every rank on both nodes its grace, and
-# compute nodes that do not see the job's folder (a tmpfs over the login
-# node's home in each node's mount namespace), and a container job's GPU
-# mode decided on the compute node (a CDI spec there only).
+# number; a real torch.distributed all-reduce too where Debian's
+# python3-torch is installed, skipped with why elsewhere); a failing rank
+# on the second node named with its node; a stop that gives every rank on
+# both nodes its grace; compute nodes that do not see the job's folder (a
+# tmpfs over the login node's home in each node's mount namespace); and a
+# container job's GPU mode decided on the compute node (a CDI spec there
+# only).
 . "$(dirname "$0")/../slurm.sh"
 slurm_netns_enter "$0" "$@"
 . "$(dirname "$0")/../lib.sh"
@@ -113,6 +114,30 @@ test_expect_success '2 nodes x 2 tasks: the four ranks meet at MASTER_ADDR:MASTE
 	test_grep -x "rank 0 of 4 local 0 node 0 on $NA: sum 10" $T/meet &&
 	test_grep -x "rank 3 of 4 local 1 node 1 on $NB: sum 10" $T/meet
 '
+
+# A real torch.distributed all-reduce (gloo, init_method env://: the
+# ranks' variables are all it needs) where Debian's python3-torch is
+# installed; the rendezvous above stands in for it elsewhere.
+if python3 -c 'import torch.distributed' 2>/dev/null; then
+	cat >"$P/allreduce.py" <<'EOF'
+import socket, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.tensor([dist.get_rank() + 1.0])
+dist.all_reduce(t)
+print("rank %d of %d on %s: all_reduce %d" % (dist.get_rank(), dist.get_world_size(),
+      socket.gethostname(), int(t.item())), flush=True)
+dist.destroy_process_group()
+EOF
+	test_expect_success '2 nodes x 2 tasks: torch.distributed all_reduce (gloo) across nodes' '
+		cd "$P" && ini "[train]" "command = python3 allreduce.py" "[slurm]" "nodes = 2" "ntasks_per_node = 2" &&
+		"$GPURUN" -q train >$T/ar &&
+		test "$(grep -c ": all_reduce 10\$" $T/ar)" = 4 &&
+		test_grep -x "rank 3 of 4 on $NB: all_reduce 10" $T/ar
+	'
+else
+	test_skip '2 nodes x 2 tasks: torch.distributed all_reduce (gloo) across nodes' \
+		'no torch here (apt install python3-torch); the TCP rendezvous above stands in'
+fi
 
 test_expect_success 'a rank that fails on the second node: its status is the job'"'"'s, its node named' '
 	cd "$P" && ini "[train]" "command = if [ \$RANK = 1 ]; then sleep 1; exit 4; fi; sleep $((S + 1))" \
