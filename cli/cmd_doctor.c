@@ -15,6 +15,7 @@
 #include "completion.h"
 #include "ssh.h"
 #include "sync_plan.h"
+#include "slurm_gres.h"
 
 const struct gr_opt cmd_doctor_opts[] = { { 0 } };
 
@@ -112,6 +113,32 @@ static void check_crypto(struct doctor *d)
 		line("ok", "crypto", "%s (not open to Terrapin)", m);
 }
 
+/* What [train] gpus asks of partition part (GPUs in sinfo's lines, text):
+ * all means every GPU of a node (--gres=gpu:N), refused where its nodes
+ * differ; a count above a node's GPUs is never granted. */
+static void check_gpu_request(struct gr_ctx *ctx, const char *text, const char *part)
+{
+	const char *gpus = ctx->cfg->train.gpus ? ctx->cfg->train.gpus : "";
+	const char *type = ctx->cfg->slurm.gpu_type ? ctx->cfg->slurm.gpu_type : "";
+	const char *want = ctx->cfg->slurm.partition ? ctx->cfg->slurm.partition : "";
+	struct gr_err e = { 0 };
+	long long node, n;
+
+	if (slurm_parse_all_gpus(text, 2, want, type, &node, &e) < 0) {
+		line("warn", "gpus", "%s", e.msg);
+		return;
+	}
+	if (!strcmp(gpus, "all")) {
+		line("ok", "gpus", "[train] gpus = all asks for every GPU of a node of partition %s: "
+		     "--gres=gpu:%s%s%lld", ts(part), ts(type), *type ? ":" : "", node);
+	} else if (parse_ll(gpus, 1, 1024, &n) == 0 && n > node) {
+		line("warn", "gpus", "[train] gpus = %s, but a node of partition %s has %lld GPU%s%s%s: "
+		     "Slurm will not start the job", gpus, ts(part), node, node == 1 ? "" : "s",
+		     *type ? " of type " : "", ts(type));
+		printf("     hint: set [train] gpus = all, or a count up to %lld\n", node);
+	}
+}
+
 /* [slurm] partition (or the cluster's default) in sinfo's lines from the
  * host (untrusted: shown through ts()), its state and GPU gres, and what
  * [train] gpus asks of it. */
@@ -167,6 +194,8 @@ static void check_partitions(struct gr_ctx *ctx, struct doctor *d, const char *t
 				line("warn", "gpus", "[train] gpus = %s, but partition %s has no GPU gres",
 				     gpus, ts(f[0]));
 				printf("     hint: choose a GPU partition with [slurm] partition\n");
+			} else if (*gpus) {
+				check_gpu_request(ctx, text, f[0]);
 			}
 		}
 		free(row);

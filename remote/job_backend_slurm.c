@@ -3,19 +3,21 @@
  *
  *   start   the supervisor runs in `slurm-submit` mode on the login node:
  *           [setup] and [build] there (unless [slurm] build_on = compute),
- *           then sbatch of the batch script in the job's folder; while the
- *           job waits it writes the queue's reason into the log.
+ *           then sbatch of the batch script in the job's folder, and it
+ *           ends: no process waits with a pending job.
  *   in the allocation (job_slurm_run.c), the batch script runs the agent
  *           as `slurm-run`: the same supervisor (job_super.h), without
  *           gpurun's GPU locks
  *           (Slurm chose the GPUs), the command through `srun ... agent
  *           slurm-task` when the job has several tasks; MASTER_ADDR,
- *           MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK and NODE_RANK for
- *           torch.distributed. It passes [slurm] signal_before's SIGUSR1
+ *           MASTER_PORT, NODE_RANK, and with several tasks WORLD_SIZE,
+ *           RANK and LOCAL_RANK, for torch.distributed. It passes [slurm] signal_before's SIGUSR1
  *           to the command, and at the time limit submits the job again
  *           when [slurm] resubmit says so.
- *   state   from the job's files and what scontrol (then sacct) says,
- *           decided from Slurm's state, never its raw ExitCode.
+ *   state   from the job's files and what Slurm says (one squeue for all
+ *           of a project's jobs in refresh; scontrol, then sacct, for one
+ *           job), decided from Slurm's state, never its raw ExitCode; the
+ *           queue's reason goes into the log as it changes.
  *   stop    scancel --signal=TERM, then scancel after the grace period.
  */
 #include <errno.h>
@@ -95,6 +97,154 @@ out:
 	return rc;
 }
 
+/* A Reason Slurm gave ("None" is none). */
+static int reason_given(const char *reason)
+{
+	return *reason && strcmp(reason, "None");
+}
+
+/* ---- one query for all of a project's jobs ----
+ *
+ * root/.slurm-queue (root: the project's jobs folder, a job's folder's
+ * parent) says when Slurm was last asked about the project's jobs and,
+ * when it did not answer, why: then no job asks again for DOWN_MS (each
+ * try costs a time limit; with slurmctld down, status of N jobs took N
+ * time limits). refresh asks squeue once for all the project's unfinished
+ * jobs, at most every QUEUE_MS, and writes each job's cache; a job whose
+ * state changed, or that squeue no longer lists, is asked alone
+ * (scontrol, then sacct: its exit code, restarts), once. */
+#define QUEUE_MS 2000
+#define DOWN_MS 30000
+
+static char *queue_file(const char *path, int is_root)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (is_root || !slash)
+		return xasprintf("%s/.slurm-queue", path);
+	return xasprintf("%.*s/.slurm-queue", (int)(slash - path), path);
+}
+
+static void queue_mark(const char *path, int is_root, const char *error)
+{
+	char *p = queue_file(path, is_root);
+	char *t = xasprintf("queried_ms=%llu\nerror=%s\n", (unsigned long long)slurm_now_ms(),
+			    error ? error : "");
+
+	write_file_atomic(p, t, strlen(t), 0644, NULL);
+	free(t);
+	free(p);
+}
+
+/* Asked at *at_ms; 1 with why when Slurm did not answer within DOWN_MS. */
+static int queue_read(const char *path, int is_root, uint64_t *at_ms, char *why, size_t n)
+{
+	struct strvec kv = STRVEC_INIT;
+	char *p = queue_file(path, is_root);
+	int down = 0;
+
+	*at_ms = 0;
+	if (job_kv_read(p, &kv, NULL) == 0) {
+		const char *e = job_kv_get(&kv, "error");
+		*at_ms = job_kv_u64(&kv, "queried_ms");
+		if (e && *e && slurm_now_ms() - *at_ms < DOWN_MS) {
+			if (why)
+				snprintf(why, n, "Slurm's controller does not answer (%s; asked %llu s "
+					 "ago)", e, (unsigned long long)((slurm_now_ms() - *at_ms) / 1000));
+			down = 1;
+		}
+	}
+	free(p);
+	sv_clear(&kv);
+	return down;
+}
+
+static int queue_down(const char *path, int is_root, char *why, size_t n)
+{
+	uint64_t at;
+
+	return queue_read(path, is_root, &at, why, n);
+}
+
+/* While a job waits, a line in its log each time Slurm's reason
+ * changes ("queued: Resources (Slurm job 12)"), written by whoever asked
+ * (no process waits with the job). */
+static void note_queue(const char *dir, const char *id, const struct slurm_info *old,
+		       const struct slurm_info *now)
+{
+	if (!now->known || strcmp(now->state, "PENDING") || !reason_given(now->reason))
+		return;
+	if (old && !strcmp(old->state, "PENDING") && !strcmp(old->reason, now->reason))
+		return;
+	int fd = slurm_open_log(dir);
+	slurm_lognote(fd, "queued: %s (Slurm job %s)", now->reason, id);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void slurm_refresh(const char *root)
+{
+	struct strvec ids = STRVEC_INIT, dirs = STRVEC_INIT, cur = STRVEC_INIT;
+	struct strbuf out = STRBUF_INIT, e = STRBUF_INIT;
+	const char *argv[] = { "squeue", "--me", "-h", "-o", SLURM_SQUEUE_FORMAT, NULL };
+	char why[256];
+	uint64_t at;
+
+	job_list_ids(root, &ids);
+	for (size_t i = 0; i < ids.n; i++) {
+		char *dir = xasprintf("%s/%s", root, ids.v[i]);
+		struct strvec sids = STRVEC_INIT;
+		struct slurm_info si;
+		uint64_t cat;
+		int final = 0;
+		if (job_backend_of(dir) == &job_backend_slurm) {
+			slurm_ids(dir, &sids);
+			if (sids.n && !(cache_read(dir, sids.v[sids.n - 1], &si, &cat, &final) == 0 && final)) {
+				sv_push(&dirs, dir);
+				sv_push(&cur, sids.v[sids.n - 1]);
+			}
+		}
+		sv_clear(&sids);
+		free(dir);
+	}
+	if (!dirs.n || queue_read(root, 1, &at, why, sizeof(why)) ||
+	    slurm_now_ms() - at < QUEUE_MS)
+		goto out;
+	int rc = slurm_tool(argv, SLURM_TOOL_MS, &out, &e);
+	if (rc != 0) {
+		char msg[200];
+		snprintf(msg, sizeof(msg), "squeue: %.*s", (int)strcspn(e.buf ? e.buf : "", "\n"),
+			 e.buf && *e.buf ? e.buf : "failed");
+		queue_mark(root, 1, msg);
+		goto out;
+	}
+	queue_mark(root, 1, NULL);
+	for (size_t i = 0; i < dirs.n; i++) {
+		struct slurm_info now, old;
+		uint64_t cat;
+		int final = 0, have = cache_read(dirs.v[i], cur.v[i], &old, &cat, &final) == 0;
+		if (slurm_parse_squeue(out.buf, cur.v[i], &now) < 0)
+			continue; /* ended, or not yet listed: asked alone */
+		/* squeue has no exit code or restarts: a job whose state
+		 * changed is asked alone; one that did not keeps them. */
+		if (have ? strcmp(old.state, now.state) : strcmp(now.state, "PENDING"))
+			continue;
+		if (have) {
+			now.restarts = old.restarts;
+			now.exit_code = old.exit_code;
+			now.exit_signal = old.exit_signal;
+		}
+		note_queue(dirs.v[i], cur.v[i], have ? &old : NULL, &now);
+		cache_write(dirs.v[i], cur.v[i], &now, 0, NULL);
+	}
+out:
+	sb_release(&out);
+	sb_release(&e);
+	sv_clear(&ids);
+	sv_clear(&dirs);
+	sv_clear(&cur);
+}
+
 /* What Slurm says about job id, from the cache when it is fresh (max_age
  * ms) or final. *error: why Slurm could not be asked ("" when it could),
  * the caller's. Returns 0 when si holds an answer (maybe an old one). */
@@ -117,12 +267,22 @@ static int slurm_info_get(const char *dir, const char *id, int requeue, uint64_t
 	}
 	if (have && (final || (max_age && slurm_now_ms() - at < max_age)))
 		return 0;
+	/* Slurm did not answer a moment ago: not asked again (each try
+	 * costs a time limit), what it said last, and why. */
+	char down[256];
+	if (queue_down(dir, 0, down, sizeof(down))) {
+		free(*error);
+		*error = xstrdup(down);
+		return have ? 0 : -1;
+	}
 	struct slurm_info fresh;
 	if (slurm_query(id, &fresh, &err) < 0) {
 		free(*error);
 		*error = xstrdup(err.msg);
+		queue_mark(dir, 0, err.msg);
 		return have ? 0 : -1;
 	}
+	note_queue(dir, id, have ? si : NULL, &fresh);
 	*si = fresh;
 	cache_write(dir, id, si, si->known && slurm_state_final(si->state, requeue), NULL);
 	return 0;
@@ -148,11 +308,6 @@ static void set_str(char **f, const char *v)
 	*f = xstrdup(v ? v : "");
 }
 
-/* A Reason Slurm gave ("None" is none). */
-static int reason_given(const char *reason)
-{
-	return *reason && strcmp(reason, "None");
-}
 
 /* The status file's end into r. */
 static void from_status(const struct strvec *st, struct job_rec *r)
@@ -195,6 +350,19 @@ static void state_before_submit(const char *dir, struct job_rec *r, int has_stat
 		set_str(&r->state, "lost");
 	}
 	free(phase);
+}
+
+/* "rank 1 on node2 failed first (exit 3)", from the status of a job of
+ * several tasks (job_slurm_run.c). */
+static void failed_rank_why(const struct strvec *st, struct strbuf *why)
+{
+	const char *rank = job_kv_get(st, "failed_rank"), *node = job_kv_get(st, "failed_node");
+	uint64_t sig = job_kv_u64(st, "signal");
+
+	if (!rank || !node)
+		return;
+	sb_addf(why, "rank %s on %s failed first (%s %llu)", rank, node,
+		sig ? "signal" : "exit", (unsigned long long)(sig ? sig : job_kv_u64(st, "exit")));
 }
 
 void slurm_map(const struct slurm_info *si, int status_valid, const struct strvec *st,
@@ -265,6 +433,8 @@ void slurm_map(const struct slurm_info *si, int status_valid, const struct strve
 			set_str(&r->state, !r->signalled && !r->code ? "done" : "failed");
 		if (!strcmp(s, "OUT_OF_MEMORY"))
 			sb_adds(&why, "out of memory (Slurm: OUT_OF_MEMORY)");
+		else if (!stopped)
+			failed_rank_why(st, &why);
 		goto out;
 	}
 	if (!strcmp(s, "RUNNING") || !strcmp(s, "COMPLETING") || !strcmp(s, "SIGNALING") ||
@@ -321,6 +491,99 @@ out:
 	sb_release(&why);
 }
 
+/* A job whose submitting supervisor died between sbatch and recording
+ * the id (killed, or its answer lost) may run all the same: when the
+ * supervisor is gone in the run phase with no id and no status, ask
+ * Slurm for the job by its name (at most every LOOKUP_MS) and record
+ * what it has. 1 when an id was recorded. */
+#define LOOKUP_MS 30000
+static int adopt_by_name(const char *dir, const char *job_id)
+{
+	char found[32], *phase, *p;
+	struct strvec kv = STRVEC_INIT;
+	int rc = 0, fd;
+
+	if (!job_id || job_supervisor_alive(dir))
+		return 0;
+	phase = meta_line(dir, "phase");
+	p = job_meta(dir, "slurm-lookup");
+	job_kv_read(p, &kv, NULL);
+	if (strcmp(phase, "run") || slurm_now_ms() - job_kv_u64(&kv, "queried_ms") < LOOKUP_MS)
+		goto out;
+	char *t = xasprintf("queried_ms=%llu\n", (unsigned long long)slurm_now_ms());
+	job_meta_write(dir, "slurm-lookup", t, NULL);
+	free(t);
+	if (slurm_find_by_name(dir, job_id, found, sizeof(found)) != 1)
+		goto out;
+	char *meta = job_meta(dir, "slurm");
+	fd = open(meta, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd >= 0 && dprintf(fd, "id=%s\n", found) > 0) {
+		int log_fd = slurm_open_log(dir);
+		slurm_lognote(log_fd, "the job's submitter ended before it recorded the Slurm job; "
+			      "Slurm has it by its name: Slurm job %s", found);
+		if (log_fd >= 0)
+			close(log_fd);
+		rc = 1;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(meta);
+out:
+	free(phase);
+	free(p);
+	sv_clear(&kv);
+	return rc;
+}
+
+/* A job Slurm killed for memory: its words from slurm-ID.out (the tail),
+ * not only "see .gpurun/slurm-ID.out". */
+static void quote_oom(const char *dir, const char *id, struct job_rec *r)
+{
+	char name[48], line[240];
+	struct strbuf sb = STRBUF_INIT;
+	int fd;
+
+	snprintf(name, sizeof(name), "slurm-%s.out", id);
+	char *p = job_meta(dir, name);
+	fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	free(p);
+	if (fd < 0)
+		return;
+	off_t end = lseek(fd, 0, SEEK_END);
+	if (end > 65536)
+		lseek(fd, end - 65536, SEEK_SET);
+	else
+		lseek(fd, 0, SEEK_SET);
+	char buf[8192];
+	ssize_t got;
+	while (sb.len < 65536 && (got = read(fd, buf, sizeof(buf))) > 0)
+		sb_add(&sb, buf, (size_t)got);
+	close(fd);
+	if (sb.len && slurm_oom_line(sb.buf, sb.len, line, sizeof(line))) {
+		free(r->reason);
+		r->reason = xasprintf("killed for memory: %s", line);
+	}
+	sb_release(&sb);
+}
+
+/* A batch step that ended without the job's status and left no
+ * slurm-ID.out here ran where this folder is not (compute nodes that do
+ * not share the home folder): say so, not "see .gpurun/slurm-ID.out". */
+static void no_output_why(const char *dir, const char *id, const struct slurm_info *si,
+			  struct job_rec *r)
+{
+	char name[48];
+
+	snprintf(name, sizeof(name), "slurm-%s.out", id);
+	if (job_meta_exists(dir, name))
+		return;
+	free(r->reason);
+	r->reason = xasprintf("Slurm job %s ended (%s) before gpurun's agent ran%s%s, and Slurm "
+			      "wrote no .gpurun/%s here: do the compute nodes see '%s' (a home "
+			      "folder they share)?", id, si->state, *si->nodes ? " on " : "",
+			      si->nodes, name, dir);
+}
+
 static void slurm_state(const char *dir, struct job_rec *r)
 {
 	struct strvec ids = STRVEC_INIT, st = STRVEC_INIT, run = STRVEC_INIT;
@@ -338,6 +601,8 @@ static void slurm_state(const char *dir, struct job_rec *r)
 	free(p);
 	r->start_ms = job_kv_u64(&run, "start_ms");
 	set_str(&r->gpus, job_kv_get(&run, "gpus"));
+	if (!ids.n && !has_status && adopt_by_name(dir, r->id))
+		slurm_ids(dir, &ids);
 	if (!ids.n) {
 		state_before_submit(dir, r, has_status, &st);
 		goto out;
@@ -368,6 +633,10 @@ static void slurm_state(const char *dir, struct job_rec *r)
 		for_cur = 0; /* written before Slurm requeued it */
 	phase = meta_line(dir, "phase");
 	slurm_map(&si, for_cur, &st, job_meta_exists(dir, "stopped"), phase, cur, r);
+	if (si.known && job_rec_ended(r) && strcmp(r->state, "done") && strcmp(r->state, "stopped"))
+		quote_oom(dir, cur, r);
+	if (si.known && !for_cur && (!strcmp(si.state, "FAILED") || !strcmp(si.state, "COMPLETED")))
+		no_output_why(dir, cur, &si, r);
 	if (*error && !job_rec_ended(r)) {
 		free(r->reason);
 		r->reason = xasprintf("cannot ask Slurm about job %s now: %s", cur, error);
@@ -389,13 +658,6 @@ static int slurm_start(const char *dir, struct gr_err *err)
 }
 
 
-/* Sleep ms, in steps, until stop is asked. */
-static void nap_unless_stopped(const char *dir, int ms)
-{
-	for (int t = 0; t < ms && !slurm_stop_asked(dir); t += 250)
-		usleep(250 * 1000);
-}
-
 static void scancel(const char *id, const char *signal_opt, struct strbuf *said)
 {
 	const char *with[] = { "scancel", "--full", signal_opt, id, NULL };
@@ -408,14 +670,13 @@ static void scancel(const char *id, const char *signal_opt, struct strbuf *said)
 	sb_release(&e);
 }
 
-/* The supervisor hands the job to Slurm, then writes the queue's reason
- * into the log until the job starts (or ends, or is stopped). */
+/* The supervisor hands the job to Slurm and ends: no process waits
+ * with a pending job (whoever asks about the job asks Slurm, and the
+ * project's jobs are asked about in one squeue, slurm_refresh). */
 static int submit_and_watch(const char *dir, const struct job_spec *spec, int log_fd)
 {
 	struct gr_err err = { 0 };
-	struct slurm_info si;
-	char *id = NULL, last[200] = "";
-	int requeue = !strcmp(job_spec_get(spec, "slurm_requeue", ""), "1");
+	char *id = NULL;
 
 	if (slurm_submit(dir, spec, NULL, &id, &err) < 0) {
 		slurm_lognote(log_fd, "sbatch failed: %s", err.msg);
@@ -424,23 +685,10 @@ static int submit_and_watch(const char *dir, const struct job_spec *spec, int lo
 	slurm_lognote(log_fd, "submitted to Slurm as job %s%s%s", id,
 		*job_spec_get(spec, "slurm_partition", "") ? " in partition " : "",
 		job_spec_get(spec, "slurm_partition", ""));
-	for (int i = 0; !slurm_stop_asked(dir); i++) {
-		if (slurm_query(id, &si, &err) == 0 && si.known) {
-			if (strcmp(si.state, "PENDING") && strcmp(si.state, "CONFIGURING"))
-				break;
-			cache_write(dir, id, &si, 0, NULL);
-			char now[200];
-			snprintf(now, sizeof(now), "%s", !strcmp(si.state, "PENDING") ? si.reason :
-							 "its nodes are being set up");
-			if (reason_given(now) && strcmp(now, last)) {
-				slurm_lognote(log_fd, "queued: %s (Slurm job %s)", now, id);
-				snprintf(last, sizeof(last), "%s", now);
-			}
-			if (slurm_state_final(si.state, requeue))
-				break;
-		}
-		nap_unless_stopped(dir, i < 10 ? 1000 : 5000);
-	}
+	/* The controller answers (again): no job waits out a back-off from
+	 * a moment it did not. */
+	if (queue_down(dir, 0, NULL, 0))
+		queue_mark(dir, 0, NULL);
 	/* A stop that came while sbatch ran found no id to cancel. */
 	if (slurm_stop_asked(dir))
 		scancel(id, NULL, NULL);
@@ -498,6 +746,31 @@ static int wait_end(const char *dir, struct job_rec *r, uint64_t ms)
 	}
 }
 
+/* SIGTERM to the running job. One task: every process of the job (the
+ * batch step's supervisor passes it on). Several: srun answers a SIGTERM
+ * with a SIGKILL to every task ("forcing job termination"), so the tasks
+ * get it in their steps and the batch shell alone beside them (it passes
+ * it to the supervisor while the command has not started). */
+static void stop_signal(const char *dir, const char *id, struct strbuf *said)
+{
+	struct job_spec spec = { STRVEC_INIT };
+	uint32_t ntasks = job_spec_read(dir, &spec, NULL) == 0 ? slurm_ntasks(&spec) : 1;
+
+	job_spec_free(&spec);
+	if (ntasks <= 1) {
+		scancel(id, "--signal=TERM", said);
+		return;
+	}
+	const char *steps[] = { "scancel", "--signal=TERM", id, NULL };
+	const char *batch[] = { "scancel", "--batch", "--signal=TERM", id, NULL };
+	struct strbuf e = STRBUF_INIT;
+	slurm_tool(steps, SLURM_TOOL_MS, NULL, &e);
+	slurm_tool(batch, SLURM_TOOL_MS, NULL, &e);
+	if (said && e.len)
+		sb_add(said, e.buf, e.len);
+	sb_release(&e);
+}
+
 static int slurm_stop(const char *dir, int grace_s, struct strbuf *payload, struct gr_err *err)
 {
 	struct strvec ids = STRVEC_INIT;
@@ -543,7 +816,7 @@ static int slurm_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 		} else {
 			/* The grace period as a signal first, to every process
 			 * of the job (the batch shell too: it passes it on). */
-			scancel(id, "--signal=TERM", &said);
+			stop_signal(dir, id, &said);
 			nterm = 1;
 			if (!wait_end(dir, &r, (uint64_t)grace_s * 1000)) {
 				scancel(id, NULL, &said);
@@ -586,7 +859,7 @@ const struct job_backend job_backend_slurm = {
 	.name = "slurm",
 	.start = slurm_start,
 	.state = slurm_state,
-	.refresh = NULL,
+	.refresh = slurm_refresh,
 	.stop = slurm_stop,
 	.status_final = 0,
 	.main = slurm_main,

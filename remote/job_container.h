@@ -100,6 +100,12 @@ int job_ctr_spec_check(const struct job_spec *s, struct gr_err *err);
  * with err set. Nothing to do (0) when the spec names no image. */
 int job_ctr_prepare(const char *dir, const char *project, char **warning, struct gr_err *err);
 
+/* How GPUs go into kind's containers on this host ("cdi", "toolkit" or
+ * "none"), as job_ctr_prepare decides it: a scheduler's job decides again
+ * where it runs (the login node may have no CDI spec, the compute node
+ * one). */
+const char *job_ctr_gpu_way(const char *kind, const char *path);
+
 /* Read the job's container from dir; GR_ENOTFOUND when it has none. */
 int job_ctr_load(const char *dir, struct job_ctr *c, struct gr_err *err);
 void job_ctr_free(struct job_ctr *c);

@@ -239,6 +239,17 @@ static const char *gpu_way(const char *kind, const char *path, struct strvec *cd
 	return way;
 }
 
+const char *job_ctr_gpu_way(const char *kind, const char *path)
+{
+	struct strvec cdi = STRVEC_INIT;
+	char *toolkit = NULL;
+	const char *way = gpu_way(kind, path, &cdi, &toolkit);
+
+	sv_clear(&cdi);
+	free(toolkit);
+	return way;
+}
+
 /* A [container] mounts entry as a --mount value; SRC relative to the
  * project folder, ~ the home folder; SRC must exist. */
 static int mount_value(const char *m, const char *project, char **out, struct gr_err *err)

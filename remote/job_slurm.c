@@ -10,11 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "job_slurm.h"
+#include "slurm_gres.h"
 
 #define TOOL_OUT_MAX (1u << 20)
 
@@ -285,6 +287,54 @@ int slurm_parse_sacct(const char *text, const char *id, struct slurm_info *si)
 	return -1;
 }
 
+int slurm_parse_squeue(const char *text, const char *id, struct slurm_info *si)
+{
+	size_t idl = strlen(id);
+
+	*si = (struct slurm_info){ 0 };
+	for (const char *l = text ? text : ""; *l;) {
+		const char *nl = strchr(l, '\n'), *end = nl ? nl : l + strlen(l);
+		const char *f[7];
+		size_t fl[7], nf = 0;
+		for (const char *p = l; nf < 7;) {
+			const char *bar = memchr(p, '|', (size_t)(end - p));
+			f[nf] = p;
+			fl[nf++] = bar ? (size_t)(bar - p) : (size_t)(end - p);
+			if (!bar)
+				break;
+			p = bar + 1;
+		}
+		if (nf == 7 && fl[0] == idl && !strncmp(f[0], id, idl)) {
+			set_state(si, f[1], fl[1]);
+			if (!si->state[0])
+				return -1;
+			si->known = 1;
+			snprintf(si->source, sizeof(si->source), "squeue");
+			copy_clean(si->reason, sizeof(si->reason), f[2], fl[2]);
+			if (!(fl[3] == 0 || (fl[3] == 6 && !strncmp(f[3], "(null)", 6))))
+				copy_clean(si->nodes, sizeof(si->nodes), f[3], fl[3]);
+			copy_clean(si->partition, sizeof(si->partition), f[4], fl[4]);
+			si->start_s = parse_time(f[5], fl[5]);
+			si->end_s = parse_time(f[6], fl[6]);
+			if (!strcmp(si->state, "PENDING"))
+				si->start_s = si->end_s = 0;
+			return 0;
+		}
+		l = nl ? nl + 1 : end;
+	}
+	return -1;
+}
+
+int slurm_tool_ms(void)
+{
+	const char *v = getenv("GPURUN_SLURM_TIMEOUT");
+	long long s;
+
+	if (v && parse_ll(v, 1, 600, &s) == 0)
+		return (int)s * 1000;
+	return 30000;
+}
+
 /* The first line of what a tool said on stderr, cleaned, for a message. */
 static void first_line(const struct strbuf *e, char *out, size_t n)
 {
@@ -373,9 +423,42 @@ static int value_ok(const char *v)
 	return 1;
 }
 
+int slurm_all_gpus(const struct job_spec *spec, long long *n, struct gr_err *err)
+{
+	const char *part = job_spec_get(spec, "slurm_partition", "");
+	const char *all[] = { "sinfo", "-h", "-o", "%P|%G", NULL };
+	const char *one[] = { "sinfo", "-h", "-p", part, "-o", "%P|%G", NULL };
+	struct strbuf out = STRBUF_INIT, e = STRBUF_INIT;
+	int rc;
+
+	*n = 0;
+	if (*part && !value_ok(part))
+		return gr_errf(err, GR_EINVAL, "bad value for --partition in the job's spec");
+	rc = slurm_tool(*part ? one : all, SLURM_TOOL_MS, &out, &e);
+	if (rc != 0) {
+		char msg[256];
+		first_line(&e, msg, sizeof(msg));
+		rc = gr_errf(err, GR_EREMOTE, "[train] gpus = all: cannot ask sinfo for the "
+			     "partition's GPUs: %s", msg);
+	} else {
+		rc = slurm_parse_all_gpus(out.buf, 1, part, job_spec_get(spec, "slurm_gpu_type", ""),
+					  n, err);
+	}
+	sb_release(&out);
+	sb_release(&e);
+	return rc;
+}
+
 int slurm_sbatch_argv(const struct job_spec *spec, const char *dir, const char *job_id,
 		      const char *script, const char *after, struct strvec *argv,
 		      struct gr_err *err)
+{
+	return slurm_sbatch_argv_all(spec, dir, job_id, script, after, -1, argv, err);
+}
+
+int slurm_sbatch_argv_all(const struct job_spec *spec, const char *dir, const char *job_id,
+			  const char *script, const char *after, long long all_gpus,
+			  struct strvec *argv, struct gr_err *err)
 {
 	static const struct {
 		const char *key, *flag;
@@ -405,7 +488,14 @@ int slurm_sbatch_argv(const struct job_spec *spec, const char *dir, const char *
 			return gr_errf(err, GR_EINVAL, "bad value for %s in the job's spec", plain[i].flag);
 		sv_pushf(argv, "%s=%s", plain[i].flag, v);
 	}
-	/* [train] gpus: a count becomes a request; Slurm picks the GPUs. */
+	/* [train] gpus: a count becomes a request; Slurm picks the GPUs.
+	 * "all": every GPU of a node of the partition (all_gpus, from
+	 * sinfo; 0: it has none, so nothing to ask for). */
+	char all_buf[24];
+	if (!strcmp(gpus, "all") && all_gpus >= 0) {
+		snprintf(all_buf, sizeof(all_buf), "%lld", all_gpus);
+		gpus = all_gpus ? all_buf : "";
+	}
 	if (*gpus && strcmp(gpus, "all")) {
 		if (parse_ll(gpus, 1, 1024, &n) < 0)
 			return gr_errf(err, GR_EINVAL, "[train] gpus = %s names GPUs, but Slurm chooses "
@@ -429,8 +519,19 @@ int slurm_sbatch_argv(const struct job_spec *spec, const char *dir, const char *
 	if (after)
 		sv_pushf(argv, "--dependency=afterany:%s", after);
 	job_spec_list(spec, "slurm_option", &opts);
-	for (size_t i = 0; i < opts.n; i++)
-		sv_push(argv, opts.v[i]);
+	for (size_t i = 0; i < opts.n; i++) {
+		const char *o = opts.v[i];
+		/* Each array task would run this job's record: one log, one
+		 * status, the last writer's. */
+		if (!strcmp(o, "--array") || !strncmp(o, "--array=", 8) || !strncmp(o, "-a", 2)) {
+			const char *how = strncmp(o, "--", 2) ? "-a" : "--array";
+			sv_clear(&opts);
+			return gr_errf(err, GR_EINVAL, "[slurm] options: job arrays (%s) are not "
+				       "supported: every task would share this job's record and log; "
+				       "submit one job per task instead", how);
+		}
+		sv_push(argv, o);
+	}
 	sv_clear(&opts);
 	sv_push(argv, script);
 	return 0;
@@ -482,6 +583,72 @@ void slurm_ids(const char *dir, struct strvec *ids)
 	free(p);
 }
 
+int slurm_parse_ids_by_name(const char *text, const struct strvec *known, char *out, size_t n)
+{
+	unsigned long long best = 0;
+	int found = 0;
+
+	for (const char *l = text ? text : ""; *l;) {
+		size_t len = strcspn(l, "\n");
+		char id[32];
+		copy_clean(id, sizeof(id), l, len < sizeof(id) ? len : 0);
+		l += len + (l[len] == '\n');
+		int old = 0;
+		for (size_t i = 0; known && i < known->n && !old; i++)
+			old = !strcmp(known->v[i], id);
+		if (!slurm_id_ok(id) || old)
+			continue;
+		unsigned long long v = strtoull(id, NULL, 10);
+		if (!found || v > best) {
+			best = v;
+			found = 1;
+		}
+	}
+	if (found)
+		snprintf(out, n, "%llu", best);
+	return found;
+}
+
+int slurm_find_by_name(const char *dir, const char *job_id, char *out, size_t n)
+{
+	char *name = xasprintf("gpurun-%s", job_id);
+	const char *sq[] = { "squeue", "--me", "-h", "-n", name, "-o", "%i", NULL };
+	const char *sa[] = { "sacct", "-n", "-X", "-P", "-S", "now-7days", "--name", name, "-o",
+			     "JobID", NULL };
+	struct strvec known = STRVEC_INIT;
+	struct strbuf o = STRBUF_INIT;
+	int rc = -1;
+
+	slurm_ids(dir, &known);
+	if (slurm_tool(sq, SLURM_TOOL_MS, &o, NULL) == 0) {
+		rc = slurm_parse_ids_by_name(o.buf, &known, out, n);
+		if (rc)
+			goto out;
+	}
+	sb_reset(&o);
+	if (slurm_tool(sa, SLURM_TOOL_MS, &o, NULL) == 0)
+		rc = slurm_parse_ids_by_name(o.buf, &known, out, n);
+out:
+	sb_release(&o);
+	sv_clear(&known);
+	free(name);
+	return rc;
+}
+
+/* After an sbatch that failed: the job Slurm may have taken anyway, a few
+ * times over ~5 s when sbatch timed out (the controller is slow). */
+static int lost_answer_find(const char *dir, const char *job_id, int timed_out, char *out,
+			    size_t n)
+{
+	for (int i = 0; i < (timed_out ? 3 : 1); i++) {
+		if (i)
+			sleep(2);
+		if (slurm_find_by_name(dir, job_id, out, n) == 1)
+			return 1;
+	}
+	return 0;
+}
+
 int slurm_submit(const char *dir, const struct job_spec *spec, const char *after, char **id,
 		 struct gr_err *err)
 {
@@ -505,9 +672,14 @@ int slurm_submit(const char *dir, const struct job_spec *spec, const char *after
 	slurm_batch_script(agent, dir, base, &script);
 	if ((rc = write_file_atomic(path, script.buf, script.len, 0700, err)) < 0)
 		goto out;
-	if ((rc = slurm_sbatch_argv(spec, dir, base, path, after, &argv, err)) < 0)
+	long long all_gpus = -1;
+	if (!strcmp(job_spec_get(spec, "gpus", ""), "all") &&
+	    (rc = slurm_all_gpus(spec, &all_gpus, err)) < 0)
+		goto out;
+	if ((rc = slurm_sbatch_argv_all(spec, dir, base, path, after, all_gpus, &argv, err)) < 0)
 		goto out;
 	rc = slurm_tool((const char *const *)argv.v, SLURM_TOOL_MS, &out, &e);
+	char idbuf[32];
 	if (rc != 0) {
 		char msg[512];
 		/* sbatch's own words: "sbatch: error: invalid partition ..." */
@@ -517,17 +689,30 @@ int slurm_submit(const char *dir, const struct job_spec *spec, const char *after
 			if (*p == '\n' && p[1])
 				last = p + 1;
 		copy_clean(msg, sizeof(msg), last, strcspn(last, "\n"));
+		/* A busy or paused slurmctld may have taken the job while
+		 * sbatch's answer was lost ("Socket timed out on send/recv
+		 * operation"): ask for it by its name before calling the
+		 * submit failed. */
+		if (lost_answer_find(dir, base, rc < 0 || strstr(msg, "timed out"), idbuf,
+				     sizeof(idbuf)) == 1) {
+			int log_fd = slurm_open_log(dir);
+			slurm_lognote(log_fd, "sbatch said '%s', but Slurm has the job: Slurm job %s, "
+				      "found by its name gpurun-%s", msg[0] ? msg : "nothing", idbuf, base);
+			if (log_fd >= 0)
+				close(log_fd);
+			goto record;
+		}
 		rc = gr_errf(err, GR_EREMOTE, "%s", msg[0] ? msg : "sbatch failed without a message");
 		goto out;
 	}
 	/* "123" or "123;cluster" */
-	char idbuf[32];
 	size_t len = out.buf ? strcspn(out.buf, ";\n") : 0;
 	copy_clean(idbuf, sizeof(idbuf), out.buf ? out.buf : "", len);
 	if (!slurm_id_ok(idbuf)) {
 		rc = gr_errf(err, GR_EREMOTE, "sbatch printed no job id ('%s')", idbuf);
 		goto out;
 	}
+record:
 	meta = job_meta(dir, "slurm");
 	fd = open(meta, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd < 0 || dprintf(fd, "id=%s\n", idbuf) < 0) {
@@ -587,4 +772,29 @@ int slurm_open_log(const char *dir)
 int slurm_stop_asked(const char *dir)
 {
 	return job_meta_exists(dir, "stopped");
+}
+
+int slurm_oom_line(const char *text, size_t len, char *out, size_t n)
+{
+	static const char *const marks[] = { "exceeded memory limit", "exceeded job memory limit",
+					     "oom-kill event", "oom_kill event", "Out Of Memory" };
+	int found = 0;
+
+	/* The last such line: the one about this run. */
+	for (size_t i = 0; i < len;) {
+		const char *l = text + i, *nl = memchr(l, '\n', len - i);
+		size_t ll = nl ? (size_t)(nl - l) : len - i;
+		for (size_t m = 0; m < GR_ARRAY_SIZE(marks); m++) {
+			size_t ml = strlen(marks[m]);
+			for (size_t k = 0; k + ml <= ll; k++)
+				if (!strncasecmp(l + k, marks[m], ml)) {
+					copy_clean(out, n, l, ll);
+					found = 1;
+					m = GR_ARRAY_SIZE(marks);
+					break;
+				}
+		}
+		i += ll + 1;
+	}
+	return found;
 }

@@ -19,9 +19,21 @@
 #include <stdint.h>
 
 #include "job_store.h"
+#include "slurm_gres.h"
 
-/* A tool that does not answer within this long has failed. */
-#define SLURM_TOOL_MS 30000
+/* A tool that does not answer within this long has failed: 30 s, or
+ * GPURUN_SLURM_TIMEOUT seconds (1-600) from the agent's environment. */
+#define SLURM_TOOL_MS slurm_tool_ms()
+int slurm_tool_ms(void);
+
+struct slurm_info;
+
+/* One squeue for all of a user's jobs (job_backend_slurm.c's refresh):
+ * id, state, reason, nodes, partition, start, end. */
+#define SLURM_SQUEUE_FORMAT "%i|%T|%r|%N|%P|%S|%e"
+/* Job id's line in `squeue -h -o SLURM_SQUEUE_FORMAT` into si (source
+ * "squeue"; no exit code or restarts there); 0 if its line was there. */
+int slurm_parse_squeue(const char *text, const char *id, struct slurm_info *si);
 
 /* What Slurm says about one job. Strings are printable ASCII (anything
  * else the tools print becomes '?'), cut to their size. */
@@ -77,6 +89,19 @@ int slurm_sbatch_argv(const struct job_spec *spec, const char *dir, const char *
 		      const char *script, const char *after, struct strvec *argv,
 		      struct gr_err *err);
 
+/* The same, with all_gpus: what [train] gpus = all means on the job's
+ * partition (slurm_all_gpus: --gres=gpu:N; 0: no request); -1: not
+ * known (no request). */
+int slurm_sbatch_argv_all(const struct job_spec *spec, const char *dir, const char *job_id,
+			  const char *script, const char *after, long long all_gpus,
+			  struct strvec *argv, struct gr_err *err);
+
+/* [train] gpus = all: the GPUs of one node of the job's partition ([slurm]
+ * partition, else the cluster's default), of [slurm] gpu_type when set,
+ * from sinfo (slurm_parse_all_gpus, slurm_gres.h). *n: 0 when it has
+ * none. GR_EREMOTE when sinfo fails. */
+int slurm_all_gpus(const struct job_spec *spec, long long *n, struct gr_err *err);
+
 /* The batch script: it runs agent (an absolute path on the shared file
  * system) as `slurm-run DIR` in the allocation, and says in the job's log
  * when that cannot run. Every path is quoted for sh. */
@@ -88,9 +113,23 @@ void slurm_sh_quote(struct strbuf *out, const char *s);
 
 /* Submit the job in dir (write the batch script, run sbatch, append the
  * id to .gpurun/slurm). *id is the caller's. sbatch's complaint is in
- * err (GR_EREMOTE). */
+ * err (GR_EREMOTE), unless Slurm has the job all the same (sbatch's
+ * answer was lost): then the job's log says so and *id is that job. */
 int slurm_submit(const char *dir, const struct job_spec *spec, const char *after, char **id,
 		 struct gr_err *err);
+
+/* The Slurm job called gpurun-JOB_ID that is not one of dir's known ids
+ * (a resubmission's predecessor has the same name), from squeue, then
+ * sacct: 1 with its id in out (the newest of several), 0 when Slurm has
+ * none, -1 when neither tool answers. */
+int slurm_find_by_name(const char *dir, const char *job_id, char *out, size_t n);
+/* Its parser: the largest job id in text (one a line) not in known. */
+int slurm_parse_ids_by_name(const char *text, const struct strvec *known, char *out, size_t n);
+
+/* The last line of text (Slurm's output file for a job) that says the
+ * job was killed for memory ("... exceeded memory limit ...", "Detected
+ * 1 oom-kill event(s) ..."), cleaned, into out: 1 if there was one. */
+int slurm_oom_line(const char *text, size_t len, char *out, size_t n);
 
 /* gpurun's record from what Slurm says (job_backend_slurm.c), decided
  * from Slurm's state, never its raw ExitCode: status_valid when st (the
@@ -115,6 +154,16 @@ void slurm_lognote(int fd, const char *fmt, ...) __attribute__((format(printf, 2
 int slurm_open_log(const char *dir);
 /* 1 once `gpurun stop` asked (.gpurun/stopped). */
 int slurm_stop_asked(const char *dir);
+
+/* Put before the command when the shell runs it in the allocation: the
+ * shell outlives [slurm] signal_before's SIGUSR1 (it would die of it, and
+ * its program with a handler would never checkpoint, or run on outside
+ * Slurm's tracking), and on SIGTERM waits for its program to end (its
+ * checkpoint) before it ends as a SIGTERM does. The program itself gets
+ * both signals with their default actions (a trap's handler is not
+ * inherited across exec). "exit 143" when the shell cannot kill itself
+ * (PID 1 of a namespace). */
+#define SLURM_CMD_TRAPS "trap : USR1; trap 'trap - TERM; kill -TERM $$; exit 143' TERM\n"
 
 /* The modes of the agent binary in the allocation (job_slurm_run.c):
  * `slurm-run DIR` (the batch script's) and `slurm-task CMD...` (one task

@@ -3,7 +3,9 @@
  * job's steps with the supervisor (job_super.h), passes [slurm]
  * signal_before's SIGUSR1 on, resubmits at the time limit when asked,
  * and ends as the command did; `slurm-task` is one of several tasks
- * under srun, with its ranks for torch.distributed and JAX. */
+ * under srun, with its ranks for torch.distributed and JAX, which says
+ * how its command ended (.gpurun/rank-N): the job ends as the rank that
+ * failed first. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -17,6 +19,7 @@
 
 #include "job_container.h"
 #include "job_slurm.h"
+#include "job_steps.h"
 #include "job_store.h"
 #include "job_super.h"
 
@@ -110,6 +113,151 @@ static int free_port(void)
 	return port;
 }
 
+/* 1 when the job's shell takes SLURM_CMD_TRAPS (sh, bash, zsh, ksh:
+ * not fish or csh as a login shell). */
+static int traps_fit(const struct job_spec *spec)
+{
+	const char *sh, *base;
+
+	if (strcmp(job_spec_get(spec, "shell", "sh"), "login"))
+		return 1;
+	sh = job_login_shell();
+	base = strrchr(sh, '/');
+	base = base ? base + 1 : sh;
+	return strcmp(base, "fish") && strcmp(base, "csh") && strcmp(base, "tcsh");
+}
+
+/* 1 once this run's command started (its `run` file). */
+static int command_started(const char *dir, uint64_t since_ms)
+{
+	struct strvec run = STRVEC_INIT;
+	char *p = job_meta(dir, "run");
+	int started;
+
+	job_kv_read(p, &run, NULL);
+	free(p);
+	started = job_kv_u64(&run, "pid") > 1 && job_kv_u64(&run, "start_ms") >= since_ms;
+	sv_clear(&run);
+	return started;
+}
+
+/* ---- each task's end (several tasks): .gpurun/rank-N ---- */
+
+static char *rank_file(const char *dir, long long rank)
+{
+	char name[40];
+
+	snprintf(name, sizeof(name), "rank-%lld", rank);
+	return job_meta(dir, name);
+}
+
+/* A run's rank files are its own (not those of the run before a
+ * requeue). */
+static void ranks_clear(const char *dir, long long ntasks)
+{
+	for (long long i = 0; i < ntasks && i < 100000; i++) {
+		char *p = rank_file(dir, i);
+		unlink(p);
+		free(p);
+	}
+}
+
+/* The job's end from its ranks' ends, once srun is back: a rank that
+ * failed on its own (not after a SIGTERM to the job) is the job's end,
+ * the first one to fail when several did, and its rank and node go into
+ * the status and the log; after a SIGTERM (stop, time limit) the ranks
+ * exit 0 to srun, so it does not kill the others in their grace: what
+ * they really did is the job's end. */
+static void ranks_settle(const char *dir, long long ntasks, int log_fd)
+{
+	struct strvec st = STRVEC_INIT, out = STRVEC_INIT;
+	char *sp = job_meta(dir, "status");
+	long long pick = -1, pick_termed = -1;
+	uint64_t pick_end = UINT64_MAX, pick_exit = 0, pick_sig = 0;
+	char pick_node[128] = "";
+
+	if (job_kv_read(sp, &st, NULL) < 0 || strcmp(job_kv_get(&st, "phase") ?
+						      job_kv_get(&st, "phase") : "", "run"))
+		goto out;
+	for (long long i = 0; i < ntasks && i < 100000; i++) {
+		struct strvec rk = STRVEC_INIT;
+		char *p = rank_file(dir, i);
+		if (job_kv_read(p, &rk, NULL) == 0) {
+			uint64_t ex = job_kv_u64(&rk, "exit"), sig = job_kv_u64(&rk, "signal");
+			uint64_t end = job_kv_u64(&rk, "end_ms");
+			int termed = job_kv_u64(&rk, "term") != 0;
+			if ((ex || sig) && (pick < 0 || (pick_termed && !termed) ||
+					    (pick_termed == termed && end < pick_end))) {
+				pick = i;
+				pick_termed = termed;
+				pick_end = end;
+				pick_exit = ex;
+				pick_sig = sig;
+				snprintf(pick_node, sizeof(pick_node), "%s",
+					 job_kv_get(&rk, "node") ? job_kv_get(&rk, "node") : "?");
+			}
+		}
+		free(p);
+		sv_clear(&rk);
+	}
+	if (pick < 0)
+		goto out;
+	for (size_t i = 0; i < st.n; i++)
+		if (strncmp(st.v[i], "exit=", 5) && strncmp(st.v[i], "signal=", 7) &&
+		    strncmp(st.v[i], "failed_rank=", 12) && strncmp(st.v[i], "failed_node=", 12))
+			sv_push(&out, st.v[i]);
+	sv_pushf(&out, "exit=%llu", (unsigned long long)(pick_sig ? 0 : pick_exit));
+	sv_pushf(&out, "signal=%llu", (unsigned long long)pick_sig);
+	if (!pick_termed) {
+		sv_pushf(&out, "failed_rank=%lld", pick);
+		sv_pushf(&out, "failed_node=%s", pick_node);
+		if (pick_sig)
+			slurm_lognote(log_fd, "rank %lld on %s was killed by signal %llu first: the job "
+				      "ends so", pick, pick_node, (unsigned long long)pick_sig);
+		else
+			slurm_lognote(log_fd, "rank %lld on %s exited with status %llu first: the job "
+				      "ends so", pick, pick_node, (unsigned long long)pick_exit);
+	}
+	struct strbuf t = STRBUF_INIT;
+	for (size_t i = 0; i < out.n; i++)
+		sb_addf(&t, "%s\n", out.v[i]);
+	job_meta_write(dir, "status", t.buf, NULL);
+	sb_release(&t);
+out:
+	free(sp);
+	sv_clear(&st);
+	sv_clear(&out);
+}
+
+/* A container job's GPU mode, decided again here, on the compute node:
+ * the login node decided it at JOB_START, where there may be no CDI spec
+ * (or one the compute node lacks). The record says what holds here. */
+static void ctr_gpu_here(const char *dir, const char *host, int log_fd)
+{
+	struct strvec kv = STRVEC_INIT;
+	struct strbuf t = STRBUF_INIT;
+	char *p = job_meta(dir, "container");
+	const char *kind, *path, *was;
+
+	if (job_kv_read(p, &kv, NULL) < 0 || !(kind = job_kv_get(&kv, "runtime")) ||
+	    !(path = job_kv_get(&kv, "path")) || !(was = job_kv_get(&kv, "gpu")))
+		goto out;
+	const char *way = job_ctr_gpu_way(kind, path);
+	if (!strcmp(way, was))
+		goto out;
+	slurm_lognote(log_fd, "GPUs go into the container on %s by %s (the login node: %s)", host,
+		      way, was);
+	for (size_t i = 0; i < kv.n; i++)
+		if (strncmp(kv.v[i], "gpu=", 4))
+			sb_addf(&t, "%s\n", kv.v[i]);
+	sb_addf(&t, "gpu=%s\n", way);
+	job_meta_write(dir, "container", t.buf, NULL);
+out:
+	sb_release(&t);
+	sv_clear(&kv);
+	free(p);
+}
+
 /* `slurm-run DIR`: the batch script's command. */
 int slurm_run_main(const char *dir)
 {
@@ -139,14 +287,16 @@ int slurm_run_main(const char *dir)
 	char port[16];
 	snprintf(port, sizeof(port), "%d", free_port());
 	setenv("MASTER_PORT", port, 1);
-	char nt[24];
-	snprintf(nt, sizeof(nt), "%lld", ntasks);
-	setenv("WORLD_SIZE", nt, 1);
-	if (ntasks <= 1) {
-		setenv("RANK", "0", 1);
-		setenv("LOCAL_RANK", "0", 1);
-		setenv("NODE_RANK", "0", 1);
-	} else {
+	/* One task sees what it would on one box (no RANK, WORLD_SIZE,
+	 * LOCAL_RANK: trainers switch to DDP when RANK is set); NODE_RANK
+	 * and the master's address stay for torchrun's command line. With
+	 * several tasks, slurm-task sets the ranks of each. */
+	unsetenv("RANK");
+	unsetenv("LOCAL_RANK");
+	unsetenv("WORLD_SIZE");
+	setenv("NODE_RANK", "0", 1);
+	ranks_clear(dir, ntasks);
+	if (ntasks > 1) {
 		ssize_t n = readlink("/proc/self/exe", agent, sizeof(agent) - 1);
 		agent[n > 0 ? n : 0] = '\0';
 		/* Each task sets its own RANK, LOCAL_RANK, NODE_RANK. */
@@ -168,6 +318,8 @@ int slurm_run_main(const char *dir)
 		ntasks == 1 ? "" : "s", getenv("CUDA_VISIBLE_DEVICES") ? ", GPUs " : "",
 		getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "");
 	extra = xasprintf("slurm_id=%s\nslurm_restarts=%lld\n", jid, restarts);
+	if (job_ctr_wanted(&spec))
+		ctr_gpu_here(dir, host, log_fd);
 	/* A container sees what the command would see outside: Slurm's
 	 * variables and the ranks (with several tasks slurm-task sets them
 	 * per task, but a container is refused there). */
@@ -195,6 +347,7 @@ int slurm_run_main(const char *dir)
 		.ctr_gpus = jg,
 		.ctr_env = &ctr_env,
 		.status_extra = extra,
+		.cmd_prefix = traps_fit(&spec) ? SLURM_CMD_TRAPS : NULL,
 	};
 
 	struct sigaction sa = { 0 };
@@ -221,6 +374,12 @@ int slurm_run_main(const char *dir)
 		if (slurm_got_term && !term_seen) {
 			term_seen = 1;
 			on_term(dir, &spec, jid, log_fd);
+			/* A stop of a job of several tasks signals the tasks'
+			 * steps and this shell (job_backend_slurm.c): before the
+			 * command started, the supervisor is what there is to
+			 * stop. */
+			if (ntasks > 1 && !command_started(dir, since))
+				kill(child, SIGTERM);
 		}
 		if (rc == child)
 			break;
@@ -230,6 +389,8 @@ int slurm_run_main(const char *dir)
 		}
 	}
 	status = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+	if (ntasks > 1)
+		ranks_settle(dir, ntasks, log_fd);
 	if (job_ctr_wanted(&spec)) {
 		/* The supervisor removes its containers; should it have been
 		 * killed first, none may outlive the job (scancel does not
@@ -269,8 +430,18 @@ out:
 	return status;
 }
 
+static volatile sig_atomic_t task_got_term;
+
+static void task_on_signal(int sig)
+{
+	if (sig == SIGTERM)
+		task_got_term = 1;
+}
+
 /* `slurm-task CMD...`: one task of several (under srun): its rank from
- * Slurm's, then the command. */
+ * Slurm's, then the command in a child, so this task can say how the
+ * command ended (.gpurun/rank-N) and outlive the signals Slurm sends
+ * every process of the step (the command gets them too). */
 int slurm_task_main(int argc, char **argv)
 {
 	static const struct {
@@ -279,7 +450,11 @@ int slurm_task_main(int argc, char **argv)
 		{ "SLURM_PROCID", "RANK" }, { "SLURM_LOCALID", "LOCAL_RANK" },
 		{ "SLURM_NODEID", "NODE_RANK" }, { "SLURM_NTASKS", "WORLD_SIZE" },
 	};
-	long long n;
+	static const int sigs[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM };
+	const char *dir = getenv("GPURUN_JOB_DIR");
+	long long n, rank = 0;
+	int status = 1 << 8;
+	pid_t pid;
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: gpurun-agent slurm-task CMD...\n");
@@ -292,7 +467,48 @@ int slurm_task_main(int argc, char **argv)
 		}
 		setenv(ranks[i].to, getenv(ranks[i].from), 1);
 	}
-	execvp(argv[2], argv + 2);
-	fprintf(stderr, "gpurun: cannot run %s: %s\n", argv[2], strerror(errno));
-	return 127;
+	env_num("SLURM_PROCID", 1000000000, &rank);
+	struct sigaction sa = { 0 };
+	sa.sa_handler = task_on_signal;
+	for (size_t i = 0; i < GR_ARRAY_SIZE(sigs); i++)
+		sigaction(sigs[i], &sa, NULL);
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "gpurun: cannot run %s: fork: %s\n", argv[2], strerror(errno));
+		return 127;
+	}
+	if (pid == 0) {
+		for (size_t i = 0; i < GR_ARRAY_SIZE(sigs); i++)
+			signal(sigs[i], SIG_DFL);
+		execvp(argv[2], argv + 2);
+		fprintf(stderr, "gpurun: cannot run %s: %s\n", argv[2], strerror(errno));
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			status = 1 << 8;
+			break;
+		}
+	if (dir && *dir == '/') {
+		char host[256] = "", name[40];
+		gethostname(host, sizeof(host) - 1);
+		char *t = xasprintf("rank=%lld\nnode=%s\nexit=%d\nsignal=%d\nend_ms=%llu\nterm=%d\n",
+				    rank, host, WIFEXITED(status) ? WEXITSTATUS(status) : 0,
+				    WIFSIGNALED(status) ? WTERMSIG(status) : 0,
+				    (unsigned long long)slurm_now_ms(), task_got_term ? 1 : 0);
+		snprintf(name, sizeof(name), "rank-%lld", rank);
+		job_meta_write(dir, name, t, NULL);
+		free(t);
+	}
+	/* After a SIGTERM to the job (stop, the time limit) the others are
+	 * in their grace too: a bad exit here would make srun kill them
+	 * (--kill-on-bad-exit); the rank file says how this one ended. */
+	if (task_got_term)
+		return 0;
+	if (WIFSIGNALED(status)) {
+		signal(WTERMSIG(status), SIG_DFL);
+		raise(WTERMSIG(status));
+		return 128 + WTERMSIG(status);
+	}
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

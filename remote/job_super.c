@@ -384,7 +384,10 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	} else if (args.n) {
 		job_step_exec_argv(job_spec_get(&s->spec, "shell", "sh"), &args, &argv);
 	} else {
-		job_step_argv(job_spec_get(&s->spec, "shell", "sh"), cmd, &argv);
+		char *full = step == JOB_STEP_RUN && s->mode->cmd_prefix ?
+			     xasprintf("%s%s", s->mode->cmd_prefix, cmd) : NULL;
+		job_step_argv(job_spec_get(&s->spec, "shell", "sh"), full ? full : cmd, &argv);
+		free(full);
 	}
 	sv_clear(&args);
 	tio.c_cflag = CS8 | CREAD; /* raw: no \r added, no echo */

@@ -28,6 +28,9 @@ struct job_sup_mode {
 	const struct strvec *ctr_env; /* more K=V a container gets (by name:
 					 they are in our environment) */
 	const char *status_extra; /* more key=value lines for .gpurun/status */
+	const char *cmd_prefix;   /* shell lines put before the run step's
+				     command when it goes through the shell
+				     (not argv, not a container); NULL: none */
 };
 
 /* Run the job in dir as mode says. lockfd: the job's flock'ed lock, held

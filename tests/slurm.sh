@@ -19,6 +19,17 @@
 # With --accounting, a private mariadb and slurmdbd give sacct; without it
 # accounting is off and sacct fails as on a cluster without slurmdbd.
 #
+# SLURM_NODES=N (N > 1) makes a cluster of N nodes on this one machine:
+# each slurmd in a network, UTS and mount namespace of its own (held by a
+# sleeping process), a veth pair from it to a bridge in the test's own
+# network namespace (slurm_netns_enter: the test runs in a fresh one, so
+# the bridge and the 10.77.0.0/24 addresses exist nowhere else), its own
+# /etc/hosts and pid folder bind-mounted in its mount namespace, one
+# munged reached through the filesystem. Nodes are ${SLURM_NODE}a, b, ...
+# (SLURM_NODES_LIST); SLURM_NODE_PIDS holds the processes that hold their
+# namespaces (nsenter -t PID -m ... changes what one node sees);
+# everything is torn down by pid.
+#
 # SLURM_MIN_JOB_AGE (default 300) is how long scontrol remembers an ended
 # job; a small value lets a test see a job only sacct knows.
 # SLURM_CRED_EXPIRE (Slurm's default 120) is also how long a requeued job
@@ -123,6 +134,29 @@ slurm_start() {
 	done
 
 	_ctl_port=$(free_port) _d_port=$(free_port)
+	_nodes=${SLURM_NODES:-1}
+	_ctl_addr=127.0.0.1
+	_node_lines="NodeName=$SLURM_NODE NodeAddr=127.0.0.1 NodeHostname=$(hostname -s) CPUs=8 RealMemory=1000 Gres=gpu:2 State=UNKNOWN"
+	_pnodes=$SLURM_NODE
+	SLURM_NODES_LIST=$SLURM_NODE
+	if [ "$_nodes" -gt 1 ]; then
+		_ctl_addr=10.77.0.1
+		_node_lines="" _pnodes="" SLURM_NODES_LIST=""
+		printf '127.0.0.1 localhost\n10.77.0.1 %s\n' "$(hostname -s)" >"$_d/hosts"
+		for _i in $(seq 1 "$_nodes"); do
+			_nn=$SLURM_NODE$(printf "\\$(printf %o $((96 + _i)))")
+			_node_lines="$_node_lines
+NodeName=$_nn NodeAddr=10.77.0.$((_i + 1)) NodeHostname=$_nn CPUs=8 RealMemory=1000 Gres=gpu:2 State=UNKNOWN"
+			_pnodes=${_pnodes:+$_pnodes,}$_nn
+			SLURM_NODES_LIST="$SLURM_NODES_LIST $_nn"
+			printf '10.77.0.%s %s\n' $((_i + 1)) "$_nn" >>"$_d/hosts"
+		done
+		mkdir -p "$_d/run-node"
+		# Before slurmctld: with loopback alone, getaddrinfo() (its
+		# AI_ADDRCONFIG) finds no address to listen on.
+		ip link add grbr type bridge && ip addr add 10.77.0.1/24 dev grbr &&
+			ip link set grbr up || { say "slurm: cannot make the nodes' bridge"; return 1; }
+	fi
 	if [ "$_acct" = 1 ]; then
 		_slurm_start_dbd || return 1
 		_acct_lines="AccountingStorageType=accounting_storage/slurmdbd
@@ -138,7 +172,7 @@ JobAcctGatherType=jobacct_gather/none"
 	fi
 	cat > "$SLURM_CONF" <<CONF
 ClusterName=$SLURM_CLUSTER
-SlurmctldHost=$(hostname -s)(127.0.0.1)
+SlurmctldHost=$(hostname -s)($_ctl_addr)
 SlurmctldPort=$_ctl_port
 SlurmdPort=$_d_port
 SlurmUser=root
@@ -149,9 +183,9 @@ AuthInfo=socket=$_msock${SLURM_CRED_EXPIRE:+,cred_expire=$SLURM_CRED_EXPIRE}
 StateSaveLocation=$_d/state
 SlurmdSpoolDir=$_d/spool/%n
 SlurmctldPidFile=$_d/run/slurmctld.pid
-SlurmdPidFile=$_d/run/slurmd.pid
+SlurmdPidFile=$_d/run$([ "$_nodes" -gt 1 ] && echo -node)/slurmd.pid
 SlurmctldLogFile=$_d/log/slurmctld.log
-SlurmdLogFile=$_d/log/slurmd.log
+SlurmdLogFile=$_d/log/slurmd$([ "$_nodes" -gt 1 ] && echo -%n).log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
@@ -171,13 +205,13 @@ MailProg=/bin/true
 JobCompType=jobcomp/none
 $_acct_lines
 GresTypes=gpu
-NodeName=$SLURM_NODE NodeAddr=127.0.0.1 NodeHostname=$(hostname -s) CPUs=8 RealMemory=1000 Gres=gpu:2 State=UNKNOWN
-PartitionName=$SLURM_PARTITION Nodes=$SLURM_NODE Default=YES MaxTime=INFINITE State=UP
-PartitionName=$SLURM_PARTITION2 Nodes=$SLURM_NODE MaxTime=INFINITE State=UP
+$_node_lines
+PartitionName=$SLURM_PARTITION Nodes=$_pnodes Default=YES MaxTime=INFINITE State=UP
+PartitionName=$SLURM_PARTITION2 Nodes=$_pnodes MaxTime=INFINITE State=UP
 CONF
 	cat > "$SLURM_ETC/gres.conf" <<CONF
 AutoDetect=off
-NodeName=$SLURM_NODE Name=gpu File=$_d/dev/nvidia[0-1]
+NodeName=$_pnodes Name=gpu File=$_d/dev/nvidia[0-1]
 CONF
 	# cgroup.conf is read by some plugins even under proctrack/linuxproc.
 	printf 'CgroupPlugin=autodetect\n' > "$SLURM_ETC/cgroup.conf"
@@ -187,18 +221,74 @@ CONF
 		{ say "slurm: slurmctld failed"; tail -n 20 "$_d/log/slurmctld.log" >&2; return 1; }
 	_slurm_daemon slurmctld "$_d/run/slurmctld.pid" || return 1
 	_slurm_listening slurmctld "$_ctl_port" "$_d/run/slurmctld.pid" || return 1
-	slurmd -f "$SLURM_CONF" -N "$SLURM_NODE" ||
-		{ say "slurm: slurmd failed"; tail -n 20 "$_d/log/slurmd.log" >&2; return 1; }
-	_slurm_daemon slurmd "$_d/run/slurmd.pid" || return 1
+	if [ "$_nodes" -gt 1 ]; then
+		_i=0
+		for _nn in $SLURM_NODES_LIST; do
+			_i=$((_i + 1))
+			_slurm_node_up "$_nn" "10.77.0.$((_i + 1))" "$_i" || return 1
+		done
+	else
+		slurmd -f "$SLURM_CONF" -N "$SLURM_NODE" ||
+			{ say "slurm: slurmd failed"; tail -n 20 "$_d/log/slurmd.log" >&2; return 1; }
+		_slurm_daemon slurmd "$_d/run/slurmd.pid" || return 1
+	fi
 
-	# Up when the node is idle in the default partition.
-	for _i in $(seq 1 $((SLURM_WAIT * 10))); do
-		_st=$(timeout 10 sinfo -h -n "$SLURM_NODE" -p "$SLURM_PARTITION" -o %t 2>/dev/null)
-		[ "$_st" = idle ] && break
-		sleep 0.1
+	# Up when every node is idle in the default partition.
+	for _nn in $SLURM_NODES_LIST; do
+		for _i in $(seq 1 $((SLURM_WAIT * 10))); do
+			_st=$(timeout 10 sinfo -h -n "$_nn" -p "$SLURM_PARTITION" -o %t 2>/dev/null)
+			[ "$_st" = idle ] && break
+			sleep 0.1
+		done
+		[ "$_st" = idle ] || { say "slurm: node $_nn is '$_st', not idle"; tail -n 20 "$_d"/log/slurmd*.log >&2; return 1; }
 	done
-	[ "$_st" = idle ] || { say "slurm: node $SLURM_NODE is '$_st', not idle"; tail -n 20 "$_d/log/slurmd.log" >&2; return 1; }
 	SLURM_START_SECONDS=$(echo "$(date +%s.%N) - $_t0" | bc)
+}
+
+# slurm_netns_enter "$0" "$@": at the top of a test that wants a cluster
+# of several nodes, before tests/lib.sh: run the test again in a network
+# namespace of its own (loopback up), where the nodes' bridge and
+# addresses exist and nowhere else. Returns (does not exec) when that
+# cannot be done, with SLURM_NETNS_WHY saying why.
+slurm_netns_enter() {
+	SLURM_NETNS_WHY=""
+	if [ -n "${GPURUN_TEST_NETNS:-}" ]; then
+		ip link set lo up && return 0
+		SLURM_NETNS_WHY="cannot bring loopback up in the test's network namespace"
+		return 1
+	fi
+	if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null || ! command -v nsenter >/dev/null ||
+		! command -v ip >/dev/null || ! unshare --net --uts --mount true 2>/dev/null; then
+		SLURM_NETNS_WHY="needs root, unshare, nsenter and ip, and network namespaces"
+		return 1
+	fi
+	exec env GPURUN_TEST_NETNS=1 unshare --net bash "$@"
+}
+
+# _slurm_node_up NAME ADDR I: node NAME in namespaces of its own (net,
+# UTS, mount; held by a sleep whose pid goes to slurm_stop), a veth pair
+# to the bridge (slurm_start made it), ADDR/24 on its end, its own
+# /etc/hosts and slurmd pid folder, then its slurmd.
+_slurm_node_up() {
+	unshare --net --uts --mount --propagation private sleep 1000000 &
+	_np=$!
+	_slurm_pids="$_np $_slurm_pids"
+	SLURM_NODE_PIDS="${SLURM_NODE_PIDS:-} $_np"
+	for _i in $(seq 1 100); do
+		[ "$(readlink /proc/$_np/ns/net 2>/dev/null)" != "$(readlink /proc/self/ns/net)" ] &&
+			[ "$(readlink /proc/$_np/ns/net 2>/dev/null)" != "" ] && break
+		sleep 0.02
+	done
+	mkdir -p "$_d/run-$1" "$_d/spool/$1" &&
+	ip link add "grv$3" type veth peer name eth0 netns "$_np" &&
+	ip link set "grv$3" master grbr up &&
+	nsenter -t "$_np" -n -u -m sh -c "hostname '$1' && ip link set lo up &&
+		ip addr add '$2/24' dev eth0 && ip link set eth0 up &&
+		mount --bind '$_d/hosts' /etc/hosts && mount --bind '$_d/run-$1' '$_d/run-node'" ||
+		{ say "slurm: cannot set up node $1's namespaces"; return 1; }
+	nsenter -t "$_np" -n -u -m slurmd -f "$SLURM_CONF" -N "$1" ||
+		{ say "slurm: slurmd of $1 failed"; tail -n 20 "$_d/log/slurmd-$1.log" >&2; return 1; }
+	_slurm_daemon "slurmd-$1" "$_d/run-$1/slurmd.pid"
 }
 
 # mariadb on a free port with its data under $SLURM_DIR, then slurmdbd.
@@ -268,9 +358,10 @@ slurm_wait_state() {
 slurm_stop() {
 	[ -n "$_slurm_pids" ] || return 0
 	if [ -f "${SLURM_CONF:-}" ] && kill -0 "$(cat "$SLURM_DIR/run/slurmctld.pid" 2>/dev/null)" 2>/dev/null; then
-		timeout 10 scancel --full -w "$SLURM_NODE" >/dev/null 2>&1
+		_w=$(echo ${SLURM_NODES_LIST:-$SLURM_NODE} | tr ' ' ,)
+		timeout 10 scancel --full -w "$_w" >/dev/null 2>&1
 		for _i in $(seq 1 100); do
-			[ -z "$(timeout 10 squeue -h -w "$SLURM_NODE" -o %i 2>/dev/null)" ] && break
+			[ -z "$(timeout 10 squeue -h -w "$_w" -o %i 2>/dev/null)" ] && break
 			sleep 0.1
 		done
 	fi

@@ -2,10 +2,14 @@
 # The Slurm backend against a real one-node cluster (tests/slurm.sh),
 # reached over the test sshd as a login node ([remote] scheduler = slurm):
 # submit and stream, exit status passed through, GPU choice by gres, two
-# tasks with their ranks, stop of a running and of a pending job, a job
+# tasks with their ranks (none for one task), SIGUSR1 and stop's grace
+# reaching a program the shell runs (one task and two), a failing rank's
+# status, a submit whose answer was lost (found by the job's name), stop
+# of a running and of a pending job, a job
 # cancelled by hand, the time limit after the signal (and resubmission),
-# build_on = compute, doctor, logs -f across a cut connection, and sacct
-# present and absent.
+# build_on = compute, doctor, logs -f across a cut connection, one squeue
+# for all pending jobs (no poller left per job) and a hung slurmctld, and
+# sacct present and absent.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../slurm.sh"
 . "$(dirname "$0")/../container.sh"
@@ -103,6 +107,13 @@ test_expect_success '[train] gpus = N becomes --gres=gpu:N: CUDA_VISIBLE_DEVICES
 	test_grep -i "sbatch failed.*configuration is not available" $T/out
 '
 
+test_expect_success '[train] gpus = all (init'"'"'s default) asks for every GPU of the node: --gres=gpu:2' '
+	cd "$P" && ini "[train]" "command = echo cvd=\$CUDA_VISIBLE_DEVICES" "gpus = all" &&
+	"$GPURUN" -q train >$T/out && test_grep -x cvd=0,1 $T/out &&
+	n=$(sid "$(last_id)") && scontrol -o show job "$n" >$T/sj &&
+	test_grep "gres[/:]gpu[:=]2" $T/sj
+'
+
 test_expect_success 'ntasks_per_node = 2: each task has its RANK, LOCAL_RANK, WORLD_SIZE' '
 	cd "$P" && ini "[train]" "command = echo rank=\$RANK local=\$LOCAL_RANK node=\$NODE_RANK of \$WORLD_SIZE at \$MASTER_ADDR:\$MASTER_PORT" \
 		"[slurm]" "ntasks_per_node = 2" &&
@@ -111,6 +122,88 @@ test_expect_success 'ntasks_per_node = 2: each task has its RANK, LOCAL_RANK, WO
 	test_grep "^rank=1 local=1 node=0 of 2 at [^:]*:[0-9][0-9]*\$" $T/out &&
 	test "$(grep -c "^rank=" $T/out)" = 2 &&
 	test "$(sed -n "s/.* at //p" $T/out | sort -u | wc -l)" = 1
+'
+
+# [slurm] signal_before and stop, however the command is written: a
+# program the shell runs (no `exec`) gets SIGUSR1 and can checkpoint,
+# the shell does not die of it (one task: "killed by signal 10"; two:
+# the ranks ran on outside Slurm's tracking), and a stop gives every rank
+# the grace one task gets. The warning is sent as Slurm sends
+# --signal=B:USR1 (to the batch step's shell), at once instead of near a
+# time limit.
+cat >"$P/ckpt.py" <<'EOF'
+import os, signal, sys, time
+os.makedirs("ckpt", exist_ok=True)
+step = int(open("ckpt/step").read()) if os.path.exists("ckpt/step") else 0
+if step:
+    print("resumed at %d" % step, flush=True)
+    sys.exit(0)
+def warn(sig, frame):
+    open("ckpt/step", "w").write(str(step))
+    print("checkpoint at %d" % step, flush=True)
+signal.signal(signal.SIGUSR1, warn)
+print("up", flush=True)
+while True:
+    step += 1
+    time.sleep(0.02)
+EOF
+cat >"$P/ranks.py" <<'EOF'
+import os, signal, sys, time
+rank = os.environ["RANK"]
+def warn(sig, frame):
+    print("rank %s got usr1" % rank, flush=True)
+def term(sig, frame):
+    time.sleep(2)
+    print("rank %s checkpointed" % rank, flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGUSR1, warn)
+signal.signal(signal.SIGTERM, term)
+print("rank %s up" % rank, flush=True)
+while True:
+    time.sleep(0.1)
+EOF
+
+test_expect_success 'signal_before: python under sh gets SIGUSR1, checkpoints; requeued, it resumes' '
+	cd "$P" && ini "[train]" "command = python3 ckpt.py" "[slurm]" "requeue = true" "signal_before = 30" &&
+	id=$("$GPURUN" -q train -d) && n=$(sid "$id") &&
+	{ "$GPURUN" logs -f "$id" >$T/ck 2>$T/ckerr & lpid=$!; } &&
+	wait_grep "^up\$" $T/ck && scancel --batch --signal=USR1 "$n" &&
+	wait_grep "^checkpoint at [1-9]" $T/ck 30 && test "$(sstate "$n")" = RUNNING &&
+	test_grep "SIGUSR1 sent to the job" $T/ck &&
+	scontrol requeue "$n" &&
+	{ wait $lpid; rc=$?; } && test $rc = 0 &&
+	test_grep "^resumed at [1-9]" $T/ck && ! test_grep "signal 10" $T/ckerr &&
+	"$GPURUN" status --json "$id" >$T/ck.json && test "$(json_field $T/ck.json state)" = done
+'
+
+test_expect_success 'two tasks: SIGUSR1 reaches each rank; stop gives each rank its grace' '
+	cd "$P" && ini "[train]" "command = python3 ranks.py" "stop_grace = 20" \
+		"[slurm]" "ntasks_per_node = 2" "signal_before = 30" &&
+	id=$("$GPURUN" -q train -d) && n=$(sid "$id") &&
+	{ "$GPURUN" logs -f "$id" >$T/rk 2>$T/rkerr & lpid=$!; } &&
+	wait_grep "^rank 0 up\$" $T/rk && wait_grep "^rank 1 up\$" $T/rk &&
+	scancel --batch --signal=USR1 "$n" &&
+	wait_grep "^rank 0 got usr1\$" $T/rk 30 && wait_grep "^rank 1 got usr1\$" $T/rk 30 &&
+	sleep 1 && test "$(sstate "$n")" = RUNNING &&
+	"$GPURUN" stop "$id" >$T/out 2>$T/err &&
+	{ wait $lpid; rc=$?; } &&
+	test_grep -x "rank 0 checkpointed" $T/rk && test_grep -x "rank 1 checkpointed" $T/rk &&
+	wait_status "$id" stopped
+'
+
+test_expect_success 'one task: no RANK, WORLD_SIZE, LOCAL_RANK (as on one box)' '
+	cd "$P" && ini "[train]" "command = echo rank=\${RANK-unset} ws=\${WORLD_SIZE-unset} lr=\${LOCAL_RANK-unset}" &&
+	"$GPURUN" -q train >$T/out && test_grep -x "rank=unset ws=unset lr=unset" $T/out
+'
+
+test_expect_success 'two tasks: a failing rank ends the job with its status; the log and status name it' '
+	cd "$P" && ini "[train]" "command = if [ \$RANK = 1 ]; then sleep 1; echo rank 1 fails; exit 3; fi; sleep $((S + 5))" \
+		"[slurm]" "ntasks_per_node = 2" &&
+	test_expect_code 3 "$GPURUN" train >$T/out 2>$T/err && id=$(last_id) &&
+	test_grep "rank 1 on [^ ]* exited with status 3 first" $T/out &&
+	"$GPURUN" status --json "$id" >$T/fr.json && test "$(json_field $T/fr.json state)" = failed &&
+	json_field $T/fr.json reason >$T/fr && test_grep "rank 1 on [^ ]* failed first (exit 3)" $T/fr &&
+	! pgrep -f "^sleep $((S + 5))\$"
 '
 
 # scancel --full signals each process of the job in turn. When sleep's
@@ -195,7 +288,12 @@ test_expect_success 'doctor: sbatch and squeue on the login node, the partition 
 	cd "$P" && ini "[train]" "command = true" "gpus = 1" &&
 	"$GPURUN" doctor >$T/doc 2>&1 && test_grep "sbatch.*/sbatch" $T/doc &&
 	test_grep "squeue.*/squeue" $T/doc &&
-	test_grep "partition.*gpu (the default): up, 1 node ([a-z]*), gres gpu:2" $T/doc &&
+	test_grep "partition.*gpu (the default): up, 1 node ([a-z]*[^)]*), gres gpu:2" $T/doc &&
+	! test_grep "warn.*gpus" $T/doc &&
+	ini "[train]" "command = true" "gpus = all" && "$GPURUN" doctor >$T/doc 2>&1 &&
+	test_grep "ok *gpus *\[train\] gpus = all asks for every GPU of a node of partition gpu: --gres=gpu:2\$" $T/doc &&
+	ini "[train]" "command = true" "gpus = 3" && "$GPURUN" doctor >$T/doc 2>&1;
+	test_grep "warn *gpus *\[train\] gpus = 3, but a node of partition gpu has 2 GPUs: Slurm will not start the job" $T/doc &&
 	"$GPURUN" __complete -o slurm.partition= | cut -f1 >$T/comp &&
 	test_grep -x "slurm.partition=gpu" $T/comp && test_grep -x "slurm.partition=debug" $T/comp &&
 	ini "[train]" "command = true" "[slurm]" "partition = nope" &&
@@ -203,8 +301,45 @@ test_expect_success 'doctor: sbatch and squeue on the login node, the partition 
 	test_grep "no partition .nope. on this cluster (it has: gpu debug)" $T/doc
 '
 
-test_skip '[slurm] nodes = 2: one task per node with NODE_RANK' \
-	'needs a cluster of two nodes; the test cluster has one'
+# A submit whose answer was lost: a stand-in sbatch first on the login
+# node's PATH runs the real one, then says what a busy slurmctld makes it
+# say and exits 1 (or kills the submitting supervisor, its parent, as a
+# kill right after sbatch would). gpurun finds the job by its name
+# (gpurun-<id>) and records it; stop reaches it.
+FB=$TRASH/fakebin && mkdir -p "$FB/lost" "$FB/killed"
+printf '#!/bin/sh\n%s "$@" >/dev/null 2>&1\necho "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation" >&2\nexit 1\n' \
+	"$(command -v sbatch)" >"$FB/lost/sbatch"
+printf '#!/bin/sh\n%s "$@"\nkill -9 $PPID\nexit 0\n' "$(command -v sbatch)" >"$FB/killed/sbatch"
+chmod +x "$FB/lost/sbatch" "$FB/killed/sbatch"
+start_sshd lost "SetEnv HOME=$LH PATH=$FB/lost:$PATH $(slurm_sshd_env)" && trust_sshd lost
+start_sshd killed "SetEnv HOME=$LH PATH=$FB/killed:$PATH $(slurm_sshd_env)" && trust_sshd killed
+
+test_expect_success 'sbatch answers "Socket timed out" but Slurm took the job: found by its name; stop reaches it' '
+	cd "$P" && ini "[train]" "command = echo up; sleep $((S + 6))" "stop_grace = 5" &&
+	sed -i "s/^host = login\$/host = lost/" gpurun.ini &&
+	id=$("$GPURUN" -q train -d) && wait_status "$id" running 30 &&
+	n=$(sid "$id") && test -n "$n" &&
+	test "$(scontrol -o show job "$n" | grep -o "JobName=[^ ]*")" = "JobName=gpurun-$id" &&
+	"$GPURUN" logs "$id" >$T/lost && test_grep "sbatch said .*Socket timed out.*, but Slurm has the job: Slurm job $n" $T/lost &&
+	"$GPURUN" stop "$id" >$T/out 2>$T/err && wait_status "$id" stopped &&
+	case $(sstate "$n") in FAILED|CANCELLED|COMPLETING) ;; *) false ;; esac &&
+	! pgrep -f "^sleep $((S + 6))\$"
+'
+
+test_expect_success 'the submitter killed right after sbatch: the job is found by its name, not lost' '
+	cd "$P" && ini "[train]" "command = echo up; sleep $((S + 7))" "stop_grace = 5" &&
+	sed -i "s/^host = login\$/host = killed/" gpurun.ini &&
+	id=$("$GPURUN" -q train -d) && wait_status "$id" running 30 &&
+	n=$(sid "$id") && test -n "$n" &&
+	"$GPURUN" logs "$id" >$T/killed && test_grep "Slurm has it by its name: Slurm job $n" $T/killed &&
+	"$GPURUN" stop "$id" >$T/out 2>$T/err && wait_status "$id" stopped &&
+	! pgrep -f "^sleep $((S + 7))\$"
+'
+
+# [slurm] nodes = 2 (one task per node, 2 x 2 tasks, a rank failing on
+# the second node, stop on both): t0712-slurm-nodes.sh, on a cluster of
+# two nodes in namespaces of their own (the whole test in a network
+# namespace of its own).
 
 # [container] image under Slurm: the batch step runs the job's steps in
 # the image with the test's own podman (tests/container.sh), reached
@@ -270,6 +405,49 @@ test_expect_success 'the time limit: SIGUSR1, TERM, resubmitted once, resumed; t
 	test "$(json_field $T/tl.json submits)" = 2 &&
 	test "$(sstate "$(json_field $T/tl.json slurm_id)")" = TIMEOUT
 '
+
+# One query for all jobs: no process of gpurun's waits with a pending job
+# on the login node (there was a poller per job: 98 pending jobs made ~20
+# scontrol calls a second), `status` asks squeue once for all of them,
+# and with slurmctld hung it answers within one time limit
+# (GPURUN_SLURM_TIMEOUT=3 here), saying why, and at once after that. The
+# tools on the login node are stand-ins that count their calls.
+CB=$TRASH/countbin && mkdir -p "$CB"
+for t in squeue scontrol sacct sbatch; do
+	printf '#!/bin/sh\necho %s >>%s\nexec %s "$@"\n' "$t" "$TRASH/calls" "$(command -v $t)" >"$CB/$t"
+	chmod +x "$CB/$t"
+done
+start_sshd counted "SetEnv HOME=$LH PATH=$CB:$PATH GPURUN_SLURM_TIMEOUT=3 $(slurm_sshd_env)" && trust_sshd counted
+
+test_expect_success 'pending jobs: no process waits with them; status asks squeue once for all' '
+	cd "$P" && blocker=$(sbatch --parsable --gres=gpu:2 -o /dev/null --wrap "sleep $((S + 8))") &&
+	slurm_wait_state "$blocker" RUNNING 60 &&
+	ini "[train]" "command = true" "gpus = 1" && sed -i "s/^host = login\$/host = counted/" gpurun.ini &&
+	for i in 1 2 3 4 5; do "$GPURUN" -q train -d >>$T/pend || return 1; done &&
+	for i in $(seq 1 100); do pgrep -f "slurm-submit $LH" >/dev/null || break; sleep 0.1; done &&
+	! pgrep -af "slurm-submit $LH" && sleep 2.5 &&
+	: >$TRASH/calls && "$GPURUN" status --json >$T/all.json &&
+	test "$(grep -c "\"state\": \"queued\"" $T/all.json)" -ge 5 &&
+	cat $TRASH/calls >&2 && test "$(grep -c squeue $TRASH/calls)" = 1 &&
+	test "$(grep -c -v squeue $TRASH/calls)" = 0
+'
+
+test_expect_success 'slurmctld hung: status answers within one time limit, saying so; at once after that' '
+	cd "$P" && sleep 2.5 && kill -STOP "$(cat "$SLURM_DIR/run/slurmctld.pid")" &&
+	t0=$(date +%s%N) && "$GPURUN" status --json >$T/down.json; rc=$?;
+	t1=$(date +%s%N) && "$GPURUN" status --json >$T/down2.json; rc2=$?; t2=$(date +%s%N);
+	kill -CONT "$(cat "$SLURM_DIR/run/slurmctld.pid")" &&
+	echo "# status with slurmctld hung: $(( (t1 - t0) / 1000000 )) ms, then $(( (t2 - t1) / 1000000 )) ms" >&3 &&
+	test $rc = 0 && test $rc2 = 0 &&
+	test $(( (t1 - t0) / 1000000 )) -lt 6000 && test $(( (t2 - t1) / 1000000 )) -lt 2000 &&
+	test_grep "controller does not answer" $T/down.json && test_grep "controller does not answer" $T/down2.json &&
+	test "$(grep -c "\"state\": \"queued\"" $T/down2.json)" -ge 5 &&
+	squeue -h -o %i | xargs -r scancel &&
+	ini "[train]" "command = echo back" && sed -i "s/^host = login\$/host = counted/" gpurun.ini &&
+	"$GPURUN" -q train >$T/back && test_grep -x back $T/back &&
+	"$GPURUN" status --json "$(last_id)" >$T/back.json && test "$(json_field $T/back.json state)" = done &&
+	! test_grep "does not answer" $T/back.json
+' 3>&1
 
 if why=$(slurm_missing_accounting); then
 	test_skip 'status from sacct once scontrol forgot the job' "$why"

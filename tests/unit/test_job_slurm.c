@@ -283,6 +283,22 @@ static void test_sbatch_argv(void)
 	CHECK_EQ_INT(slurm_sbatch_argv(&s, "/d", "J", "/s", NULL, &a, &err), GR_EINVAL);
 	sv_clear(&a);
 	job_spec_free(&s);
+	/* A job array's tasks would share one record: refused, however
+	 * the option is written. */
+	static const char *const arrays[] = { "--array=0-3", "--array", "-a", "-a0-3" };
+	for (size_t i = 0; i < GR_ARRAY_SIZE(arrays); i++) {
+		s = (struct job_spec){ STRVEC_INIT };
+		spec_set(&s, "slurm_option", arrays[i]);
+		CHECK_EQ_INT(slurm_sbatch_argv(&s, "/d", "J", "/s", NULL, &a, &err), GR_EINVAL);
+		CHECK(strstr(err.msg, "job arrays") != NULL);
+		sv_clear(&a);
+		job_spec_free(&s);
+	}
+	s = (struct job_spec){ STRVEC_INIT };
+	spec_set(&s, "slurm_option", "--account=arrays");
+	CHECK(slurm_sbatch_argv(&s, "/d", "J", "/s", NULL, &a, &err) == 0);
+	sv_clear(&a);
+	job_spec_free(&s);
 	/* A container per task under srun would share one name. */
 	s = (struct job_spec){ STRVEC_INIT };
 	spec_set(&s, "container_image", "busybox");
@@ -293,6 +309,111 @@ static void test_sbatch_argv(void)
 	CHECK(strstr(err.msg, "several Slurm tasks") != NULL);
 	sv_clear(&a);
 	job_spec_free(&s);
+}
+
+/* [train] gpus = all: every GPU of a node of the partition, from sinfo's
+ * gres (untrusted text); nodes that differ, or no such partition, are
+ * refused; a partition without GPUs asks for none. */
+static void test_all_gpus(void)
+{
+	static const char sinfo[] = "debug|(null)\ngpu*|gpu:2\nbig|gpu:a100:4(S:0-1),mps:100\n"
+				    "big|gpu:a100:4,gpu:v100:2\nmixed|gpu:2\nmixed|gpu:8\nbad|gpu:x\n";
+	struct job_spec s = { STRVEC_INIT };
+	struct strvec a = STRVEC_INIT;
+	struct gr_err err = { 0 };
+	long long n = -5;
+
+	CHECK_EQ_INT((int)slurm_gres_gpus("gpu:2", 5, ""), 2);
+	CHECK_EQ_INT((int)slurm_gres_gpus("gpu:a100:4(S:0-1)", 17, ""), 4);
+	CHECK_EQ_INT((int)slurm_gres_gpus("gpu:a100:4,gpu:v100:2,mps:100", 29, ""), 6);
+	CHECK_EQ_INT((int)slurm_gres_gpus("gpu:a100:4,gpu:v100:2,mps:100", 29, "v100"), 2);
+	CHECK_EQ_INT((int)slurm_gres_gpus("(null)", 6, ""), 0);
+	CHECK_EQ_INT((int)slurm_gres_gpus("gpu:99999999999999999999", 24, ""), -1);
+	CHECK_EQ_INT((int)slurm_gres_gpus("gpu:2", 4, ""), -1); /* cut: "gpu:" */
+
+	CHECK(slurm_parse_all_gpus(sinfo, 1, "", "", &n, &err) == 0);
+	CHECK_EQ_INT((int)n, 2); /* the default, gpu* */
+	CHECK(slurm_parse_all_gpus(sinfo, 1, "debug", "", &n, &err) == 0);
+	CHECK_EQ_INT((int)n, 0);
+	CHECK_EQ_INT(slurm_parse_all_gpus(sinfo, 1, "big", "", &n, &err), GR_EINVAL);
+	CHECK(strstr(err.msg, "have 4 and 6 GPUs") != NULL);
+	CHECK(slurm_parse_all_gpus(sinfo, 1, "big", "a100", &n, &err) == 0);
+	CHECK_EQ_INT((int)n, 4);
+	CHECK_EQ_INT(slurm_parse_all_gpus(sinfo, 1, "mixed", "", &n, &err), GR_EINVAL);
+	CHECK(strstr(err.msg, "set [train] gpus to a count") != NULL);
+	CHECK_EQ_INT(slurm_parse_all_gpus(sinfo, 1, "nope", "", &n, &err), GR_EINVAL);
+	CHECK_EQ_INT(slurm_parse_all_gpus(sinfo, 1, "bad", "", &n, &err), GR_EREMOTE);
+	CHECK_EQ_INT(slurm_parse_all_gpus("debug|(null)\n", 1, "", "", &n, &err), GR_EINVAL);
+
+	spec_set(&s, "gpus", "all");
+	CHECK(slurm_sbatch_argv_all(&s, "/d", "J", "/s", NULL, 2, &a, &err) == 0);
+	CHECK(has(&a, "--gres=gpu:2"));
+	sv_clear(&a);
+	CHECK(slurm_sbatch_argv_all(&s, "/d", "J", "/s", NULL, 0, &a, &err) == 0);
+	for (size_t i = 0; i < a.n; i++)
+		CHECK(strncmp(a.v[i], "--gres", 6) && strncmp(a.v[i], "--gpus", 6));
+	sv_clear(&a);
+	job_spec_free(&s);
+}
+
+/* A submit whose answer was lost: the job by its name, never one the job
+ * knows already (a resubmission's predecessor has the same name). */
+static void test_ids_by_name(void)
+{
+	struct strvec known = STRVEC_INIT;
+	char out[32] = "";
+
+	CHECK_EQ_INT(slurm_parse_ids_by_name("", NULL, out, sizeof(out)), 0);
+	CHECK_EQ_INT(slurm_parse_ids_by_name("41\n", NULL, out, sizeof(out)), 1);
+	CHECK_STR(out, "41");
+	sv_push(&known, "41");
+	CHECK_EQ_INT(slurm_parse_ids_by_name("41\n", &known, out, sizeof(out)), 0);
+	CHECK_EQ_INT(slurm_parse_ids_by_name("41\n9\n120\n7_1\n$(x)\n", &known, out, sizeof(out)), 1);
+	CHECK_STR(out, "120");
+	CHECK_EQ_INT(slurm_parse_ids_by_name("123456789012345678901234567890\n", NULL, out,
+					     sizeof(out)), 0);
+	sv_clear(&known);
+}
+
+/* squeue's one line per job (SLURM_SQUEUE_FORMAT), untrusted. */
+static void test_squeue(void)
+{
+	static const char text[] = "12|PENDING|Resources|||2026-11-27T10:00:00|N/A\n"
+				   "123|RUNNING|None|node\x1b[1|gpu|2026-11-23T12:40:01|2026-11-23T13:40:01\n"
+				   "1234|COMPLETING|None|n1|gpu\n";
+	struct slurm_info si;
+
+	CHECK(slurm_parse_squeue(text, "12", &si) == 0);
+	CHECK_STR(si.state, "PENDING");
+	CHECK_STR(si.reason, "Resources");
+	CHECK_STR(si.source, "squeue");
+	CHECK(si.start_s == 0 && si.nodes[0] == '\0');
+	CHECK(slurm_parse_squeue(text, "123", &si) == 0);
+	CHECK_STR(si.state, "RUNNING");
+	CHECK_STR(si.nodes, "node?[1");
+	CHECK(si.start_s > 0 && si.end_s > si.start_s);
+	CHECK(slurm_parse_squeue(text, "1234", &si) < 0); /* cut short */
+	CHECK(slurm_parse_squeue(text, "1", &si) < 0);
+	CHECK(!si.known);
+}
+
+/* Slurm's words when it killed a job for memory, from its output file. */
+static void test_oom_line(void)
+{
+	static const char a[] = "[gpurun] running\nslurmstepd: error: Job 12 exceeded memory limit "
+				"(2100000 > 1048576), being killed\nslurmstepd: error: *** JOB 12 ON n1 "
+				"CANCELLED ***\n";
+	static const char b[] = "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=7.batch. "
+				"Some of your processes may have been killed by the cgroup out-of-memory "
+				"handler.\x1b]52;c;x\x07";
+	char line[240];
+
+	CHECK(slurm_oom_line(a, sizeof(a) - 1, line, sizeof(line)) == 1);
+	CHECK_STR(line, "slurmstepd: error: Job 12 exceeded memory limit (2100000 > 1048576), being killed");
+	CHECK(slurm_oom_line(b, sizeof(b) - 1, line, sizeof(line)) == 1);
+	CHECK(strstr(line, "error: Detected 1 oom-kill event(s)") != NULL);
+	CHECK(strchr(line, '\x1b') == NULL && strchr(line, '\x07') == NULL);
+	CHECK(slurm_oom_line("all good\n", 9, line, sizeof(line)) == 0);
 }
 
 static void test_batch_script(void)
@@ -312,6 +433,10 @@ int main(void)
 	RUN(test_sacct);
 	RUN(test_map);
 	RUN(test_sbatch_argv);
+	RUN(test_all_gpus);
+	RUN(test_ids_by_name);
+	RUN(test_squeue);
+	RUN(test_oom_line);
 	RUN(test_batch_script);
 	return T_DONE();
 }
