@@ -717,9 +717,11 @@ void job_describe_end(const struct job_rec *r, struct strbuf *sb)
 		sb_addf(sb, "was killed by signal %u (%s)", r->code, strsignal((int)r->code));
 	else if (r->has_status)
 		sb_addf(sb, "exited with status %u", r->code);
-	else if (r->state && !strcmp(r->state, "lost"))
+	else if (r->state && !strcmp(r->state, "lost")) {
 		sb_adds(sb, "ended without an exit status (its supervisor is gone)");
-	else
+		if (r->reason && *r->reason)
+			sb_addf(sb, "; %s: stop it with 'gpurun stop %s'", ts(r->reason), r->id);
+	} else
 		sb_addf(sb, "is %s", r->state ? ts(r->state) : "unknown");
 }
 

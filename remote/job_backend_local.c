@@ -143,6 +143,20 @@ static char *meta_text(const char *dir, const char *name)
 	return sb.buf ? sb_detach(&sb, NULL) : xstrdup("");
 }
 
+/* Why a job is lost, when something of it still runs (issue 29): its
+ * processes outlived the supervisor; NULL when nothing does. */
+static char *lost_reason(const char *id, uint32_t pid)
+{
+	struct strbuf desc = STRBUF_INIT;
+	size_t n = job_procs_alive(id, pid, &desc);
+	char *why = n ? xasprintf("supervisor gone, %zu process%s still running (%s)", n,
+				  n == 1 ? "" : "es", desc.buf)
+		      : NULL;
+
+	sb_release(&desc);
+	return why;
+}
+
 static void local_state(const char *dir, struct job_rec *r)
 {
 	struct strvec run = STRVEC_INIT, st = STRVEC_INIT;
@@ -196,6 +210,7 @@ static void local_state(const char *dir, struct job_rec *r)
 			free(queued);
 	} else {
 		state = "lost";
+		r->reason = lost_reason(r->id, r->pid);
 	}
 	free(r->state);
 	r->state = xstrdup(state);

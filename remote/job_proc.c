@@ -112,3 +112,20 @@ size_t job_procs(const char *id, pid_t sid, struct job_proc **out)
 	free(ps);
 	return nout;
 }
+
+size_t job_procs_alive(const char *id, uint32_t pid, struct strbuf *desc)
+{
+	struct job_proc *ps = NULL;
+	pid_t sid = pid && pid < (1u << 30) && has_marker((pid_t)pid, id) ? (pid_t)pid : 0;
+	size_t n = job_procs(id, sid, &ps);
+
+	for (size_t i = 0; desc && i < n; i++) {
+		if (i == 4) {
+			sb_adds(desc, ", ...");
+			break;
+		}
+		sb_addf(desc, "%spid %d %s", i ? ", " : "", (int)ps[i].pid, ps[i].comm);
+	}
+	free(ps);
+	return n;
+}

@@ -21,4 +21,12 @@ struct job_proc {
  * sid (0 if it never started). *out is the caller's to free. */
 size_t job_procs(const char *id, pid_t sid, struct job_proc **out);
 
+/* What of job id still lives, for deciding whether it may be removed
+ * (issue 29): job_procs(), but the recorded pid counts as the job's
+ * session only while that process still carries the job's id (a pid is
+ * reused once it has ended); else what carries the id and descends from
+ * it. The count; desc (may be NULL) gets "pid 12 sleep, pid 13 sh" (the
+ * first few, then ", ..."). */
+size_t job_procs_alive(const char *id, uint32_t pid, struct strbuf *desc);
+
 #endif
