@@ -723,6 +723,9 @@ void job_describe_end(const struct job_rec *r, struct strbuf *sb)
 			sb_addf(sb, "; %s: stop it with 'gpurun stop %s'", ts(r->reason), r->id);
 	} else
 		sb_addf(sb, "is %s", r->state ? ts(r->state) : "unknown");
+	if (r->log_lost)
+		sb_addf(sb, "; %llu bytes of its output were lost: no space left on the host",
+			(unsigned long long)r->log_lost);
 }
 
 int job_ctx_status(struct gr_ctx *ctx, const char *id, struct job_rec *r)

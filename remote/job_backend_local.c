@@ -186,6 +186,7 @@ static void local_state(const char *dir, struct job_rec *r)
 		r->signalled = sig != 0;
 		r->code = (uint32_t)(sig ? sig : job_kv_u64(&st, "exit"));
 		r->end_ms = job_kv_u64(&st, "end_ms");
+		r->log_lost = job_kv_u64(&st, "log_lost");
 		free(phase);
 		phase = xstrdup(job_kv_get(&st, "phase") ? job_kv_get(&st, "phase") : "run");
 		if (job_meta_exists(dir, "stopped"))
