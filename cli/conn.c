@@ -61,13 +61,24 @@ static char *conn_bootstrap_script(const char *hash)
 
 	/* POSIX sh only: nothing may be assumed on the host but sshd. A
 	 * login banner or noisy rc file may print before us, so the client
-	 * looks for the GPURUN- lines and skips anything else. */
+	 * looks for the GPURUN- lines and skips anything else.
+	 * The agent runs as the user: the file and every folder down to it
+	 * from the home folder must be the user's (or root's) and writable
+	 * by nobody else (OpenSSH's StrictModes), or another account could
+	 * have put its own program there (issue 29). What nobody else can
+	 * write is what the user's own uploads put there: that is why no
+	 * content hash is checked on each start (the agent's hash line only
+	 * says which build answers). find -H looks through a symlinked
+	 * ~/.cache to what it names. */
 	return xasprintf(
 		"d=\"$HOME/.cache/gpurun\"; a=\"$d/agent-%s\"; "
+		"w=$(find -H \"$HOME\" \"$HOME/.cache\" \"$d\" \"$a\" -prune \\( ! -user \"$(id -u)\" ! -user 0 "
+		"-o -perm -020 -o -perm -002 \\) -print 2>/dev/null | head -n 1); "
+		"if [ -n \"$w\" ]; then echo; echo \"GPURUN-BOOT unsafe $w\"; exit 6; fi; "
 		"if [ -x \"$a\" ]; then echo; echo 'GPURUN-BOOT have'; exec \"$a\" serve \"$@\"; fi; "
 		"echo; echo \"GPURUN-BOOT need $(uname -s) $(uname -m)\"; "
 		"read -r ans || exit 3; [ \"$ans\" = send ] || exit 3; "
-		"mkdir -p \"$d\" || exit 4; t=\"$a.tmp.$$\"; "
+		"(umask 077 && mkdir -p \"$d\") || exit 4; t=\"$a.tmp.$$\"; "
 		"if head -c %zu | gzip -dc > \"$t\" && chmod 755 \"$t\" && mv -f \"$t\" \"$a\"; "
 		"then exec \"$a\" serve \"$@\"; fi; rm -f \"$t\"; echo 'GPURUN-BOOT failed'; exit 5",
 		hash, size);
@@ -487,6 +498,12 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 				goto out;
 			c->hello.uploaded = 1;
 			continue;
+		}
+		if (!strncmp(line.buf, "GPURUN-BOOT unsafe ", 19)) {
+			rc = gr_errf(err, GR_EAGENT, "refusing to run the agent on %s: '%s' can be "
+				     "written by another user", c->t->desc, ts(line.buf + 19));
+			gr_hintf(err, "check what is in it, then 'chmod go-w' it on the host (and make it yours)");
+			goto out;
 		}
 		if (!strcmp(line.buf, "GPURUN-BOOT failed")) {
 			rc = gr_errf(err, GR_EAGENT, "could not install the agent in ~/.cache/gpurun on %s",
