@@ -707,7 +707,7 @@ void job_describe_end(const struct job_rec *r, struct strbuf *sb)
 		if (r->reason && *r->reason)
 			sb_addf(sb, " (%s)", ts(r->reason));
 	} else if (r->has_status && strcmp(phase, "run") && (r->signalled || r->code)) {
-		sb_addf(sb, "%s ", phase);
+		sb_addf(sb, "%s ", ts(phase));
 		if (r->signalled)
 			sb_addf(sb, "was killed by signal %u (%s)", r->code, strsignal((int)r->code));
 		else

@@ -127,6 +127,16 @@ test_expect_success 'status: escapes in a state and a GPU name are shown escaped
 	! grep -q "$(printf "\033")" js
 '
 
+test_expect_success 'a job phase with escapes reaches the terminal escaped: train, logs -f, stop' '
+	cd "$P" && export HOSTILE=field HOSTILE_FIELD=phase HOSTILE_FIELD_HEX=$(hex "bu\033]52;c;QUJD\ald") &&
+	{ $PTY tty.out "$GPURUN" train -- false; true; } && J2=$(head -n1 .gpurun/jobs | cut -f1) &&
+	{ $PTY tty2.out "$GPURUN" logs -f "$J2"; true; } && { $PTY tty3.out "$GPURUN" stop "$J2"; true; } &&
+	unset HOSTILE HOSTILE_FIELD &&
+	for f in tty.out tty2.out tty3.out; do
+		no_escape $f && test_grep "bu\\\\x1b\]52;c;QUJD\\\\x07ld failed with status 1" $f || return 1
+	done
+'
+
 test_expect_success 'a container runtime or image in a record that no agent sends is refused' '
 	cd "$P" && export HOSTILE=field HOSTILE_FIELD=runtime HOSTILE_FIELD_HEX=$(hex "podman\033]0;t\a") &&
 	test_expect_code 251 $PTY tty.out "$GPURUN" status "$J" && no_escape tty.out &&
