@@ -351,7 +351,7 @@ int cmd_status(int argc, char **argv, struct gr_ctx *ctx)
 	conn_send(ctx->conn, GR_MSG_JOB_GPUS, 0, gpus_id, pl.buf, pl.len);
 	while (!got_list || !got_gpus) {
 		struct gr_frame f;
-		if ((rc = conn_recv(ctx->conn, &f, -1, &ctx->err)) < 0)
+		if ((rc = conn_recv_idle(ctx->conn, &f, conn_idle_ms(), &ctx->err)) < 0)
 			goto out;
 		if (f.id != list_id && f.id != gpus_id)
 			continue;

@@ -340,19 +340,40 @@ uint64_t conn_last_io(const struct gr_conn *c)
 	return c->last_io;
 }
 
+#define IDLE_DEFAULT_S 120
+
+int conn_idle_ms(void)
+{
+	const char *v = getenv("GPURUN_IO_TIMEOUT");
+	char *end;
+	long s = v && *v ? strtol(v, &end, 10) : 0;
+
+	if (!v || !*v || *end || s <= 0 || s > 86400)
+		s = IDLE_DEFAULT_S;
+	return (int)s * 1000;
+}
+
+int conn_idle_check(struct gr_conn *c, int idle_ms, struct gr_err *err)
+{
+	uint64_t now = now_ms(), since = c->last_io > now ? now : c->last_io;
+
+	if (now - since < (uint64_t)idle_ms)
+		return 0;
+	gr_errf(err, GR_ETIMEOUT, "%s sent and took nothing for %d s", c->t->desc, idle_ms / 1000);
+	gr_hintf(err, "the agent on the host may be stuck, or the network gone; "
+		 "GPURUN_IO_TIMEOUT sets how long gpurun waits");
+	return GR_ETIMEOUT;
+}
+
 int conn_recv_idle(struct gr_conn *c, struct gr_frame *f, int idle_ms, struct gr_err *err)
 {
 	for (;;) {
 		uint64_t now = now_ms(), since = c->last_io > now ? now : c->last_io;
-		if (now - since >= (uint64_t)idle_ms) {
-			gr_errf(err, GR_ETIMEOUT, "%s sent and took nothing for %d s",
-				c->t->desc, idle_ms / 1000);
-			gr_hintf(err, "the agent on the host may be stuck, or the network gone; "
-				 "GPURUN_IO_TIMEOUT sets how long gpurun waits");
-			return GR_ETIMEOUT;
-		}
+		int rc = conn_idle_check(c, idle_ms, err);
+		if (rc < 0)
+			return rc;
 		uint64_t left = (uint64_t)idle_ms - (now - since);
-		int rc = conn_recv(c, f, left > 1000 ? 1000 : (int)left, err);
+		rc = conn_recv(c, f, left > 1000 ? 1000 : (int)left, err);
 		if (rc != 0)
 			return rc;
 	}
@@ -398,7 +419,7 @@ int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n
 		/* Look only at the wire here: pending frames belong to others. */
 		size_t saved = c->npend;
 		c->npend = 0;
-		rc = conn_recv(c, &f, -1, err);
+		rc = conn_recv_idle(c, &f, conn_idle_ms(), err);
 		c->npend = saved;
 		if (rc < 0)
 			return rc;

@@ -75,6 +75,16 @@ int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 	      int nextra, int timeout_ms, struct gr_err *err);
 int conn_recv(struct gr_conn *c, struct gr_frame *f, int timeout_ms, struct gr_err *err);
 
+/* The one bound on waiting for the agent (issue 29): GPURUN_IO_TIMEOUT
+ * seconds (1-86400; 120 when unset or bad) in which no byte moved
+ * either way. A busy agent sends KEEPALIVE meanwhile, so only a silent
+ * one (stuck, or the network gone) runs into it. Every request waits
+ * under it: conn_request, conn_recv_idle, conn_idle_check. */
+int conn_idle_ms(void);
+/* 0 while the connection has moved a byte within idle_ms, else
+ * GR_ETIMEOUT with err saying so (for loops that wait on conn_wait). */
+int conn_idle_check(struct gr_conn *c, int idle_ms, struct gr_err *err);
+
 /* Like conn_recv, but waits only while the connection is alive: fails
  * with GR_ETIMEOUT (err says so) once no byte has moved either way for
  * idle_ms (queued output is written meanwhile; the agent sends KEEPALIVE

@@ -222,6 +222,13 @@ test_expect_success 'a lost job whose processes ignore SIGHUP: rm, prune and kee
 	"$GPURUN" rm "$id" 2>err && test_grep "removed" err && unset GPURUN_NVIDIA_SMI
 '
 
+test_expect_success 'a stop longer than GPURUN_IO_TIMEOUT is waited for: the busy agent sends keepalives' '
+	cd "$P" && ini "[train]" "command = trap \"\" TERM; echo up; while :; do sleep 0.1; done" &&
+	id=$("$GPURUN" -q train --detach) && sleep 1 &&
+	GPURUN_IO_TIMEOUT=7 "$GPURUN" -o train.stop_grace=12 stop "$id" 2>err &&
+	test_grep "SIGKILL" err && "$GPURUN" status "$id" >st && test_grep "^$id  stopped " st
+'
+
 test_expect_success 'artifacts: pulled at the end, then only what changed travels' '
 	cd "$P" &&
 	ini "[train]" "command = echo a >\$GPURUN_JOB_DIR/metrics.csv; mkdir -p \$GPURUN_JOB_DIR/ckpt; echo c >\$GPURUN_JOB_DIR/ckpt/c.bin; echo x >\$GPURUN_JOB_DIR/skip.txt" \
