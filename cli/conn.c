@@ -410,17 +410,30 @@ int conn_flush_idle(struct gr_conn *c, int idle_ms, struct gr_err *err)
 int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
 		 struct strbuf *reply, struct gr_err *err)
 {
+	return conn_request_intr(c, type, payload, n, reply, -1, err);
+}
+
+int conn_request_intr(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
+		      struct strbuf *reply, int intr_fd, struct gr_err *err)
+{
 	uint32_t id = conn_next_id(c);
 	struct gr_frame f;
-	int rc;
+	int rc, idle_ms = conn_idle_ms();
 
 	conn_send(c, type, 0, id, payload, n);
 	for (;;) {
 		/* Look only at the wire here: pending frames belong to others. */
 		size_t saved = c->npend;
+		struct pollfd intr = { intr_fd, POLLIN, 0 };
 		c->npend = 0;
-		rc = conn_recv_idle(c, &f, conn_idle_ms(), err);
+		rc = conn_wait(c, &f, intr_fd >= 0 ? &intr : NULL, intr_fd >= 0, 1000, err);
 		c->npend = saved;
+		if (rc == 2)
+			return gr_errf(err, GR_ECANCEL, "interrupted");
+		if (rc == 0)
+			rc = conn_idle_check(c, idle_ms, err);
+		if (rc == 0)
+			continue;
 		if (rc < 0)
 			return rc;
 		if (f.id != id) {

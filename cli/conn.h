@@ -101,6 +101,10 @@ uint64_t conn_last_io(const struct gr_conn *c);
  * its OK (payload appended to reply if non-NULL) or ERROR (returned as its
  * code with err set to the agent's message). Frames for other ids that
  * arrive meanwhile are kept for later conn_recv calls. */
+/* conn_request that also watches intr_fd (-1: none): readable, it returns
+ * GR_ECANCEL at once, the request left unanswered. */
+int conn_request_intr(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
+		      struct strbuf *reply, int intr_fd, struct gr_err *err);
 int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
 		 struct strbuf *reply, struct gr_err *err);
 

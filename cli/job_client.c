@@ -137,6 +137,12 @@ void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct s
 int job_start(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
 	      struct job_rec **others, size_t *nothers, struct gr_err *err)
 {
+	return job_start_intr(c, project, spec, id, others, nothers, -1, err);
+}
+
+int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
+		   struct job_rec **others, size_t *nothers, int intr_fd, struct gr_err *err)
+{
 	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
 	struct gr_rd rd;
 	int rc;
@@ -150,7 +156,7 @@ int job_start(struct gr_conn *c, const char *project, const struct strvec *spec,
 	put_u32(&pl, (uint32_t)(spec->n / 2));
 	for (size_t i = 0; i + 1 < spec->n; i += 2)
 		job_spec_put(&pl, spec->v[i], spec->v[i + 1]);
-	rc = conn_request(c, GR_MSG_JOB_START, pl.buf, pl.len, &rep, err);
+	rc = conn_request_intr(c, GR_MSG_JOB_START, pl.buf, pl.len, &rep, intr_fd, err);
 	if (rc == 0) {
 		struct job_rec *recs = NULL;
 		size_t n = 0;

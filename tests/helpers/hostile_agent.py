@@ -35,6 +35,8 @@ as $HOSTILE says (comma-separated):
   slow        each request (those in the command line first) is held
               $HOSTILE_SLOW_S seconds, with a KEEPALIVE every second, then
               passed on: a busy agent, not a dead one
+  slow-start  the same for JOB_START alone; $HOSTILE_MARK (if set) is
+              made when the hold begins
 
 Only what the scenario names changes; everything else passes through, so
 the client meets a host that behaves until it lies.
@@ -290,6 +292,10 @@ def main():
         if "mute" in SCEN:
             continue
         if "slow" in SCEN:
+            hold()
+        if typ == JOB_START and "slow-start" in SCEN:
+            if os.environ.get("HOSTILE_MARK"):
+                open(os.environ["HOSTILE_MARK"], "w").close()
             hold()
         agent.stdin.write(frame(typ, flags, rid, p))
         agent.stdin.flush()

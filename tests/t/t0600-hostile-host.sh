@@ -253,4 +253,18 @@ test_expect_success 'a busy agent sending keepalives is waited for, past GPURUN_
 	test $rc = 0 && test_grep "^$J " out
 '
 
+test_expect_success 'train answers Ctrl-C, SIGTERM and SIGHUP at once while the host starts the job' '
+	cd "$P" && export HOSTILE=slow-start HOSTILE_SLOW_S=30 HOSTILE_MARK=$TRASH/holding &&
+	for sig in INT TERM HUP; do
+		rm -f err "$HOSTILE_MARK" && { "$GPURUN" train </dev/null >out 2>err & } && tpid=$! &&
+		for i in $(seq 1 300); do test -e "$HOSTILE_MARK" && break; sleep 0.1; done &&
+		test -e "$HOSTILE_MARK" && sleep 0.5 && t0=$(date +%s) && kill -$sig $tpid;
+		wait $tpid; rc=$?; el=$(( $(date +%s) - t0 )) && echo "$sig: rc=$rc in $el s" && cat err &&
+		test $el -le 3 && test $rc = 249 &&
+		test_grep "while the host was starting the job: detached; the host goes on starting it" err ||
+		{ unset HOSTILE HOSTILE_MARK; return 1; }
+	done
+	unset HOSTILE HOSTILE_SLOW_S HOSTILE_MARK
+'
+
 test_done
