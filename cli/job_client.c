@@ -726,7 +726,9 @@ void job_describe_end(const struct job_rec *r, struct strbuf *sb)
 	else if (r->state && !strcmp(r->state, "lost")) {
 		sb_adds(sb, "ended without an exit status (its supervisor is gone)");
 		if (r->reason && *r->reason)
-			sb_addf(sb, "; %s: stop it with 'gpurun stop %s'", ts(r->reason), r->id);
+			sb_addf(sb, "; %s", ts(r->reason));
+		if (r->reason && strstr(r->reason, "still running"))
+			sb_addf(sb, ": stop it with 'gpurun stop %s'", r->id);
 	} else
 		sb_addf(sb, "is %s", r->state ? ts(r->state) : "unknown");
 	if (r->log_lost)

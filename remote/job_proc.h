@@ -29,4 +29,10 @@ size_t job_procs(const char *id, pid_t sid, struct job_proc **out);
  * first few, then ", ..."). */
 size_t job_procs_alive(const char *id, uint32_t pid, struct strbuf *desc);
 
+/* JOB_STOP for job id whose folder is gone (rm -rf ~/.cache during a
+ * job): stop what carries its id (job_backend_local.c), answering as
+ * the local backend's stop does, with a record that says so.
+ * GR_ENOTFOUND when nothing does. */
+int job_stop_orphan(const char *id, int grace_s, struct strbuf *payload, struct gr_err *err);
+
 #endif

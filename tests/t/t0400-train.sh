@@ -222,6 +222,22 @@ test_expect_success 'a lost job whose processes ignore SIGHUP: rm, prune and kee
 	"$GPURUN" rm "$id" 2>err && test_grep "removed" err && unset GPURUN_NVIDIA_SMI
 '
 
+test_expect_success 'rm -rf of the jobs folder during a job: stop still reaches its processes by their id' '
+	cd "$P" && export GPURUN_NVIDIA_SMI=$TOP/tests/data/nvidia-smi/fake-nvidia-smi && rm -f "$TRASH/apps.csv" &&
+	ini "[train]" "command = trap \"\" HUP; sleep ${S}8" "gpus = 1" &&
+	id=$("$GPURUN" -q train --detach) &&
+	for i in $(seq 1 100); do pgrep -f "^sleep ${S}8\$" >/dev/null && break; sleep 0.1; done &&
+	sup=$(pgrep -f "supervise .*$id") && kill -9 $sup && rm -rf "$(jobs_root)"/*/"$id" &&
+	! ls -d "$(jobs_root)"/*/"$id" && test_expect_code 1 "$GPURUN" status "$id" 2>err && test_grep "no job" err &&
+	pgrep -f "^sleep ${S}8\$" >/dev/null && "$GPURUN" status >sa && test_grep "^[01] .* $id\$" sa &&
+	"$GPURUN" -o train.stop_grace=1 stop "$id" 2>err && test_grep "stopped job $id: SIGTERM to 2 processes" err &&
+	test_grep "its folder on the host is gone" err && ! pgrep -f "^sleep ${S}8\$" &&
+	"$GPURUN" status >sa && ! grep "^[01] .* $id\$" sa &&
+	! "$GPURUN" stop "$id" 2>err && test_grep "no job .$id. on the host" err ||
+		{ unset GPURUN_NVIDIA_SMI; return 1; }
+	unset GPURUN_NVIDIA_SMI
+'
+
 test_expect_success 'a stop longer than GPURUN_IO_TIMEOUT is waited for: the busy agent sends keepalives' '
 	cd "$P" && ini "[train]" "command = trap \"\" TERM; echo up; while :; do sleep 0.1; done" &&
 	id=$("$GPURUN" -q train --detach) && sleep 1 &&
