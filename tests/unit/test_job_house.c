@@ -16,10 +16,13 @@
  *  - nothing is left half removed.
  * Faults (issue 29): a supervisor killed while the job's child, which
  * ignores SIGHUP, runs on (a real process carrying GPURUN_JOB_ID and
- * holding the job's GPU lock), and a stop that must reach it. Then also:
+ * holding the job's GPU lock), a stop that must reach it, and the folder
+ * of such a job deleted (rm -rf ~/.cache on the host) before the stop.
+ * Then also:
  *  - a job with a live process is never removed (rm refuses, prune and
  *    keep skip it), and reads lost with its processes as the reason;
- *  - after a stop nothing of the job is left running;
+ *  - after a stop nothing of the job is left running; until then what
+ *    carries its id is found, its folder there or not;
  *  - a GPU lock is held exactly while its job's supervisor or one of its
  *    processes lives.
  * On a failure the seed is printed and the operation list shrunk to a
@@ -60,9 +63,9 @@
 #include "sync_proto.h"
 
 enum op_kind { OP_START, OP_WRITE, OP_FINISH, OP_FAIL, OP_LOSE, OP_EDIT, OP_RM, OP_PRUNE,
-	       OP_GC, OP_TIME, OP_ORPHAN, OP_STOP, OP_COUNT };
+	       OP_GC, OP_TIME, OP_ORPHAN, OP_STOP, OP_RMDIR, OP_COUNT };
 static const char *const op_names[] = { "start", "write", "finish", "fail", "lose", "edit",
-					"rm", "prune", "gc", "time", "orphan", "stop" };
+					"rm", "prune", "gc", "time", "orphan", "stop", "rmdir" };
 
 struct op {
 	enum op_kind kind;
@@ -79,6 +82,7 @@ struct mjob {
 	int lock_fd;
 	int gpu_fd;               /* its GPU lock, as the supervisor holds it */
 	pid_t child;              /* a process of it that outlived its supervisor */
+	int gone;                 /* its folder was deleted from outside */
 	uint32_t version[NFILES]; /* the project's files at its start */
 };
 
@@ -378,9 +382,8 @@ static int apply(struct world *w, const struct op *o)
 		if ((j = pick(w, o->a, 1)))
 			rc = orphan_job(j, w);
 		break;
-	case OP_STOP: {
-		/* gpurun stop of a job whose supervisor is gone: the local
-		 * backend's stop, as the agent's helper runs it. */
+	case OP_RMDIR: {
+		/* The folder of a job whose process runs on is deleted. */
 		struct mjob *v[MAXJOBS];
 		size_t n = 0;
 		for (size_t i = 0; i < w->njobs; i++)
@@ -390,11 +393,31 @@ static int apply(struct world *w, const struct op *o)
 			break;
 		j = v[o->a % n];
 		dir = job_path(w, j);
+		if (job_rm_tree(dir) < 0)
+			rc = fail(w, "cannot delete %s", dir);
+		j->removed = j->gone = 1;
+		break;
+	}
+	case OP_STOP: {
+		/* gpurun stop of a job whose supervisor is gone: the local
+		 * backend's stop, as the agent's helper runs it (for a job
+		 * whose folder is gone, the stop by its id alone). */
+		struct mjob *v[MAXJOBS];
+		size_t n = 0;
+		for (size_t i = 0; i < w->njobs; i++)
+			if (w->jobs[i].child > 0 && (!w->jobs[i].removed || w->jobs[i].gone))
+				v[n++] = &w->jobs[i];
+		if (!n)
+			break;
+		j = v[o->a % n];
+		dir = job_path(w, j);
 		struct strbuf pl = STRBUF_INIT;
-		rc = local_stop(dir, 0, &pl, &err);
+		rc = j->gone ? job_stop_orphan(j->id, 0, &pl, &err) : local_stop(dir, 0, &pl, &err);
 		sb_release(&pl);
-		if (rc < 0)
-			return fail(w, "stop of job %s: %s", j->id, err.msg);
+		if (rc < 0) {
+			rc = fail(w, "stop of job %s: %s", j->id, err.msg);
+			break;
+		}
 		for (int i = 0; i < 200; i++) {
 			int st;
 			if (waitpid(j->child, &st, WNOHANG) == j->child) {
@@ -404,7 +427,7 @@ static int apply(struct world *w, const struct op *o)
 			usleep(5000);
 		}
 		if (j->child)
-			return fail(w, "stop of job %s did not reach pid %d", j->id, (int)j->child);
+			rc = fail(w, "stop of job %s did not reach pid %d", j->id, (int)j->child);
 		break;
 	}
 	case OP_WRITE:
@@ -553,8 +576,21 @@ static int check(struct world *w, int after_gc, int content)
 	struct strbuf want = STRBUF_INIT, got = STRBUF_INIT;
 	int rc = 0;
 
+	/* A job whose folder is gone: what it started is found by its id
+	 * while it lives, and its GPU lock is held exactly as long. */
+	for (size_t i = 0; !rc && i < w->njobs; i++) {
+		struct mjob *g = &w->jobs[i];
+		if (!g->gone)
+			continue;
+		if ((job_procs_alive(g->id, 0, NULL) > 0) != (g->child > 0))
+			rc = fail(w, "job %s (folder gone): its processes are %sfound, yet %s", g->id,
+				  g->child > 0 ? "not " : "", g->child > 0 ? "one lives" : "none lives");
+		else if (gpu_locked(w, g) != (g->child > 0))
+			rc = fail(w, "job %s (folder gone): its GPU lock is %s", g->id,
+				  g->child > 0 ? "free while it runs" : "held, nothing of it lives");
+	}
 	job_list_ids(w->root, &ids);
-	if (ids.n != n)
+	if (!rc && ids.n != n)
 		rc = fail(w, "%zu jobs on disk, the model has %zu", ids.n, n);
 	for (size_t i = 0; !rc && i < n; i++)
 		if (strcmp(ids.v[i], v[i]->id))
@@ -675,7 +711,7 @@ static long run(const struct op *ops, size_t n, const unsigned char *skip, char 
 static void gen(uint64_t seed, struct op *ops, size_t n)
 {
 	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-	static const int weights[OP_COUNT] = { 6, 3, 3, 2, 1, 2, 2, 3, 2, 4, 2, 2 };
+	static const int weights[OP_COUNT] = { 6, 3, 3, 2, 1, 2, 2, 3, 2, 4, 3, 3, 2 };
 	int total = 0;
 
 	for (int k = 0; k < OP_COUNT; k++)
