@@ -417,11 +417,12 @@ struct stop_arg {
 static int stop_fn(void *arg, int data_fd, struct strbuf *reply, struct gr_err *err)
 {
 	struct stop_arg *s = arg;
-	const struct job_backend *be = job_backend_of(s->dir);
+	const struct job_backend *be;
 
 	(void)data_fd;
 	if (s->orphan)
 		return job_stop_orphan(s->orphan, (int)s->grace, reply, err);
+	be = job_backend_of(s->dir);
 	if (!be)
 		return gr_errf(err, GR_EUNSUPP, "this agent does not know the job's backend");
 	return be->stop(s->dir, (int)s->grace, reply, err);
