@@ -371,6 +371,9 @@ static int h_list(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err
 		job_rec_clear(&r);
 		free(dir);
 	}
+	/* A job whose folder is gone while its processes run (issue 29). */
+	if (!*want)
+		job_orphans_put(root, &recs, &n);
 	put_u32(&pl, n);
 	sb_add(&pl, recs.buf, recs.len);
 	put_u64(&pl, job_root_du(root));

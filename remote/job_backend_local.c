@@ -346,6 +346,30 @@ int job_stop_orphan(const char *id, int grace_s, struct strbuf *payload, struct 
 	return 0;
 }
 
+void job_orphans_put(const char *root, struct strbuf *recs, uint32_t *n)
+{
+	struct strvec ids = STRVEC_INIT;
+
+	job_orphan_ids(root, &ids);
+	for (size_t i = 0; i < ids.n; i++) {
+		struct strbuf desc = STRBUF_INIT;
+		size_t np = job_procs_alive(ids.v[i], 0, &desc);
+		struct job_rec r = { 0 };
+		if (np) {
+			r.id = xstrdup(ids.v[i]);
+			r.state = xstrdup("lost");
+			r.backend = xstrdup("local");
+			r.reason = xasprintf("its folder on the host is gone, %zu process%s still running (%s)",
+					     np, np == 1 ? "" : "es", desc.buf);
+			job_rec_put(recs, &r);
+			(*n)++;
+		}
+		job_rec_clear(&r);
+		sb_release(&desc);
+	}
+	sv_clear(&ids);
+}
+
 static int local_stop(const char *dir, int grace_s, struct strbuf *payload, struct gr_err *err)
 {
 	struct job_rec r;

@@ -35,4 +35,14 @@ size_t job_procs_alive(const char *id, uint32_t pid, struct strbuf *desc);
  * GR_ENOTFOUND when nothing does. */
 int job_stop_orphan(const char *id, int grace_s, struct strbuf *payload, struct gr_err *err);
 
+/* The ids of jobs of jobs root `root` whose folder is gone while a
+ * process of theirs lives (GPURUN_JOB_DIR=root/ID in its environment,
+ * with GPURUN_JOB_ID=ID), each once, appended to ids. */
+void job_orphan_ids(const char *root, struct strvec *ids);
+
+/* A record (state lost, the reason saying what runs) for each of them,
+ * appended to recs, *n counting them: what JOB_LIST adds, so status
+ * shows such a job (job_backend_local.c). */
+void job_orphans_put(const char *root, struct strbuf *recs, uint32_t *n);
+
 #endif

@@ -230,6 +230,7 @@ test_expect_success 'rm -rf of the jobs folder during a job: stop still reaches 
 	sup=$(pgrep -f "supervise .*$id") && kill -9 $sup && rm -rf "$(jobs_root)"/*/"$id" &&
 	! ls -d "$(jobs_root)"/*/"$id" && test_expect_code 1 "$GPURUN" status "$id" 2>err && test_grep "no job" err &&
 	pgrep -f "^sleep ${S}8\$" >/dev/null && "$GPURUN" status >sa && test_grep "^[01] .* $id\$" sa &&
+	test_grep "^$id  lost " sa && test_grep "job $id is lost: its folder on the host is gone, 2 processes still running (pid [0-9]* " sa &&
 	"$GPURUN" -o train.stop_grace=1 stop "$id" 2>err && test_grep "stopped job $id: SIGTERM to 2 processes" err &&
 	test_grep "its folder on the host is gone" err && ! pgrep -f "^sleep ${S}8\$" &&
 	"$GPURUN" status >sa && ! grep "^[01] .* $id\$" sa &&
