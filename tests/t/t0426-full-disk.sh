@@ -15,7 +15,7 @@ ini() {
 LINE='printf "line %s %0990d\n" $i 0'
 
 test_expect_success 'setup: the jobs folder on a 16 MiB tmpfs' '
-	mount -t tmpfs -o size=16m,mode=755 gpurun-t0416 "$J" &&
+	mount -t tmpfs -o size=16m,mode=755 gpurun-t0426 "$J" &&
 	test_atexit "umount -l \"$J\" 2>/dev/null"
 '
 
