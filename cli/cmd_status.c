@@ -107,6 +107,11 @@ static void print_table(const struct job_rec *recs, size_t n, uint64_t disk_tota
 				r->image && *r->image ? ts(shorten(r->image, IMAGE_COL_MAX, im)) : "-");
 		sb_addf(o, "%s\n", ts(shorten(r->command, COMMAND_COL, cmd)));
 	}
+	/* A lost job whose processes outlived its supervisor (issue 29). */
+	for (size_t i = 0; i < n; i++)
+		if (recs[i].state && !strcmp(recs[i].state, "lost") && recs[i].reason && *recs[i].reason)
+			sb_addf(o, "job %s is lost: %s; stop it with 'gpurun stop %s'\n", recs[i].id,
+				ts(recs[i].reason), recs[i].id);
 	if (n)
 		sb_addf(o, "disk used on the host by this project's jobs: %s in all"
 			" (what each job holds alone, plus the files their snapshots share)\n",
@@ -354,7 +359,7 @@ int cmd_status(int argc, char **argv, struct gr_ctx *ctx)
 	conn_send(ctx->conn, GR_MSG_JOB_GPUS, 0, gpus_id, pl.buf, pl.len);
 	while (!got_list || !got_gpus) {
 		struct gr_frame f;
-		if ((rc = conn_recv(ctx->conn, &f, -1, &ctx->err)) < 0)
+		if ((rc = conn_recv_idle(ctx->conn, &f, conn_idle_ms(), &ctx->err)) < 0)
 			goto out;
 		if (f.id != list_id && f.id != gpus_id)
 			continue;

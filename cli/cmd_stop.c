@@ -32,6 +32,14 @@ int cmd_stop(int argc, char **argv, struct gr_ctx *ctx)
 	}
 	/* Resolve first, so "the latest" cannot change under us. */
 	rc = job_ctx_status(ctx, st.args.n ? st.args.v[0] : "", &r);
+	if (rc == GR_ENOTFOUND && st.args.n && job_id_ok(st.args.v[0])) {
+		/* A full id whose folder is gone (rm -rf ~/.cache during a
+		 * job): the agent still stops what carries it (issue 29). */
+		job_rec_clear(&r);
+		r.id = xstrdup(st.args.v[0]);
+		r.state = xstrdup("lost");
+		rc = 0;
+	}
 	gr_getopt_release(&st);
 	if (rc < 0)
 		return rc;

@@ -160,17 +160,12 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		sv_clear(&spec);
 		goto out;
 	}
-	/* From here a Ctrl-C waits for job_attach to say what it means (it
-	 * unblocks these once its handlers are in place): dying between the
-	 * start and the attach would leave the user no word about the job. */
-	sigset_t block;
-	sigemptyset(&block);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGHUP);
-	sigprocmask(SIG_BLOCK, &block, NULL);
-	rc = job_start(ctx->conn, ctx->cfg->remote.path, &spec, &id, &others, &nothers, &ctx->err);
+	/* A signal during the start answers at once (detached); from the
+	 * host's answer on, it waits for job_attach to say what it means. */
+	rc = job_start_train(ctx, &spec, &id, &others, &nothers);
 	sv_clear(&spec);
+	if (rc == GR_ECANCEL)
+		goto out;
 	if (rc < 0) {
 		if (rc == GR_ENOTFOUND && strstr(ctx->err.msg, "remote folder"))
 			gr_hintf(&ctx->err, "run 'gpurun sync' first, or check [remote] path");

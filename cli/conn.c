@@ -61,13 +61,24 @@ static char *conn_bootstrap_script(const char *hash)
 
 	/* POSIX sh only: nothing may be assumed on the host but sshd. A
 	 * login banner or noisy rc file may print before us, so the client
-	 * looks for the GPURUN- lines and skips anything else. */
+	 * looks for the GPURUN- lines and skips anything else.
+	 * The agent runs as the user: the file and every folder down to it
+	 * from the home folder must be the user's (or root's) and writable
+	 * by nobody else (OpenSSH's StrictModes), or another account could
+	 * have put its own program there (issue 29). What nobody else can
+	 * write is what the user's own uploads put there: that is why no
+	 * content hash is checked on each start (the agent's hash line only
+	 * says which build answers). find -H looks through a symlinked
+	 * ~/.cache to what it names. */
 	return xasprintf(
 		"d=\"$HOME/.cache/gpurun\"; a=\"$d/agent-%s\"; "
+		"w=$(find -H \"$HOME\" \"$HOME/.cache\" \"$d\" \"$a\" -prune \\( ! -user \"$(id -u)\" ! -user 0 "
+		"-o -perm -020 -o -perm -002 \\) -print 2>/dev/null | head -n 1); "
+		"if [ -n \"$w\" ]; then echo; echo \"GPURUN-BOOT unsafe $w\"; exit 6; fi; "
 		"if [ -x \"$a\" ]; then echo; echo 'GPURUN-BOOT have'; exec \"$a\" serve \"$@\"; fi; "
 		"echo; echo \"GPURUN-BOOT need $(uname -s) $(uname -m)\"; "
 		"read -r ans || exit 3; [ \"$ans\" = send ] || exit 3; "
-		"mkdir -p \"$d\" || exit 4; t=\"$a.tmp.$$\"; "
+		"(umask 077 && mkdir -p \"$d\") || exit 4; t=\"$a.tmp.$$\"; "
 		"if head -c %zu | gzip -dc > \"$t\" && chmod 755 \"$t\" && mv -f \"$t\" \"$a\"; "
 		"then exec \"$a\" serve \"$@\"; fi; rm -f \"$t\"; echo 'GPURUN-BOOT failed'; exit 5",
 		hash, size);
@@ -329,19 +340,40 @@ uint64_t conn_last_io(const struct gr_conn *c)
 	return c->last_io;
 }
 
+#define IDLE_DEFAULT_S 120
+
+int conn_idle_ms(void)
+{
+	const char *v = getenv("GPURUN_IO_TIMEOUT");
+	char *end;
+	long s = v && *v ? strtol(v, &end, 10) : 0;
+
+	if (!v || !*v || *end || s <= 0 || s > 86400)
+		s = IDLE_DEFAULT_S;
+	return (int)s * 1000;
+}
+
+int conn_idle_check(struct gr_conn *c, int idle_ms, struct gr_err *err)
+{
+	uint64_t now = now_ms(), since = c->last_io > now ? now : c->last_io;
+
+	if (now - since < (uint64_t)idle_ms)
+		return 0;
+	gr_errf(err, GR_ETIMEOUT, "%s sent and took nothing for %d s", c->t->desc, idle_ms / 1000);
+	gr_hintf(err, "the agent on the host may be stuck, or the network gone; "
+		 "GPURUN_IO_TIMEOUT sets how long gpurun waits");
+	return GR_ETIMEOUT;
+}
+
 int conn_recv_idle(struct gr_conn *c, struct gr_frame *f, int idle_ms, struct gr_err *err)
 {
 	for (;;) {
 		uint64_t now = now_ms(), since = c->last_io > now ? now : c->last_io;
-		if (now - since >= (uint64_t)idle_ms) {
-			gr_errf(err, GR_ETIMEOUT, "%s sent and took nothing for %d s",
-				c->t->desc, idle_ms / 1000);
-			gr_hintf(err, "the agent on the host may be stuck, or the network gone; "
-				 "GPURUN_IO_TIMEOUT sets how long gpurun waits");
-			return GR_ETIMEOUT;
-		}
+		int rc = conn_idle_check(c, idle_ms, err);
+		if (rc < 0)
+			return rc;
 		uint64_t left = (uint64_t)idle_ms - (now - since);
-		int rc = conn_recv(c, f, left > 1000 ? 1000 : (int)left, err);
+		rc = conn_recv(c, f, left > 1000 ? 1000 : (int)left, err);
 		if (rc != 0)
 			return rc;
 	}
@@ -378,17 +410,30 @@ int conn_flush_idle(struct gr_conn *c, int idle_ms, struct gr_err *err)
 int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
 		 struct strbuf *reply, struct gr_err *err)
 {
+	return conn_request_intr(c, type, payload, n, reply, -1, err);
+}
+
+int conn_request_intr(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
+		      struct strbuf *reply, int intr_fd, struct gr_err *err)
+{
 	uint32_t id = conn_next_id(c);
 	struct gr_frame f;
-	int rc;
+	int rc, idle_ms = conn_idle_ms();
 
 	conn_send(c, type, 0, id, payload, n);
 	for (;;) {
 		/* Look only at the wire here: pending frames belong to others. */
 		size_t saved = c->npend;
+		struct pollfd intr = { intr_fd, POLLIN, 0 };
 		c->npend = 0;
-		rc = conn_recv(c, &f, -1, err);
+		rc = conn_wait(c, &f, intr_fd >= 0 ? &intr : NULL, intr_fd >= 0, 1000, err);
 		c->npend = saved;
+		if (rc == 2)
+			return gr_errf(err, GR_ECANCEL, "interrupted");
+		if (rc == 0)
+			rc = conn_idle_check(c, idle_ms, err);
+		if (rc == 0)
+			continue;
 		if (rc < 0)
 			return rc;
 		if (f.id != id) {
@@ -487,6 +532,12 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 				goto out;
 			c->hello.uploaded = 1;
 			continue;
+		}
+		if (!strncmp(line.buf, "GPURUN-BOOT unsafe ", 19)) {
+			rc = gr_errf(err, GR_EAGENT, "refusing to run the agent on %s: '%s' can be "
+				     "written by another user", c->t->desc, ts(line.buf + 19));
+			gr_hintf(err, "check what is in it, then 'chmod go-w' it on the host (and make it yours)");
+			goto out;
 		}
 		if (!strcmp(line.buf, "GPURUN-BOOT failed")) {
 			rc = gr_errf(err, GR_EAGENT, "could not install the agent in ~/.cache/gpurun on %s",

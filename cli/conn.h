@@ -75,6 +75,16 @@ int conn_wait(struct gr_conn *c, struct gr_frame *f, struct pollfd *extra,
 	      int nextra, int timeout_ms, struct gr_err *err);
 int conn_recv(struct gr_conn *c, struct gr_frame *f, int timeout_ms, struct gr_err *err);
 
+/* The one bound on waiting for the agent (issue 29): GPURUN_IO_TIMEOUT
+ * seconds (1-86400; 120 when unset or bad) in which no byte moved
+ * either way. A busy agent sends KEEPALIVE meanwhile, so only a silent
+ * one (stuck, or the network gone) runs into it. Every request waits
+ * under it: conn_request, conn_recv_idle, conn_idle_check. */
+int conn_idle_ms(void);
+/* 0 while the connection has moved a byte within idle_ms, else
+ * GR_ETIMEOUT with err saying so (for loops that wait on conn_wait). */
+int conn_idle_check(struct gr_conn *c, int idle_ms, struct gr_err *err);
+
 /* Like conn_recv, but waits only while the connection is alive: fails
  * with GR_ETIMEOUT (err says so) once no byte has moved either way for
  * idle_ms (queued output is written meanwhile; the agent sends KEEPALIVE
@@ -91,6 +101,10 @@ uint64_t conn_last_io(const struct gr_conn *c);
  * its OK (payload appended to reply if non-NULL) or ERROR (returned as its
  * code with err set to the agent's message). Frames for other ids that
  * arrive meanwhile are kept for later conn_recv calls. */
+/* conn_request that also watches intr_fd (-1: none): readable, it returns
+ * GR_ECANCEL at once, the request left unanswered. */
+int conn_request_intr(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
+		      struct strbuf *reply, int intr_fd, struct gr_err *err);
 int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
 		 struct strbuf *reply, struct gr_err *err);
 

@@ -130,9 +130,18 @@ static int listen_spec(struct fwd *f, size_t si, int keep_open, struct gr_err *e
 
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_ADDRCONFIG;
 	snprintf(port, sizeof(port), "%d", s->lport);
-	rc = getaddrinfo(s->bind, port, &hints, &res);
+	/* localhost is every loopback address, whatever /etc/hosts lists
+	 * and whether or not the host has other IPv6 addresses (which
+	 * AI_ADDRCONFIG asks): no node and no AI_PASSIVE give 127.0.0.1 and
+	 * ::1, as OpenSSH binds them. Else another account holding [::1]:PORT
+	 * would get what a browser sends to localhost:PORT (issue 29). */
+	if (!strcmp(s->bind, "localhost"))
+		rc = getaddrinfo(NULL, port, &hints, &res);
+	else {
+		hints.ai_flags = AI_PASSIVE | AI_ADDRCONFIG;
+		rc = getaddrinfo(s->bind, port, &hints, &res);
+	}
 	if (rc != 0)
 		return gr_errf(err, GR_EUSAGE, "cannot listen on %s port %d: %s", s->bind, s->lport,
 			       gai_strerror(rc));

@@ -899,7 +899,7 @@ int art_pull(struct gr_conn *c, const char *project, const char *id,
 	if (rc < 0)
 		return rc;
 	for (;;) {
-		rc = conn_recv(c, &f, -1, err);
+		rc = conn_recv_idle(c, &f, conn_idle_ms(), err);
 		if (rc < 0) {
 			art_pull_abort(p);
 			return rc;

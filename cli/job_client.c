@@ -150,6 +150,12 @@ void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct s
 int job_start(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
 	      struct job_rec **others, size_t *nothers, struct gr_err *err)
 {
+	return job_start_intr(c, project, spec, id, others, nothers, -1, err);
+}
+
+int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
+		   struct job_rec **others, size_t *nothers, int intr_fd, struct gr_err *err)
+{
 	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
 	struct gr_rd rd;
 	int rc;
@@ -163,7 +169,7 @@ int job_start(struct gr_conn *c, const char *project, const struct strvec *spec,
 	put_u32(&pl, (uint32_t)(spec->n / 2));
 	for (size_t i = 0; i + 1 < spec->n; i += 2)
 		job_spec_put(&pl, spec->v[i], spec->v[i + 1]);
-	rc = conn_request(c, GR_MSG_JOB_START, pl.buf, pl.len, &rep, err);
+	rc = conn_request_intr(c, GR_MSG_JOB_START, pl.buf, pl.len, &rep, intr_fd, err);
 	if (rc == 0) {
 		struct job_rec *recs = NULL;
 		size_t n = 0;
@@ -720,7 +726,7 @@ void job_describe_end(const struct job_rec *r, struct strbuf *sb)
 		if (r->reason && *r->reason)
 			sb_addf(sb, " (%s)", ts(r->reason));
 	} else if (r->has_status && strcmp(phase, "run") && (r->signalled || r->code)) {
-		sb_addf(sb, "%s ", phase);
+		sb_addf(sb, "%s ", ts(phase));
 		if (r->signalled)
 			sb_addf(sb, "was killed by signal %u (%s)", r->code, strsignal((int)r->code));
 		else
@@ -730,10 +736,17 @@ void job_describe_end(const struct job_rec *r, struct strbuf *sb)
 		sb_addf(sb, "was killed by signal %u (%s)", r->code, strsignal((int)r->code));
 	else if (r->has_status)
 		sb_addf(sb, "exited with status %u", r->code);
-	else if (r->state && !strcmp(r->state, "lost"))
+	else if (r->state && !strcmp(r->state, "lost")) {
 		sb_adds(sb, "ended without an exit status (its supervisor is gone)");
-	else
+		if (r->reason && *r->reason)
+			sb_addf(sb, "; %s", ts(r->reason));
+		if (r->reason && strstr(r->reason, "still running"))
+			sb_addf(sb, ": stop it with 'gpurun stop %s'", r->id);
+	} else
 		sb_addf(sb, "is %s", r->state ? ts(r->state) : "unknown");
+	if (r->log_lost)
+		sb_addf(sb, "; %llu bytes of its output were lost: no space left on the host",
+			(unsigned long long)r->log_lost);
 }
 
 int job_ctx_status(struct gr_ctx *ctx, const char *id, struct job_rec *r)

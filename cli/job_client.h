@@ -22,6 +22,17 @@ void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct s
  * are not over, the caller's to job_recs_free. */
 int job_start(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
 	      struct job_rec **others, size_t *nothers, struct gr_err *err);
+/* job_start, given up at once (GR_ECANCEL) when intr_fd is readable. */
+int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
+		   struct job_rec **others, size_t *nothers, int intr_fd, struct gr_err *err);
+
+/* train's start (train_start.c): job_start, answering SIGINT, SIGTERM and
+ * SIGHUP at once while the host starts the job: GR_ECANCEL, err saying
+ * that the host goes on starting it (gpurun detached) and how to find it.
+ * On success SIGINT, SIGTERM and SIGHUP are left blocked (one caught
+ * meanwhile pending again), for job_attach to unblock. */
+int job_start_train(struct gr_ctx *ctx, const struct strvec *spec, char **id,
+		    struct job_rec **others, size_t *nothers);
 
 /* 0 when id has the shape gpurun's agent makes (job_id_ok); else
  * GR_EPROTO with err naming the host as the source of the bad id. Every id

@@ -102,7 +102,11 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 		extra[n++] = (struct pollfd){ sig_pipe[0], POLLIN, 0 };
 		if (stdin_open)
 			extra[n++] = (struct pollfd){ 0, POLLIN, 0 };
-		rc = conn_wait(c, &f, extra, n, -1, err);
+		rc = conn_wait(c, &f, extra, n, 1000, err);
+		if (rc == 0)
+			rc = conn_idle_check(c, conn_idle_ms(), err);
+		if (rc == 0)
+			continue;
 		if (rc < 0) {
 			gr_err_prefix(err, "the command's status is unknown");
 			break;

@@ -44,19 +44,11 @@ struct run {
 	uint64_t host_free;
 };
 
-#define IDLE_DEFAULT_S 120
-
 /* GPURUN_IO_TIMEOUT: seconds of silence on the connection after which a
  * sync gives up (the agent sends keepalives while it is busy). */
 static int idle_limit_ms(void)
 {
-	const char *v = getenv("GPURUN_IO_TIMEOUT");
-	char *end;
-	long s = v && *v ? strtol(v, &end, 10) : 0;
-
-	if (!v || !*v || *end || s <= 0 || s > 86400)
-		s = IDLE_DEFAULT_S;
-	return (int)s * 1000;
+	return conn_idle_ms();
 }
 
 /* Is path (on the host) ignored here? Then the sync leaves it there. */

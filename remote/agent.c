@@ -470,6 +470,15 @@ static int serve(char *early)
 		int timeout = run_timers(&a);
 		size_t n = 0, nw;
 
+		/* A request still open (a helper at work, a command, a log
+		 * followed): say so every KEEPALIVE_MS, so the client's bound on
+		 * silence (GPURUN_IO_TIMEOUT) waits for it however long it takes. */
+		if (a.nchildren || a.nstreams) {
+			agent_keepalive();
+			if (timeout < 0 || timeout > KEEPALIVE_MS)
+				timeout = KEEPALIVE_MS;
+		}
+
 		/* compact watch list */
 		for (size_t i = 0; i < a.nwatches;)
 			if (a.watches[i].fd < 0)

@@ -28,6 +28,7 @@
 #include "job_gpu.h"
 #include "job_house.h"
 #include "job_pack.h"
+#include "job_proc.h"
 #include "job_snap.h"
 #include "job_steps.h"
 #include "job_store.h"
@@ -374,6 +375,9 @@ static int h_list(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err
 		job_rec_clear(&r);
 		free(dir);
 	}
+	/* A job whose folder is gone while its processes run (issue 29). */
+	if (!*want)
+		job_orphans_put(root, &recs, &n);
 	put_u32(&pl, n);
 	sb_add(&pl, recs.buf, recs.len);
 	put_u64(&pl, job_root_du(root));
@@ -414,14 +418,18 @@ static int h_status(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_e
 struct stop_arg {
 	char *dir;
 	uint32_t grace;
+	char *orphan; /* a full id whose folder is gone, but not its processes */
 };
 
 static int stop_fn(void *arg, int data_fd, struct strbuf *reply, struct gr_err *err)
 {
 	struct stop_arg *s = arg;
-	const struct job_backend *be = job_backend_of(s->dir);
+	const struct job_backend *be;
 
 	(void)data_fd;
+	if (s->orphan)
+		return job_stop_orphan(s->orphan, (int)s->grace, reply, err);
+	be = job_backend_of(s->dir);
 	if (!be)
 		return gr_errf(err, GR_EUNSUPP, "this agent does not know the job's backend");
 	return be->stop(s->dir, (int)s->grace, reply, err);
@@ -429,13 +437,27 @@ static int stop_fn(void *arg, int data_fd, struct strbuf *reply, struct gr_err *
 
 static int h_stop(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
 {
-	struct stop_arg s = { NULL, 0 };
+	struct stop_arg s = { NULL, 0, NULL };
+	struct gr_rd again = *rd;
 	int rc = agent_find_job(rd, &s.dir, err);
 
 	s.grace = get_u32(rd);
+	if (rc == GR_ENOTFOUND) {
+		/* Its folder gone (rm -rf ~/.cache during a job): what still
+		 * carries its full id is stopped all the same (issue 29). */
+		char *project = get_str(&again), *want = get_str(&again);
+		if (want && job_id_valid(want) && job_procs_alive(want, 0, NULL)) {
+			s.orphan = want;
+			want = NULL;
+			rc = 0;
+		}
+		free(project);
+		free(want);
+	}
 	if (rc == 0 && (rc = rd_done(rd, err, "JOB_STOP")) == 0)
 		rc = job_child_start(a, rid, 0, 0, stop_fn, &s, err);
 	free(s.dir);
+	free(s.orphan);
 	return rc;
 }
 

@@ -143,6 +143,20 @@ static char *meta_text(const char *dir, const char *name)
 	return sb.buf ? sb_detach(&sb, NULL) : xstrdup("");
 }
 
+/* Why a job is lost, when something of it still runs (issue 29): its
+ * processes outlived the supervisor; NULL when nothing does. */
+static char *lost_reason(const char *id, uint32_t pid)
+{
+	struct strbuf desc = STRBUF_INIT;
+	size_t n = job_procs_alive(id, pid, &desc);
+	char *why = n ? xasprintf("supervisor gone, %zu process%s still running (%s)", n,
+				  n == 1 ? "" : "es", desc.buf)
+		      : NULL;
+
+	sb_release(&desc);
+	return why;
+}
+
 static void local_state(const char *dir, struct job_rec *r)
 {
 	struct strvec run = STRVEC_INIT, st = STRVEC_INIT;
@@ -172,6 +186,7 @@ static void local_state(const char *dir, struct job_rec *r)
 		r->signalled = sig != 0;
 		r->code = (uint32_t)(sig ? sig : job_kv_u64(&st, "exit"));
 		r->end_ms = job_kv_u64(&st, "end_ms");
+		r->log_lost = job_kv_u64(&st, "log_lost");
 		free(phase);
 		phase = xstrdup(job_kv_get(&st, "phase") ? job_kv_get(&st, "phase") : "run");
 		if (job_meta_exists(dir, "stopped"))
@@ -196,6 +211,7 @@ static void local_state(const char *dir, struct job_rec *r)
 			free(queued);
 	} else {
 		state = "lost";
+		r->reason = lost_reason(r->id, r->pid);
 	}
 	free(r->state);
 	r->state = xstrdup(state);
@@ -229,12 +245,136 @@ static int pidset_add(struct pidset *s, pid_t p)
 	return 1;
 }
 
+/* SIGTERM every process of job id (sid: its session, 0 if unknown) and
+ * whatever appears during grace_s, then SIGKILL until none is left (or
+ * they will not go). seen: every pid signalled; *nterm: how many got
+ * SIGTERM; *killed: SIGKILL was needed. Returns how many are left, in
+ * *left (the caller's). */
+static size_t stop_procs(const char *id, pid_t sid, int grace_s, struct pidset *seen,
+			 uint32_t *nterm, int *killed, struct job_proc **left)
+{
+	struct job_proc *ps = NULL;
+	size_t n;
+
+	uint64_t deadline = now_ms() + (uint64_t)grace_s * 1000;
+	for (;;) {
+		n = job_procs(id, sid, &ps);
+		for (size_t i = 0; i < n; i++)
+			if (pidset_add(seen, ps[i].pid)) {
+				kill(ps[i].pid, SIGTERM);
+				kill(ps[i].pid, SIGCONT); /* a stopped process must see it */
+				(*nterm)++;
+			}
+		free(ps);
+		ps = NULL;
+		if (!n || now_ms() >= deadline)
+			break;
+		usleep(100 * 1000);
+	}
+	for (int round = 0; n && round < 40; round++) {
+		*killed = 1;
+		n = job_procs(id, sid, &ps);
+		for (size_t i = 0; i < n; i++) {
+			pidset_add(seen, ps[i].pid);
+			kill(ps[i].pid, SIGKILL);
+		}
+		free(ps);
+		ps = NULL;
+		if (n)
+			usleep(50 * 1000);
+	}
+	return job_procs(id, sid, left);
+}
+
+/* The GPUs job id's processes (seen, or carrying its id) still hold:
+ * u32 n, n x (u32 pid, str GPU), appended to payload. */
+static void put_gpu_holders(struct strbuf *payload, const struct pidset *seen, const char *id)
+{
+	struct gpu_report g = { 0 };
+	struct strbuf holders = STRBUF_INIT;
+	uint32_t nh = 0;
+
+	gpu_report_load(&g, 1);
+	for (size_t i = 0; i < g.napps; i++) {
+		const struct gpu_app *a = &g.apps[i];
+		if (!pidset_has(seen, (pid_t)a->pid) && !(a->job && !strcmp(a->job, id)))
+			continue;
+		char idx[16] = "";
+		for (size_t j = 0; j < g.ngpus; j++)
+			if (!strcmp(g.gpus[j].uuid, a->gpu_uuid))
+				snprintf(idx, sizeof(idx), "%u", g.gpus[j].index);
+		put_u32(&holders, a->pid);
+		put_str(&holders, idx[0] ? idx : a->gpu_uuid);
+		nh++;
+	}
+	put_u32(payload, nh);
+	sb_add(payload, holders.buf, holders.len);
+	sb_release(&holders);
+	gpu_report_free(&g);
+}
+
+int job_stop_orphan(const char *id, int grace_s, struct strbuf *payload, struct gr_err *err)
+{
+	struct job_rec r = { 0 };
+	struct job_proc *ps = NULL;
+	struct pidset seen = { 0 };
+	uint32_t nterm = 0;
+	int killed = 0;
+	size_t n;
+
+	if (!job_procs_alive(id, 0, NULL))
+		return gr_errf(err, GR_ENOTFOUND, "no job '%s' on the host", id);
+	n = stop_procs(id, 0, grace_s, &seen, &nterm, &killed, &ps);
+	r.id = xstrdup(id);
+	r.state = xstrdup("lost");
+	r.reason = xstrdup("its folder on the host is gone; what carried its id was stopped");
+	r.backend = xstrdup("local");
+	job_rec_put(payload, &r);
+	put_u32(payload, nterm);
+	put_u8(payload, (uint8_t)killed);
+	put_u32(payload, (uint32_t)n);
+	for (size_t i = 0; i < n; i++) {
+		put_u32(payload, (uint32_t)ps[i].pid);
+		put_str(payload, ps[i].comm);
+	}
+	put_gpu_holders(payload, &seen, id);
+	put_u32(payload, 0); /* containers: found by their job's folder only */
+	put_str(payload, "");
+	free(ps);
+	free(seen.v);
+	job_rec_clear(&r);
+	return 0;
+}
+
+void job_orphans_put(const char *root, struct strbuf *recs, uint32_t *n)
+{
+	struct strvec ids = STRVEC_INIT;
+
+	job_orphan_ids(root, &ids);
+	for (size_t i = 0; i < ids.n; i++) {
+		struct strbuf desc = STRBUF_INIT;
+		size_t np = job_procs_alive(ids.v[i], 0, &desc);
+		struct job_rec r = { 0 };
+		if (np) {
+			r.id = xstrdup(ids.v[i]);
+			r.state = xstrdup("lost");
+			r.backend = xstrdup("local");
+			r.reason = xasprintf("its folder on the host is gone, %zu process%s still running (%s)",
+					     np, np == 1 ? "" : "es", desc.buf);
+			job_rec_put(recs, &r);
+			(*n)++;
+		}
+		job_rec_clear(&r);
+		sb_release(&desc);
+	}
+	sv_clear(&ids);
+}
+
 static int local_stop(const char *dir, int grace_s, struct strbuf *payload, struct gr_err *err)
 {
 	struct job_rec r;
 	struct job_proc *ps = NULL;
 	struct pidset seen = { 0 };
-	struct gpu_report g = { 0 };
 	struct job_ctr ctr;
 	struct strvec cstopped = STRVEC_INIT, cleft = STRVEC_INIT;
 	struct gr_err cerr = { 0 };
@@ -260,36 +400,9 @@ static int local_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 		job_ctr_free(&ctr);
 	}
 
-	/* SIGTERM everything now, and whatever appears during the grace. */
-	uint64_t deadline = now_ms() + (uint64_t)grace_s * 1000;
-	for (;;) {
-		n = job_procs(r.id, (pid_t)r.pid, &ps);
-		for (size_t i = 0; i < n; i++)
-			if (pidset_add(&seen, ps[i].pid)) {
-				kill(ps[i].pid, SIGTERM);
-				kill(ps[i].pid, SIGCONT); /* a stopped process must see it */
-				nterm++;
-			}
-		free(ps);
-		ps = NULL;
-		if (!n || now_ms() >= deadline)
-			break;
-		usleep(100 * 1000);
-	}
-	/* Then SIGKILL, until nothing is left (or it will not go). */
-	for (int round = 0; n && round < 40; round++) {
-		killed = 1;
-		n = job_procs(r.id, (pid_t)r.pid, &ps);
-		for (size_t i = 0; i < n; i++) {
-			pidset_add(&seen, ps[i].pid);
-			kill(ps[i].pid, SIGKILL);
-		}
-		free(ps);
-		ps = NULL;
-		if (n)
-			usleep(50 * 1000);
-	}
-	n = job_procs(r.id, (pid_t)r.pid, &ps);
+	/* SIGTERM everything now, and whatever appears during the grace;
+	 * then SIGKILL, until nothing is left (or it will not go). */
+	n = stop_procs(r.id, (pid_t)r.pid, grace_s, &seen, &nterm, &killed, &ps);
 
 	/* The supervisor records the end once the job's main process is
 	 * gone; give it a moment so the reply shows the final state. */
@@ -309,24 +422,7 @@ static int local_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 		put_str(payload, ps[i].comm);
 	}
 	/* Does any of its processes (even a survivor) still hold a GPU? */
-	gpu_report_load(&g, 1);
-	struct strbuf holders = STRBUF_INIT;
-	uint32_t nh = 0;
-	for (size_t i = 0; i < g.napps; i++) {
-		const struct gpu_app *a = &g.apps[i];
-		if (!pidset_has(&seen, (pid_t)a->pid) && !(a->job && !strcmp(a->job, r.id)))
-			continue;
-		char idx[16] = "";
-		for (size_t j = 0; j < g.ngpus; j++)
-			if (!strcmp(g.gpus[j].uuid, a->gpu_uuid))
-				snprintf(idx, sizeof(idx), "%u", g.gpus[j].index);
-		put_u32(&holders, a->pid);
-		put_str(&holders, idx[0] ? idx : a->gpu_uuid);
-		nh++;
-	}
-	put_u32(payload, nh);
-	sb_add(payload, holders.buf, holders.len);
-	sb_release(&holders);
+	put_gpu_holders(payload, &seen, r.id);
 	/* The containers stopped, each with whether it is still there (one
 	 * that appeared meanwhile is only "still there"). */
 	struct strvec newer = STRVEC_INIT;
@@ -353,7 +449,6 @@ static int local_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 	put_str(payload, ctr_err);
 	rc = 0;
 out:
-	gpu_report_free(&g);
 	free(ps);
 	free(seen.v);
 	sv_clear(&cstopped);

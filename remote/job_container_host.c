@@ -252,6 +252,28 @@ const char *job_ctr_gpu_way(const char *kind, const char *path)
 
 /* A [container] mounts entry as a --mount value; SRC relative to the
  * project folder, ~ the home folder; SRC must exist. */
+/* podman and docker read --mount as CSV: a comma ends a field and a
+ * quote starts one, so a host path holding either would be read as more
+ * options (issue 29). Such a path is refused, never spliced. */
+static int ctr_path_bad(const char *p)
+{
+	return strpbrk(p, ",\"") != NULL;
+}
+
+/* The job folder and the project folder go in as bind mounts: 0, or
+ * GR_EINVAL when either cannot be written in --mount's CSV. */
+static int ctr_paths_ok(const char *dir, const char *project, struct gr_err *err)
+{
+	const char *bad = ctr_path_bad(project) ? project : ctr_path_bad(dir) ? dir : NULL;
+
+	if (!bad)
+		return 0;
+	gr_errf(err, GR_EINVAL, "cannot run the job in a container: the host path '%s' holds a "
+		"comma or a double quote, which podman's and docker's --mount cannot take", bad);
+	gr_hintf(err, "choose a [remote] path (and a home folder) without them");
+	return GR_EINVAL;
+}
+
 static int mount_value(const char *m, const char *project, char **out, struct gr_err *err)
 {
 	char *src = NULL, *dst = NULL, *full;
@@ -268,10 +290,10 @@ static int mount_value(const char *m, const char *project, char **out, struct gr
 		full = expand_home(src);
 	else
 		full = xasprintf("%s/%s", project, src);
-	if (strchr(full, ',') || stat(full, &st) < 0) {
+	if (ctr_path_bad(full) || stat(full, &st) < 0) {
 		rc = gr_errf(err, GR_EINVAL, "container mount '%s': cannot use '%s'%s%s", m, full,
-			     strchr(full, ',') ? ": a comma in the path" : ": ",
-			     strchr(full, ',') ? "" : strerror(errno));
+			     ctr_path_bad(full) ? ": a comma or a double quote in the path" : ": ",
+			     ctr_path_bad(full) ? "" : strerror(errno));
 		free(full);
 		goto out;
 	}
@@ -300,6 +322,8 @@ int job_ctr_prepare(const char *dir, const char *project, char **warning, struct
 	if ((rc = job_spec_read(dir, &spec, err)) < 0)
 		return rc;
 	if (!job_ctr_wanted(&spec))
+		goto out;
+	if ((rc = ctr_paths_ok(dir, project, err)) < 0)
 		goto out;
 	if ((rc = resolve_runtime(job_spec_get(&spec, "container_runtime", "auto"), &kind, &path,
 				  &version, err)) < 0)

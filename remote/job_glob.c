@@ -1,5 +1,6 @@
 /* Glob matching for [artifacts] pull (see job_glob.h). */
 #include <fnmatch.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "job_glob.h"
@@ -16,43 +17,96 @@ static const char *seg_next(const char *s)
 	return e ? e + 1 : s + strlen(s);
 }
 
-static int is_dstar(const char *p)
+/* The segments of a pattern or a path: where each starts, how long. */
+struct segs {
+	const char **at;
+	size_t *len, n;
+};
+
+static void segs_split(const char *s, struct segs *g)
 {
-	return seg_len(p) == 2 && p[0] == '*' && p[1] == '*';
+	size_t n = 0;
+
+	for (const char *q = s; *q; q = seg_next(q))
+		n++;
+	g->at = xcalloc(n + 1, sizeof(*g->at));
+	g->len = xcalloc(n + 1, sizeof(*g->len));
+	g->n = 0;
+	for (const char *q = s; *q; q = seg_next(q)) {
+		g->at[g->n] = q;
+		g->len[g->n++] = seg_len(q);
+	}
 }
 
-static int all_dstar(const char *p)
+static void segs_free(struct segs *g)
 {
-	for (; *p; p = seg_next(p))
-		if (!is_dstar(p))
-			return 0;
-	return 1;
+	free(g->at);
+	free(g->len);
 }
 
-/* p and s are the remaining '/'-separated segments of pattern and path.
+unsigned long job_glob_steps;
+
+/* Pattern segments from i on against path segments from j on. Each
+ * (i, j) is decided once and remembered (memo: 0 unknown, 1 no, 2 yes),
+ * so `**` costs at most one step per pair: a pattern of P segments
+ * against a path of S takes at most (P+1)(S+1) steps, where trying
+ * every way to split the path among the `**`s took C(S+k, k) for k of
+ * them (seconds a file for six `**` segments and a path 60 deep).
  * prefix_ok: a path that runs out first still matches (may_descend). */
+struct glob_m {
+	struct segs p, s;
+	int prefix_ok;
+	unsigned char *memo;
+};
+
+static int seg_is_dstar(const struct segs *g, size_t i)
+{
+	return g->len[i] == 2 && g->at[i][0] == '*' && g->at[i][1] == '*';
+}
+
+static int m_at(struct glob_m *m, size_t i, size_t j)
+{
+	unsigned char *c = &m->memo[i * (m->s.n + 1) + j];
+	char pseg[1024], sseg[1024];
+	int r;
+
+	if (*c)
+		return *c - 1;
+	job_glob_steps++;
+	if (i == m->p.n) {
+		r = j == m->s.n;
+	} else if (j == m->s.n) {
+		r = m->prefix_ok;
+		for (size_t k = i; !r && k < m->p.n && seg_is_dstar(&m->p, k); k++)
+			r = k + 1 == m->p.n;
+	} else if (seg_is_dstar(&m->p, i)) {
+		r = m_at(m, i + 1, j) || m_at(m, i, j + 1);
+	} else if (m->p.len[i] >= sizeof(pseg) || m->s.len[j] >= sizeof(sseg)) {
+		r = 0;
+	} else {
+		memcpy(pseg, m->p.at[i], m->p.len[i]);
+		pseg[m->p.len[i]] = '\0';
+		memcpy(sseg, m->s.at[j], m->s.len[j]);
+		sseg[m->s.len[j]] = '\0';
+		r = fnmatch(pseg, sseg, FNM_PERIOD) == 0 && m_at(m, i + 1, j + 1);
+	}
+	*c = (unsigned char)(r + 1);
+	return r;
+}
+
 static int match(const char *p, const char *s, int prefix_ok)
 {
-	char pseg[1024], sseg[1024];
-	size_t pl, sl;
+	struct glob_m m = { .prefix_ok = prefix_ok };
+	int r;
 
-	if (!*p)
-		return !*s;
-	if (!*s)
-		return prefix_ok || all_dstar(p);
-	if (is_dstar(p))
-		return match(seg_next(p), s, prefix_ok) || match(p, seg_next(s), prefix_ok);
-	pl = seg_len(p);
-	sl = seg_len(s);
-	if (pl >= sizeof(pseg) || sl >= sizeof(sseg))
-		return 0;
-	memcpy(pseg, p, pl);
-	pseg[pl] = '\0';
-	memcpy(sseg, s, sl);
-	sseg[sl] = '\0';
-	if (fnmatch(pseg, sseg, FNM_PERIOD) != 0)
-		return 0;
-	return match(seg_next(p), seg_next(s), prefix_ok);
+	segs_split(p, &m.p);
+	segs_split(s, &m.s);
+	m.memo = xcalloc((m.p.n + 1) * (m.s.n + 1), 1);
+	r = m_at(&m, 0, 0);
+	free(m.memo);
+	segs_free(&m.p);
+	segs_free(&m.s);
+	return r;
 }
 
 static const char *skip_dot_slash(const char *p)

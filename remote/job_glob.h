@@ -15,6 +15,10 @@ int job_glob_match(const char *pat, const char *path);
  * something beneath (so a walk must descend into it). */
 int job_glob_may_descend(const char *pat, const char *dir);
 
+/* Steps the matcher has taken so far (for tests: each call takes at most
+ * (pattern segments + 1) x (path segments + 1)). */
+extern unsigned long job_glob_steps;
+
 /* 1 if entry is a usable [train] persist path: relative, no empty, '.'
  * or '..' component, not inside .gpurun/ (a trailing '/' is allowed). */
 int job_persist_ok(const char *entry);

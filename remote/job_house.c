@@ -11,7 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "job_container.h"
 #include "job_house.h"
+#include "job_proc.h"
 #include "job_store.h"
 
 #define TRASH_PREFIX ".trash-"
@@ -205,6 +207,32 @@ static int remove_job(const char *root, const char *id, struct gr_err *err)
 	return rc;
 }
 
+/* 0 when nothing job r started lives on, else GR_EINVAL with err saying
+ * what: a job recorded as ended can still have processes (its supervisor
+ * killed, children that ignore SIGHUP; a background child of a command
+ * that exited) or a container (its supervisor and reaper killed at once).
+ * Removing it would leave them running untracked, GPU locks and all. */
+static int job_nothing_lives(const char *dir, const struct job_rec *r, struct gr_err *err)
+{
+	struct strbuf desc = STRBUF_INIT;
+	struct strvec names = STRVEC_INIT;
+	struct job_ctr c;
+	int rc = 0;
+
+	if (job_procs_alive(r->id, r->pid, &desc)) {
+		rc = gr_errf(err, GR_EINVAL, "job %s has processes still running (%s); stop it first: gpurun stop %s",
+			     r->id, desc.buf, r->id);
+	} else if (job_ctr_load(dir, &c, NULL) == 0) {
+		if (job_ctr_list(&c, r->id, &names, NULL) == 0 && names.n)
+			rc = gr_errf(err, GR_EINVAL, "job %s has a container still there (%s); stop it first: gpurun stop %s",
+				     r->id, names.v[0], r->id);
+		job_ctr_free(&c);
+	}
+	sb_release(&desc);
+	sv_clear(&names);
+	return rc;
+}
+
 int job_rm(const char *root, const char *id, uint64_t *bytes, struct gr_err *err)
 {
 	char *dir = xasprintf("%s/%s", root, id);
@@ -219,6 +247,8 @@ int job_rm(const char *root, const char *id, uint64_t *bytes, struct gr_err *err
 	rc = job_load(dir, &r, JOB_LOAD_DU, err);
 	if (rc == 0 && !job_rec_ended(&r))
 		rc = gr_errf(err, GR_EINVAL, "job %s is %s; stop it first", id, r.state);
+	if (rc == 0)
+		rc = job_nothing_lives(dir, &r, err);
 	if (rc == 0 && (rc = remove_job(root, id, err)) == 0)
 		*bytes = r.disk_bytes;
 	job_rec_clear(&r);
@@ -238,7 +268,8 @@ void job_prune(const char *root, uint32_t keep, uint64_t older_ms, uint64_t now_
 		struct job_rec r;
 		int go = job_load(dir, &r, 0, NULL) == 0 && job_rec_ended(&r) &&
 			 (!keep || i >= keep) &&
-			 (!older_ms || (r.created_ms && r.created_ms + older_ms < now_ms));
+			 (!older_ms || (r.created_ms && r.created_ms + older_ms < now_ms)) &&
+			 job_nothing_lives(dir, &r, NULL) == 0;
 		if (go) {
 			uint64_t bytes = job_du(dir, 1);
 			if (!dry_run && remove_job(root, ids.v[i], NULL) < 0)

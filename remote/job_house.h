@@ -46,7 +46,9 @@ struct job_rm_result {
 void job_rm_result_free(struct job_rm_result *r);
 
 /* Remove job id (a full id) from root. GR_ENOTFOUND, or GR_EINVAL when it
- * has not ended (err says its state). *bytes: its cost. */
+ * has not ended (err says its state) or when any of it still lives: a
+ * process carrying its id, its session, its container (a job whose
+ * supervisor was killed). *bytes: its cost. prune skips such jobs too. */
 int job_rm(const char *root, const char *id, uint64_t *bytes, struct gr_err *err);
 
 /* Remove every job under root that has ended, is not among the `keep`

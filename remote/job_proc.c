@@ -112,3 +112,61 @@ size_t job_procs(const char *id, pid_t sid, struct job_proc **out)
 	free(ps);
 	return nout;
 }
+
+size_t job_procs_alive(const char *id, uint32_t pid, struct strbuf *desc)
+{
+	struct job_proc *ps = NULL;
+	pid_t sid = pid && pid < (1u << 30) && has_marker((pid_t)pid, id) ? (pid_t)pid : 0;
+	size_t n = job_procs(id, sid, &ps);
+
+	for (size_t i = 0; desc && i < n; i++) {
+		if (i == 4) {
+			sb_adds(desc, ", ...");
+			break;
+		}
+		sb_addf(desc, "%spid %d %s", i ? ", " : "", (int)ps[i].pid, ps[i].comm);
+	}
+	free(ps);
+	return n;
+}
+
+void job_orphan_ids(const char *root, struct strvec *ids)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	size_t rl = strlen(root);
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		long long v;
+		char path[64];
+		struct strbuf sb = STRBUF_INIT;
+		const char *id = NULL, *dir = NULL;
+
+		if (parse_ll(e->d_name, 2, 1 << 30, &v) < 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%lld/environ", v);
+		if (read_file(path, &sb, NULL) < 0 || !sb.len) {
+			sb_release(&sb);
+			continue;
+		}
+		sb_add(&sb, "", 1); /* the last entry ends */
+		for (size_t off = 0; off < sb.len; off += strlen(sb.buf + off) + 1) {
+			if (!strncmp(sb.buf + off, "GPURUN_JOB_ID=", 14))
+				id = sb.buf + off + 14;
+			else if (!strncmp(sb.buf + off, "GPURUN_JOB_DIR=", 15))
+				dir = sb.buf + off + 15;
+		}
+		if (id && dir && job_id_valid(id) && !strncmp(dir, root, rl) && dir[rl] == '/' &&
+		    !strcmp(dir + rl + 1, id) && access(dir, F_OK) < 0 && errno == ENOENT) {
+			int seen = 0;
+			for (size_t i = 0; i < ids->n; i++)
+				seen |= !strcmp(ids->v[i], id);
+			if (!seen)
+				sv_push(ids, id);
+		}
+		sb_release(&sb);
+	}
+	closedir(d);
+}

@@ -69,7 +69,10 @@
 	X(submits, U32, AUTO)        /* Slurm submissions so far (1 + resubmits) */ \
 	/* containers (issue 16) */                                          \
 	X(image, STR, AUTO)          /* [container] image; "" = none */      \
-	X(runtime, STR, AUTO)        /* podman or docker, as resolved */
+	X(runtime, STR, AUTO)        /* podman or docker, as resolved */ \
+	/* no job lost (issue 29) */                                         \
+	X(log_lost, U64, AUTO)       /* log bytes a full disk took that the \
+					log itself does not mention */
 
 #define JR_CTYPE_STR char *
 #define JR_CTYPE_U64 uint64_t

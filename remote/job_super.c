@@ -65,6 +65,51 @@ struct sup {
 	uint64_t created_ms;
 };
 
+/* A full disk must not drop output silently (issue 29): what the log
+ * could not take is counted, and once there is room again the log gets
+ * "[gpurun] N bytes of output lost: no space left on the host" before
+ * the next output; a count still unsaid at the end goes into the status
+ * (log_lost=N), which needs no room (status_put). */
+static uint64_t log_lost;
+
+static int log_room_err(int e)
+{
+	return e == ENOSPC || e == EDQUOT;
+}
+
+/* Write all of buf, or say how much did not go (0: all of it went). */
+static size_t log_put(int log_fd, const char *buf, size_t n)
+{
+	while (n) {
+		ssize_t w = write(log_fd, buf, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return n;
+		buf += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Say what was lost, if anything was: 0 once said (or nothing to say). */
+static int log_lost_say(int log_fd)
+{
+	char m[128];
+
+	if (!log_lost)
+		return 0;
+	snprintf(m, sizeof(m), "\n[gpurun] %llu bytes of output lost: no space left on the host\n",
+		 (unsigned long long)log_lost);
+	if (log_put(log_fd, m, strlen(m)))
+		return -1;
+	log_lost = 0;
+	return 0;
+}
+
+static void log_write(int log_fd, const char *buf, size_t n);
+static void nap(int ms);
+
 /* A line of gpurun's own in the job's log. */
 static void note(struct sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(struct sup *s, const char *fmt, ...)
@@ -77,23 +122,85 @@ static void note(struct sup *s, const char *fmt, ...)
 	sb_vaddf(&sb, fmt, ap);
 	va_end(ap);
 	sb_adds(&sb, "\n");
-	if (write_full(s->log_fd, sb.buf, sb.len) < 0)
-		fprintf(stderr, "gpurun-agent: cannot write the log: %s\n", strerror(errno));
+	log_write(s->log_fd, sb.buf, sb.len);
 	sb_release(&sb);
+}
+
+/* A full disk when the job ends must not turn its exit into "lost"
+ * (issue 29). At the start the supervisor takes a block for the status
+ * (.gpurun/status.room); at the end, when the status cannot be written
+ * the usual way, it goes into that block in place (no new block needed)
+ * and the file is renamed to .gpurun/status. Failing even that (no room
+ * was taken), the supervisor waits for room, up to STATUS_WAIT_MS,
+ * holding the job's lock: the job reads "running" meanwhile, not lost. */
+#define STATUS_ROOM 4096
+#define STATUS_WAIT_MS (7ULL * 24 * 3600 * 1000)
+
+static void status_room_take(const char *dir)
+{
+	char *p = job_meta(dir, "status.room");
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	if (fd >= 0) {
+		if (posix_fallocate(fd, 0, STATUS_ROOM) != 0 || fsync(fd) < 0)
+			unlink(p);
+		close(fd);
+	}
+	free(p);
+}
+
+/* Write the status text t: 0, or -1 with err set. */
+static int status_put(const char *dir, const char *t, struct gr_err *err)
+{
+	char *room = job_meta(dir, "status.room"), *p = job_meta(dir, "status");
+	size_t n = strlen(t);
+	int rc = -1, fd;
+
+	if (job_meta_write(dir, "status", t, err) == 0) {
+		unlink(room);
+		rc = 0;
+	} else if ((fd = open(room, O_WRONLY | O_CLOEXEC)) >= 0) {
+		int ok = n <= STATUS_ROOM && pwrite(fd, t, n, 0) == (ssize_t)n &&
+			 ftruncate(fd, (off_t)n) == 0 && fsync(fd) == 0;
+		if (close(fd) == 0 && ok && rename(room, p) == 0)
+			rc = 0;
+	}
+	free(room);
+	free(p);
+	return rc;
 }
 
 static void write_status(struct sup *s, int status, enum job_step step)
 {
-	char *t = xasprintf("exit=%d\nsignal=%d\nend_ms=%llu\nphase=%s\n%s",
-			    WIFEXITED(status) ? WEXITSTATUS(status) : 0,
-			    WIFSIGNALED(status) ? WTERMSIG(status) : 0,
-			    (unsigned long long)wall_ms(), job_step_names[step],
-			    s->mode->status_extra ? s->mode->status_extra : "");
 	struct gr_err err = { 0 };
+	uint64_t until = now_ms() + STATUS_WAIT_MS;
 
-	if (job_meta_write(s->dir, "status", t, &err) < 0)
-		fprintf(stderr, "gpurun-agent: %s\n", err.msg);
-	free(t);
+	for (int said = 0;;) {
+		/* What the log lost is said there first if it can be, else
+		 * in the status: the status goes last. */
+		log_lost_say(s->log_fd);
+		char *t = xasprintf("exit=%d\nsignal=%d\nend_ms=%llu\nphase=%s\n%s",
+				    WIFEXITED(status) ? WEXITSTATUS(status) : 0,
+				    WIFSIGNALED(status) ? WTERMSIG(status) : 0,
+				    (unsigned long long)wall_ms(), job_step_names[step],
+				    s->mode->status_extra ? s->mode->status_extra : "");
+		if (log_lost) {
+			char *u = xasprintf("%s%slog_lost=%llu\n", t, t[strlen(t) - 1] == '\n' ? "" : "\n",
+					    (unsigned long long)log_lost);
+			free(t);
+			t = u;
+		}
+		int rc = status_put(s->dir, t, &err);
+		free(t);
+		if (rc == 0)
+			return;
+		if (!said++)
+			fprintf(stderr, "gpurun-agent: %s; waiting for room to record the job's end\n",
+				err.msg);
+		if (now_ms() >= until)
+			return;
+		nap(2000);
+	}
 }
 
 static void set_phase(struct sup *s, enum job_step step)
@@ -224,8 +331,20 @@ static size_t crlf_undo(int *cr, const char *in, size_t n, char *out)
 
 static void log_write(int log_fd, const char *buf, size_t n)
 {
-	if (n && write_full(log_fd, buf, n) < 0)
-		fprintf(stderr, "gpurun-agent: cannot write the log: %s\n", strerror(errno));
+	size_t left;
+
+	if (!n)
+		return;
+	if (log_lost_say(log_fd) < 0) {
+		log_lost += n;
+		return;
+	}
+	if ((left = log_put(log_fd, buf, n))) {
+		if (log_room_err(errno))
+			log_lost += left;
+		else
+			fprintf(stderr, "gpurun-agent: cannot write the log: %s\n", strerror(errno));
+	}
 }
 
 /* A \r held back by crlf_undo: nothing followed it for a while. */
@@ -695,6 +814,7 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 			return 1;
 		close(readyfd);
 	}
+	status_room_take(s.dir);
 	/* The job lock (inherited, flock'ed) is held until we exit, and only
 	 * by us: a job that outlives its supervisor must read as "lost". */
 	if (lockfd >= 0)

@@ -30,6 +30,13 @@ as $HOSTILE says (comma-separated):
               every signature's path made $HOSTILE_ART_SIG_PATH: the real
               agent then sends that file as a delta the client never
               asked for
+  mute        no request reaches the real agent (those in the command
+              line neither): the connection stays up, nothing answers
+  slow        each request (those in the command line first) is held
+              $HOSTILE_SLOW_S seconds, with a KEEPALIVE every second, then
+              passed on: a busy agent, not a dead one
+  slow-start  the same for JOB_START alone; $HOSTILE_MARK (if set) is
+              made when the hold begins
 
 Only what the scenario names changes; everything else passes through, so
 the client meets a host that behaves until it lies.
@@ -39,12 +46,14 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 HDR = struct.Struct(">IHHI")
 OK, ERROR, DATA = 0x02, 0x03, 0x04
 JOB_START, JOB_LIST, JOB_STATUS, JOB_LOG = 0x40, 0x41, 0x42, 0x43
 LOG_DATA, LOG_END, JOB_STOP, ART_PULL = 0x45, 0x46, 0x47, 0x60
 CONTAINER_CHECK, JOB_GPUS = 0x4c, 0x48
+KEEPALIVE = 0x08
 
 SCEN = set(filter(None, os.environ.get("HOSTILE", "").split(",")))
 out = sys.stdout.buffer
@@ -225,8 +234,18 @@ def pump_up(agent):
         from_agent(*f)
 
 
+def hold():
+    """slow: a busy agent's silence, KEEPALIVE every second."""
+    for _ in range(int(os.environ.get("HOSTILE_SLOW_S", "5"))):
+        send(frame(KEEPALIVE, 0, 0, b""))
+        time.sleep(1)
+
+
 def main():
-    agent = subprocess.Popen([os.environ["HOSTILE_REAL_AGENT"]] + sys.argv[1:],
+    args, early = sys.argv[1:], b""
+    if ("mute" in SCEN or "slow" in SCEN) and len(args) > 1:
+        early, args = bytes.fromhex(args[1]), args[:1]
+    agent = subprocess.Popen([os.environ["HOSTILE_REAL_AGENT"]] + args,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     # Its greeting line, as the bootstrap expects it.
     while True:
@@ -238,6 +257,10 @@ def main():
             break
     up = threading.Thread(target=pump_up, args=(agent,), daemon=True)
     up.start()
+    if early and "slow" in SCEN:
+        hold()
+        agent.stdin.write(early)
+        agent.stdin.flush()
     flooded = False
     while True:
         f = read_frame(sys.stdin.buffer)
@@ -266,6 +289,14 @@ def main():
                 send(chunk)
         if typ == ART_PULL and "art-sig" in SCEN:
             p = rewrite_art_sigs(p)
+        if "mute" in SCEN:
+            continue
+        if "slow" in SCEN:
+            hold()
+        if typ == JOB_START and "slow-start" in SCEN:
+            if os.environ.get("HOSTILE_MARK"):
+                open(os.environ["HOSTILE_MARK"], "w").close()
+            hold()
         agent.stdin.write(frame(typ, flags, rid, p))
         agent.stdin.flush()
     try:

@@ -202,6 +202,50 @@ test_expect_success 'a supervisor killed with -9 leaves the job lost (exit 248),
 	"$GPURUN" stop "$id" 2>/dev/null; true
 '
 
+test_expect_success 'a lost job whose processes ignore SIGHUP: rm, prune and keep refuse; stop reaches them, frees the GPU' '
+	cd "$P" && export GPURUN_NVIDIA_SMI=$TOP/tests/data/nvidia-smi/fake-nvidia-smi && rm -f "$TRASH/apps.csv" &&
+	ini "[train]" "command = trap \"\" HUP; sleep ${S}7" "gpus = 1" &&
+	id=$("$GPURUN" -q train --detach) &&
+	for i in $(seq 1 100); do pgrep -f "^sleep ${S}7\$" >/dev/null && break; sleep 0.1; done &&
+	sup=$(pgrep -f "supervise .*$id") && kill -9 $sup && sleep 0.5 &&
+	pgrep -f "^sleep ${S}7\$" >/dev/null &&
+	"$GPURUN" status "$id" >st && test_grep "^$id  lost " st &&
+	test_grep "job $id is lost: supervisor gone, [0-9]* process.* still running (pid [0-9]* " st &&
+	"$GPURUN" status >sa && test_grep "^[01] .* $id\$" sa &&
+	test_expect_code 1 "$GPURUN" rm "$id" 2>err &&
+	test_grep "job $id has processes still running (pid [0-9]* .*); stop it first: gpurun stop $id" err &&
+	"$GPURUN" prune --keep 0 2>err; "$GPURUN" status "$id" >st && test_grep "^$id  lost " st &&
+	"$GPURUN" -q -o jobs.keep=1 -o train.stop_grace=0 train --detach -- true >/dev/null &&
+	sleep 0.5 && "$GPURUN" status "$id" >st && test_grep "^$id  lost " st &&
+	"$GPURUN" -o train.stop_grace=1 stop "$id" 2>err && ! pgrep -f "^sleep ${S}7\$" &&
+	"$GPURUN" status >sa && ! grep "^[01] .* $id\$" sa &&
+	"$GPURUN" rm "$id" 2>err && test_grep "removed" err && unset GPURUN_NVIDIA_SMI
+'
+
+test_expect_success 'rm -rf of the jobs folder during a job: stop still reaches its processes by their id' '
+	cd "$P" && export GPURUN_NVIDIA_SMI=$TOP/tests/data/nvidia-smi/fake-nvidia-smi && rm -f "$TRASH/apps.csv" &&
+	ini "[train]" "command = trap \"\" HUP; sleep ${S}8" "gpus = 1" &&
+	id=$("$GPURUN" -q train --detach) &&
+	for i in $(seq 1 100); do pgrep -f "^sleep ${S}8\$" >/dev/null && break; sleep 0.1; done &&
+	sup=$(pgrep -f "supervise .*$id") && kill -9 $sup && rm -rf "$(jobs_root)"/*/"$id" &&
+	! ls -d "$(jobs_root)"/*/"$id" && test_expect_code 1 "$GPURUN" status "$id" 2>err && test_grep "no job" err &&
+	pgrep -f "^sleep ${S}8\$" >/dev/null && "$GPURUN" status >sa && test_grep "^[01] .* $id\$" sa &&
+	test_grep "^$id  lost " sa && test_grep "job $id is lost: its folder on the host is gone, 2 processes still running (pid [0-9]* " sa &&
+	"$GPURUN" -o train.stop_grace=1 stop "$id" 2>err && test_grep "stopped job $id: SIGTERM to 2 processes" err &&
+	test_grep "its folder on the host is gone" err && ! pgrep -f "^sleep ${S}8\$" &&
+	"$GPURUN" status >sa && ! grep "^[01] .* $id\$" sa &&
+	! "$GPURUN" stop "$id" 2>err && test_grep "no job .$id. on the host" err ||
+		{ unset GPURUN_NVIDIA_SMI; return 1; }
+	unset GPURUN_NVIDIA_SMI
+'
+
+test_expect_success 'a stop longer than GPURUN_IO_TIMEOUT is waited for: the busy agent sends keepalives' '
+	cd "$P" && ini "[train]" "command = trap \"\" TERM; echo up; while :; do sleep 0.1; done" &&
+	id=$("$GPURUN" -q train --detach) && sleep 1 &&
+	GPURUN_IO_TIMEOUT=7 "$GPURUN" -o train.stop_grace=12 stop "$id" 2>err &&
+	test_grep "SIGKILL" err && "$GPURUN" status "$id" >st && test_grep "^$id  stopped " st
+'
+
 test_expect_success 'artifacts: pulled at the end, then only what changed travels' '
 	cd "$P" &&
 	ini "[train]" "command = echo a >\$GPURUN_JOB_DIR/metrics.csv; mkdir -p \$GPURUN_JOB_DIR/ckpt; echo c >\$GPURUN_JOB_DIR/ckpt/c.bin; echo x >\$GPURUN_JOB_DIR/skip.txt" \

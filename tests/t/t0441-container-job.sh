@@ -227,6 +227,19 @@ for rt in podman docker; do
 		"$GPURUN" status $id >$T/st && test_grep "^$id  lost " $T/st
 	'
 
+	test_expect_success "$rt: supervisor, reaper and client killed at once: rm refuses the running container until stop" '
+		cd "$P" && ini '$rt' "[train]" "command = echo ready; while :; do sleep 0.1; done" &&
+		id=$("$GPURUN" -q train -d) && wait_for has_container '$rt' $id &&
+		pids="$(pgrep -f "gpurun-agent (supervise|container-reap) .*/$id") $(pgrep -f -- "--name=gpurun-$id ")" &&
+		echo "killing $pids" && { kill -9 $pids; sleep 2; } && has_container '$rt' $id &&
+		"$GPURUN" status $id >$T/st && test_grep "^$id  lost " $T/st &&
+		test_expect_code 1 "$GPURUN" rm $id 2>$T/err &&
+		test_grep "job $id has .*still .*; stop it first: gpurun stop $id" $T/err &&
+		"$GPURUN" prune --keep 1 2>$T/err && "$GPURUN" status $id >$T/st && test_grep "^$id  lost " $T/st &&
+		"$GPURUN" stop $id 2>$T/err && no_container '$rt' $id &&
+		"$GPURUN" rm $id 2>$T/err && test_grep "removed job $id" $T/err
+	'
+
 	test_expect_success "$rt: doctor names the runtime, the image, and what GPUs get" '
 		cd "$P" && ini '$rt' && "$GPURUN" doctor >$T/doc 2>&1; cat $T/doc;
 		test_grep -E "^ok +container +'$rt' " $T/doc && test_grep -E "^ok +image +$CONTAINER_IMAGE is on the host" $T/doc &&

@@ -127,6 +127,16 @@ test_expect_success 'status: escapes in a state and a GPU name are shown escaped
 	! grep -q "$(printf "\033")" js
 '
 
+test_expect_success 'a job phase with escapes reaches the terminal escaped: train, logs -f, stop' '
+	cd "$P" && export HOSTILE=field HOSTILE_FIELD=phase HOSTILE_FIELD_HEX=$(hex "bu\033]52;c;QUJD\ald") &&
+	{ $PTY tty.out "$GPURUN" train -- false; true; } && J2=$(head -n1 .gpurun/jobs | cut -f1) &&
+	{ $PTY tty2.out "$GPURUN" logs -f "$J2"; true; } && { $PTY tty3.out "$GPURUN" stop "$J2"; true; } &&
+	unset HOSTILE HOSTILE_FIELD &&
+	for f in tty.out tty2.out tty3.out; do
+		no_escape $f && test_grep "bu\\\\x1b\]52;c;QUJD\\\\x07ld failed with status 1" $f || return 1
+	done
+'
+
 test_expect_success 'a container runtime or image in a record that no agent sends is refused' '
 	cd "$P" && export HOSTILE=field HOSTILE_FIELD=runtime HOSTILE_FIELD_HEX=$(hex "podman\033]0;t\a") &&
 	test_expect_code 251 $PTY tty.out "$GPURUN" status "$J" && no_escape tty.out &&
@@ -224,6 +234,37 @@ test_expect_success '[artifacts] min_free: an honest pull that would leave too l
 		test_expect_code 250 "$GPURUN" -o artifacts.min_free=90 pull "$J" 2>err &&
 		test_grep "keeps 90%" err && ! test -e "runs/$J/out.txt"; fi &&
 	"$GPURUN" -q pull "$J" && test_grep -x host-data "runs/$J/out.txt"
+'
+
+test_expect_success 'every request has a bound: an agent that never answers fails each command in GPURUN_IO_TIMEOUT' '
+	cd "$P" && export HOSTILE=mute GPURUN_IO_TIMEOUT=2 &&
+	for c in "status" "status $J" "stop $J" "rm $J" "prune --dry-run" "pull $J" "exec true" "doctor"; do
+		t0=$(date +%s) && { timeout 60 "$GPURUN" $c >out 2>err; rc=$?; } &&
+		el=$(( $(date +%s) - t0 )) && echo "$c: rc=$rc in $el s" &&
+		test $rc != 0 && test $rc != 124 && test $el -lt 20 &&
+		cat out err >both && test_grep "sent and took nothing for 2 s" both || { unset HOSTILE GPURUN_IO_TIMEOUT; return 1; }
+	done
+	unset HOSTILE GPURUN_IO_TIMEOUT && "$GPURUN" status "$J" >out && test_grep "^$J " out
+'
+
+test_expect_success 'a busy agent sending keepalives is waited for, past GPURUN_IO_TIMEOUT' '
+	cd "$P" && export HOSTILE=slow HOSTILE_SLOW_S=4 GPURUN_IO_TIMEOUT=2 &&
+	timeout 60 "$GPURUN" status "$J" >out 2>err; rc=$?; unset HOSTILE HOSTILE_SLOW_S GPURUN_IO_TIMEOUT;
+	test $rc = 0 && test_grep "^$J " out
+'
+
+test_expect_success 'train answers Ctrl-C, SIGTERM and SIGHUP at once while the host starts the job' '
+	cd "$P" && export HOSTILE=slow-start HOSTILE_SLOW_S=30 HOSTILE_MARK=$TRASH/holding &&
+	for sig in INT TERM HUP; do
+		rm -f err "$HOSTILE_MARK" && { "$GPURUN" train </dev/null >out 2>err & } && tpid=$! &&
+		for i in $(seq 1 300); do test -e "$HOSTILE_MARK" && break; sleep 0.1; done &&
+		test -e "$HOSTILE_MARK" && sleep 0.5 && t0=$(date +%s) && kill -$sig $tpid;
+		wait $tpid; rc=$?; el=$(( $(date +%s) - t0 )) && echo "$sig: rc=$rc in $el s" && cat err &&
+		test $el -le 3 && test $rc = 249 &&
+		test_grep "while the host was starting the job: detached; the host goes on starting it" err ||
+		{ unset HOSTILE HOSTILE_MARK; return 1; }
+	done
+	unset HOSTILE HOSTILE_SLOW_S HOSTILE_MARK
 '
 
 test_done

@@ -54,6 +54,19 @@ test_expect_success 'the other account cannot read it even when the home is open
 	chmod 755 "$AH" && ! as "$B" "ls $AH/gpurun/pa" >out 2>&1 && ! grep -q env out
 '
 
+test_expect_success 'an agent folder another account can write is refused before anything runs from it' '
+	cd "$TRASH/pa" && "$GPURUN" -q exec true && C=$AH/.cache/gpurun &&
+	ag=$(ls -d "$C"/agent-* | head -n 1) && test -x "$ag" &&
+	chmod 755 "$AH/.cache" && chgrp "$B" "$C" && chmod 775 "$C" &&
+	as "$B" "rm -f $ag && printf \"#!/bin/sh\\ntouch $SH/locks/pwned\\n\" >$ag && chmod 755 $ag" &&
+	! "$GPURUN" exec true 2>err && ! test -e "$SH/locks/pwned" &&
+	test_grep "refusing to run the agent on .*: .$C. can be written by another user" err &&
+	rm -f "$ag" && chgrp "$A" "$C" && chmod 700 "$C" &&
+	chmod 775 "$AH/.cache" && ! "$GPURUN" exec true 2>err && chmod 755 "$AH/.cache" &&
+	test_grep "refusing to run the agent on .*: .$AH/.cache. can be written by another user" err &&
+	"$GPURUN" -q exec true && test "$(stat -c %U "$ag")" = "$A" && ! test -e "$SH/locks/pwned"
+'
+
 test_expect_success '[sync] preserve_perms = true keeps group and other bits' '
 	proj pp "$A" "[sync]" "preserve_perms = true" && cd pp && echo open >readme &&
 	chmod 644 readme && mkdir d && echo y >d/y && chmod 640 d/y &&

@@ -130,6 +130,19 @@ test_expect_success 'a local port in use is a usage error naming it' '
 	test_grep "cannot listen on localhost port $BUSY: Address already in use" p2/err
 '
 
+test_expect_success 'localhost is 127.0.0.1 and ::1: both reach the host; ::1 held by another is refused' '
+	LP=$(free_port) && start_forward "$TRASH/pl" "$LP:$HTTP_PORT" &&
+	python3 -c "import socket,sys; s=socket.create_connection((\"::1\",$LP),5); s.sendall(b\"GET /index.txt HTTP/1.0\\r\\n\\r\\n\"); d=b\"\".join(iter(lambda: s.recv(65536), b\"\")); sys.exit(0 if d.endswith(b\"hello\\n\") else 1)" &&
+	fetch "$LP" 2 >out && test_grep -x "2 ok" out && stop_forward || return 1
+	LP6=$(free_port)
+	python3 -c "import socket,time; s=socket.socket(socket.AF_INET6); s.bind((\"::1\",$LP6)); s.listen(); print(1, flush=True); time.sleep(60)" >busy6 &
+	bpid=$! &&
+	for i in $(seq 1 50); do test -s busy6 && break; sleep 0.1; done &&
+	(cd pl && test_expect_code 252 timeout 20 "$GPURUN" forward "$LP6:$HTTP_PORT" 2>err); rc=$?;
+	kill $bpid; test $rc = 0 && cat pl/err &&
+	test_grep "cannot listen on localhost port $LP6: Address already in use" pl/err
+'
+
 test_expect_success 'bad specs are usage errors' '
 	cd p2 && test_expect_code 252 "$GPURUN" forward 2>err && test_grep "forward needs a port" err &&
 	test_expect_code 252 "$GPURUN" forward 70000 2>err && test_grep "bad forward .70000." err &&

@@ -14,6 +14,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <fnmatch.h>
+
 #include "t.h"
 
 #include "../../remote/job_glob.c"
@@ -68,6 +70,85 @@ static void test_glob(void)
 	CHECK(job_glob_may_descend("sub/*.csv", "sub"));
 	CHECK(!job_glob_may_descend("sub/*.csv", "other"));
 	CHECK(job_glob_may_descend("**/x", "a"));
+	CHECK(job_glob_match("a/**", "a"));
+	CHECK(job_glob_match("**/**/x", "x"));
+	CHECK(!job_glob_match("a/**/b", "a"));
+	CHECK(job_glob_may_descend("a/**/b", "a/c/d"));
+}
+
+/* The matcher before issue 29 (every way to split the path among the
+ * `**`s), as the oracle for the memoized one on small inputs. */
+static int ref_match(const char *p, const char *s, int prefix_ok)
+{
+	char pseg[64], sseg[64];
+	size_t pl = seg_len(p), sl;
+
+	if (!*p)
+		return !*s;
+	if (!*s) {
+		for (const char *q = p; *q; q = seg_next(q))
+			if (!(seg_len(q) == 2 && q[0] == '*' && q[1] == '*'))
+				return prefix_ok;
+		return 1;
+	}
+	if (pl == 2 && p[0] == '*' && p[1] == '*')
+		return ref_match(seg_next(p), s, prefix_ok) || ref_match(p, seg_next(s), prefix_ok);
+	sl = seg_len(s);
+	memcpy(pseg, p, pl);
+	pseg[pl] = '\0';
+	memcpy(sseg, s, sl);
+	sseg[sl] = '\0';
+	if (fnmatch(pseg, sseg, FNM_PERIOD) != 0)
+		return 0;
+	return ref_match(seg_next(p), seg_next(s), prefix_ok);
+}
+
+/* Linear in the path's depth: ** segments cost a bounded number of steps
+ * (counted, not timed), and the answers are the old matcher's. */
+static void test_glob_bounded(void)
+{
+	static const char *const pw[] = { "**", "*", "a", "b*", "?", ".x", "[ab]" };
+	static const char *const sw[] = { "a", "b", "bb", ".x", "c" };
+	char path[4096], pat[256], sp[256];
+	size_t o = 0;
+	unsigned long before;
+	uint64_t rng = 29;
+
+	for (int i = 0; i < 60; i++)
+		o += (size_t)snprintf(path + o, sizeof(path) - o, "d/");
+	snprintf(path + o, sizeof(path) - o, "x.pq");
+	before = job_glob_steps;
+	CHECK(!job_glob_match("**/**/**/**/**/**/*.pt", path));
+	CHECK(job_glob_steps - before <= 8 * 62);
+	snprintf(path + o, sizeof(path) - o, "x.pt");
+	before = job_glob_steps;
+	CHECK(job_glob_match("**/**/**/**/**/**/*.pt", path));
+	CHECK(job_glob_steps - before <= 8 * 62);
+	before = job_glob_steps;
+	CHECK(job_glob_may_descend("**/**/**/**/**/**/e/*.pt", path));
+	CHECK(job_glob_steps - before <= 9 * 62);
+
+	for (int t = 0; t < 20000; t++) {
+		size_t po = 0, so = 0;
+		int np = 1 + (int)((rng = rng * 6364136223846793005ULL + 1442695040888963407ULL) >> 33) % 5;
+		int ns = 1 + (int)((rng = rng * 6364136223846793005ULL + 1442695040888963407ULL) >> 33) % 6;
+		for (int i = 0; i < np; i++) {
+			rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+			po += (size_t)snprintf(pat + po, sizeof(pat) - po, "%s%s", i ? "/" : "",
+					       pw[(rng >> 33) % 7]);
+		}
+		for (int i = 0; i < ns; i++) {
+			rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+			so += (size_t)snprintf(sp + so, sizeof(sp) - so, "%s%s", i ? "/" : "",
+					       sw[(rng >> 33) % 5]);
+		}
+		if (job_glob_match(pat, sp) != ref_match(pat, sp, 0) ||
+		    job_glob_may_descend(pat, sp) != ref_match(pat, sp, 1)) {
+			fprintf(stderr, "glob differs from the old matcher: '%s' '%s'\n", pat, sp);
+			CHECK(0);
+			return;
+		}
+	}
 }
 
 /* Pack patterns from tmp/job into a file; return its fd (rewound). */
@@ -578,6 +659,7 @@ int main(void)
 		return 1;
 	}
 	RUN(test_glob);
+	RUN(test_glob_bounded);
 	RUN(test_roundtrip);
 	RUN(test_incompressible);
 	RUN(test_resume);

@@ -320,6 +320,35 @@ static void test_spec_check(void)
 	}
 }
 
+/* A host path with a comma or a quote never reaches --mount (issue 29):
+ * the start is refused before any runtime is asked. */
+static void test_prepare_path_csv(void)
+{
+	static const char *const bad[] = { "proj,ro", "pro\"j" };
+	char base[] = "/tmp/gpurun-test-ctr.XXXXXX";
+
+	CHECK(mkdtemp(base) != NULL);
+	for (size_t i = 0; i < GR_ARRAY_SIZE(bad); i++) {
+		struct job_spec s = { STRVEC_INIT };
+		struct gr_err e = { 0 };
+		char *dir = xasprintf("%s/job%zu", base, i), *meta = xasprintf("%s/.gpurun", dir);
+		char *project = xasprintf("%s/%s", base, bad[i]), *warn = NULL;
+		CHECK(mkdir(dir, 0700) == 0 && mkdir(meta, 0700) == 0);
+		sv_push(&s.kv, "container_image");
+		sv_push(&s.kv, "localhost/img:1");
+		CHECK(job_spec_write(dir, &s, &e) == 0);
+		CHECK(job_ctr_prepare(dir, project, &warn, &e) == GR_EINVAL);
+		CHECK(strstr(e.msg, "comma or a double quote") != NULL);
+		CHECK(!job_meta_exists(dir, "container"));
+		free(warn);
+		free(dir);
+		free(meta);
+		free(project);
+		job_spec_free(&s);
+	}
+	job_rm_tree(base);
+}
+
 static void test_split_words(void)
 {
 	static const struct {
@@ -419,6 +448,7 @@ int main(void)
 	RUN(test_gpus);
 	RUN(test_stop_sh);
 	RUN(test_spec_check);
+	RUN(test_prepare_path_csv);
 	RUN(test_split_words);
 	RUN(test_crlf_undo);
 	RUN(test_output_env);

@@ -14,6 +14,17 @@
  *    independent walk counting each inode once, and after a collection
  *    no store object is unused;
  *  - nothing is left half removed.
+ * Faults (issue 29): a supervisor killed while the job's child, which
+ * ignores SIGHUP, runs on (a real process carrying GPURUN_JOB_ID and
+ * holding the job's GPU lock), a stop that must reach it, and the folder
+ * of such a job deleted (rm -rf ~/.cache on the host) before the stop.
+ * Then also:
+ *  - a job with a live process is never removed (rm refuses, prune and
+ *    keep skip it), and reads lost with its processes as the reason;
+ *  - after a stop nothing of the job is left running; until then what
+ *    carries its id is found, its folder there or not;
+ *  - a GPU lock is held exactly while its job's supervisor or one of its
+ *    processes lives.
  * On a failure the seed is printed and the operation list shrunk to a
  * smallest one that still fails. GPURUN_MODEL_SEEDS=N runs N seeds (make
  * soak); GPURUN_MODEL_SEED=S replays one. */
@@ -25,7 +36,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,9 +64,9 @@
 #include "sync_proto.h"
 
 enum op_kind { OP_START, OP_WRITE, OP_FINISH, OP_FAIL, OP_LOSE, OP_EDIT, OP_RM, OP_PRUNE,
-	       OP_GC, OP_TIME, OP_COUNT };
+	       OP_GC, OP_TIME, OP_ORPHAN, OP_STOP, OP_RMDIR, OP_COUNT };
 static const char *const op_names[] = { "start", "write", "finish", "fail", "lose", "edit",
-					"rm", "prune", "gc", "time" };
+					"rm", "prune", "gc", "time", "orphan", "stop", "rmdir" };
 
 struct op {
 	enum op_kind kind;
@@ -68,6 +81,9 @@ struct mjob {
 	uint64_t created_ms;
 	int alive, ended, failed, lost, removed;
 	int lock_fd;
+	int gpu_fd;               /* its GPU lock, as the supervisor holds it */
+	pid_t child;              /* a process of it that outlived its supervisor */
+	int gone;                 /* its folder was deleted from outside */
 	uint32_t version[NFILES]; /* the project's files at its start */
 };
 
@@ -181,9 +197,16 @@ static int world_init(struct world *w)
 
 static void world_free(struct world *w, int failed)
 {
-	for (size_t i = 0; i < w->njobs; i++)
+	for (size_t i = 0; i < w->njobs; i++) {
 		if (w->jobs[i].lock_fd > 0)
 			close(w->jobs[i].lock_fd);
+		if (w->jobs[i].gpu_fd > 0)
+			close(w->jobs[i].gpu_fd);
+		if (w->jobs[i].child > 0) {
+			kill(w->jobs[i].child, SIGKILL);
+			waitpid(w->jobs[i].child, NULL, 0);
+		}
+	}
 	if (failed && getenv("GPURUN_MODEL_KEEP"))
 		fprintf(stderr, "  kept %s\n", w->base);
 	else
@@ -228,6 +251,61 @@ static size_t live(struct world *w, struct mjob **v)
 	return n;
 }
 
+/* The job's GPU lock file (one per job, in the test's own folder). */
+static char *gpu_lock_path(struct world *w, const struct mjob *j)
+{
+	return xasprintf("%s/gpu-%s.lock", w->base, j->id);
+}
+
+/* Is j's GPU lock held (by anyone)? */
+static int gpu_locked(struct world *w, const struct mjob *j)
+{
+	char *p = gpu_lock_path(w, j);
+	int fd = open(p, O_RDONLY | O_CLOEXEC), held = 0;
+
+	free(p);
+	if (fd < 0)
+		return 0;
+	held = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+	close(fd);
+	return held;
+}
+
+/* The supervisor is killed; a child of the job that ignores SIGHUP runs
+ * on, with the job's id in its environment and its GPU lock. */
+static int orphan_job(struct mjob *j, struct world *w)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return fail(w, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		for (int fd = 3; fd < 1024; fd++)
+			if (fd != j->gpu_fd)
+				close(fd);
+		signal(SIGHUP, SIG_IGN);
+		setenv("GPURUN_JOB_ID", j->id, 1);
+		execl("/bin/sleep", "sleep", "600", (char *)NULL);
+		_exit(127);
+	}
+	j->child = pid;
+	close(j->lock_fd);
+	close(j->gpu_fd);
+	j->lock_fd = j->gpu_fd = -1;
+	j->alive = 0;
+	j->ended = j->lost = 1;
+	/* It runs once its environment is the job's (after exec). */
+	for (int i = 0; i < 500; i++) {
+		char *job = gpu_pid_job((uint32_t)pid);
+		int ok = job && !strcmp(job, j->id);
+		free(job);
+		if (ok)
+			return 0;
+		usleep(2000);
+	}
+	return fail(w, "the orphan of job %s never ran", j->id);
+}
+
 static void end_job(struct mjob *j, int failed, int lost, struct world *w)
 {
 	char *dir = job_path(w, j);
@@ -238,7 +316,8 @@ static void end_job(struct mjob *j, int failed, int lost, struct world *w)
 		free(t);
 	}
 	close(j->lock_fd);
-	j->lock_fd = -1;
+	close(j->gpu_fd);
+	j->lock_fd = j->gpu_fd = -1;
 	j->alive = 0;
 	j->ended = 1;
 	j->failed = failed;
@@ -291,8 +370,67 @@ static int apply(struct world *w, const struct op *o)
 				      (unsigned long long)w->now_ms);
 		job_meta_write(dir, "run", run, NULL);
 		free(run);
+		p = gpu_lock_path(w, j);
+		j->gpu_fd = open(p, O_RDWR | O_CREAT, 0600); /* no CLOEXEC: children inherit it */
+		free(p);
+		if (j->gpu_fd < 0 || flock(j->gpu_fd, LOCK_EX | LOCK_NB) < 0) {
+			rc = fail(w, "cannot take the GPU lock");
+			break;
+		}
 		j->alive = 1;
 		w->njobs++;
+		break;
+	}
+	case OP_ORPHAN:
+		if ((j = pick(w, o->a, 1)))
+			rc = orphan_job(j, w);
+		break;
+	case OP_RMDIR: {
+		/* The folder of a job whose process runs on is deleted. */
+		struct mjob *v[MAXJOBS];
+		size_t n = 0;
+		for (size_t i = 0; i < w->njobs; i++)
+			if (w->jobs[i].child > 0 && !w->jobs[i].removed)
+				v[n++] = &w->jobs[i];
+		if (!n)
+			break;
+		j = v[o->a % n];
+		dir = job_path(w, j);
+		if (job_rm_tree(dir) < 0)
+			rc = fail(w, "cannot delete %s", dir);
+		j->removed = j->gone = 1;
+		break;
+	}
+	case OP_STOP: {
+		/* gpurun stop of a job whose supervisor is gone: the local
+		 * backend's stop, as the agent's helper runs it (for a job
+		 * whose folder is gone, the stop by its id alone). */
+		struct mjob *v[MAXJOBS];
+		size_t n = 0;
+		for (size_t i = 0; i < w->njobs; i++)
+			if (w->jobs[i].child > 0 && (!w->jobs[i].removed || w->jobs[i].gone))
+				v[n++] = &w->jobs[i];
+		if (!n)
+			break;
+		j = v[o->a % n];
+		dir = job_path(w, j);
+		struct strbuf pl = STRBUF_INIT;
+		rc = j->gone ? job_stop_orphan(j->id, 0, &pl, &err) : local_stop(dir, 0, &pl, &err);
+		sb_release(&pl);
+		if (rc < 0) {
+			rc = fail(w, "stop of job %s: %s", j->id, err.msg);
+			break;
+		}
+		for (int i = 0; i < 200; i++) {
+			int st;
+			if (waitpid(j->child, &st, WNOHANG) == j->child) {
+				j->child = 0;
+				break;
+			}
+			usleep(5000);
+		}
+		if (j->child)
+			rc = fail(w, "stop of job %s did not reach pid %d", j->id, (int)j->child);
 		break;
 	}
 	case OP_WRITE:
@@ -334,6 +472,10 @@ static int apply(struct world *w, const struct op *o)
 		} else if (!j->ended) {
 			if (rc != GR_EINVAL)
 				return fail(w, "rm of running job %s: %d, not refused", j->id, rc);
+		} else if (j->child > 0) {
+			if (rc != GR_EINVAL || !strstr(err.msg, "processes still running"))
+				return fail(w, "rm of lost job %s with a live process: %d (%s), not refused",
+					    j->id, rc, err.msg);
 		} else if (rc != 0) {
 			return fail(w, "rm of ended job %s: %s", j->id, err.msg);
 		} else {
@@ -355,7 +497,7 @@ static int apply(struct world *w, const struct op *o)
 		/* The model: ended, not among the keep newest, older. */
 		size_t want = 0;
 		for (size_t i = 0; i < n; i++) {
-			int go = v[i]->ended && (!keep || i >= keep) &&
+			int go = v[i]->ended && v[i]->child <= 0 && (!keep || i >= keep) &&
 				 (!older || v[i]->created_ms + older < w->now_ms);
 			int found = 0;
 			for (size_t k = 0; k < res.n; k++)
@@ -437,8 +579,21 @@ static int check(struct world *w, int after_gc, int content)
 	struct strbuf want = STRBUF_INIT, got = STRBUF_INIT;
 	int rc = 0;
 
+	/* A job whose folder is gone: what it started is found by its id
+	 * while it lives, and its GPU lock is held exactly as long. */
+	for (size_t i = 0; !rc && i < w->njobs; i++) {
+		struct mjob *g = &w->jobs[i];
+		if (!g->gone)
+			continue;
+		if ((job_procs_alive(g->id, 0, NULL) > 0) != (g->child > 0))
+			rc = fail(w, "job %s (folder gone): its processes are %sfound, yet %s", g->id,
+				  g->child > 0 ? "not " : "", g->child > 0 ? "one lives" : "none lives");
+		else if (gpu_locked(w, g) != (g->child > 0))
+			rc = fail(w, "job %s (folder gone): its GPU lock is %s", g->id,
+				  g->child > 0 ? "free while it runs" : "held, nothing of it lives");
+	}
 	job_list_ids(w->root, &ids);
-	if (ids.n != n)
+	if (!rc && ids.n != n)
 		rc = fail(w, "%zu jobs on disk, the model has %zu", ids.n, n);
 	for (size_t i = 0; !rc && i < n; i++)
 		if (strcmp(ids.v[i], v[i]->id))
@@ -457,8 +612,19 @@ static int check(struct world *w, int after_gc, int content)
 			if (!rc && job_rec_ended(&r) != v[i]->ended)
 				rc = fail(w, "job %s: ended %d, the model says %d", v[i]->id,
 					  job_rec_ended(&r), v[i]->ended);
+			int says = r.reason && strstr(r.reason, "still running") != NULL;
+			if (!rc && says != (v[i]->child > 0))
+				rc = fail(w, "job %s: reason '%s', yet a process of it %s", v[i]->id,
+					  r.reason ? r.reason : "", v[i]->child > 0 ? "lives" : "does not");
+			if (!rc && !v[i]->child && job_procs_alive(v[i]->id, r.pid, NULL))
+				rc = fail(w, "job %s: a process of it lives after its stop", v[i]->id);
 		}
 		job_rec_clear(&r);
+		/* Its GPU lock: held while the supervisor or a process of it lives. */
+		if (!rc && gpu_locked(w, v[i]) != (v[i]->alive || v[i]->child > 0))
+			rc = fail(w, "job %s: its GPU lock is %s, yet %s", v[i]->id,
+				  gpu_locked(w, v[i]) ? "held" : "free",
+				  v[i]->alive || v[i]->child > 0 ? "it runs" : "nothing of it lives");
 		/* Its snapshot is the project at its start. */
 		for (int f = 0; !rc && content && f < NFILES; f++) {
 			char *p = xasprintf("%s/f%d.txt", dir, f);
@@ -548,7 +714,7 @@ static long run(const struct op *ops, size_t n, const unsigned char *skip, char 
 static void gen(uint64_t seed, struct op *ops, size_t n)
 {
 	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-	static const int weights[OP_COUNT] = { 6, 3, 3, 2, 1, 2, 2, 3, 2, 4 };
+	static const int weights[OP_COUNT] = { 6, 3, 3, 2, 1, 2, 2, 3, 2, 4, 3, 3, 2 };
 	int total = 0;
 
 	for (int k = 0; k < OP_COUNT; k++)
