@@ -53,6 +53,8 @@ struct att {
 	uint32_t log_id, stop_id, ping_id;
 	int log_done, asking, ints, first, stop_sent, stop_resend;
 	uint64_t last_rx, ping_at, next_pull, lost_since;
+	uint64_t conn_at;         /* this connection came up (or the attach began) */
+	int conn_rx;              /* a frame came on it since */
 	struct art_pull *pull;
 	struct log_out lo;        /* the log, and our status lines beside it */
 	int keys;                 /* the terminal gives us single keys while we ask */
@@ -390,7 +392,8 @@ static int reconnect(struct att *t)
 	if (!t->ctx->quiet)
 		log_out_notice(&t->lo, "reconnected");
 	t->lost_since = 0;
-	t->last_rx = now_ms();
+	t->last_rx = t->conn_at = now_ms();
+	t->conn_rx = 0;
 	if (t->stop_resend && !t->res->ended) {
 		t->stop_resend = 0;
 		send_stop(t);
@@ -414,7 +417,7 @@ static int loop(struct att *t)
 		if (!t->log_done && !t->log_id)
 			send_log(t);
 		uint64_t now = now_ms();
-		int timeout = 5000;
+		int timeout = conn_idle_ms() < 5000 ? conn_idle_ms() : 5000;
 		if (o->pull && o->pull->n && o->pull_interval > 0 && !t->pull && !t->log_done) {
 			if (now >= t->next_pull) {
 				struct gr_err e = { 0 };
@@ -446,6 +449,19 @@ static int loop(struct att *t)
 		}
 		now = now_ms();
 		if (rc == 0) {
+			/* A connection that is up but on which the agent has
+			 * answered nothing, not even a keepalive, in
+			 * GPURUN_IO_TIMEOUT: reconnecting to it will not help
+			 * (a dropped connection is tried again, for up to
+			 * GIVE_UP_MS). */
+			int idle = conn_idle_ms();
+			if (!t->conn_rx && now - t->conn_at >= (uint64_t)idle) {
+				gr_errf(&t->ctx->err, GR_ETIMEOUT, "the agent on the host answered "
+					"nothing for %d s", idle / 1000);
+				gr_hintf(&t->ctx->err, "it may be stuck; GPURUN_IO_TIMEOUT sets how "
+					 "long gpurun waits");
+				return GR_ETIMEOUT;
+			}
 			if (t->ping_id && now - t->ping_at > DEAD_AFTER_MS) {
 				lose_conn(t, "the host stopped answering");
 			} else if (!t->ping_id && now - t->last_rx > PING_AFTER_MS) {
@@ -456,6 +472,7 @@ static int loop(struct att *t)
 			continue;
 		}
 		t->last_rx = now;
+		t->conn_rx = 1;
 		if (f.id == t->log_id && t->log_id) {
 			if ((rc = on_log_frame(t, &f)) < 0)
 				return rc;
@@ -482,7 +499,7 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	t.o = o;
 	t.res = res;
 	t.first = 1;
-	t.last_rx = now_ms();
+	t.last_rx = t.conn_at = now_ms();
 	t.next_pull = now_ms() + (uint64_t)o->pull_interval * 1000;
 	tf_init(&t.tf);
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)

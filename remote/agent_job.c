@@ -73,6 +73,16 @@ int agent_find_job(struct gr_rd *rd, char **dir, struct gr_err *err)
 	}
 	if (rc == 0)
 		*dir = xasprintf("%s/%s", root, id);
+	if (rc == GR_ENOTFOUND && want) {
+		/* Not "no job": its folder went, its processes did not. */
+		struct job_rec r;
+		if (job_orphan_rec(want, &r)) {
+			gr_err_clear(err);
+			gr_errf(err, GR_ENOTFOUND, "job %s: %s; 'gpurun stop %s' ends them", want,
+				r.reason, want);
+		}
+		job_rec_clear(&r);
+	}
 	free(project);
 	free(want);
 	free(root);
@@ -357,9 +367,22 @@ static int h_list(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err
 	root = job_root(project);
 	if (*want) {
 		char *id = NULL;
-		if ((rc = job_resolve(root, want, &id, err)) < 0)
+		rc = job_resolve(root, want, &id, err);
+		if (rc == GR_ENOTFOUND) {
+			/* Its folder gone, its processes not (issue 29). */
+			struct job_rec orphan;
+			if (job_orphan_rec(want, &orphan)) {
+				gr_err_clear(err);
+				rc = 0;
+				job_rec_put(&recs, &orphan);
+				n++;
+			}
+			job_rec_clear(&orphan);
+		}
+		if (rc < 0)
 			goto out;
-		sv_push(&ids, id);
+		if (id)
+			sv_push(&ids, id);
 		free(id);
 	} else {
 		job_list_ids(root, &ids);
@@ -392,13 +415,34 @@ out:
 	return rc;
 }
 
+/* want, a full id, names a job whose folder is gone while its processes
+ * run: its record (status J shows it as the listing does). */
+static int orphan_status(struct gr_rd again, struct job_rec *r)
+{
+	char *project = get_str(&again), *want = get_str(&again);
+	int found = want && job_orphan_rec(want, r);
+
+	free(project);
+	free(want);
+	return found;
+}
+
 static int h_status(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
 {
 	char *dir = NULL;
 	struct strbuf pl = STRBUF_INIT;
 	struct job_rec r = { 0 };
+	struct gr_rd again = *rd;
 	int rc = agent_find_job(rd, &dir, err);
 
+	if (rc == GR_ENOTFOUND && orphan_status(again, &r)) {
+		gr_err_clear(err);
+		if ((rc = rd_done(rd, err, "JOB_STATUS")) == 0) {
+			job_rec_put(&pl, &r);
+			agent_ok(a, rid, pl.buf, pl.len);
+		}
+		goto out;
+	}
 	if (rc == 0)
 		rc = rd_done(rd, err, "JOB_STATUS");
 	if (rc == 0)
@@ -407,6 +451,7 @@ static int h_status(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_e
 		job_rec_put(&pl, &r);
 		agent_ok(a, rid, pl.buf, pl.len);
 	}
+out:
 	job_rec_clear(&r);
 	sb_release(&pl);
 	free(dir);

@@ -346,26 +346,35 @@ int job_stop_orphan(const char *id, int grace_s, struct strbuf *payload, struct 
 	return 0;
 }
 
+int job_orphan_rec(const char *id, struct job_rec *r)
+{
+	struct strbuf desc = STRBUF_INIT;
+	size_t np = job_id_valid(id) ? job_procs_alive(id, 0, &desc) : 0;
+
+	*r = (struct job_rec){ 0 };
+	if (np) {
+		r->id = xstrdup(id);
+		r->state = xstrdup("lost");
+		r->backend = xstrdup("local");
+		r->reason = xasprintf("its folder on the host is gone, %zu process%s still running (%s)",
+				      np, np == 1 ? "" : "es", desc.buf);
+	}
+	sb_release(&desc);
+	return np > 0;
+}
+
 void job_orphans_put(const char *root, struct strbuf *recs, uint32_t *n)
 {
 	struct strvec ids = STRVEC_INIT;
 
 	job_orphan_ids(root, &ids);
 	for (size_t i = 0; i < ids.n; i++) {
-		struct strbuf desc = STRBUF_INIT;
-		size_t np = job_procs_alive(ids.v[i], 0, &desc);
-		struct job_rec r = { 0 };
-		if (np) {
-			r.id = xstrdup(ids.v[i]);
-			r.state = xstrdup("lost");
-			r.backend = xstrdup("local");
-			r.reason = xasprintf("its folder on the host is gone, %zu process%s still running (%s)",
-					     np, np == 1 ? "" : "es", desc.buf);
+		struct job_rec r;
+		if (job_orphan_rec(ids.v[i], &r)) {
 			job_rec_put(recs, &r);
 			(*n)++;
 		}
 		job_rec_clear(&r);
-		sb_release(&desc);
 	}
 	sv_clear(&ids);
 }

@@ -45,4 +45,9 @@ void job_orphan_ids(const char *root, struct strvec *ids);
  * shows such a job (job_backend_local.c). */
 void job_orphans_put(const char *root, struct strbuf *recs, uint32_t *n);
 
+/* That record for the one job id (a full id): 1 and r filled while a
+ * process carries it, else 0 (r empty; job_rec_clear either way). */
+struct job_rec;
+int job_orphan_rec(const char *id, struct job_rec *r);
+
 #endif

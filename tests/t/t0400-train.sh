@@ -228,7 +228,10 @@ test_expect_success 'rm -rf of the jobs folder during a job: stop still reaches 
 	id=$("$GPURUN" -q train --detach) &&
 	for i in $(seq 1 100); do pgrep -f "^sleep ${S}8\$" >/dev/null && break; sleep 0.1; done &&
 	sup=$(pgrep -f "supervise .*$id") && kill -9 $sup && rm -rf "$(jobs_root)"/*/"$id" &&
-	! ls -d "$(jobs_root)"/*/"$id" && test_expect_code 1 "$GPURUN" status "$id" 2>err && test_grep "no job" err &&
+	! ls -d "$(jobs_root)"/*/"$id" && "$GPURUN" status "$id" >s1 2>&1 &&
+	test_grep "its folder on the host is gone, 2 processes still running" s1 &&
+	! "$GPURUN" logs "$id" 2>err && test_grep "job $id: its folder on the host is gone" err &&
+	test_grep "gpurun stop $id. ends them" err &&
 	pgrep -f "^sleep ${S}8\$" >/dev/null && "$GPURUN" status >sa && test_grep "^[01] .* $id\$" sa &&
 	test_grep "^$id  lost " sa && test_grep "job $id is lost: its folder on the host is gone, 2 processes still running (pid [0-9]* " sa &&
 	"$GPURUN" -o train.stop_grace=1 stop "$id" 2>err && test_grep "stopped job $id: SIGTERM to 2 processes" err &&
