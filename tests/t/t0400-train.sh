@@ -77,7 +77,8 @@ print(\"second\")" &&
 	id=$("$GPURUN" -q train --detach) &&
 	rm -f live && ( "$GPURUN" logs -f "$id" >live 2>&1 & echo $! >pid ) &&
 	wait_grep first live 3 && ! grep -q second live &&
-	wait_grep second live 10 && sleep 0.5 && kill $(cat pid) 2>/dev/null; true
+	wait_grep second live 10 && sleep 0.5
+	rc=$?; kill $(cat pid) 2>/dev/null; return $rc
 '
 
 test_expect_success 'detach prints the id; logs -f reattaches and exits with the status' '
@@ -118,7 +119,7 @@ wait" &&
 	test $(pgrep -fc "^sleep ${S}[1-4]\$") = 4 &&
 	"$GPURUN" stop "$id" 2>err && test_grep "SIGTERM to" err && test_grep "SIGKILL" err &&
 	! pgrep -f "^sleep ${S}[1-4]\$" &&
-	wait $lpid; "$GPURUN" status "$id" >st && test_grep "stopped" st
+	{ wait $lpid || :; } && "$GPURUN" status "$id" >st && test_grep "stopped" st
 '
 
 test_expect_success 'stop reports a process still holding a GPU (recorded nvidia-smi)' '
@@ -198,8 +199,8 @@ test_expect_success 'a supervisor killed with -9 leaves the job lost (exit 248),
 	id=$("$GPURUN" -q train --detach) && sleep 0.5 &&
 	sup=$(pgrep -f "supervise .*$id") && kill -9 $sup &&
 	test_expect_code 248 "$GPURUN" logs -f "$id" &&
-	"$GPURUN" status "$id" >st && test_grep lost st &&
-	"$GPURUN" stop "$id" 2>/dev/null; true
+	"$GPURUN" status "$id" >st && test_grep lost st
+	rc=$?; "$GPURUN" stop "$id" 2>/dev/null; return $rc
 '
 
 test_expect_success 'a lost job whose processes ignore SIGHUP: rm, prune and keep refuse; stop reaches them, frees the GPU' '
@@ -214,12 +215,13 @@ test_expect_success 'a lost job whose processes ignore SIGHUP: rm, prune and kee
 	"$GPURUN" status >sa && test_grep "^[01] .* $id\$" sa &&
 	test_expect_code 1 "$GPURUN" rm "$id" 2>err &&
 	test_grep "job $id has processes still running (pid [0-9]* .*); stop it first: gpurun stop $id" err &&
-	"$GPURUN" prune --keep 0 2>err; "$GPURUN" status "$id" >st && test_grep "^$id  lost " st &&
+	{ "$GPURUN" prune --keep 0 2>err || :; } && "$GPURUN" status "$id" >st && test_grep "^$id  lost " st &&
 	"$GPURUN" -q -o jobs.keep=1 -o train.stop_grace=0 train --detach -- true >/dev/null &&
 	sleep 0.5 && "$GPURUN" status "$id" >st && test_grep "^$id  lost " st &&
 	"$GPURUN" -o train.stop_grace=1 stop "$id" 2>err && ! pgrep -f "^sleep ${S}7\$" &&
 	"$GPURUN" status >sa && ! grep "^[01] .* $id\$" sa &&
-	"$GPURUN" rm "$id" 2>err && test_grep "removed" err && unset GPURUN_NVIDIA_SMI
+	"$GPURUN" rm "$id" 2>err && test_grep "removed" err
+	rc=$?; unset GPURUN_NVIDIA_SMI; return $rc
 '
 
 test_expect_success 'rm -rf of the jobs folder during a job: stop still reaches its processes by their id' '
@@ -276,7 +278,7 @@ test_expect_success 'without a terminal, Ctrl-C detaches (exit 0); the job keeps
 	cd "$P" && rm -f "$TRASH/go4" &&
 	ini "[train]" "command = echo up; while ! test -e $TRASH/go4; do sleep 0.1; done; echo end" &&
 	rm -f out err && { "$GPURUN" train </dev/null >out 2>err & } && tpid=$! &&
-	wait_grep up out && kill -INT $tpid && wait $tpid; rc=$? &&
+	wait_grep up out && kill -INT $tpid && { wait $tpid; rc=$?; } &&
 	test $rc = 0 && test_grep "detached from job" err && test_grep "gpurun logs -f" err &&
 	id=$(sed -n "s/.*detached from job \([0-9a-f-]*\);.*/\1/p" err) &&
 	"$GPURUN" status "$id" >st && test_grep running st &&
@@ -286,7 +288,7 @@ test_expect_success 'without a terminal, Ctrl-C detaches (exit 0); the job keeps
 test_expect_success '--stop-on-interrupt: Ctrl-C stops the job (exit 249)' '
 	cd "$P" && ini "[train]" "command = echo up; sleep 1000" "stop_grace = 1" &&
 	rm -f out err && { "$GPURUN" train --stop-on-interrupt </dev/null >out 2>err & } && tpid=$! &&
-	wait_grep up out && kill -INT $tpid && wait $tpid; rc=$? &&
+	wait_grep up out && kill -INT $tpid && { wait $tpid; rc=$?; } &&
 	test $rc = 249 && test_grep "stopping job" err &&
 	id=$(sed -n "s/.*stopping job \([0-9a-f-]*\) .*/\1/p" err) &&
 	"$GPURUN" status "$id" >st && test_grep stopped st

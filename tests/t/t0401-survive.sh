@@ -44,7 +44,7 @@ test_expect_success 'train over ssh: log streamed, status passed through' '
 test_expect_success 'the job survives kill -9 of gpurun; logs -f shows all of it' '
 	cd "$P" && ini "sh count.sh 30 0.1 0" && rm -f out &&
 	{ "$GPURUN" train >out 2>err & } && gpid=$! &&
-	wait_grep "line 3\$" out && kill -9 $gpid && wait $gpid;
+	wait_grep "line 3\$" out && kill -9 $gpid && { wait $gpid || :; } &&
 	id=$(head -n1 .gpurun/jobs | cut -f1) &&
 	"$GPURUN" status "$id" >st && test_grep running st &&
 	test_expect_code 0 "$GPURUN" logs -f "$id" >all &&
@@ -56,7 +56,7 @@ test_expect_success 'the job survives its connection dying (ssh killed); train r
 	{ "$GPURUN" train >out 2>err & } && gpid=$! &&
 	wait_grep "line 5\$" out && kill -9 $(ssh_of $gpid) &&
 	wait_grep "reconnected" err && wait_grep "line 20\$" out && kill -9 $(ssh_of $gpid) &&
-	wait $gpid; rc=$? && test $rc = 3 &&
+	{ wait $gpid; rc=$?; } && test $rc = 3 &&
 	seq 1 40 | sed "s/^/line /" >want && test_cmp want out &&
 	test $(grep -c "connection lost" err) = 2
 '

@@ -34,7 +34,7 @@ test_expect_success 'logs -f: cut twice, down then up: every line once, status 9
 	wait_grep "line 20\$" out && proxy_cut wan &&
 	wait_grep reconnected err && wait_grep "line 50\$" out && proxy_cut wan &&
 	sleep 0.3 && proxy_down wan && sleep 1.5 && proxy_up wan &&
-	wait $lpid; rc=$? && test $rc = 9 &&
+	{ wait $lpid; rc=$?; } && test $rc = 9 &&
 	seq 1 150 | sed "s/^/numbered line /" >want && test_cmp want out &&
 	test $(grep -c "connection lost" err) -ge 2 && test $(grep -c reconnected err) -ge 2
 '

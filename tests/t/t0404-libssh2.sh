@@ -46,14 +46,14 @@ test_expect_success 'libssh2: logs -f through two cuts shows every line once' '
 	{ "$GPURUN" logs -f "$id" >out 2>err & } && lpid=$! &&
 	wait_grep "line 20\$" out && proxy_cut wan && wait_grep reconnected err &&
 	wait_grep "line 60\$" out && proxy_cut wan &&
-	wait $lpid; rc=$? && test $rc = 4 &&
+	{ wait $lpid; rc=$?; } && test $rc = 4 &&
 	seq 1 120 | sed "s/^/line /" >want && test_cmp want out
 '
 
 test_expect_success 'libssh2: the job outlives kill -9 of gpurun' '
 	cd "$P" && ini "sh count.sh 30 0.05 0" && rm -f out &&
 	{ "$GPURUN" train >out 2>err & } && gpid=$! &&
-	wait_grep "line 3\$" out && kill -9 $gpid && wait $gpid;
+	wait_grep "line 3\$" out && kill -9 $gpid && { wait $gpid || :; } &&
 	id=$(head -n1 .gpurun/jobs | cut -f1) &&
 	test_expect_code 0 "$GPURUN" logs -f "$id" >all &&
 	seq 1 30 | sed "s/^/line /" >want && test_cmp want all

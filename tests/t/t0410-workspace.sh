@@ -210,8 +210,8 @@ test_expect_success '[train] shell = login: setup, build and job see ~/.bashrc; 
 	test_grep -x "rc=" $T/o1 && test_grep -x "build-rc=" $T/o1 &&
 	"$GPURUN" -o train.shell=login -o train.command="echo rc=\$FROM_RC" -o "build.command=echo build-rc=\$FROM_RC" train >$T/o2 2>/dev/null &&
 	test_grep -x "rc=yes" $T/o2 && test_grep -x "build-rc=yes" $T/o2 &&
-	"$GPURUN" -o train.shell=login doctor >$T/d2; test_grep "job python .*$HH/bin/python3" $T/d2 &&
-	"$GPURUN" doctor >$T/d1; ! grep -q "job python .*$HH/bin" d1 && test_grep "job shell" $T/d1
+	{ "$GPURUN" -o train.shell=login doctor >$T/d2 || :; } && test_grep "job python .*$HH/bin/python3" $T/d2 &&
+	{ "$GPURUN" doctor >$T/d1 || :; } && ! grep -q "job python .*$HH/bin" $T/d1 && test_grep "job shell" $T/d1
 '
 
 test_done

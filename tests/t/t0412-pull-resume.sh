@@ -45,7 +45,7 @@ test_expect_success 'a part begun from another version of the file: it comes who
 	cd "$P" && part="runs/$id/.ckpt.bin.gpurun-part" && rm -f "runs/$id/ckpt.bin" &&
 	{ "$GPURUN" pull "$id" >out 2>err & } && pid=$! &&
 	for i in $(seq 1 600); do [ "$(size "$part")" -ge $((MB << 19)) ] && break; sleep 0.05; done &&
-	kill -9 $pid && { wait $pid; sleep 1; } ; test -s "$part" && test -s "runs/$id/.ckpt.bin.gpurun-partinfo" &&
+	kill -9 $pid && { wait $pid; sleep 1; } && test -s "$part" && test -s "runs/$id/.ckpt.bin.gpurun-partinfo" &&
 	head -c $((MB << 20)) /dev/urandom >"$jd/ckpt.bin" &&
 	b0=$(bytes_now) && "$GPURUN" pull "$id" 2>err && b1=$(bytes_now) &&
 	test $((b1 - b0)) -ge $((MB << 20)) &&

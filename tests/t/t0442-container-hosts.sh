@@ -65,7 +65,7 @@ else
 		test_grep -x "cdi=$gpu cvd=0" $T/out &&
 		sed -i "s/^gpus = 1/gpus = all/" gpurun.ini && "$GPURUN" -q train >$T/out &&
 		test_grep -x "cdi=all cvd=" $T/out &&
-		"$GPURUN" doctor >$T/doc 2>&1; cat $T/doc;
+		{ "$GPURUN" doctor >$T/doc 2>&1; cat $T/doc; } &&
 		test_grep -E "^ok +ctr gpus +CDI: .*$CDI_SPEC" $T/doc &&
 		rm -f $CDI_SPEC && exec 9>&- && unset GPURUN_NVIDIA_SMI
 	'
@@ -106,7 +106,7 @@ else
 		start_sshd_users pbox "SetEnv $CONTAINER_ROOTLESS_ENV" "$V" && trust_sshd pbox &&
 		P4=$TRASH/proj-r && mkdir -p $P4 && cd $P4 &&
 		ini $P4 pbox-$V libssh2 proj podman "[train]" "command = id -u; mkdir -p out && echo mine >out/f" &&
-		"$GPURUN" -q train >$T/out 2>$T/err; cat $T/err; id=$(last_id) && VH=$(getent passwd $V | cut -d: -f6) &&
+		{ "$GPURUN" -q train >$T/out 2>$T/err; rc=$?; cat $T/err; test $rc = 0; } && id=$(last_id) && VH=$(getent passwd $V | cut -d: -f6) &&
 		test_grep -x "$(id -u $V)" $T/out &&
 		f=$(echo $VH/.cache/gpurun/jobs/proj-*/$id/out/f) &&
 		test "$(stat -c %u:%g $f)" = "$(id -u $V):$(id -g $V)" && test "$(cat $f)" = mine
@@ -129,7 +129,7 @@ else
 			ini "$P" local local "$R" docker "[train]" "gpus = 1" "command = echo cvd=\$CUDA_VISIBLE_DEVICES" &&
 			"$GPURUN" train >$T/out 2>$T/err && test_grep "warning: this host has GPUs .* but no way to pass them into a docker container" $T/err &&
 			test_grep -x "cvd=[01]" $T/out &&
-			"$GPURUN" doctor >$T/doc 2>&1; cat $T/doc;
+			{ "$GPURUN" doctor >$T/doc 2>&1; cat $T/doc; } &&
 			test_grep -E "^warn +ctr gpus +the host has GPUs .* no NVIDIA container toolkit" $T/doc &&
 			test_grep "nvidia-ctk cdi generate" $T/doc && unset GPURUN_NVIDIA_SMI
 		'
