@@ -91,6 +91,12 @@ else
 	strip $@
 endif
 
+# What the client expects the uploaded agent file to be (POSIX cksum: CRC
+# and size), checked on the host before it runs (cli/conn.c).
+$(O)/gen/agent_sum.h: $(O)/gpurun-agent
+	printf '#define GR_AGENT_CKSUM "%s"\n' "$$(cksum < $< | cut -d' ' -f1,2)" > $@.tmp && mv $@.tmp $@
+$(O)/cli/conn.o $(O)/fuzz-obj/cli/conn.o: $(O)/gen/agent_sum.h
+
 $(O)/agent.gz: $(O)/gpurun-agent
 	gzip -9n -c $< > $@.tmp && mv $@.tmp $@
 

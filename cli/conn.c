@@ -14,6 +14,7 @@
 #include "term_filter.h"
 
 #include "agent_hash.h"
+#include "agent_sum.h"
 
 extern const unsigned char gr_agent_blob[], gr_agent_blob_end[];
 
@@ -65,23 +66,24 @@ static char *conn_bootstrap_script(const char *hash)
 	 * The agent runs as the user: the file and every folder down to it
 	 * from the home folder must be the user's (or root's) and writable
 	 * by nobody else (OpenSSH's StrictModes), or another account could
-	 * have put its own program there (issue 29). What nobody else can
-	 * write is what the user's own uploads put there: that is why no
-	 * content hash is checked on each start (the agent's hash line only
-	 * says which build answers). find -H looks through a symlinked
-	 * ~/.cache to what it names. */
+	 * have put its own program there (issue 29). And its content must
+	 * be what this gpurun uploads (POSIX cksum, 4 ms for the agent: a
+	 * file damaged since, or left by another build under the same name,
+	 * is sent again, atomically, never run). find -H looks through a
+	 * symlinked ~/.cache to what it names. */
 	return xasprintf(
 		"d=\"$HOME/.cache/gpurun\"; a=\"$d/agent-%s\"; "
 		"w=$(find -H \"$HOME\" \"$HOME/.cache\" \"$d\" \"$a\" -prune \\( ! -user \"$(id -u)\" ! -user 0 "
 		"-o -perm -020 -o -perm -002 \\) -print 2>/dev/null | head -n 1); "
 		"if [ -n \"$w\" ]; then echo; echo \"GPURUN-BOOT unsafe $w\"; exit 6; fi; "
-		"if [ -x \"$a\" ]; then echo; echo 'GPURUN-BOOT have'; exec \"$a\" serve \"$@\"; fi; "
+		"if [ -x \"$a\" ] && [ \"$(cksum < \"$a\" | cut -d' ' -f1,2)\" = '%s' ]; then "
+		"echo; echo 'GPURUN-BOOT have'; exec \"$a\" serve \"$@\"; fi; "
 		"echo; echo \"GPURUN-BOOT need $(uname -s) $(uname -m)\"; "
 		"read -r ans || exit 3; [ \"$ans\" = send ] || exit 3; "
 		"(umask 077 && mkdir -p \"$d\") || exit 4; t=\"$a.tmp.$$\"; "
 		"if head -c %zu | gzip -dc > \"$t\" && chmod 755 \"$t\" && mv -f \"$t\" \"$a\"; "
 		"then exec \"$a\" serve \"$@\"; fi; rm -f \"$t\"; echo 'GPURUN-BOOT failed'; exit 5",
-		hash, size);
+		hash, GR_AGENT_CKSUM, size);
 }
 
 const struct gr_hello *conn_hello(const struct gr_conn *c) { return &c->hello; }

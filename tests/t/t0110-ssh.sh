@@ -92,6 +92,15 @@ test_expect_success 'the agent is uploaded once, then reused' '
 	test $(ls "$TRASH/gpuhost-home/.cache/gpurun" | wc -l) = 1
 '
 
+test_expect_success 'an agent file whose content is not what gpurun uploads is sent again, never run' '
+	cd "$P" && a=$(ls "$TRASH/gpuhost-home/.cache/gpurun/"agent-*) && test -x "$a" &&
+	printf "#!/bin/sh\necho planted >\"$TRASH/planted\"\n" >"$a" && chmod 755 "$a" &&
+	"$GPURUN" -v exec true 2>err3 && test_grep "uploading agent" err3 && ! test -e "$TRASH/planted" &&
+	printf "\1" | dd of="$a" bs=1 seek=5000 conv=notrunc 2>/dev/null &&
+	"$GPURUN" -v exec true 2>err4 && test_grep "uploading agent" err4 &&
+	"$GPURUN" -v exec true 2>err5 && ! grep "uploading agent" err5
+'
+
 test_expect_success 'two first connections at once both work and leave one intact agent' '
 	rm -rf "$TRASH/gpuhost-home/.cache" && cd "$P" &&
 	{ "$GPURUN" exec echo one >o1 2>e1 & p1=$!; } &&
