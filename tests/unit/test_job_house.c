@@ -40,8 +40,8 @@
  *    its supervisor still counts (or counted when killed); the log holds
  *    nothing else, and a supervisor whose last output had room counts
  *    nothing unsaid.
- * Not root, or no tmpfs: those two ops do nothing and the case for them
- * prints a skip; the rest runs as before.
+ * Not root, or no tmpfs: full, fullend and room do nothing and the case
+ * for them prints a skip; the rest (log included) runs as before.
  * On a failure the seed is printed and the operation list shrunk to a
  * smallest one that still fails. GPURUN_MODEL_SEEDS=N runs N seeds (make
  * soak); GPURUN_MODEL_SEED=S replays one. */
@@ -298,7 +298,7 @@ static int disk_fill(struct world *w)
 	char *p = xasprintf("%s/fill", w->mnt);
 	int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	struct stat st;
-	struct statvfs vs;
+	struct statvfs vs = { 0 };
 	off_t off;
 
 	free(p);
