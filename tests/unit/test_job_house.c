@@ -25,6 +25,23 @@
  *    carries its id is found, its folder there or not;
  *  - a GPU lock is held exactly while its job's supervisor or one of its
  *    processes lives.
+ * Full disk (issue 29): as root the world's jobs live on an 8 MiB tmpfs
+ * (in a mount namespace of the test's own, unmounted at teardown); "full"
+ * fills it with a filler file, "fullend" fills it and then a job ends,
+ * "room" removes the filler. Jobs take the status
+ * block at start (status_room_take), write output through the
+ * supervisor's log writer ("log": log_write, with its log_lost count kept
+ * per job as each supervisor process keeps its own) and end through its
+ * status writer (write_status, status_put), full or not. Then also:
+ *  - a job that ended with exit X reads done or failed with code X, never
+ *    lost, while the disk is full and after;
+ *  - bytes a job wrote = bytes of output in its log + the counts its
+ *    "N bytes of output lost" markers say + the status's log_lost + what
+ *    its supervisor still counts (or counted when killed); the log holds
+ *    nothing else, and a supervisor whose last output had room counts
+ *    nothing unsaid.
+ * Not root, or no tmpfs: full, fullend and room do nothing and the case
+ * for them prints a skip; the rest (log included) runs as before.
  * On a failure the seed is printed and the operation list shrunk to a
  * smallest one that still fails. GPURUN_MODEL_SEEDS=N runs N seeds (make
  * soak); GPURUN_MODEL_SEED=S replays one. */
@@ -35,9 +52,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/file.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,14 +79,17 @@
 #include "../../remote/job_snap.c"
 #include "../../remote/job_steps.c"
 #include "../../remote/job_store.c"
+#define STATUS_WAIT_MS 0 /* no waiting for room: a status that cannot go shows at once */
 #include "../../remote/job_super.c"
 #include "sync_manifest.h"
 #include "sync_proto.h"
 
 enum op_kind { OP_START, OP_WRITE, OP_FINISH, OP_FAIL, OP_LOSE, OP_EDIT, OP_RM, OP_PRUNE,
-	       OP_GC, OP_TIME, OP_ORPHAN, OP_STOP, OP_RMDIR, OP_COUNT };
+	       OP_GC, OP_TIME, OP_ORPHAN, OP_STOP, OP_RMDIR, OP_FULL, OP_FULLEND, OP_ROOM, OP_LOG,
+	       OP_COUNT };
 static const char *const op_names[] = { "start", "write", "finish", "fail", "lose", "edit",
-					"rm", "prune", "gc", "time", "orphan", "stop", "rmdir" };
+					"rm", "prune", "gc", "time", "orphan", "stop", "rmdir",
+					"full", "fullend", "room", "log" };
 
 struct op {
 	enum op_kind kind;
@@ -85,6 +108,11 @@ struct mjob {
 	pid_t child;              /* a process of it that outlived its supervisor */
 	int gone;                 /* its folder was deleted from outside */
 	uint32_t version[NFILES]; /* the project's files at its start */
+	uint32_t code;            /* the exit it ended with */
+	int log_fd;               /* its log, as the supervisor holds it open */
+	uint64_t out;             /* bytes of output it wrote */
+	uint64_t pending;         /* its supervisor's log_lost (when killed: then) */
+	int last_full;            /* its last output came while the disk was full */
 };
 
 struct world {
@@ -93,8 +121,16 @@ struct world {
 	struct mjob jobs[MAXJOBS];
 	size_t njobs;
 	uint32_t version[NFILES];
+	char mnt[320];   /* the tmpfs the jobs live on, or "" */
+	int full;        /* the filler is there */
 	char why[512]; /* the first broken invariant */
 };
+
+/* Why the full-disk faults cannot run (NULL: they can), and how often
+ * they bit, over all seeds. */
+static const char *disk_skip;
+static uint64_t n_fills, n_full_ends, n_lost_bytes;
+static const struct job_sup_mode model_mode = { .setup_build = 1, .run = 1, .take_gpus = 1 };
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -183,6 +219,15 @@ static int world_init(struct world *w)
 		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(w->base))
 		return -1;
+	if (!disk_skip) {
+		snprintf(w->mnt, sizeof(w->mnt), "%s/jobs", w->base);
+		if (mkdir(w->mnt, 0700) < 0 ||
+		    mount("gpurun-model", w->mnt, "tmpfs", MS_NOSUID | MS_NODEV, "size=8m,mode=700") < 0) {
+			w->mnt[0] = '\0';
+			job_rm_tree(w->base);
+			return -1;
+		}
+	}
 	snprintf(w->project, sizeof(w->project), "%s/project", w->base);
 	snprintf(w->root, sizeof(w->root), "%s/jobs/project-0", w->base);
 	char p[400];
@@ -202,15 +247,83 @@ static void world_free(struct world *w, int failed)
 			close(w->jobs[i].lock_fd);
 		if (w->jobs[i].gpu_fd > 0)
 			close(w->jobs[i].gpu_fd);
+		if (w->jobs[i].log_fd > 0)
+			close(w->jobs[i].log_fd);
 		if (w->jobs[i].child > 0) {
 			kill(w->jobs[i].child, SIGKILL);
 			waitpid(w->jobs[i].child, NULL, 0);
 		}
 	}
-	if (failed && getenv("GPURUN_MODEL_KEEP"))
-		fprintf(stderr, "  kept %s\n", w->base);
-	else
-		job_rm_tree(w->base);
+	if (failed && getenv("GPURUN_MODEL_KEEP")) {
+		fprintf(stderr, "  kept %s%s\n", w->base,
+			w->mnt[0] ? " (its jobs on a tmpfs, gone when the test exits)" : "");
+		return;
+	}
+	if (w->mnt[0] && umount2(w->mnt, 0) < 0)
+		umount2(w->mnt, MNT_DETACH);
+	job_rm_tree(w->base);
+}
+
+/* Can the faults mount a tmpfs? As root, in a mount namespace of our
+ * own, so that a crash leaves no mount behind. */
+static void disk_probe(void)
+{
+	static char why[160];
+	char dir[256];
+
+	if (geteuid() != 0) {
+		disk_skip = "not root: no tmpfs for the full-disk faults";
+		return;
+	}
+	if (unshare(CLONE_NEWNS) == 0)
+		mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+	snprintf(dir, sizeof(dir), "%s/gr-jobmodel-probe.XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(dir)) {
+		disk_skip = "no temp folder to mount a tmpfs on";
+		return;
+	}
+	if (mount("gpurun-model", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m") < 0) {
+		snprintf(why, sizeof(why), "cannot mount a tmpfs: %s", strerror(errno));
+		disk_skip = why;
+	} else {
+		umount2(dir, 0);
+	}
+	rmdir(dir);
+}
+
+/* Fill the jobs' tmpfs to its last page (a filler file beside the root). */
+static int disk_fill(struct world *w)
+{
+	char *p = xasprintf("%s/fill", w->mnt);
+	int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	struct stat st;
+	struct statvfs vs = { 0 };
+	off_t off;
+
+	free(p);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return fail(w, "cannot make the filler: %s", strerror(errno));
+	}
+	off = st.st_size;
+	for (off_t chunk = 1 << 20; chunk >= 4096; chunk /= 16)
+		while (posix_fallocate(fd, off, chunk) == 0)
+			off += chunk;
+	close(fd);
+	if (statvfs(w->mnt, &vs) < 0 || vs.f_bfree != 0)
+		return fail(w, "the filler left %llu blocks free",
+			    (unsigned long long)vs.f_bfree);
+	w->full = 1;
+	n_fills++;
+	return 0;
+}
+
+/* Byte k of every job's output: lines of letters (never a '['). */
+static char out_byte(uint64_t k)
+{
+	return k % 50 == 49 ? '\n' : (char)('a' + k % 26);
 }
 
 static struct mjob *pick(struct world *w, uint32_t k, int alive_only)
@@ -291,7 +404,8 @@ static int orphan_job(struct mjob *j, struct world *w)
 	j->child = pid;
 	close(j->lock_fd);
 	close(j->gpu_fd);
-	j->lock_fd = j->gpu_fd = -1;
+	close(j->log_fd); /* what its supervisor counted lost dies with it (pending) */
+	j->lock_fd = j->gpu_fd = j->log_fd = -1;
 	j->alive = 0;
 	j->ended = j->lost = 1;
 	/* It runs once its environment is the job's (after exec). */
@@ -306,23 +420,53 @@ static int orphan_job(struct mjob *j, struct world *w)
 	return fail(w, "the orphan of job %s never ran", j->id);
 }
 
-static void end_job(struct mjob *j, int failed, int lost, struct world *w)
+/* The job ends with exit code through the supervisor's own status
+ * writer (on a full disk: into the block taken at start), or, lost, its
+ * supervisor is killed. */
+static void end_job(struct mjob *j, uint32_t code, int lost, struct world *w)
 {
 	char *dir = job_path(w, j);
 	if (!lost) {
-		char *t = xasprintf("exit=%d\nsignal=0\nend_ms=%llu\nphase=run\n", failed,
-				    (unsigned long long)w->now_ms);
-		job_meta_write(dir, "status", t, NULL);
-		free(t);
+		struct sup s = { .dir = dir, .log_fd = j->log_fd, .mode = &model_mode };
+		log_lost = j->pending; /* each supervisor process has its own */
+		write_status(&s, (int)(code << 8), JOB_STEP_RUN);
+		log_lost = 0;
+		j->pending = 0; /* said in the log or in the status, or the check tells */
+		n_full_ends += w->full;
 	}
 	close(j->lock_fd);
 	close(j->gpu_fd);
-	j->lock_fd = j->gpu_fd = -1;
+	close(j->log_fd);
+	j->lock_fd = j->gpu_fd = j->log_fd = -1;
 	j->alive = 0;
 	j->ended = 1;
-	j->failed = failed;
+	j->failed = code != 0;
+	j->code = code;
 	j->lost = lost;
 	free(dir);
+}
+
+/* A job writes n bytes of output, as the supervisor's pump hands them to
+ * the log writer, in pieces of up to piece bytes. */
+static void log_job(struct mjob *j, size_t n, size_t piece, struct world *w)
+{
+	char buf[4096];
+	uint64_t before = j->pending;
+
+	log_lost = j->pending;
+	while (n) {
+		size_t m = n < piece ? n : piece;
+		for (size_t k = 0; k < m; k++)
+			buf[k] = out_byte(j->out + k);
+		log_write(j->log_fd, buf, m);
+		j->out += m;
+		n -= m;
+	}
+	j->pending = log_lost;
+	log_lost = 0;
+	j->last_full = w->full;
+	if (j->pending > before)
+		n_lost_bytes += j->pending - before;
 }
 
 static int apply(struct world *w, const struct op *o)
@@ -334,7 +478,8 @@ static int apply(struct world *w, const struct op *o)
 
 	switch (o->kind) {
 	case OP_START: {
-		if (w->njobs == MAXJOBS)
+		/* Starting a job on a full disk is not modelled. */
+		if (w->njobs == MAXJOBS || w->full)
 			break;
 		struct job_spec spec = { STRVEC_INIT };
 		sv_push(&spec.kv, "command");
@@ -377,6 +522,15 @@ static int apply(struct world *w, const struct op *o)
 			rc = fail(w, "cannot take the GPU lock");
 			break;
 		}
+		/* The supervisor opens the log and takes the status's block. */
+		p = job_meta(dir, "log");
+		j->log_fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		free(p);
+		if (j->log_fd < 0) {
+			rc = fail(w, "cannot open the log");
+			break;
+		}
+		status_room_take(dir);
 		j->alive = 1;
 		w->njobs++;
 		break;
@@ -449,7 +603,30 @@ static int apply(struct world *w, const struct op *o)
 	case OP_FAIL:
 	case OP_LOSE:
 		if ((j = pick(w, o->a, 1)))
-			end_job(j, o->kind == OP_FAIL, o->kind == OP_LOSE, w);
+			end_job(j, o->kind == OP_FAIL ? 1 + o->b % 254 : 0, o->kind == OP_LOSE, w);
+		break;
+	case OP_FULL:
+		if (w->mnt[0])
+			rc = disk_fill(w);
+		break;
+	case OP_FULLEND:
+		/* The disk fills, then a job ends (exit 0 or not) on it. */
+		if (!w->mnt[0] || (rc = disk_fill(w)) < 0)
+			break;
+		if ((j = pick(w, o->a, 1)))
+			end_job(j, o->b % 3 ? 0 : 1 + o->c % 254, 0, w);
+		break;
+	case OP_ROOM:
+		if (w->full) {
+			char *fill = xasprintf("%s/fill", w->mnt);
+			unlink(fill);
+			free(fill);
+			w->full = 0;
+		}
+		break;
+	case OP_LOG:
+		if ((j = pick(w, o->a, 1)))
+			log_job(j, o->b % 12000 + 1, o->c % 4096 + 1, w);
 		break;
 	case OP_EDIT:
 		w->version[o->a % NFILES]++;
@@ -569,6 +746,57 @@ static uint64_t du_unique(const char *path, struct ino_seen **seen, size_t *n)
 	return sum;
 }
 
+#define LOST_HEAD "\n[gpurun] "
+#define LOST_TAIL " bytes of output lost: no space left on the host\n"
+
+/* Nothing of j's output lost silently: what it wrote is in its log, or
+ * counted lost by a marker there, by its status (r), or by its
+ * supervisor still (or when killed). */
+static int check_log(struct world *w, const struct mjob *j, const char *dir,
+		     const struct job_rec *r)
+{
+	char *p = job_meta(dir, "log");
+	struct strbuf log = STRBUF_INIT;
+	uint64_t data = 0, said = 0;
+	size_t at = 0;
+	int rc = 0;
+
+	if (read_file(p, &log, NULL) < 0)
+		rc = fail(w, "job %s: cannot read its log", j->id);
+	while (!rc && at < log.len) {
+		const char *m = memmem(log.buf + at, log.len - at, LOST_HEAD, strlen(LOST_HEAD));
+		size_t end = m ? (size_t)(m - log.buf) : log.len;
+		for (size_t k = at; !rc && k < end; k++)
+			if (log.buf[k] != '\n' && (log.buf[k] < 'a' || log.buf[k] > 'z'))
+				rc = fail(w, "job %s: byte %zu of its log (0x%02x) is neither output nor a "
+					  "whole marker", j->id, k, (unsigned char)log.buf[k]);
+		data += end - at;
+		if (rc || !m)
+			break;
+		char *num = log.buf + end + strlen(LOST_HEAD), *tail;
+		errno = 0;
+		unsigned long long n = strtoull(num, &tail, 10);
+		if (tail == num || errno || (size_t)(log.buf + log.len - tail) < strlen(LOST_TAIL) ||
+		    memcmp(tail, LOST_TAIL, strlen(LOST_TAIL)) || !n)
+			rc = fail(w, "job %s: a broken marker at byte %zu of its log", j->id, end);
+		said += n;
+		at = (size_t)(tail - log.buf) + strlen(LOST_TAIL);
+	}
+	uint64_t in_status = r->has_status ? r->log_lost : 0;
+	if (!rc && data + said + in_status + j->pending != j->out)
+		rc = fail(w, "job %s wrote %llu bytes: %llu in its log, %llu said lost there, %llu in "
+			  "its status, %llu counted by its supervisor", j->id,
+			  (unsigned long long)j->out, (unsigned long long)data,
+			  (unsigned long long)said, (unsigned long long)in_status,
+			  (unsigned long long)j->pending);
+	if (!rc && j->alive && j->pending && !j->last_full)
+		rc = fail(w, "job %s: %llu bytes lost unsaid after output with room", j->id,
+			  (unsigned long long)j->pending);
+	free(p);
+	sb_release(&log);
+	return rc;
+}
+
 /* after_gc: no store object may be unused. content: read every job's
  * snapshot back. */
 static int check(struct world *w, int after_gc, int content)
@@ -609,6 +837,13 @@ static int check(struct world *w, int after_gc, int content)
 					 v[i]->failed ? "failed" : "done";
 			if (strcmp(r.state, st))
 				rc = fail(w, "job %s is %s, the model says %s", v[i]->id, r.state, st);
+			if (!rc && v[i]->ended && !v[i]->lost &&
+			    (!r.has_status || r.signalled || r.code != v[i]->code))
+				rc = fail(w, "job %s: exit %s%u, it ended with exit %u%s", v[i]->id,
+					  r.signalled ? "signal " : "", r.has_status ? r.code : 0,
+					  v[i]->code, r.has_status ? "" : " (no status)");
+			if (!rc)
+				rc = check_log(w, v[i], dir, &r);
 			if (!rc && job_rec_ended(&r) != v[i]->ended)
 				rc = fail(w, "job %s: ended %d, the model says %d", v[i]->id,
 					  job_rec_ended(&r), v[i]->ended);
@@ -714,7 +949,7 @@ static long run(const struct op *ops, size_t n, const unsigned char *skip, char 
 static void gen(uint64_t seed, struct op *ops, size_t n)
 {
 	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-	static const int weights[OP_COUNT] = { 6, 3, 3, 2, 1, 2, 2, 3, 2, 4, 3, 3, 2 };
+	static const int weights[OP_COUNT] = { 8, 3, 3, 2, 1, 2, 2, 3, 2, 4, 3, 3, 2, 2, 2, 3, 6 };
 	int total = 0;
 
 	for (int k = 0; k < OP_COUNT; k++)
@@ -781,6 +1016,8 @@ static int one_seed(uint64_t seed)
 	return -1;
 }
 
+static long long seeds_run;
+
 static void test_model_fixed_seeds(void)
 {
 	const char *one = getenv("GPURUN_MODEL_SEED"), *many = getenv("GPURUN_MODEL_SEEDS");
@@ -796,6 +1033,20 @@ static void test_model_fixed_seeds(void)
 			return;
 		}
 	printf("# %lld seeds x %d operations, every invariant held\n", n, NOPS);
+	seeds_run = n;
+}
+
+/* The full-disk faults bit in the seeds above (a skip when they could
+ * not run). */
+static void test_model_disk_full(void)
+{
+	if (disk_skip)
+		SKIP(disk_skip);
+	printf("# full disk: %llu fills, %llu jobs ended on it, %llu bytes of output lost on it "
+	       "and accounted\n", (unsigned long long)n_fills, (unsigned long long)n_full_ends,
+	       (unsigned long long)n_lost_bytes);
+	if (seeds_run >= 12)
+		CHECK(n_fills && n_full_ends && n_lost_bytes);
 }
 
 /* The record travels as key/value pairs: what goes in comes out; a
@@ -870,6 +1121,8 @@ static void test_record_wire(void)
 int main(void)
 {
 	RUN(test_record_wire);
+	disk_probe();
 	RUN(test_model_fixed_seeds);
+	RUN(test_model_disk_full);
 	return T_DONE();
 }
