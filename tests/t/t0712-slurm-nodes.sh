@@ -12,8 +12,8 @@
 # container job's GPU mode decided on the compute node (a CDI spec there
 # only). Also the cluster itself (idle nodes that resolve and reach each
 # other, addresses only in their namespaces), every rank's log streamed,
-# requeue by Slurm and after a node fails, stop of a pending 2-node job,
-# and teardown.
+# requeue by Slurm and after a node fails, [slurm] nodes above the
+# partition's nodes refused, stop of a pending 2-node job, and teardown.
 . "$(dirname "$0")/../slurm.sh"
 slurm_netns_enter "$0" "$@"
 . "$(dirname "$0")/../lib.sh"
@@ -237,6 +237,23 @@ test_expect_success '[slurm] requeue: a node that fails under a 2-node job; it r
 	test_grep "DUE TO NODE FAILURE" $T/nf &&
 	test_grep "Slurm requeued job $n: run 2 starts" $T/nf && two_runs $T/nf &&
 	wait_status "$id" done
+'
+
+# A request the partition can never meet stays pending for ever in Slurm
+# (PartitionNodeLimit, or PartitionConfig with --gres): doctor warns, and
+# the submit is refused with why.
+test_expect_success '[slurm] nodes = 3 on a partition of 2 nodes: doctor warns, train refuses with why' '
+	cd "$P" && ini "[train]" "command = touch $TRASH/three-ran" "gpus = 1" "[slurm]" "nodes = 3" &&
+	{ "$GPURUN" doctor >$T/doc3 2>&1; true; } &&
+	test_grep "partition.*gpu (the default): up, 2 nodes" $T/doc3 &&
+	test_grep "warn *nodes *\[slurm\] nodes = 3, but partition gpu has 2 nodes: Slurm will not start the job" $T/doc3 &&
+	test_grep "hint: set \[slurm\] nodes to 2 at most" $T/doc3 &&
+	! "$GPURUN" train >$T/n3 2>$T/n3err &&
+	test_grep "sbatch failed: \[slurm\] nodes = 3, but partition gpu has 2 nodes: Slurm would keep the job pending for ever" $T/n3 &&
+	test_grep "hint: set \[slurm\] nodes to 2 at most" $T/n3 &&
+	test -z "$(squeue -h -o %i)" && ! test -e $TRASH/three-ran &&
+	ini "[train]" "command = true" "[slurm]" "nodes = 2" "partition = $SLURM_PARTITION2" &&
+	"$GPURUN" doctor >$T/doc2 2>&1 && ! test_grep "warn *nodes" $T/doc2
 '
 
 test_expect_success 'stop of a 2-node job pending behind a job on one node: cancelled, never run' '
