@@ -149,6 +149,8 @@ static void check_partitions(struct gr_ctx *ctx, struct doctor *d, const char *t
 	const char *gpus = ctx->cfg->train.gpus ? ctx->cfg->train.gpus : "";
 	struct strbuf names = STRBUF_INIT, cache = STRBUF_INIT;
 	struct gr_err e = { 0 };
+	char found_name[128] = "";
+	long long part_nodes = 0;
 	int found = 0, lines = 0;
 
 	if (*serr) {
@@ -181,8 +183,14 @@ static void check_partitions(struct gr_ctx *ctx, struct doctor *d, const char *t
 		sb_addf(&names, "%s%s", names.len ? " " : "", ts(f[0]));
 		if (slurm_partition_ok(f[0], strlen(f[0])))
 			sb_addf(&cache, "%s\n", f[0]);
-		if (!found && ((*want && !strcmp(f[0], want)) || (!*want && is_default))) {
+		int match = (*want && !strcmp(f[0], want)) || (!*want && is_default);
+		long long c;
+		/* One line per state of its nodes: the partition's are their sum. */
+		if (match && parse_ll(f[3], 0, 1000000, &c) == 0)
+			part_nodes += c;
+		if (!found && match) {
 			found = 1;
+			snprintf(found_name, sizeof(found_name), "%s", ts(f[0]));
 			int has_gpu = strstr(f[2], "gpu") != NULL;
 			int up = !strcmp(f[1], "up");
 			char g[256];
@@ -199,6 +207,13 @@ static void check_partitions(struct gr_ctx *ctx, struct doctor *d, const char *t
 			}
 		}
 		free(row);
+	}
+	if (found && ctx->cfg->slurm.nodes > part_nodes) {
+		line("warn", "nodes", "[slurm] nodes = %d, but partition %s has %lld node%s: "
+		     "Slurm will not start the job", ctx->cfg->slurm.nodes, found_name, part_nodes,
+		     part_nodes == 1 ? "" : "s");
+		printf("     hint: set [slurm] nodes to %lld at most, or choose a bigger "
+		       "[slurm] partition\n", part_nodes);
 	}
 	if (!found) {
 		if (*want)

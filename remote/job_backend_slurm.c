@@ -680,6 +680,8 @@ static int submit_and_watch(const char *dir, const struct job_spec *spec, int lo
 
 	if (slurm_submit(dir, spec, NULL, &id, &err) < 0) {
 		slurm_lognote(log_fd, "sbatch failed: %s", err.msg);
+		if (err.hint[0])
+			slurm_lognote(log_fd, "hint: %s", err.hint);
 		return 1 << 8;
 	}
 	slurm_lognote(log_fd, "submitted to Slurm as job %s%s%s", id,

@@ -449,6 +449,68 @@ int slurm_all_gpus(const struct job_spec *spec, long long *n, struct gr_err *err
 	return rc;
 }
 
+int slurm_parse_partition_nodes(const char *text, const char *partition, long long *n,
+				char *name, size_t name_len)
+{
+	int found = 0;
+
+	*n = 0;
+	if (name_len)
+		name[0] = '\0';
+	for (const char *l = text ? text : ""; *l;) {
+		size_t len = strcspn(l, "\n"), bar = strcspn(l, "|");
+		const char *next = l + len + (l[len] == '\n');
+		long long c;
+		char num[24];
+
+		if (bar < len) {
+			size_t nl = bar;
+			int is_default = nl && l[nl - 1] == '*';
+			if (is_default)
+				nl--;
+			int match = *partition ? (strlen(partition) == nl && !strncmp(l, partition, nl))
+					       : is_default;
+			copy_clean(num, sizeof(num), l + bar + 1, len - bar - 1);
+			if (match && parse_ll(num, 0, 1000000, &c) == 0) {
+				*n += c;
+				found = 1;
+				if (name_len)
+					copy_clean(name, name_len, l, nl);
+			}
+		}
+		l = next;
+	}
+	return found;
+}
+
+/* [slurm] nodes above the nodes of the job's partition: Slurm keeps such
+ * a job pending for ever (PartitionNodeLimit or PartitionConfig), so it
+ * is refused here. One sinfo, only for a job of several nodes; where
+ * sinfo fails or does not list the partition, sbatch decides. */
+static int check_partition_nodes(const struct job_spec *spec, struct gr_err *err)
+{
+	const char *part = job_spec_get(spec, "slurm_partition", "");
+	const char *all[] = { "sinfo", "-h", "-o", "%P|%D", NULL };
+	const char *one[] = { "sinfo", "-h", "-p", part, "-o", "%P|%D", NULL };
+	long long want = spec_num(spec, "slurm_nodes", 1), have = 0;
+	struct strbuf out = STRBUF_INIT;
+	char name[64];
+	int rc = 0;
+
+	if (want <= 1 || (*part && !value_ok(part)))
+		return 0;
+	if (slurm_tool(*part ? one : all, SLURM_TOOL_MS, &out, NULL) == 0 &&
+	    slurm_parse_partition_nodes(out.buf, part, &have, name, sizeof(name)) && have < want) {
+		rc = gr_errf(err, GR_EINVAL, "[slurm] nodes = %lld, but partition %s has %lld node%s: "
+			     "Slurm would keep the job pending for ever", want, name, have,
+			     have == 1 ? "" : "s");
+		gr_hintf(err, "set [slurm] nodes to %lld at most, or choose a bigger [slurm] partition",
+			 have);
+	}
+	sb_release(&out);
+	return rc;
+}
+
 int slurm_sbatch_argv(const struct job_spec *spec, const char *dir, const char *job_id,
 		      const char *script, const char *after, struct strvec *argv,
 		      struct gr_err *err)
@@ -671,6 +733,8 @@ int slurm_submit(const char *dir, const struct job_spec *spec, const char *after
 	agent[n] = '\0';
 	slurm_batch_script(agent, dir, base, &script);
 	if ((rc = write_file_atomic(path, script.buf, script.len, 0700, err)) < 0)
+		goto out;
+	if ((rc = check_partition_nodes(spec, err)) < 0)
 		goto out;
 	long long all_gpus = -1;
 	if (!strcmp(job_spec_get(spec, "gpus", ""), "all") &&

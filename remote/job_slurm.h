@@ -96,6 +96,14 @@ int slurm_sbatch_argv_all(const struct job_spec *spec, const char *dir, const ch
 			  const char *script, const char *after, long long all_gpus,
 			  struct strvec *argv, struct gr_err *err);
 
+/* The nodes of partition (empty: the cluster's default, the name sinfo
+ * marks with '*') in sinfo's lines "NAME|COUNT" (its %P|%D; a partition
+ * may take several lines), summed into *n, its name (printable, cut to
+ * name_len - 1 bytes) into name. 1 when the partition is there,
+ * 0 when not. */
+int slurm_parse_partition_nodes(const char *text, const char *partition, long long *n,
+				char *name, size_t name_len);
+
 /* [train] gpus = all: the GPUs of one node of the job's partition ([slurm]
  * partition, else the cluster's default), of [slurm] gpu_type when set,
  * from sinfo (slurm_parse_all_gpus, slurm_gres.h). *n: 0 when it has

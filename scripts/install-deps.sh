@@ -17,7 +17,7 @@ libssh2-1-dev librsync-dev libarchive-dev libinih-dev libzstd-dev
 zlib1g-dev liblzma-dev liblz4-dev libbz2-dev libacl1-dev nettle-dev
 libxml2-dev libicu-dev libssl-dev libb2-dev
 openssh-server openssh-client rsync git zstd gzip clang libclang-rt-14-dev
-bash-completion zsh fish tmux procps psmisc python3 python3-venv bc gawk man-db groff-base
+bash-completion zsh fish tmux procps psmisc iproute2 python3 python3-venv bc gawk man-db groff-base
 slurmctld slurmd slurm-client munge slurmdbd mariadb-server"
 
 # Containers (tests/container.sh): rootful podman and docker's own daemon,

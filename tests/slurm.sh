@@ -27,7 +27,8 @@
 # /etc/hosts and pid folder bind-mounted in its mount namespace, one
 # munged reached through the filesystem. Nodes are ${SLURM_NODE}a, b, ...
 # (SLURM_NODES_LIST); SLURM_NODE_PIDS holds the processes that hold their
-# namespaces (nsenter -t PID -m ... changes what one node sees);
+# namespaces (nsenter -t PID -m ... changes what one node sees;
+# slurm_node_ns runs a command in them);
 # everything is torn down by pid.
 #
 # SLURM_MIN_JOB_AGE (default 300) is how long scontrol remembers an ended
@@ -290,6 +291,25 @@ _slurm_node_up() {
 		{ say "slurm: slurmd of $1 failed"; tail -n 20 "$_d/log/slurmd-$1.log" >&2; return 1; }
 	_slurm_daemon "slurmd-$1" "$_d/run-$1/slurmd.pid"
 }
+
+# slurm_node_ns NODE CMD...: run CMD in node NODE's namespaces (net, UTS,
+# mount), entered by the pid that holds them; NODE is its name or its
+# number (1, 2, ...) in SLURM_NODES_LIST.
+slurm_node_ns() {
+	_k=0 _nsp=""
+	for _nn in $SLURM_NODES_LIST; do
+		_k=$((_k + 1))
+		[ "$1" = "$_nn" ] || [ "$1" = "$_k" ] || continue
+		_nsp=$(echo $SLURM_NODE_PIDS | cut -d" " -f$_k)
+	done
+	[ -n "$_nsp" ] || { say "slurm: no node '$1'"; return 1; }
+	shift
+	nsenter -t "$_nsp" -n -u -m "$@"
+}
+
+# slurm_pids: the processes slurm_start started (daemons, namespace
+# holders) that slurm_stop ends.
+slurm_pids() { echo $_slurm_pids; }
 
 # mariadb on a free port with its data under $SLURM_DIR, then slurmdbd.
 _slurm_start_dbd() {

@@ -10,7 +10,10 @@
 # both nodes its grace; compute nodes that do not see the job's folder (a
 # tmpfs over the login node's home in each node's mount namespace); and a
 # container job's GPU mode decided on the compute node (a CDI spec there
-# only).
+# only). Also the cluster itself (idle nodes that resolve and reach each
+# other, addresses only in their namespaces), every rank's log streamed,
+# requeue by Slurm and after a node fails, [slurm] nodes above the
+# partition's nodes refused, stop of a pending 2-node job, and teardown.
 . "$(dirname "$0")/../slurm.sh"
 slurm_netns_enter "$0" "$@"
 . "$(dirname "$0")/../lib.sh"
@@ -29,7 +32,8 @@ fi
 LH=$TRASH/login-home
 start_sshd login "SetEnv HOME=$LH $(slurm_sshd_env)" && trust_sshd login ||
 	{ echo "not ok - $TEST_NAME: sshd"; exit 1; }
-SLURM_NODES=2 slurm_start || { echo "not ok - $TEST_NAME: the cluster did not start"; exit 1; }
+# A requeued job waits cred_expire seconds before it starts again.
+SLURM_CRED_EXPIRE=10 SLURM_NODES=2 slurm_start || { echo "not ok - $TEST_NAME: the cluster did not start"; exit 1; }
 set -- $SLURM_NODES_LIST
 NA=$1 NB=$2
 echo "# two nodes, $NA and $NB, up in $SLURM_START_SECONDS s"
@@ -60,6 +64,29 @@ wait_status() {
 	say "job $1 is not $2:"; cat "$TRASH/ws.json" >&2; return 1
 }
 T=$TRASH/out && mkdir -p "$T"
+sid() { (cd "$P" && "$GPURUN" status --json "$1" >"$TRASH/sid.json") && json_field "$TRASH/sid.json" slurm_id; }
+sstate() { scontrol -o show job "$1" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+
+# The harness itself: the nodes, their names and addresses, the bridge.
+# The test runs in a network namespace of its own (the bridge, 10.77.0.1);
+# each node's address is in its namespace only, none is in the host's.
+test_expect_success 'the cluster: two idle nodes with gres gpu:2 that resolve and reach each other, addresses only in their namespaces' '
+	sinfo -h -N -p "$SLURM_PARTITION" -o "%N %t %G" >$T/sinfo &&
+	for nn in $NA $NB; do test_grep -x "$nn idle gpu:2" $T/sinfo || return 1; done &&
+	test "$(slurm_node_ns 1 hostname)" = $NA && test "$(slurm_node_ns $NB hostname)" = $NB &&
+	slurm_node_ns $NA getent hosts $NB >$T/hosts && test_grep "^10.77.0.3 " $T/hosts &&
+	dport=$(sed -n "s/^SlurmdPort=//p" "$SLURM_CONF") &&
+	slurm_node_ns $NB bash -c "exec 3<>/dev/tcp/$NA/$dport" &&
+	slurm_node_ns $NA ip -o addr >$T/na && test_grep " 10\.77\.0\.2/24 " $T/na &&
+	! ip -o addr | grep -q "10\.77\.0\.[23]/" &&
+	test "$(readlink /proc/$PPID/ns/net)" != "$(readlink /proc/$$/ns/net)" &&
+	nsenter -t $PPID -n ip -o addr >$T/host && test_grep " 127\.0\.0\.1/" $T/host &&
+	! grep "10\.77\." $T/host &&
+	{ timeout 60 srun -N2 --ntasks-per-node=1 hostname >$T/srun ||
+		{ say "srun failed once (a loaded machine), again:"; timeout 60 srun -N2 --ntasks-per-node=1 hostname >$T/srun; }; } &&
+	sort -o $T/srun $T/srun &&
+	printf "%s\n" $NA $NB | sort >$T/want && test_cmp $T/want $T/srun
+'
 
 cat >"$P/meet.py" <<'EOF'
 # Every rank meets rank 0 at MASTER_ADDR:MASTER_PORT and sends RANK + 1;
@@ -139,6 +166,19 @@ else
 		'no torch here (apt install python3-torch); the TCP rendezvous above stands in'
 fi
 
+test_expect_success 'logs -f streams every line of every rank, in each rank'"'"'s order' '
+	cd "$P" && ini "[train]" "command = i=1; while [ \$i -le 40 ]; do echo \"rank \$RANK line \$i\"; i=\$((i+1)); sleep 0.02; done" \
+		"[slurm]" "nodes = 2" "ntasks_per_node = 2" &&
+	id=$("$GPURUN" -q train -d) && timeout 180 "$GPURUN" logs -f "$id" >$T/lf 2>$T/lferr &&
+	"$GPURUN" logs "$id" >$T/l 2>/dev/null &&
+	seq 1 40 >$T/want &&
+	for r in 0 1 2 3; do
+		for f in $T/lf $T/l; do
+			sed -n "s/^rank $r line //p" $f >$T/got && test_cmp $T/want $T/got || return 1
+		done
+	done
+'
+
 test_expect_success 'a rank that fails on the second node: its status is the job'"'"'s, its node named' '
 	cd "$P" && ini "[train]" "command = if [ \$RANK = 1 ]; then sleep 1; exit 4; fi; sleep $((S + 1))" \
 		"[slurm]" "nodes = 2" &&
@@ -157,6 +197,75 @@ test_expect_success 'stop: every rank on both nodes gets its grace' '
 	"$GPURUN" stop "$id" >$T/out 2>$T/err && { wait $lpid; true; } &&
 	test_grep -x "rank 0 on $NA checkpointed" $T/rk && test_grep -x "rank 1 on $NB checkpointed" $T/rk &&
 	wait_status "$id" stopped
+'
+
+# A command that counts its runs per rank (in the job's folder, which
+# every node sees) and waits in its first run to be requeued.
+RUNS='n=$(($(cat runs.$RANK 2>/dev/null || echo 0) + 1)); echo $n >runs.$RANK; echo "r$RANK run $n on $(hostname)"; [ $n = 1 ] && { sleep '$((S + 5))' & wait; }; exit 0'
+# two_runs FILE: each run had both ranks, on two hosts.
+two_runs() {
+	for r in 1 2; do
+		test "$(grep -c "^r[01] run $r on " "$1")" = 2 &&
+		test "$(sed -n "s/^r[01] run $r on //p" "$1" | sort -u | wc -l)" = 2 || { cat "$1" >&2; return 1; }
+	done
+}
+
+test_expect_success '[slurm] requeue: a 2-node job Slurm requeues runs again on both nodes' '
+	cd "$P" && rm -f runs.* && ini "[train]" "command = $RUNS" "[slurm]" "nodes = 2" "requeue = true" &&
+	id=$("$GPURUN" -q train -d) && n=$(sid "$id") &&
+	{ timeout 180 "$GPURUN" logs -f "$id" >$T/rq 2>$T/rqerr & lpid=$!; } &&
+	wait_grep "^r0 run 1 " $T/rq && wait_grep "^r1 run 1 " $T/rq &&
+	scontrol requeue "$n" &&
+	{ wait $lpid; rc=$?; } && test $rc = 0 &&
+	test_grep "Slurm requeued job $n: run 2 starts" $T/rq && two_runs $T/rq &&
+	wait_status "$id" done
+'
+
+test_expect_success '[slurm] requeue: a node that fails under a 2-node job; it runs again when the node is back' '
+	cd "$P" && rm -f runs.* && ini "[train]" "command = $RUNS" "[slurm]" "nodes = 2" "requeue = true" &&
+	id=$("$GPURUN" -q train -d) && n=$(sid "$id") &&
+	{ timeout 180 "$GPURUN" logs -f "$id" >$T/nf 2>$T/nferr & lpid=$!; } &&
+	wait_grep "^r0 run 1 " $T/nf && wait_grep "^r1 run 1 " $T/nf &&
+	scontrol update nodename=$NB state=down reason=t0712 &&
+	slurm_wait_state "$n" PENDING &&
+	{ scontrol update nodename=$NB state=resume; true; } &&
+	for i in $(seq 1 300); do
+		st=$(sinfo -h -n $NB -p "$SLURM_PARTITION" -o %t) && case $st in down*|drain*) ;; *) break ;; esac
+		sleep 0.1
+	done && echo "node $NB is $st" && case $st in down*|drain*) false ;; esac &&
+	{ wait $lpid; rc=$?; } && test $rc = 0 &&
+	test_grep "DUE TO NODE FAILURE" $T/nf &&
+	test_grep "Slurm requeued job $n: run 2 starts" $T/nf && two_runs $T/nf &&
+	wait_status "$id" done
+'
+
+# A request the partition can never meet stays pending for ever in Slurm
+# (PartitionNodeLimit, or PartitionConfig with --gres): doctor warns, and
+# the submit is refused with why.
+test_expect_success '[slurm] nodes = 3 on a partition of 2 nodes: doctor warns, train refuses with why' '
+	cd "$P" && ini "[train]" "command = touch $TRASH/three-ran" "gpus = 1" "[slurm]" "nodes = 3" &&
+	{ "$GPURUN" doctor >$T/doc3 2>&1; true; } &&
+	test_grep "partition.*gpu (the default): up, 2 nodes" $T/doc3 &&
+	test_grep "warn *nodes *\[slurm\] nodes = 3, but partition gpu has 2 nodes: Slurm will not start the job" $T/doc3 &&
+	test_grep "hint: set \[slurm\] nodes to 2 at most" $T/doc3 &&
+	! "$GPURUN" train >$T/n3 2>$T/n3err &&
+	test_grep "sbatch failed: \[slurm\] nodes = 3, but partition gpu has 2 nodes: Slurm would keep the job pending for ever" $T/n3 &&
+	test_grep "hint: set \[slurm\] nodes to 2 at most" $T/n3 &&
+	test -z "$(squeue -h -o %i)" && ! test -e $TRASH/three-ran &&
+	ini "[train]" "command = true" "[slurm]" "nodes = 2" "partition = $SLURM_PARTITION2" &&
+	"$GPURUN" doctor >$T/doc2 2>&1 && ! test_grep "warn *nodes" $T/doc2
+'
+
+test_expect_success 'stop of a 2-node job pending behind a job on one node: cancelled, never run' '
+	blocker=$(sbatch --parsable -w $NB --exclusive -o /dev/null --wrap "sleep $((S + 6))") &&
+	slurm_wait_state "$blocker" RUNNING &&
+	cd "$P" && ini "[train]" "command = touch $TRASH/pending-ran" "[slurm]" "nodes = 2" &&
+	id=$("$GPURUN" -q train -d) && n=$(sid "$id") &&
+	wait_status "$id" queued && test "$(sstate "$n")" = PENDING &&
+	"$GPURUN" stop "$id" >$T/out 2>$T/err &&
+	test_grep "Slurm job $n: CANCELLED" $T/err &&
+	wait_status "$id" stopped && test "$(sstate "$n")" = CANCELLED &&
+	scancel "$blocker" && ! test -e $TRASH/pending-ran
 '
 
 test_expect_success 'compute nodes that do not see the job folder: the error says so' '
@@ -201,5 +310,21 @@ if ! why=$(container_missing podman) && container_start podman; then
 else
 	test_skip '[container] image: the GPU mode is decided on the compute node' "${why:-$CONTAINER_WHY}"
 fi
+
+# Last: the teardown test_atexit would do, checked. The daemons, what the
+# jobs left and the namespaces' holders are gone, and nothing is left in
+# any node's network or mount namespace.
+test_expect_success 'teardown: every process the cluster started is gone, nothing left in any node namespace' '
+	pids=$(slurm_pids) && test -n "$pids" &&
+	nss=$(for p in $SLURM_NODE_PIDS; do readlink /proc/$p/ns/net /proc/$p/ns/mnt; done) &&
+	test "$(echo "$nss" | sort -u | wc -l)" = 4 &&
+	t0=$(date +%s.%N) && slurm_stop &&
+	echo "# teardown: $(echo "$(date +%s.%N) - $t0" | bc) s" >&3 &&
+	for p in $pids; do ! kill -0 $p 2>/dev/null || { say "pid $p is alive"; return 1; }; done &&
+	for e in /proc/[0-9]*/ns/net /proc/[0-9]*/ns/mnt; do
+		ns=$(readlink $e 2>/dev/null) || continue
+		case " $(echo $nss) " in *" $ns "*) say "$e is in a node namespace"; return 1 ;; esac
+	done
+' 3>&1
 
 test_done

@@ -345,6 +345,23 @@ static void test_all_gpus(void)
 	CHECK_EQ_INT(slurm_parse_all_gpus(sinfo, 1, "bad", "", &n, &err), GR_EREMOTE);
 	CHECK_EQ_INT(slurm_parse_all_gpus("debug|(null)\n", 1, "", "", &n, &err), GR_EINVAL);
 
+	/* [slurm] nodes against the partition's nodes (sinfo -o %P|%D). */
+	{
+		const char *nd = "gpu*|1\ndebug|2\ngpu*|1\nbad|x\n";
+		char name[8];
+		CHECK_EQ_INT(slurm_parse_partition_nodes(nd, "", &n, name, sizeof(name)), 1);
+		CHECK_EQ_INT((int)n, 2); /* the default, over two lines (states) */
+		CHECK(!strcmp(name, "gpu"));
+		CHECK_EQ_INT(slurm_parse_partition_nodes(nd, "debug", &n, name, sizeof(name)), 1);
+		CHECK_EQ_INT((int)n, 2);
+		CHECK_EQ_INT(slurm_parse_partition_nodes(nd, "gp", &n, name, sizeof(name)), 0);
+		CHECK_EQ_INT(slurm_parse_partition_nodes(nd, "bad", &n, name, sizeof(name)), 0);
+		CHECK_EQ_INT(slurm_parse_partition_nodes("a\x01verylongname*|3", "", &n, name,
+							 sizeof(name)), 1);
+		CHECK(!strcmp(name, "a?veryl"));
+		CHECK_EQ_INT(slurm_parse_partition_nodes(NULL, "", &n, NULL, 0), 0);
+	}
+
 	spec_set(&s, "gpus", "all");
 	CHECK(slurm_sbatch_argv_all(&s, "/d", "J", "/s", NULL, 2, &a, &err) == 0);
 	CHECK(has(&a, "--gres=gpu:2"));
