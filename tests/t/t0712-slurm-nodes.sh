@@ -287,7 +287,7 @@ test_expect_success 'compute nodes that do not see the job folder: the error say
 if ! why=$(container_missing podman) && container_start podman; then
 	start_sshd login2 "SetEnv HOME=$LH $(slurm_sshd_env) $(container_env podman)" && trust_sshd login2
 	test_expect_success '[container] image: the GPU mode is decided on the compute node (CDI there, none on the login node)' '
-		exec 9>/tmp/gpurun-test-cdi.lock && flock -w 600 9 &&
+		rc=1 && exec 9>/tmp/gpurun-test-cdi.lock && flock -w 600 9 &&
 		{ test -d /var/run/cdi || { mkdir -p /var/run/cdi && touch $TRASH/made-cdi-dir; }; } &&
 		test_atexit "test -e $TRASH/made-cdi-dir && rmdir /var/run/cdi; exec 9>&- 2>/dev/null" &&
 		! ls /var/run/cdi/*.json 2>/dev/null | grep -q . &&
@@ -301,7 +301,8 @@ if ! why=$(container_missing podman) && container_start podman; then
 		cd "$P" && ini "[train]" "command = echo cdi=\$FAKE_CDI_GPU" "gpus = 1" \
 			"[container]" "image = $CONTAINER_IMAGE" "runtime = podman" &&
 		sed -i "s/^host = login\$/host = login2/" gpurun.ini &&
-		{ "$GPURUN" train >$T/ctr 2>$T/ctrerr; rc=$?; } &&
+		{ "$GPURUN" train >$T/ctr 2>$T/ctrerr; rc=$?; }
+		# rc is 1 unless every step up to train went and train did.
 		for p in $SLURM_NODE_PIDS; do nsenter -t "$p" -m umount /var/run/cdi; done; exec 9>&-;
 		cat $T/ctr >&2; test $rc = 0 &&
 		test_grep "GPUs go into the container on $NA by cdi (the login node: none)" $T/ctr &&
