@@ -230,7 +230,9 @@ for rt in podman docker; do
 	test_expect_success "$rt: supervisor, reaper and client killed at once: rm refuses the running container until stop" '
 		cd "$P" && ini '$rt' "[train]" "command = echo ready; while :; do sleep 0.1; done" &&
 		id=$("$GPURUN" -q train -d) && wait_for has_container '$rt' $id &&
-		pids="$(pgrep -f "gpurun-agent (supervise|container-reap) .*/$id") $(pgrep -f -- "--name=gpurun-$id ")" &&
+		# The reaper first: killed after the supervisor, it may remove the
+		# container in between (an OOM kill takes them all at once).
+		pids="$(pgrep -f "gpurun-agent container-reap .*/$id") $(pgrep -f -- "--name=gpurun-$id ") $(pgrep -f "gpurun-agent supervise .*/$id")" &&
 		echo "killing $pids" && { kill -9 $pids; sleep 2; } && has_container '$rt' $id &&
 		"$GPURUN" status $id >$T/st && test_grep "^$id  lost " $T/st &&
 		test_expect_code 1 "$GPURUN" rm $id 2>$T/err &&
