@@ -189,6 +189,26 @@ test_expect_success 'a rank that fails on the second node: its status is the job
 	! pgrep -f "^sleep $((S + 1))\$"
 '
 
+cat >"$P/limit-$S.py" <<'EOF'
+import os, signal, sys, time
+rank = os.environ["RANK"]
+signal.signal(signal.SIGUSR1, lambda s, f: print("rank %s usr1" % rank, flush=True))
+def term(sig, frame):
+    print("rank %s term" % rank, flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+print("rank %s up" % rank, flush=True)
+while True:
+    time.sleep(0.1)
+EOF
+
+test_expect_success 'the time limit on two nodes: each rank gets SIGUSR1 then TERM; none runs on outside Slurm' '
+	cd "$P" && ini "[train]" "command = python3 limit-$S.py" "[slurm]" "nodes = 2" "time = 0:20" "signal_before = 10" &&
+	{ "$GPURUN" train >$T/lim 2>$T/limerr; rc=$?; } ; cat $T/lim $T/limerr >&2;
+	test $rc = 247 && test_grep -x "rank 0 usr1" $T/lim && test_grep -x "rank 1 usr1" $T/lim &&
+	sleep 3 && ! pgrep -f "python3 limit-$S.py"
+'
+
 test_expect_success 'stop: every rank on both nodes gets its grace' '
 	cd "$P" && ini "[train]" "command = python3 ranks.py" "stop_grace = 20" "[slurm]" "nodes = 2" &&
 	id=$("$GPURUN" -q train -d) &&
