@@ -313,6 +313,20 @@ static void put_gpu_holders(struct strbuf *payload, const struct pidset *seen, c
 	gpu_report_free(&g);
 }
 
+/* JOB_STOP's reply after its record: how many processes got SIGTERM,
+ * whether SIGKILL was needed, and those still there. */
+static void put_stop_procs(struct strbuf *payload, uint32_t nterm, int killed,
+			   const struct job_proc *ps, size_t n)
+{
+	put_u32(payload, nterm);
+	put_u8(payload, (uint8_t)killed);
+	put_u32(payload, (uint32_t)n);
+	for (size_t i = 0; i < n; i++) {
+		put_u32(payload, (uint32_t)ps[i].pid);
+		put_str(payload, ps[i].comm);
+	}
+}
+
 int job_stop_orphan(const char *id, int grace_s, struct strbuf *payload, struct gr_err *err)
 {
 	struct job_rec r = { 0 };
@@ -330,13 +344,7 @@ int job_stop_orphan(const char *id, int grace_s, struct strbuf *payload, struct 
 	r.reason = xstrdup("its folder on the host is gone; what carried its id was stopped");
 	r.backend = xstrdup("local");
 	job_rec_put(payload, &r);
-	put_u32(payload, nterm);
-	put_u8(payload, (uint8_t)killed);
-	put_u32(payload, (uint32_t)n);
-	for (size_t i = 0; i < n; i++) {
-		put_u32(payload, (uint32_t)ps[i].pid);
-		put_str(payload, ps[i].comm);
-	}
+	put_stop_procs(payload, nterm, killed, ps, n);
 	put_gpu_holders(payload, &seen, id);
 	put_u32(payload, 0); /* containers: found by their job's folder only */
 	put_str(payload, "");
@@ -423,13 +431,7 @@ static int local_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 			usleep(100 * 1000);
 	}
 	job_rec_put(payload, &r);
-	put_u32(payload, nterm);
-	put_u8(payload, (uint8_t)killed);
-	put_u32(payload, (uint32_t)n);
-	for (size_t i = 0; i < n; i++) {
-		put_u32(payload, (uint32_t)ps[i].pid);
-		put_str(payload, ps[i].comm);
-	}
+	put_stop_procs(payload, nterm, killed, ps, n);
 	/* Does any of its processes (even a survivor) still hold a GPU? */
 	put_gpu_holders(payload, &seen, r.id);
 	/* The containers stopped, each with whether it is still there (one

@@ -247,6 +247,23 @@ void slurm_parse_scontrol(const char *text, struct slurm_info *si)
 		si->start_s = si->end_s = 0;
 }
 
+/* The '|'-separated fields of line [l, end): at most max, into f and fl;
+ * returns how many. */
+static size_t split_bars(const char *l, const char *end, const char **f, size_t *fl, size_t max)
+{
+	size_t nf = 0;
+
+	for (const char *p = l; nf < max;) {
+		const char *bar = memchr(p, '|', (size_t)(end - p));
+		f[nf] = p;
+		fl[nf++] = bar ? (size_t)(bar - p) : (size_t)(end - p);
+		if (!bar)
+			break;
+		p = bar + 1;
+	}
+	return nf;
+}
+
 int slurm_parse_sacct(const char *text, const char *id, struct slurm_info *si)
 {
 	size_t idl = strlen(id);
@@ -255,15 +272,7 @@ int slurm_parse_sacct(const char *text, const char *id, struct slurm_info *si)
 	for (const char *l = text; l && *l;) {
 		const char *nl = strchr(l, '\n'), *end = nl ? nl : l + strlen(l);
 		const char *f[8];
-		size_t fl[8], nf = 0;
-		for (const char *p = l; nf < 8;) {
-			const char *bar = memchr(p, '|', (size_t)(end - p));
-			f[nf] = p;
-			fl[nf++] = bar ? (size_t)(bar - p) : (size_t)(end - p);
-			if (!bar)
-				break;
-			p = bar + 1;
-		}
+		size_t fl[8], nf = split_bars(l, end, f, fl, 8);
 		if (nf == 8 && fl[0] == idl && !strncmp(f[0], id, idl)) {
 			set_state(si, f[1], fl[1]);
 			if (!si->state[0])
@@ -295,15 +304,7 @@ int slurm_parse_squeue(const char *text, const char *id, struct slurm_info *si)
 	for (const char *l = text ? text : ""; *l;) {
 		const char *nl = strchr(l, '\n'), *end = nl ? nl : l + strlen(l);
 		const char *f[7];
-		size_t fl[7], nf = 0;
-		for (const char *p = l; nf < 7;) {
-			const char *bar = memchr(p, '|', (size_t)(end - p));
-			f[nf] = p;
-			fl[nf++] = bar ? (size_t)(bar - p) : (size_t)(end - p);
-			if (!bar)
-				break;
-			p = bar + 1;
-		}
+		size_t fl[7], nf = split_bars(l, end, f, fl, 7);
 		if (nf == 7 && fl[0] == idl && !strncmp(f[0], id, idl)) {
 			set_state(si, f[1], fl[1]);
 			if (!si->state[0])
