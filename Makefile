@@ -14,7 +14,17 @@ CC      ?= cc
 CLANG   ?= clang
 CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Werror -Wformat=2 -Wno-format-nonliteral -Wvla
-CPPFLAGS += -D_GNU_SOURCE -Icommon -Iremote -Iconfig -Icli
+CPPFLAGS += -D_GNU_SOURCE
+# Each binary has its own include path: the client sees common/, config/
+# and cli/'s folders, the agent common/ and remote/'s, so one binary
+# including the other's header does not compile. common/ is exactly what
+# both compile: utilities and errors, the wire (proto/) and the delta
+# engine (delta/).
+COMMON_DIRS := common common/proto common/delta
+CLIENT_DIRS := $(COMMON_DIRS) config $(sort $(dir $(wildcard cli/*/*.h)))
+AGENT_DIRS  := $(COMMON_DIRS) $(sort $(dir $(wildcard remote/*/*.h)))
+CLIENT_INC  := $(patsubst %/,%,$(CLIENT_DIRS:%=-I%))
+AGENT_INC   := $(patsubst %/,%,$(AGENT_DIRS:%=-I%))
 SAN     ?=
 
 ifeq ($(SAN),1)
@@ -30,27 +40,28 @@ AGENT_STATIC_LIBS := -Wl,--start-group -larchive -lrsync -lb2 -lnettle -lacl -ll
 	-lzstd -llz4 -lbz2 -lz -lxml2 -licuuc -licudata -lstdc++ -lm -lpthread -ldl -Wl,--end-group
 AGENT_DYN_LIBS := -larchive -lrsync -lzstd -lb2 -lpthread
 
-COMMON_SRC := $(wildcard common/*.c) remote/proto.c
-CLIENT_SRC := $(filter-out cli/main.c,$(wildcard cli/*.c)) $(wildcard config/*.c)
-# The agent makes pull deltas with the sync engine's delta maker (cli/).
-AGENT_SRC  := $(filter-out remote/proto.c,$(wildcard remote/*.c)) cli/sync_delta.c
-HEADERS    := $(wildcard common/*.h remote/*.h config/*.h cli/*.h)
+COMMON_SRC := $(wildcard common/*.c common/*/*.c)
+CLIENT_SRC := $(wildcard cli/*/*.c) $(wildcard config/*.c)
+# The agent's library (everything but main, so unit tests link it).
+AGENT_SRC  := $(wildcard remote/*/*.c)
+AGENT_HEADERS := $(wildcard common/*.h common/*/*.h remote/*/*.h)
 
-# The agent's identity: a hash of everything it is built from. The client
-# carries the same value, so a changed agent is uploaded again.
-AGENT_HASH := $(shell cat $(sort $(AGENT_SRC) $(COMMON_SRC) $(HEADERS)) Makefile | \
+# The agent's identity: a hash of everything it is built from (remote/,
+# common/, this Makefile; nothing of the client). The client carries the
+# same value, so a changed agent is uploaded again.
+AGENT_HASH := $(shell cat $(sort $(AGENT_SRC) $(COMMON_SRC) $(AGENT_HEADERS)) remote/main.c Makefile | \
 	{ cat; echo "$(SAN)"; } | sha256sum | cut -c1-16)
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/%.o)
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(O)/%.o) $(O)/agent_blob.o
-AGENT_OBJ  := $(AGENT_SRC:%.c=$(O)/agent-obj/%.o) $(COMMON_SRC:%.c=$(O)/agent-obj/%.o)
+AGENT_LIB_OBJ := $(AGENT_SRC:%.c=$(O)/agent-obj/%.o) $(COMMON_SRC:%.c=$(O)/agent-obj/%.o)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 HELPER_SRC := $(wildcard tests/helpers/*.c)
 HELPER_BIN := $(HELPER_SRC:tests/helpers/%.c=$(O)/tests/%)
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 
-ALL_CFLAGS := $(CPPFLAGS) -I$(O)/gen $(CFLAGS) $(WARN) $(SANFLAGS) -std=gnu11 -MMD -MP
+ALL_CFLAGS := $(CPPFLAGS) $(CLIENT_INC) -I$(O)/gen $(CFLAGS) $(WARN) $(SANFLAGS) -std=gnu11 -MMD -MP
 
 # The hash lives in a generated header rewritten only when it changes, so
 # exactly the objects that include it are rebuilt and client and agent agree.
@@ -76,12 +87,17 @@ $(O)/%.o: %.c | deps-check
 
 $(O)/agent-obj/%.o: %.c | deps-check
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -I$(O)/gen $(CFLAGS) $(WARN) -std=gnu11 -MMD -MP \
+	$(CC) $(CPPFLAGS) $(AGENT_INC) -I$(O)/gen $(CFLAGS) $(WARN) -std=gnu11 -MMD -MP \
 		$(if $(SAN),$(SANFLAGS),-ffunction-sections -fdata-sections) -c $< -o $@
+
+# The agent without its main: what remote/main.c and the agent's unit
+# tests link.
+$(O)/libagent.a: $(AGENT_LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
 
 # Static, so it runs on a host that has none of our libraries. Under SAN=1
 # it is built dynamic with the sanitizers instead (the tests run it here).
-$(O)/gpurun-agent: $(AGENT_OBJ)
+$(O)/gpurun-agent: $(O)/agent-obj/remote/main.o $(O)/libagent.a
 ifeq ($(SAN),1)
 	$(CC) $(SANFLAGS) -o $@ $^ $(AGENT_DYN_LIBS)
 else
@@ -92,10 +108,10 @@ else
 endif
 
 # What the client expects the uploaded agent file to be (POSIX cksum: CRC
-# and size), checked on the host before it runs (cli/conn.c).
+# and size), checked on the host before it runs (cli/conn/conn.c).
 $(O)/gen/agent_sum.h: $(O)/gpurun-agent
 	printf '#define GR_AGENT_CKSUM "%s"\n' "$$(cksum < $< | cut -d' ' -f1,2)" > $@.tmp && mv $@.tmp $@
-$(O)/cli/conn.o $(O)/fuzz-obj/cli/conn.o: $(O)/gen/agent_sum.h
+$(O)/cli/conn/conn.o $(O)/fuzz-obj/cli/conn/conn.o: $(O)/gen/agent_sum.h
 
 $(O)/agent.gz: $(O)/gpurun-agent
 	gzip -9n -c $< > $@.tmp && mv $@.tmp $@
@@ -111,13 +127,27 @@ $(O)/libgr.a: $(CLIENT_OBJ) $(COMMON_OBJ)
 $(O)/gpurun: $(O)/cli/main.o $(O)/libgr.a
 	$(CC) $(SANFLAGS) -o $@ $^ $(CLIENT_LIBS)
 
+# Unit tests of the client link its library; those of the agent (named
+# test_agent_*, test_job_*) its library and include path.
+AGENT_UNIT := $(filter $(O)/tests/test_agent_% $(O)/tests/test_job_house $(O)/tests/test_job_slurm,$(UNIT_BIN))
+# Pull's two halves meet in these: both libraries, both include paths.
+BOTH_UNIT := $(O)/tests/test_job_art $(O)/tests/test_art_delta $(O)/tests/test_job_container
 $(O)/tests/%: tests/unit/%.c $(O)/libgr.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(O)/libgr.a $(CLIENT_LIBS)
 
+$(AGENT_UNIT): $(O)/tests/%: tests/unit/%.c $(O)/libagent.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(AGENT_INC) -I$(O)/gen $(CFLAGS) $(WARN) $(SANFLAGS) -std=gnu11 -MMD -MP \
+		-Itests/unit -o $@ $< $(O)/libagent.a $(AGENT_DYN_LIBS)
+
+$(BOTH_UNIT): $(O)/tests/%: tests/unit/%.c $(O)/libgr.a $(O)/libagent.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(AGENT_INC) -Itests/unit -o $@ $< $(O)/libgr.a $(O)/libagent.a $(CLIENT_LIBS)
+
 $(O)/tests/%: tests/helpers/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(COMMON_OBJ) -lpthread
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(COMMON_OBJ) $(CLIENT_LIBS)
 
 $(HELPER_BIN): $(COMMON_OBJ)
 
@@ -127,28 +157,30 @@ $(O)/tests/scan_dump: tests/helpers/scan_dump.c $(O)/libgr.a
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(O)/libgr.a $(CLIENT_LIBS)
 
 # Fuzz targets: libFuzzer with clang, run for a short budget by make test.
-$(O)/fuzz/%: tests/fuzz/%.c $(COMMON_SRC) $(wildcard cli/*.c cli/*.h) | deps-check
+# fuzz_proto: the frame reader alone.
+PROTO_SRC := $(wildcard common/*.c common/proto/*.c)
+$(O)/fuzz/%: tests/fuzz/%.c $(PROTO_SRC) | deps-check
 	@mkdir -p $(@D)
-	$(CLANG) $(CPPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -MMD -MP -o $@ $< $(COMMON_SRC)
+	$(CLANG) $(CPPFLAGS) $(CLIENT_INC) -g -O1 -fsanitize=fuzzer,address,undefined -MMD -MP -o $@ $< $(PROTO_SRC)
 
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(O)/fuzz/%)
 
 # fuzz_host and fuzz_art feed the client's own readers of what the host
 # sends: they link the client's code built again with clang, ASan, UBSan
 # and the fuzzer's coverage (without -Werror: gcc's warnings are the build's).
-FUZZ_CLIENT := fuzz_host fuzz_art
+FUZZ_CLIENT := fuzz_host fuzz_art fuzz_ignore
 FUZZ_FLAGS := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_LIB_OBJ := $(CLIENT_SRC:%.c=$(O)/fuzz-obj/%.o) $(COMMON_SRC:%.c=$(O)/fuzz-obj/%.o)
 $(O)/fuzz-obj/%.o: %.c | deps-check
 	@mkdir -p $(@D)
-	$(CLANG) $(CPPFLAGS) -I$(O)/gen $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -std=gnu11 -MMD -MP -c $< -o $@
+	$(CLANG) $(CPPFLAGS) $(CLIENT_INC) -I$(O)/gen $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -std=gnu11 -MMD -MP -c $< -o $@
 
 $(O)/fuzz-obj/libgr.a: $(FUZZ_LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(FUZZ_CLIENT:%=$(O)/fuzz/%): $(O)/fuzz/%: tests/fuzz/%.c $(O)/fuzz-obj/libgr.a $(O)/agent_blob.o
 	@mkdir -p $(@D)
-	$(CLANG) $(CPPFLAGS) -I$(O)/gen $(FUZZ_FLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< \
+	$(CLANG) $(CPPFLAGS) $(CLIENT_INC) -I$(O)/gen $(FUZZ_FLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< \
 		$(O)/fuzz-obj/libgr.a $(O)/agent_blob.o $(CLIENT_LIBS)
 
 kernels:
@@ -216,19 +248,19 @@ install: all
 	install -D -m 644 completions/gpurun.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/gpurun
 	install -D -m 644 completions/_gpurun $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_gpurun
 	install -D -m 644 completions/gpurun.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/gpurun.fish
-	install -D -m 644 cli/gpurun.1 $(DESTDIR)$(PREFIX)/share/man/man1/gpurun.1
+	install -D -m 644 cli/cmd/gpurun.1 $(DESTDIR)$(PREFIX)/share/man/man1/gpurun.1
 
 # completions/ holds what `gpurun completion SHELL` prints (the scripts live
-# in cli/completion_scripts.c); tests/t/t0500-completion.sh fails if they differ.
+# in cli/cmd/completion_scripts.c); tests/t/t0500-completion.sh fails if they differ.
 completions: $(O)/gpurun
 	$(O)/gpurun completion bash > completions/gpurun.bash
 	$(O)/gpurun completion zsh > completions/_gpurun
 	$(O)/gpurun completion fish > completions/gpurun.fish
 
-# cli/gpurun.1 is what `gpurun __man` prints, from the same tables as help;
+# cli/cmd/gpurun.1 is what `gpurun __man` prints, from the same tables as help;
 # tests/t/t0511-man.sh fails if they differ.
 man: $(O)/gpurun
-	$(O)/gpurun __man > cli/gpurun.1
+	$(O)/gpurun __man > cli/cmd/gpurun.1
 
 PREFIX ?= /usr/local
 

@@ -82,7 +82,7 @@ int main(int argc, char **argv)
 	/* The shells' completion scripts ask here; nothing else runs. */
 	if (argc > 1 && !strcmp(argv[1], "__complete"))
 		return complete_main(argc - 1, argv + 1);
-	/* The man page (make man writes cli/gpurun.1 from it). */
+	/* The man page (make man writes cli/cmd/gpurun.1 from it). */
 	if (argc == 2 && !strcmp(argv[1], "__man")) {
 		help_man(stdout);
 		return 0;

@@ -24,7 +24,7 @@
 #include <zstd.h>
 
 #include "art_limits.h"
-#include "job_art.h"
+#include "pull.h"
 
 static char root[PATH_MAX], dest[PATH_MAX + 8], outside[PATH_MAX + 8], cwd0[PATH_MAX];
 /* (the part and info names a pull would use for victim and x: a write or

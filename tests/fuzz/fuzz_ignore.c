@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cli/wildmatch.c"
-#include "../../cli/ignore_rules.c"
+#include "ignore_int.h"
+#include "util.h"
+#include "wildmatch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -3,7 +3,7 @@
 
 Installed as $HOME/.cache/gpurun/agent-<HASH>, where the bootstrap runs
 the agent from, it starts the real agent ($HOSTILE_REAL_AGENT) and stands
-between it and gpurun, speaking the frames of remote/PROTOCOL.md: the real
+between it and gpurun, speaking the frames of common/proto/PROTOCOL.md: the real
 agent does the work (sync, builds, jobs), and what it answers is rewritten
 as $HOSTILE says (comma-separated):
 
@@ -109,7 +109,7 @@ def replace_str(p, off, new):
 
 def rewrite_record(p, off):
     """A job record starts at off: u32 n, then n (str key, str value)
-    pairs (remote/job_rec.h); the values of "id" and "state" are
+    pairs (common/proto/job_rec.h); the values of "id" and "state" are
     replaced (added when the agent left them out)."""
     n = struct.unpack_from(">I", p, off)[0]
     want = {}

@@ -4,7 +4,7 @@
 # after the proxy cuts it (every line once), and a job that outlives
 # kill -9 of gpurun. And an sshd that keys again every 1 MiB
 # (RekeyLimit): a sync up and a pull down of 6 MiB cross several new keys
-# each way, with the batched AES-CTR of cli/ssh_ctr.c and without it.
+# each way, with the batched AES-CTR of cli/ssh/ssh_ctr.c and without it.
 . "$(dirname "$0")/../lib.sh"
 
 P=$TRASH/proj

@@ -1,17 +1,17 @@
 #!/bin/bash
-# The man page: cli/gpurun.1 is exactly what `gpurun __man` prints (made
+# The man page: cli/cmd/gpurun.1 is exactly what `gpurun __man` prints (made
 # from the tables help comes from), groff renders it without a warning,
 # it covers every command and flag 'gpurun help' lists, and make install
 # puts it where man finds it.
 . "$(dirname "$0")/../lib.sh"
 
-test_expect_success 'cli/gpurun.1 is what gpurun __man prints (make man regenerates it)' '
-	"$GPURUN" __man >man.1 && test_cmp "$TOP/cli/gpurun.1" man.1
+test_expect_success 'cli/cmd/gpurun.1 is what gpurun __man prints (make man regenerates it)' '
+	"$GPURUN" __man >man.1 && test_cmp "$TOP/cli/cmd/gpurun.1" man.1
 '
 
 if command -v groff >/dev/null; then
 	test_expect_success 'groff renders it without warnings' '
-		groff -man -ww -z -Tutf8 "$TOP/cli/gpurun.1" 2>err; rc=$?;
+		groff -man -ww -z -Tutf8 "$TOP/cli/cmd/gpurun.1" 2>err; rc=$?;
 		cat err; test $rc = 0 && ! test -s err
 	'
 else
@@ -19,8 +19,8 @@ else
 fi
 
 test_expect_success 'every command, and every flag of its --help, is in it' '
-	MANWIDTH=200 man -l "$TOP/cli/gpurun.1" 2>/dev/null | col -b >page 2>/dev/null ||
-		groff -man -Tutf8 "$TOP/cli/gpurun.1" | col -b >page &&
+	MANWIDTH=200 man -l "$TOP/cli/cmd/gpurun.1" 2>/dev/null | col -b >page 2>/dev/null ||
+		groff -man -Tutf8 "$TOP/cli/cmd/gpurun.1" | col -b >page &&
 	"$GPURUN" help | awk "/^commands:\$/ { on = 1; next } on && /^\$/ { exit } on { print \$1 }" >cmds &&
 	test -s cmds && ok=1 &&
 	while read -r c; do

@@ -18,13 +18,13 @@
 
 #include "t.h"
 
-#include "../../remote/job_glob.c"
-#include "../../remote/job_delta.c"
-#include "../../remote/job_pack.c"
-#include "../../remote/job_snap.c"
+#include "job_glob.h"
+#include "job_delta.h"
+#include "job_pack.h"
+#include "job_snap.h"
 #include "art_delta.h"
 #include "art_limits.h"
-#include "job_art.h"
+#include "pull.h"
 #include "job_proto.h"
 
 static char tmp[256];

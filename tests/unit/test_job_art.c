@@ -18,13 +18,13 @@
 
 #include "t.h"
 
-#include "../../remote/job_glob.c"
-#include "../../remote/job_gpu.c"
-#include "../../remote/job_delta.c"
-#include "../../remote/job_pack.c"
-#include "../../remote/job_snap.c"
+#include "job_glob.h"
+#include "job_gpu.h"
+#include "job_delta.h"
+#include "job_pack.h"
+#include "job_snap.h"
 #include "art_limits.h"
-#include "job_art.h"
+#include "pull.h"
 #include "job_proto.h"
 
 static char tmp[256];
@@ -74,6 +74,19 @@ static void test_glob(void)
 	CHECK(job_glob_match("**/**/x", "x"));
 	CHECK(!job_glob_match("a/**/b", "a"));
 	CHECK(job_glob_may_descend("a/**/b", "a/c/d"));
+}
+
+/* A path's segments, as job_glob.c splits it. */
+static size_t seg_len(const char *s)
+{
+	const char *e = strchr(s, '/');
+	return e ? (size_t)(e - s) : strlen(s);
+}
+
+static const char *seg_next(const char *s)
+{
+	const char *e = strchr(s, '/');
+	return e ? e + 1 : s + strlen(s);
 }
 
 /* The matcher before issue 29 (every way to split the path among the

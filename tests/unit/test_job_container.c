@@ -1,4 +1,4 @@
-/* The container wrapper's pure parts (remote/job_container.c): the
+/* The container wrapper's pure parts (remote/job/job_container.c): the
  * runtime's argv for each way GPUs go in and for train -- CMD's words,
  * the stop line a batch script traps with (run through a real sh, which
  * must read back the same words), the spec's checks, [container] options split into words
@@ -10,27 +10,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "t.h"
 
-#include "../../remote/job_backend.c"
-#include "../../remote/job_backend_local.c"
-#include "../../remote/job_backend_slurm.c"
-#include "../../remote/job_container.c"
-#include "../../remote/job_container_host.c"
-#include "../../remote/job_glob.c"
-#include "../../remote/job_gpu.c"
-#include "../../remote/job_house.c"
-#include "../../remote/job_proc.c"
-#include "../../remote/job_pyhook.c"
-#include "../../remote/job_slurm.c"
-#include "../../remote/job_slurm_run.c"
-#include "../../remote/job_snap.c"
-#include "../../remote/job_steps.c"
-#include "../../remote/job_store.c"
-#include "../../remote/job_super.c"
+#include "job_backend.h"
+#include "job_container.h"
+#include "job_glob.h"
+#include "job_gpu.h"
+#include "job_house.h"
+#include "job_proc.h"
+#include "job_pyhook.h"
+#include "job_slurm.h"
+#include "job_snap.h"
+#include "job_steps.h"
+#include "job_store.h"
+#include "job_super_int.h"
 #include "config.h"
 
 static void ctr_init(struct job_ctr *c, const char *rt, const char *gpu)
@@ -395,8 +393,8 @@ static void test_crlf_undo(void)
 		for (size_t cut = 0; cut <= n; cut++) {
 			char out[64];
 			int cr = 0;
-			size_t o = crlf_undo(&cr, in, cut, out);
-			o += crlf_undo(&cr, in + cut, n - cut, out + o);
+			size_t o = sup_crlf_undo(&cr, in, cut, out);
+			o += sup_crlf_undo(&cr, in + cut, n - cut, out + o);
 			if (cr)
 				out[o++] = '\r'; /* flush_cr at the step's end */
 			out[o] = '\0';
@@ -411,6 +409,13 @@ static void test_crlf_undo(void)
 /* The supervisor's reader of a step's output pipe: a whole line goes at
  * once, a piece without its end waits at most PIPE_GATHER_US and then
  * goes anyway, the end of the pipe says so, and nothing is lost. */
+static uint64_t t_mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 static void test_pump_pipe(void)
 {
 	int in[2], log[2];
@@ -418,22 +423,22 @@ static void test_pump_pipe(void)
 
 	CHECK(pipe2(in, O_NONBLOCK) == 0 && pipe2(log, O_NONBLOCK) == 0);
 	CHECK(write(in[1], "1", 1) == 1 && write(in[1], " ", 1) == 1 && write(in[1], "2\n", 2) == 2);
-	CHECK_EQ_INT(pump_pipe(in[0], log[1]), 0);
+	CHECK_EQ_INT(sup_pump_pipe(in[0], log[1]), 0);
 	CHECK_EQ_INT(read(log[0], got, sizeof(got)), 4); /* one write: "1 2\n" */
 	CHECK(!memcmp(got, "1 2\n", 4));
 
 	/* No end of line comes: it still goes, after the wait. */
-	uint64_t t0 = mono_us();
+	uint64_t t0 = t_mono_us();
 	CHECK(write(in[1], "10%\r", 4) == 4);
-	CHECK_EQ_INT(pump_pipe(in[0], log[1]), 0);
-	CHECK(mono_us() - t0 >= PIPE_GATHER_US);
+	CHECK_EQ_INT(sup_pump_pipe(in[0], log[1]), 0);
+	CHECK(t_mono_us() - t0 >= PIPE_GATHER_US);
 	CHECK_EQ_INT(read(log[0], got, sizeof(got)), 4);
 	CHECK(!memcmp(got, "10%\r", 4));
 
 	/* The last writer gone: what is left, then the end. */
 	CHECK(write(in[1], "tail", 4) == 4);
 	close(in[1]);
-	CHECK_EQ_INT(pump_pipe(in[0], log[1]), 1);
+	CHECK_EQ_INT(sup_pump_pipe(in[0], log[1]), 1);
 	CHECK_EQ_INT(read(log[0], got, sizeof(got)), 4);
 	CHECK(!memcmp(got, "tail", 4));
 	close(in[0]);

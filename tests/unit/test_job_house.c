@@ -1,5 +1,5 @@
 /* A model-based randomized test of the job store and its housekeeping
- * (remote/job_store.c, job_house.c, job_snap.c, the local backend's
+ * (remote/job/job_store.c, job_house.c, job_snap.c, the local backend's
  * state): a seeded generator starts jobs (folder, snapshot through the
  * shared store, a lock held as a live supervisor holds it), lets them
  * write, finish, fail or lose their supervisor, edits the project, and
@@ -29,14 +29,14 @@
  * (in a mount namespace of the test's own, unmounted at teardown); "full"
  * fills it with a filler file, "fullend" fills it and then a job ends,
  * "room" removes the filler. Jobs take the status
- * block at start (status_room_take), write output through the
- * supervisor's log writer ("log": log_write, with its log_lost count kept
+ * block at start (sup_status_room_take), write output through the
+ * supervisor's log writer ("log": sup_log_write, with its sup_log_lost count kept
  * per job as each supervisor process keeps its own) and end through its
- * status writer (write_status, status_put), full or not. Then also:
+ * status writer (sup_write_status, status_put), full or not. Then also:
  *  - a job that ended with exit X reads done or failed with code X, never
  *    lost, while the disk is full and after;
  *  - bytes a job wrote = bytes of output in its log + the counts its
- *    "N bytes of output lost" markers say + the status's log_lost + what
+ *    "N bytes of output lost" markers say + the status's sup_log_lost + what
  *    its supervisor still counts (or counted when killed); the log holds
  *    nothing else, and a supervisor whose last output had room counts
  *    nothing unsaid.
@@ -64,23 +64,18 @@
 
 #include "t.h"
 
-#include "../../remote/job_backend.c"
-#include "../../remote/job_backend_local.c"
-#include "../../remote/job_backend_slurm.c"
-#include "../../remote/job_container.c"
-#include "../../remote/job_container_host.c"
-#include "../../remote/job_glob.c"
-#include "../../remote/job_gpu.c"
-#include "../../remote/job_house.c"
-#include "../../remote/job_proc.c"
-#include "../../remote/job_pyhook.c"
-#include "../../remote/job_slurm.c"
-#include "../../remote/job_slurm_run.c"
-#include "../../remote/job_snap.c"
-#include "../../remote/job_steps.c"
-#include "../../remote/job_store.c"
-#define STATUS_WAIT_MS 0 /* no waiting for room: a status that cannot go shows at once */
-#include "../../remote/job_super.c"
+#include "job_backend.h"
+#include "job_container.h"
+#include "job_glob.h"
+#include "job_gpu.h"
+#include "job_house.h"
+#include "job_proc.h"
+#include "job_pyhook.h"
+#include "job_slurm.h"
+#include "job_snap.h"
+#include "job_steps.h"
+#include "job_store.h"
+#include "job_super_int.h"
 #include "sync_manifest.h"
 #include "sync_proto.h"
 
@@ -111,7 +106,7 @@ struct mjob {
 	uint32_t code;            /* the exit it ended with */
 	int log_fd;               /* its log, as the supervisor holds it open */
 	uint64_t out;             /* bytes of output it wrote */
-	uint64_t pending;         /* its supervisor's log_lost (when killed: then) */
+	uint64_t pending;         /* its supervisor's sup_log_lost (when killed: then) */
 	int last_full;            /* its last output came while the disk was full */
 };
 
@@ -428,9 +423,9 @@ static void end_job(struct mjob *j, uint32_t code, int lost, struct world *w)
 	char *dir = job_path(w, j);
 	if (!lost) {
 		struct sup s = { .dir = dir, .log_fd = j->log_fd, .mode = &model_mode };
-		log_lost = j->pending; /* each supervisor process has its own */
-		write_status(&s, (int)(code << 8), JOB_STEP_RUN);
-		log_lost = 0;
+		sup_log_lost = j->pending; /* each supervisor process has its own */
+		sup_write_status(&s, (int)(code << 8), JOB_STEP_RUN);
+		sup_log_lost = 0;
 		j->pending = 0; /* said in the log or in the status, or the check tells */
 		n_full_ends += w->full;
 	}
@@ -453,17 +448,17 @@ static void log_job(struct mjob *j, size_t n, size_t piece, struct world *w)
 	char buf[4096];
 	uint64_t before = j->pending;
 
-	log_lost = j->pending;
+	sup_log_lost = j->pending;
 	while (n) {
 		size_t m = n < piece ? n : piece;
 		for (size_t k = 0; k < m; k++)
 			buf[k] = out_byte(j->out + k);
-		log_write(j->log_fd, buf, m);
+		sup_log_write(j->log_fd, buf, m);
 		j->out += m;
 		n -= m;
 	}
-	j->pending = log_lost;
-	log_lost = 0;
+	j->pending = sup_log_lost;
+	sup_log_lost = 0;
 	j->last_full = w->full;
 	if (j->pending > before)
 		n_lost_bytes += j->pending - before;
@@ -530,7 +525,7 @@ static int apply(struct world *w, const struct op *o)
 			rc = fail(w, "cannot open the log");
 			break;
 		}
-		status_room_take(dir);
+		sup_status_room_take(dir);
 		j->alive = 1;
 		w->njobs++;
 		break;
@@ -569,7 +564,7 @@ static int apply(struct world *w, const struct op *o)
 		j = v[o->a % n];
 		dir = job_path(w, j);
 		struct strbuf pl = STRBUF_INIT;
-		rc = j->gone ? job_stop_orphan(j->id, 0, &pl, &err) : local_stop(dir, 0, &pl, &err);
+		rc = j->gone ? job_stop_orphan(j->id, 0, &pl, &err) : job_backend_local.stop(dir, 0, &pl, &err);
 		sb_release(&pl);
 		if (rc < 0) {
 			rc = fail(w, "stop of job %s: %s", j->id, err.msg);
@@ -1120,6 +1115,8 @@ static void test_record_wire(void)
 
 int main(void)
 {
+	/* No waiting for room: a status that cannot go shows at once. */
+	sup_status_wait_ms = 0;
 	RUN(test_record_wire);
 	disk_probe();
 	RUN(test_model_fixed_seeds);

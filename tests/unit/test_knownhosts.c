@@ -1,4 +1,4 @@
-/* known_hosts parsing and judging (cli/ssh_knownhosts.c): the lines
+/* known_hosts parsing and judging (cli/ssh/ssh_knownhosts.c): the lines
  * libssh2's own reader chokes on, hashed names, [host]:port, patterns,
  * @revoked; base64 and fingerprints as OpenSSH writes them. Fixtures were
  * made with ssh-keygen (-H for the hashed line, -lf for the fingerprint). */

@@ -1,4 +1,4 @@
-/* The batched AES-CTR of cli/ssh_ctr.c against OpenSSL unbatched: the same
+/* The batched AES-CTR of cli/ssh/ssh_ctr.c against OpenSSL unbatched: the same
  * bytes, and the same return values, over random splits of the stream, in
  * both directions, for each key size; a context keyed again starts the new
  * key's stream (no keystream of the old key is ever used after); a freed

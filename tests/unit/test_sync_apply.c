@@ -1,4 +1,4 @@
-/* The agent's delta applier (remote/sync_apply.c, compiled in here) against
+/* The agent's delta applier (common/delta/sync_apply.c, compiled in here) against
  * librsync's own rs_patch: the same output for deltas made by librsync
  * (rs_delta_begin) and by gpurun's client, block hashes reused only where
  * a block really stayed in place, and malformed deltas refused. */

@@ -1,7 +1,7 @@
-/* Reading the project for a sync (cli/sync_open.c): every folder on the
+/* Reading the project for a sync (cli/sync/sync_open.c): every folder on the
  * way is opened without following a symlink, and the file must be the
  * one the scan saw; and the host's state as the client rebuilds it
- * (cli/sync_steps.c host_view): a folder gone or replaced takes what was
+ * (cli/sync/sync_steps.c host_view): a folder gone or replaced takes what was
  * below it, a manifest sent whole already holds the changes. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* The terminal filter for the host's bytes (cli/term_filter.c): what
+/* The terminal filter for the host's bytes (cli/term/term_filter.c): what
  * progress bars and colour need passes, every way to command the terminal
  * (OSC 52, titles, DCS, screen clears, C1) is dropped, the result does not
  * depend on how the stream was cut into chunks, and the one-line escape

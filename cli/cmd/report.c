@@ -1,0 +1,67 @@
+/* The one place an error becomes what the user reads: "gpurun: MSG" and
+ * "hint: HINT", as git does, and a usage error with the command's
+ * synopsis (see gpurun.h). Modules return errors; commands and main
+ * report them here. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpurun.h"
+#include "term_filter.h"
+
+void gr_report(const struct gr_ctx *ctx)
+{
+	const char *msg = ctx->err.msg[0] ? ctx->err.msg : gr_strcode(ctx->err.code);
+	const char *red = ctx->color ? "\033[1;31m" : "", *yellow = ctx->color ? "\033[33m" : "";
+	const char *reset = ctx->color ? "\033[m" : "";
+
+	/* Messages quote the host's words (names, paths, its errors): no
+	 * control byte of theirs reaches the terminal (term_filter.h). */
+	fprintf(stderr, "%sgpurun:%s %s\n", red, reset, ts(msg));
+	if (ctx->err.hint[0])
+		fprintf(stderr, "%shint:%s %s\n", yellow, reset, ts(ctx->err.hint));
+}
+
+/* "unknown option '-v'" for an option that is global: say where it goes. */
+static int global_option_hint(struct gr_ctx *ctx)
+{
+	static const char pre[] = "unknown option '";
+	char word[64];
+	const char *p = ctx->err.msg, *end;
+
+	if (strncmp(p, pre, sizeof(pre) - 1))
+		return 0;
+	p += sizeof(pre) - 1;
+	if (!(end = strchr(p, '\'')) || (size_t)(end - p) >= sizeof(word))
+		return 0;
+	memcpy(word, p, (size_t)(end - p));
+	word[end - p] = 0;
+	if (!gr_opt_lookup(gr_global_opts, word))
+		return 0;
+	gr_hintf(&ctx->err, "'%s' is a global option: put it before the command (gpurun %s %s ...)",
+		 word, word, ctx->cmd->name);
+	return 1;
+}
+
+int gr_usage_error(struct gr_ctx *ctx)
+{
+	if (ctx->cmd && !ctx->err.hint[0] && !global_option_hint(ctx)) {
+		struct strbuf sb = STRBUF_INIT;
+		help_usage_line(ctx->cmd, &sb);
+		gr_hintf(&ctx->err, "%s (see 'gpurun %s --help')", sb.buf, ctx->cmd->name);
+		sb_release(&sb);
+	}
+	ctx->err.code = GR_EUSAGE;
+	return GR_EUSAGE;
+}
+
+int sync_failed(struct gr_ctx *ctx, int rc)
+{
+	int x = gr_exit_code(rc);
+
+	if (rc == GR_ECANCEL || rc == GR_EUSAGE || x == GR_EXIT_CONFIG || x == GR_EXIT_CONNECT ||
+	    x == GR_EXIT_AUTH)
+		return rc;
+	gr_report(ctx);
+	return GR_EXIT_SYNC;
+}

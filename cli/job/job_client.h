@@ -1,0 +1,156 @@
+/* The client side of the job requests (common/proto/job_proto.h): start, list,
+ * status, stop, GPU report; the local cache of recent jobs that shell
+ * completion reads (.gpurun/jobs); and small formatting helpers the job
+ * commands share. Functions return 0 or a GR_E* code with err set. */
+#ifndef GR_JOB_CLIENT_H
+#define GR_JOB_CLIENT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "conn.h"
+#include "ctx.h"
+#include "job_proto.h"
+
+/* The JOB_START spec (job_proto.h, JOB_SPEC_KEYS) for this project's
+ * configuration: pairs appended to spec (v[2i] key, v[2i+1] value).
+ * force_setup: run [setup] command even if nothing changed. */
+void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct strvec *spec);
+
+/* Start a job in project (the [remote] path) from spec. *id is the
+ * caller's; *others (NULL: not wanted) gets the project's other jobs that
+ * are not over, the caller's to job_recs_free. */
+int job_start(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
+	      struct job_rec **others, size_t *nothers, struct gr_err *err);
+/* job_start, given up at once (GR_ECANCEL) when intr_fd is readable. */
+int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
+		   struct job_rec **others, size_t *nothers, int intr_fd, struct gr_err *err);
+
+/* train's start (train_start.c): job_start, answering SIGINT, SIGTERM and
+ * SIGHUP at once while the host starts the job: GR_ECANCEL, err saying
+ * that the host goes on starting it (gpurun detached) and how to find it.
+ * On success SIGINT, SIGTERM and SIGHUP are left blocked (one caught
+ * meanwhile pending again), for job_attach to unblock. */
+int job_start_train(struct gr_ctx *ctx, const struct strvec *spec, char **id,
+		    struct job_rec **others, size_t *nothers);
+
+/* 0 when id has the shape gpurun's agent makes (job_id_ok); else
+ * GR_EPROTO with err naming the host as the source of the bad id. Every id
+ * the host sends passes here before it is used in a path, the cache or a
+ * message. */
+int job_id_check(const char *id, struct gr_err *err);
+/* The checks a record from the host must pass: its id, its name (empty
+ * or job_name_ok) and its commit and diff hash (hex). */
+int job_rec_check(const struct job_rec *r, struct gr_err *err);
+
+/* Jobs newest first (id NULL or "" = all, limit 0 = all). *recs is the
+ * caller's to job_recs_free. disk_total (may be NULL): bytes the
+ * project's jobs hold on the host in all. */
+int job_list(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
+	     struct job_rec **recs, size_t *n, uint64_t *disk_total, struct gr_err *err);
+/* Parse a JOB_LIST answer; every record checked. *recs is the caller's. */
+int job_list_parse(const void *p, size_t len, struct job_rec **recs, size_t *n,
+		   uint64_t *disk_total, struct gr_err *err);
+void job_recs_free(struct job_rec *recs, size_t n);
+/* One job ("" or NULL = the latest; a unique prefix works too). */
+int job_status(struct gr_conn *c, const char *project, const char *id,
+	       struct job_rec *r, struct gr_err *err);
+
+struct job_stop_report {
+	struct job_rec rec;
+	uint32_t nterm;
+	int killed;              /* SIGKILL was needed */
+	struct strvec survivors; /* "PID COMM" */
+	struct strvec gpu_holders; /* "PID GPU" */
+	struct strvec ctr_stopped; /* containers stopped and removed */
+	struct strvec ctr_left;    /* containers still there */
+	char *ctr_err;           /* the runtime did not answer: why */
+};
+void job_stop_report_free(struct job_stop_report *s);
+/* Send STOP and read its answer (stop_parse: for a reply already read). */
+int job_stop(struct gr_conn *c, const char *project, const char *id, int grace_s,
+	     struct job_stop_report *s, struct gr_err *err);
+void job_stop_payload(struct strbuf *pl, const char *project, const char *id, int grace_s);
+int job_stop_parse(const void *p, size_t n, struct job_stop_report *s, struct gr_err *err);
+/* Tell the user what a stop did (stderr); returns 0, or 1 if something
+ * survived. */
+int job_stop_print(const struct job_stop_report *s, int quiet);
+
+/* Removal (JOB_RM, JOB_PRUNE): what each job became. */
+struct job_rm_item {
+	char *id;     /* as asked (rm) or removed (prune) */
+	int removed;
+	char *why;    /* rm: the full id when removed, else why not */
+	uint64_t bytes;
+};
+struct job_rm_report {
+	struct job_rm_item *v;
+	size_t n;
+	uint64_t freed;  /* in all, the shared store's included */
+	uint32_t kept;   /* prune: jobs left */
+};
+void job_rm_report_free(struct job_rm_report *r);
+int job_rm(struct gr_conn *c, const char *project, const struct strvec *ids,
+	   struct job_rm_report *r, struct gr_err *err);
+/* keep 0 / older_s 0: no such limit. */
+int job_prune(struct gr_conn *c, const char *project, uint32_t keep, uint64_t older_s,
+	      int dry_run, struct job_rm_report *r, struct gr_err *err);
+
+/* What a job's command would find through shell (JOB_ENV): pairs
+ * appended to kv (v[2i] key, v[2i+1] value). */
+int job_env(struct gr_conn *c, const char *project, const char *shell, struct strvec *kv,
+	    struct gr_err *err);
+/* CONTAINER_CHECK: what a job's container would get on the host (runtime
+ * auto/podman/docker, image), as key/value pairs (job_container.h). */
+int job_container_check(struct gr_conn *c, const char *project, const char *runtime,
+			const char *image, struct strvec *kv, struct gr_err *err);
+
+struct job_gpu {
+	uint32_t index, util;
+	uint64_t mem_used, mem_total;
+	char *uuid, *name, *locked_by;
+};
+struct job_gpu_app {
+	uint32_t pid;
+	uint64_t mem;
+	char *gpu_uuid, *name, *job;
+};
+struct job_gpus {
+	int have_smi;
+	char *error;
+	struct job_gpu *gpus;
+	size_t ngpus;
+	struct job_gpu_app *apps;
+	size_t napps;
+};
+void job_gpus_payload(struct strbuf *pl, const char *project);
+int job_gpus_parse(const void *p, size_t n, struct job_gpus *g, struct gr_err *err);
+void job_gpus_free(struct job_gpus *g);
+
+/* Record recs in <root>/.gpurun/jobs ("ID\tSTATE\tSTART_UNIX[\tNAME]",
+ * newest first, at most 200 lines): entries are added or updated, others kept.
+ * Best effort: a failure is silent (it is only a cache). */
+void job_cache_update(const char *root, const struct job_rec *recs, size_t n);
+/* Drop ids (removed from the host) from the cache. */
+void job_cache_forget(const char *root, const struct strvec *ids);
+
+/* "ID (NAME)" for a named job, else "ID", into buf (at least
+ * JOB_SHOWN_MAX bytes); the record passed job_rec_check. */
+#define JOB_SHOWN_MAX (GR_JOB_ID_LEN + GR_JOB_NAME_MAX + 4)
+const char *job_shown(const struct job_rec *r, char *buf, size_t n);
+
+/* "2026-11-22 00:35:12" (local time) for a Unix ms time; "-" for 0. */
+const char *job_fmt_time(uint64_t ms, char *buf, size_t n);
+/* "1h02m", "3m05s", "12s". */
+const char *job_fmt_duration(uint64_t ms, char *buf, size_t n);
+/* Append s as a JSON string (quoted, escaped). */
+void json_str(struct strbuf *sb, const char *s);
+/* A job's state in words for messages: "exited with status 1",
+ * "killed by signal 9", "lost (no exit status recorded)", and where a
+ * job ended before its command ran, "setup failed with status 1". */
+void job_describe_end(const struct job_rec *r, struct strbuf *sb);
+
+/* For commands: connect, and turn "no such job" into a helpful error. */
+int job_ctx_status(struct gr_ctx *ctx, const char *id, struct job_rec *r);
+
+#endif

@@ -1,0 +1,594 @@
+/* gpurun sync: scan the project as git sees it, hash what changed (stat
+ * cache), learn the host's state in one round trip (a manifest digest; a
+ * no-op sync ends there), plan, transfer pipelined, commit. When gpurun
+ * knows what it last committed there, it does not wait for the answer: it
+ * streams the changes planned against that state at once and the agent
+ * refuses them if the folder is not exactly so (then the usual exchange
+ * follows). The pieces: sync_index (local state), sync_steps, sync_plan,
+ * sync_xfer (+ sync_delta), and on the host remote/sync/agent_sync.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ignore.h"
+#include "scan.h"
+#include "sync.h"
+#include "sync_index.h"
+#include "sync_plan.h"
+#include "sync_proto.h"
+#include "sync_steps.h"
+#include "sync_xfer.h"
+#include "term_filter.h"
+
+struct run {
+	struct gr_ctx *ctx;
+	const struct sync_opts *o;
+	struct sm_list local, known, view;
+	int known_fd;       /* the last committed state (.gpurun/remote-KEY), or -1 */
+	int known_loaded;   /* known holds it: 2 whole (known_load), 1 where it
+			       differs from local (known_diff), 0 not at all */
+	uint8_t local_digest[SM_HASH_LEN], known_digest[SM_HASH_LEN];
+	int have_known;
+	char *key;
+	struct sync_wire wire;
+	struct sync_stats st;
+	struct sync_hash_stats hs;
+	uint32_t early_sid; /* an OPEN that went with the bootstrap command */
+	struct ignore *ig;  /* for keep_ignored, made when first needed */
+	struct scan_opts so;
+	struct sync_tree *tree;
+	int idle_ms;        /* the longest silence on the connection we wait out */
+	char *host_root;    /* STATE's (the non-optimistic path) */
+	uint64_t host_free;
+};
+
+/* GPURUN_IO_TIMEOUT: seconds of silence on the connection after which a
+ * sync gives up (the agent sends keepalives while it is busy). */
+static int idle_limit_ms(void)
+{
+	return conn_idle_ms();
+}
+
+/* Is path (on the host) ignored here? Then the sync leaves it there. */
+static int ignored_here(void *arg, const char *path, int is_dir)
+{
+	struct run *r = arg;
+	struct gr_err e = { 0 };
+
+	if (ignore_builtin(path, r->so.include_git))
+		return 1;
+	if (!r->ig) {
+		if (ignore_new(&r->ig, r->ctx->cfg->root, r->so.extra, r->so.nextra, &e) < 0)
+			return 0;
+		ignore_set_include_git(r->ig, r->so.include_git);
+		ignore_set_include(r->ig, r->so.include, r->so.ninclude);
+		ignore_set_persist(r->ig, r->so.persist, r->so.npersist);
+	}
+	return ignore_path(r->ig, path, is_dir, NULL, &e) == 1;
+}
+
+/* What the host holds and this side ignores stays on the host (and in
+ * the local list, as the host has it). */
+static void keep_ignored(struct run *r, const struct sm_list *host)
+{
+	sync_plan_keep_ignored(&r->local, host, ignored_here, r, NULL);
+}
+
+static void copy_into(struct sm_list *to, const struct sm_entry *h)
+{
+	struct sm_entry *e = sm_add(to, h->path, h->type);
+
+	e->mode = h->mode;
+	e->size = h->size;
+	e->mtime_ns = h->mtime_ns;
+	memcpy(e->hash, h->hash, SM_HASH_LEN);
+	e->link = h->link ? xstrdup(h->link) : NULL;
+}
+
+/* The last committed state, read as it streams by: a no-op sync never
+ * holds it (held beside the local list it was half the client's peak). */
+struct known_walk {
+	struct run *r;
+	size_t i;                /* local's cursor */
+	struct sm_list host_only; /* entries local lacks */
+	struct sm_digest d;
+};
+
+static void known_entry(void *arg, const struct sm_entry *h)
+{
+	struct known_walk *k = arg;
+	const struct sm_list *l = &k->r->local;
+
+	sm_digest_add(&k->d, h);
+	while (k->i < l->n && strcmp(l->e[k->i].path, h->path) < 0)
+		k->i++;
+	if (k->i >= l->n || strcmp(l->e[k->i].path, h->path))
+		copy_into(&k->host_only, h);
+	else if (l->e[k->i].flags & SM_F_UNHASHED)
+		sync_hash_mark(k->r->ctx->cfg, &l->e[k->i], h);
+}
+
+/* Before the connection: the state's digest, what it holds that is
+ * ignored here joins local (keep_ignored: only the entries local lacks
+ * can matter, as local keeps nothing yet), and the files here it says
+ * must be compared are marked (sync_hash_mark: no copy of its entries is
+ * held for that). The state stays open for known_read. */
+static void known_scan(struct run *r)
+{
+	struct known_walk k = { .r = r };
+
+	r->have_known = 0;
+	if ((r->known_fd = sync_rstate_open(r->ctx->cfg->root, r->key)) < 0)
+		return;
+	sm_digest_init(&k.d);
+	r->have_known = sm_decode_fd_each(r->known_fd, 0, known_entry, &k, NULL) == 0;
+	sm_digest_final(&k.d, r->known_digest);
+	if (r->have_known) {
+		keep_ignored(r, &k.host_only);
+	} else {
+		for (size_t i = 0; i < r->local.n; i++) /* (a damaged state) */
+			r->local.e[i].flags &= (uint8_t)~SM_F_COMPARE;
+		close(r->known_fd);
+		r->known_fd = -1;
+	}
+	sm_list_free(&k.host_only);
+}
+
+/* The entries of the last committed state that differ from local's at
+ * their path (or that local lacks); the local entries it holds as they
+ * are get SM_F_SAME instead of a copy. */
+struct diff_walk {
+	struct run *r;
+	size_t i;
+};
+
+static void diff_entry(void *arg, const struct sm_entry *h)
+{
+	struct diff_walk *k = arg;
+	struct sm_list *l = &k->r->local;
+
+	while (k->i < l->n && strcmp(l->e[k->i].path, h->path) < 0)
+		k->i++;
+	if (k->i < l->n && sm_same(&l->e[k->i], h))
+		l->e[k->i].flags |= SM_F_SAME;
+	else
+		copy_into(&k->r->known, h);
+}
+
+static void forget_same(struct run *r)
+{
+	for (size_t i = 0; i < r->local.n; i++)
+		r->local.e[i].flags &= (uint8_t)~SM_F_SAME;
+}
+
+/* The last committed state, for a plan against it: whole (known_load),
+ * or (diff: known_diff) only where local differs from it, local's
+ * entries marked SM_F_SAME where it does not. A small edit then holds
+ * one list, not two (the second was 150 bytes a file of its peak). */
+static int known_read(struct run *r, int diff)
+{
+	struct diff_walk k = { .r = r };
+
+	if (!r->have_known || r->known_loaded == 1 + !diff)
+		return 0;
+	sm_list_free(&r->known);
+	forget_same(r);
+	r->known_loaded = 1 + !diff;
+	if (lseek(r->known_fd, 0, SEEK_SET) == 0 &&
+	    (diff ? sm_decode_fd_each(r->known_fd, 0, diff_entry, &k, &r->ctx->err)
+		  : sm_decode_fd(r->known_fd, 0, &r->known, &r->ctx->err)) == 0)
+		return 0;
+	sm_list_free(&r->known);
+	forget_same(r);
+	sync_rstate_drop(r->ctx->cfg->root, r->key);
+	gr_errf(&r->ctx->err, GR_EIO, "cannot read what the last sync left on the host "
+		"(.gpurun/remote-%s)", r->key);
+	gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
+	return GR_EIO;
+}
+
+static int known_load(struct run *r)
+{
+	return known_read(r, 0);
+}
+
+static int known_diff(struct run *r)
+{
+	return known_read(r, 1);
+}
+
+static int have_sig(void *arg, const uint8_t *hash)
+{
+	return sync_sig_have(arg, hash);
+}
+
+static void open_payload(struct run *r, uint32_t flags, struct strbuf *pl)
+{
+	put_str(pl, r->ctx->cfg->remote.path);
+	put_u32(pl, flags | (r->ctx->cfg->sync.preserve_perms ? SYNC_OPEN_PRESERVE_PERMS : 0));
+	put_bytes(pl, r->known_digest, r->have_known ? SM_HASH_LEN : 0);
+	put_bytes(pl, r->local_digest, SM_HASH_LEN);
+}
+
+static uint32_t send_open(struct run *r, uint32_t flags)
+{
+	struct strbuf pl = STRBUF_INIT;
+	uint32_t sid = conn_next_id(r->ctx->conn);
+
+	open_payload(r, flags, &pl);
+	conn_send(r->ctx->conn, SYNC_MSG_OPEN, 0, sid, pl.buf, pl.len);
+	r->wire.out += GR_FRAME_HDR + pl.len;
+	sb_release(&pl);
+	return sid;
+}
+
+/* The agent refused the folder: that is the configuration's fault. */
+static int remote_error(struct gr_ctx *ctx, int rc)
+{
+	if (rc == GR_EINVAL) {
+		gr_hintf(&ctx->err, "set [remote] path to a project folder");
+		ctx->err.code = rc = GR_ECONFIG;
+	}
+	return rc;
+}
+
+static int open_session(struct run *r, uint32_t *sid, struct host_state *h)
+{
+	struct strbuf body = STRBUF_INIT; /* a long STATE: its DATA frames, then its own */
+	struct gr_frame f;
+	int rc;
+
+	if (r->early_sid) /* it went with the bootstrap command */
+		*sid = r->early_sid;
+	else
+		*sid = send_open(r, r->o->dry_run ? SYNC_OPEN_DRY_RUN : 0);
+	r->early_sid = 0;
+	for (;;) {
+		if ((rc = conn_recv_idle(r->ctx->conn, &f, r->idle_ms, &r->ctx->err)) < 0)
+			goto out;
+		if (f.id != *sid)
+			continue;
+		r->wire.in += GR_FRAME_HDR + f.len;
+		if (f.type != GR_MSG_DATA)
+			break;
+		if (body.len + f.len > SYNC_ANSWER_MAX) {
+			rc = gr_errf(&r->ctx->err, GR_EPROTO, "protocol error: the host's state is "
+				     "larger than %u MiB", SYNC_ANSWER_MAX >> 20);
+			goto out;
+		}
+		sb_add(&body, f.payload, f.len);
+	}
+	if (f.type == GR_MSG_ERROR) {
+		rc = remote_error(r->ctx, conn_error_from_frame(&f, &r->ctx->err));
+		goto out;
+	}
+	if (f.type != SYNC_MSG_STATE) {
+		rc = gr_errf(&r->ctx->err, GR_EPROTO, "protocol error: expected SYNC_STATE, got %s",
+			     proto_msg_name(f.type));
+		goto out;
+	}
+	sb_add(&body, f.payload, f.len);
+	rc = parse_state((const uint8_t *)body.buf, body.len, h, &r->ctx->err);
+out:
+	sb_release(&body);
+	return rc;
+}
+
+#define ERRORS_SHOWN 20
+
+/* What could not be synced: each file (the first ERRORS_SHOWN), then one
+ * error saying why, and what helps; the hint to sync again only where
+ * that can help by itself. */
+static int report_errors(struct run *r, const struct sync_xfer *x, const struct sync_plan *plan)
+{
+	struct gr_err *err = &r->ctx->err;
+	size_t n[4] = { 0 }, files = 0, local = 0;
+	uint64_t lacking = 0;
+	const char *root = x->host_root ? x->host_root : r->ctx->cfg->remote.path;
+
+	for (size_t i = 0; i < x->nerrs; i++) {
+		const struct sync_error *e = &x->errs[i];
+		if (i < ERRORS_SHOWN && e->path) {
+			char *q = sync_quote(e->path);
+			fprintf(stderr, "gpurun: %s: %s\n", q, ts(e->msg));
+			free(q);
+		} else if (i < ERRORS_SHOWN) {
+			fprintf(stderr, "gpurun: %s\n", ts(e->msg));
+		}
+		files += e->path != NULL;
+		if (e->kind == SYNC_ERR_LOCAL)
+			local++;
+		else
+			n[e->kind < 4 ? e->kind : SYNC_ERR_OTHER]++;
+		if (e->kind == SYNC_ERR_NOSPACE)
+			lacking += e->size;
+	}
+	if (x->nerrs > ERRORS_SHOWN)
+		fprintf(stderr, "gpurun: (and %zu more)\n", x->nerrs - ERRORS_SHOWN);
+	const char *s = files == 1 ? "" : "s";
+	if (n[SYNC_ERR_NOSPACE]) {
+		/* Temp files sit beside the old versions until COMMIT: the sync
+		 * needs all it sends, at least what did not fit. */
+		uint64_t need = plan->send_bytes > x->host_free ? plan->send_bytes - x->host_free : 0;
+		if (need < lacking)
+			need = lacking;
+		unsigned long long mib = (need + (1u << 20) - 1) >> 20;
+		gr_errf(err, GR_EREMOTE, "no space left on the host (needs %llu MiB more)",
+			mib ? mib : 1);
+		gr_hintf(err, "make room in '%s' on the host; the next sync sends the rest", ts(root));
+	} else if (n[SYNC_ERR_DENIED]) {
+		gr_errf(err, GR_EREMOTE, "%zu file%s could not be synced: permission denied on the "
+			"host", files, s);
+		gr_hintf(err, "make '%s' and the folders in it writable on the host", ts(root));
+	} else if (n[SYNC_ERR_IN_THE_WAY]) {
+		gr_errf(err, GR_EREMOTE, "%zu file%s could not be synced: folders on the host "
+			"hold files gpurun did not send", files, s);
+		gr_hintf(err, "move those files away on the host, or add the paths to .gpurunignore");
+	} else if (local && local == x->nerrs) {
+		gr_errf(err, GR_EIO, "%zu local file%s could not be read", local,
+			local == 1 ? "" : "s");
+		gr_hintf(err, "make them readable, or add them to .gpurunignore");
+	} else {
+		gr_errf(err, GR_EREMOTE, "%zu file%s could not be synced", files ? files : x->nerrs,
+			(files ? files : x->nerrs) == 1 ? "" : "s");
+		gr_hintf(err, "run 'gpurun sync' again");
+	}
+	return err->code;
+}
+
+/* Plan against view and carry it out: on session *sid, or, optimistic, on
+ * a session opened here without waiting for its answer. *rejected: the
+ * host was not in the state view says (optimistic only). */
+static int transfer(struct run *r, const struct sm_list *view, int optimistic, uint32_t *sid,
+		    int *rejected)
+{
+	struct gr_ctx *ctx = r->ctx;
+	const struct gr_config *cfg = ctx->cfg;
+	struct sync_plan plan;
+	struct sync_xfer x = { 0 };
+	struct sync_progress prog = { 0 };
+	int rc = 0;
+
+	*rejected = 0;
+	sync_plan_build(&r->local, view, cfg->sync.delta_min, have_sig, cfg->root, &plan);
+	r->st.files_sent = plan.nfiles + plan.nlinks + plan.mkdirs.n;
+	r->st.files_deleted = plan.deletes.n;
+	r->st.files_updated = plan.nmeta;
+	r->st.bytes_total = plan.send_bytes;
+	if (r->o->dry_run) {
+		struct strbuf list = STRBUF_INIT;
+		sync_plan_list(&plan, &r->local, &list);
+		fwrite(list.buf ? list.buf : "", 1, list.len, stdout);
+		fflush(stdout);
+		sb_release(&list);
+		goto out;
+	}
+	if ((rc = size_check(ctx, r->o, &plan, &r->local)) < 0) {
+		if (!optimistic) {
+			conn_send(ctx->conn, GR_MSG_CANCEL, 0, *sid, NULL, 0);
+			conn_flush_idle(ctx->conn, r->idle_ms, NULL);
+		}
+		goto out;
+	}
+	if (optimistic)
+		*sid = send_open(r, SYNC_OPEN_OPTIMISTIC);
+	x.c = ctx->conn;
+	x.sid = *sid;
+	x.optimistic = optimistic;
+	x.root = cfg->root;
+	x.tree = r->tree;
+	x.plan = &plan;
+	x.local = &r->local;
+	x.delta_min = cfg->sync.delta_min;
+	x.idle_ms = r->idle_ms;
+	x.wire = &r->wire;
+	x.prog = &prog;
+	x.host_root = r->host_root ? xstrdup(r->host_root) : NULL;
+	x.host_free = r->host_free;
+	sync_progress_start(&prog, ctx->progress && !r->o->quiet, plan.send_bytes);
+	gr_trace("sync: transfer starts (%zu files, %llu bytes)", plan.nfiles,
+		 (unsigned long long)plan.send_bytes);
+	rc = sync_xfer_run(&x, &ctx->err);
+	gr_trace("sync: transfer done (progress %llu of %llu bytes)",
+		 (unsigned long long)prog.done, (unsigned long long)prog.total);
+	sync_progress_clear(&prog);
+	if (x.rejected) {
+		*rejected = 1;
+		gr_err_clear(&ctx->err);
+		rc = 0;
+		goto out;
+	}
+	for (size_t i = 0; i < x.warnings.n; i++)
+		fprintf(stderr, "gpurun: %s\n", ts(x.warnings.v[i]));
+	if (rc < 0) {
+		sync_rstate_drop(cfg->root, r->key);
+		rc = remote_error(ctx, rc);
+		goto out;
+	}
+	r->st.files_tar = x.files_tar;
+	r->st.files_delta = x.files_delta;
+	r->st.files_whole = x.files_whole;
+	r->st.sigs_asked = x.files_sig;
+	r->st.bytes_literal = x.literal;
+	r->st.bytes_matched = x.matched;
+	uint8_t expect[SM_HASH_LEN];
+	const struct sm_list *expected = x.expected ? x.expected : &x.expect;
+	sm_digest(expected, expect);
+	if (x.committed && !x.nerrs && !memcmp(expect, x.digest, SM_HASH_LEN)) {
+		sync_rstate_save(cfg->root, r->key, expected, NULL);
+		sync_xfer_save_sigs(&x);
+		sync_sig_gc(cfg->root, expected);
+		goto out;
+	}
+	/* The next sync asks the host for its manifest and repairs. */
+	sync_rstate_drop(cfg->root, r->key);
+	if (x.nerrs) {
+		rc = report_errors(r, &x, &plan);
+	} else {
+		rc = gr_errf(&ctx->err, GR_EREMOTE, "the host's manifest does not match what was sent");
+		gr_hintf(&ctx->err, "run 'gpurun sync' again");
+	}
+out:
+	sync_xfer_release(&x);
+	sync_plan_free(&plan);
+	return rc;
+}
+
+/* The usual exchange: OPEN, the host's state, then the transfer. */
+static int exchange(struct run *r)
+{
+	const struct gr_config *cfg = r->ctx->cfg;
+	struct host_state h = { 0 };
+	uint32_t sid;
+	int rc, rejected;
+
+	if ((rc = open_session(r, &sid, &h)) < 0)
+		goto out;
+	gr_trace("sync: host state");
+	if (h.flags & SYNC_STATE_IN_SYNC) {
+		r->st.up_to_date = 1;
+		if (!r->o->dry_run && (!r->have_known ||
+				       memcmp(r->known_digest, h.digest, SM_HASH_LEN)))
+			sync_rstate_save(cfg->root, r->key, &r->local, NULL);
+		goto out;
+	}
+	if (!(h.flags & SYNC_STATE_HAS_MANIFEST) && (rc = known_load(r)) < 0)
+		goto out;
+	if ((rc = host_view(&h, &r->known, &r->view, &r->ctx->err)) < 0) {
+		sync_rstate_drop(cfg->root, r->key);
+		gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
+		goto out;
+	}
+	keep_ignored(r, &r->view);
+	rc = resolve_hashes(cfg, r->tree, &r->local, &r->view, &r->hs, &r->ctx->err);
+	if (rc < 0)
+		goto out;
+	warn_host_changes(&h, &r->local);
+	free(r->host_root);
+	r->host_root = h.root ? sync_tame(h.root) : NULL;
+	r->host_free = h.free;
+	rc = transfer(r, &r->view, 0, &sid, &rejected);
+out:
+	host_state_release(&h);
+	return rc;
+}
+
+int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stats *st_out)
+{
+	const struct gr_config *cfg = ctx->cfg;
+	struct scan_ignored ignored = { .walk_dirs = o->dry_run, .names = STRVEC_INIT };
+	struct scan_opts so = { (const char *const *)cfg->sync.exclude.v, cfg->sync.exclude.n,
+				cfg->sync.include_git,
+				(const char *const *)cfg->sync.include.v, cfg->sync.include.n,
+				(const char *const *)cfg->train.persist.v, cfg->train.persist.n,
+				o->say_ignored ? &ignored : NULL };
+	struct sync_index *idx = NULL;
+	struct connect_job cj = { 0 };
+	struct run r = { 0 };
+	uint64_t t0 = now_ns();
+	int rc;
+
+	r.ctx = ctx;
+	r.o = o;
+	r.known_fd = -1;
+	r.idle_ms = idle_limit_ms();
+	if ((rc = sync_check_remote_path(cfg->remote.path, &ctx->err)) < 0)
+		goto out;
+	connect_start(&cj, ctx);
+	idx = sync_index_load(cfg->root);
+	if ((rc = sync_scan_manifest(cfg->root, &so, idx, &r.local, &r.hs, &ctx->err)) < 0) {
+		sync_index_free(idx); /* nothing to save: the scan did not finish */
+		idx = NULL;
+		goto out;
+	}
+	if (!(r.tree = sync_tree_open(cfg->root, &ctx->err))) {
+		rc = ctx->err.code;
+		goto out;
+	}
+	gr_trace("sync: scanned, local manifest of %zu entries", r.local.n);
+	r.key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
+	r.so = so;
+	known_scan(&r);
+	/* While the connection comes up: hash what the host probably has too
+	 * (as far as the last sync knows), so a no-op is seen as one. */
+	rc = resolve_hashes(cfg, r.tree, &r.local, NULL, &r.hs, &ctx->err);
+	if (rc < 0)
+		goto out;
+	int unhashed = 0;
+	for (size_t i = 0; i < r.local.n && !unhashed; i++)
+		unhashed = r.local.e[i].flags & SM_F_UNHASHED;
+	if (!unhashed) /* else: new or resized files, not a no-op */
+		sm_digest(&r.local, r.local_digest);
+	gr_trace("sync: hashed %llu files", (unsigned long long)r.hs.files_hashed);
+	/* Changes against a state we know go without asking (optimistic);
+	 * otherwise the OPEN can go inside the bootstrap command, so the
+	 * host's answer follows HELLO (a no-op sync is then the connection
+	 * and nothing more). */
+	int optimistic = r.have_known && !o->dry_run &&
+			 (unhashed || memcmp(r.local_digest, r.known_digest, SM_HASH_LEN));
+	size_t offered = 0;
+	if (!optimistic) {
+		struct strbuf pl = STRBUF_INIT;
+		open_payload(&r, o->dry_run ? SYNC_OPEN_DRY_RUN : 0, &pl);
+		connect_offer(&cj, SYNC_MSG_OPEN, pl.buf, pl.len);
+		offered = pl.len;
+		sb_release(&pl);
+	}
+	if ((rc = connect_finish(&cj)) < 0)
+		goto out;
+	gr_trace("sync: connected");
+	if (cj.offer_id) {
+		r.early_sid = cj.offer_id;
+		r.wire.out += GR_FRAME_HDR + offered;
+	}
+	if (optimistic) {
+		uint32_t sid;
+		int rejected;
+		if ((rc = known_diff(&r)) < 0)
+			goto done;
+		if ((rc = transfer(&r, &r.known, 1, &sid, &rejected)) < 0 || !rejected)
+			goto done;
+		r.st = (struct sync_stats){ 0 };
+		sm_list_free(&r.known); /* the host was not in that state */
+		forget_same(&r);
+		r.known_loaded = 0;
+	}
+	rc = exchange(&r);
+done:
+	r.st.wire_out = r.wire.out;
+	r.st.wire_in = r.wire.in;
+	r.st.bytes_wire = r.wire.out + r.wire.in;
+	r.st.files_hashed = r.hs.files_hashed;
+	r.st.bytes_hashed = r.hs.bytes_hashed;
+	r.st.files_cached = r.hs.files_cached;
+	r.st.entries = r.local.n;
+	r.st.seconds = (double)(now_ns() - t0) / 1e9;
+	if (rc == 0) {
+		summary(o, &r.st, o->say_ignored ? &ignored : NULL);
+		if (o->stats)
+			print_stats(&r.st);
+	}
+out:
+	connect_abandon(&cj);
+	if (idx) { /* a cache: failing to save it costs time only */
+		sync_index_save(cfg->root, idx, &r.local, NULL);
+	}
+	if (st_out)
+		*st_out = r.st;
+	for (size_t i = 0; i < r.local.n; i++)
+		free(r.local.e[i].leaves);
+	ignore_free(r.ig);
+	sm_list_free(&r.local);
+	sm_list_free(&r.known);
+	if (r.known_fd >= 0)
+		close(r.known_fd);
+	sm_list_free(&r.view);
+	sync_index_free(idx);
+	sync_tree_close(r.tree);
+	sv_clear(&ignored.names);
+	free(r.host_root);
+	free(r.key);
+	return rc;
+}

@@ -1,0 +1,589 @@
+/* The local index (stat cache -> content hash), the remote state files and
+ * the signature cache, all under <project>/.gpurun/ (see sync_index.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proto.h"
+#include "sync_index.h"
+#include "sync_plan.h"
+#include "sync_proto.h"
+
+#define IDX_MAGIC "GRIX"
+#define IDX_VERSION 1u
+#define RACY_NS 1000000000LL /* files changed this close to a scan are rehashed */
+
+/* One entry of the index file, as read (its path in idx_rd.path). */
+struct idx_entry {
+	uint64_t size, ino;
+	int64_t mtime_ns;
+	uint32_t mode;
+	uint8_t hash[SM_HASH_LEN];
+};
+
+/* Nothing of the index is held in memory: sync_local_manifest reads the
+ * file in step with the scan (both in path order), and the save writes
+ * the local manifest's files. Held whole, the old one and the new, it
+ * was 240 bytes a file of the client's peak. */
+struct sync_index {
+	char *path;           /* <root>/.gpurun/index */
+	int64_t scan_ns;      /* wall-clock time of the manifest the save records */
+};
+
+static int64_t wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static char *state_path(const char *root, const char *name)
+{
+	return xasprintf("%s/.gpurun/%s", root, name);
+}
+
+int sync_state_dir(const char *root, const char *sub, struct gr_err *err)
+{
+	char *dir = state_path(root, sub), *ign = state_path(root, ".gitignore");
+	int rc = mkdir_p(dir, 0755, err);
+
+	/* gpurun's state ignores itself: `git add -A` never takes it. */
+	if (rc == 0 && access(ign, F_OK) < 0)
+		write_file_atomic(ign, "*\n", 2, 0644, NULL);
+	free(dir);
+	free(ign);
+	return rc;
+}
+
+struct sync_index *sync_index_load(const char *root)
+{
+	struct sync_index *idx = xcalloc(1, sizeof(*idx));
+
+	idx->path = state_path(root, "index");
+	return idx;
+}
+
+void sync_index_free(struct sync_index *idx)
+{
+	if (!idx)
+		return;
+	free(idx->path);
+	free(idx);
+}
+
+#define IDX_HDR 20 /* magic, version u32, scan time u64, count u32 */
+
+/* The index file, read one entry ahead. */
+struct idx_rd {
+	struct fwin w;
+	uint32_t left;        /* entries not read yet */
+	int64_t scan_ns;      /* the scan that made it */
+	int bad;              /* damaged: none of it may be used */
+	int have;             /* cur and path hold the next entry */
+	int started;          /* an entry was read (path holds the last one) */
+	struct idx_entry cur;
+	struct strbuf path;
+};
+
+/* strcmp of two byte strings without NUL bytes. */
+static int cmp_bytes(const char *a, size_t an, const char *b, size_t bn)
+{
+	int c = memcmp(a, b, an < bn ? an : bn);
+
+	return c ? c : an < bn ? -1 : an > bn;
+}
+
+/* Read the next entry into r->cur: 1, or 0 at the end (r->bad if the
+ * file is damaged: an entry cut short, a path with a NUL byte, a hash of
+ * another length, paths out of order). */
+static int idx_next(struct idx_rd *r)
+{
+	r->have = 0;
+	if (r->bad || !r->left)
+		return 0;
+	for (size_t want = 8192;; want *= 2) {
+		ssize_t have = fwin_need(&r->w, want);
+		struct gr_rd rd;
+		size_t pl = 0, hl = 0;
+
+		if (have < 0)
+			break;
+		rd_init(&rd, r->w.b.buf + r->w.pos, (size_t)have);
+		const uint8_t *p = get_bytes(&rd, &pl);
+		r->cur.size = get_u64(&rd);
+		r->cur.mtime_ns = (int64_t)get_u64(&rd);
+		r->cur.ino = get_u64(&rd);
+		r->cur.mode = get_u32(&rd);
+		const uint8_t *h = get_bytes(&rd, &hl);
+		if (rd.bad) {
+			if (r->w.eof)
+				break;
+			continue; /* cut by the window: read more */
+		}
+		if (memchr(p, '\0', pl) || hl != SM_HASH_LEN ||
+		    (r->started && cmp_bytes(r->path.buf, r->path.len, (const char *)p, pl) >= 0))
+			break;
+		memcpy(r->cur.hash, h, SM_HASH_LEN);
+		sb_reset(&r->path);
+		sb_add(&r->path, p, pl);
+		r->w.pos += (size_t)have - rd.n;
+		r->left--;
+		r->started = 1;
+		return r->have = 1;
+	}
+	r->bad = 1;
+	return 0;
+}
+
+/* Open the index (absent, unreadable or of another version: no entries)
+ * and read its first entry. */
+static void idx_open(struct idx_rd *r, const char *path)
+{
+	struct gr_rd rd;
+
+	memset(r, 0, sizeof(*r));
+	r->w.fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (r->w.fd < 0)
+		return;
+	ssize_t have = fwin_need(&r->w, IDX_HDR);
+	if (have < 4 || memcmp(r->w.b.buf, IDX_MAGIC, 4))
+		return;
+	rd_init(&rd, r->w.b.buf + 4, (size_t)have - 4);
+	uint32_t version = get_u32(&rd);
+	r->scan_ns = (int64_t)get_u64(&rd);
+	uint32_t n = get_u32(&rd);
+	if (rd.bad || version != IDX_VERSION)
+		return;
+	r->w.pos = IDX_HDR;
+	r->left = n;
+	idx_next(r);
+}
+
+static void idx_close(struct idx_rd *r)
+{
+	if (r->w.fd >= 0)
+		close(r->w.fd);
+	fwin_release(&r->w);
+	sb_release(&r->path);
+}
+
+/* The entry for path, if the index has one (asked in path order). */
+static const struct idx_entry *idx_seek(struct idx_rd *r, const char *path)
+{
+	size_t n = strlen(path);
+	int c = 1;
+
+	while (r->have && (c = cmp_bytes(r->path.buf, r->path.len, path, n)) < 0)
+		idx_next(r);
+	return r->have && c == 0 ? &r->cur : NULL;
+}
+
+/* Is dir (len bytes) prev itself or a folder above it? */
+static int is_above(const char *dir, size_t len, const char *prev)
+{
+	return prev && !strncmp(prev, dir, len) && (prev[len] == '\0' || prev[len] == '/');
+}
+
+/* Add path's folders; *prev: the folder of the path added last, whose
+ * folders are in already. Without it each file would add its whole chain
+ * again (100k files three deep: 400k entries to sort before the
+ * duplicates go, 64 MiB of them). The scan lists every folder before what
+ * it holds, so out is usually in order with the folders in it already:
+ * then nothing is added, and there is nothing to sort. Once a folder is
+ * missing, *unsorted is set and the folders are added (the caller sorts
+ * and drops the duplicates). */
+static void add_parents(struct sm_list *out, const char *path, char **prev, int *unsorted)
+{
+	char *p = xstrdup(path), *s = strrchr(p, '/');
+
+	if (!s) {
+		free(p);
+		return;
+	}
+	*s = '\0';
+	if (*prev && !strcmp(*prev, p)) {
+		free(p);
+		return;
+	}
+	char *old = *prev;
+	*prev = xstrdup(p);
+	for (;;) {
+		if (is_above(p, strlen(p), old))
+			break;
+		if (*unsorted || !sm_find(out, p)) {
+			sm_add(out, p, SM_DIR);
+			*unsorted = 1;
+		}
+		if (!(s = strrchr(p, '/')))
+			break;
+		*s = '\0';
+	}
+	free(old);
+	free(p);
+}
+
+/* A name the agent keeps for its temp files (and removes as strays): such
+ * a file or folder cannot be carried, and is left out. */
+static int unsendable(const char *path)
+{
+	static const char pre[] = SYNC_TMP_PREFIX;
+
+	for (const char *c = path; c; c = strchr(c, '/')) {
+		c += *c == '/';
+		if (!strncmp(c, pre, sizeof(pre) - 1))
+			return 1;
+	}
+	return 0;
+}
+
+/* One scanned entry into the manifest (its path into the list's pool),
+ * unless it cannot be carried. */
+static int lm_add(void *arg, const struct scan_entry *s)
+{
+	struct sm_list *out = arg;
+	struct sm_entry *m;
+
+	if (!sm_path_ok(s->path) || unsendable(s->path))
+		return 0;
+	if (s->type == SCAN_DIR) {
+		sm_add_pooled(out, s->path, SM_DIR);
+	} else if (s->type == SCAN_SYMLINK) {
+		if (!s->link || !*s->link)
+			return 0;
+		m = sm_add_pooled(out, s->path, SM_LINK);
+		m->link = xstrdup(s->link);
+	} else if (s->type == SCAN_FILE) {
+		m = sm_add_pooled(out, s->path, SM_FILE);
+		m->mode = s->mode & 0777;
+		m->size = s->size;
+		m->mtime_ns = s->mtime_ns;
+		m->dev = s->dev;
+		m->ino = s->ino;
+	}
+	return 0;
+}
+
+/* The entries out holds, as the scan found them: sorted, hashes from the
+ * index, parent folders added. */
+static void lm_finish(struct sm_list *out, struct sync_index *idx, struct sync_hash_stats *hs)
+{
+	struct idx_rd ir;
+	uint64_t cached = 0;
+	char *prev = NULL; /* add_parents' */
+	int unsorted = 0;
+	size_t first = 0, n = out->n;
+
+	sm_sort(out);
+	idx_open(&ir, idx->path);
+	idx->scan_ns = wall_ns();
+	for (size_t i = first; i < n; i++) {
+		struct sm_entry *m = &out->e[i];
+		if (m->type != SM_FILE || (m->flags & SM_F_KEPT))
+			continue;
+		const struct idx_entry *c = idx_seek(&ir, m->path);
+		if (c && c->size == m->size && c->mtime_ns == m->mtime_ns &&
+		    c->ino == m->ino && c->mode == m->mode &&
+		    c->mtime_ns < ir.scan_ns - RACY_NS) {
+			memcpy(m->hash, c->hash, SM_HASH_LEN);
+			cached++;
+		} else {
+			m->flags |= SM_F_UNHASHED;
+		}
+	}
+	/* All of a damaged index is ignored, the part after the last file
+	 * scanned too: what came from it is hashed again. */
+	while (idx_next(&ir))
+		;
+	if (ir.bad) {
+		for (size_t i = first; i < n; i++)
+			if (out->e[i].type == SM_FILE && !(out->e[i].flags & SM_F_UNHASHED)) {
+				out->e[i].flags |= SM_F_UNHASHED;
+				memset(out->e[i].hash, 0, SM_HASH_LEN);
+			}
+		cached = 0;
+	}
+	idx_close(&ir);
+	if (hs)
+		hs->files_cached += cached;
+	/* Every folder is in already unless the scan left one out (its
+	 * name cannot be carried): add_parents adds none then. */
+	for (size_t i = first; i < n; i++)
+		add_parents(out, out->e[i].path, &prev, &unsorted);
+	free(prev);
+	if (unsorted) { /* sort and drop duplicate folders */
+		sm_sort(out);
+		size_t keep = 0;
+		for (size_t i = 0; i < out->n; i++) {
+			if (keep && !strcmp(out->e[keep - 1].path, out->e[i].path)) {
+				sm_entry_release(&out->e[i]);
+				continue;
+			}
+			out->e[keep++] = out->e[i];
+		}
+		out->n = keep;
+	}
+	sm_shrink(out);
+}
+
+int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
+			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err)
+{
+	(void)err;
+	sm_list_free(out);
+	sm_reserve(out, n + n / 8 + 16); /* the scan's entries and a few folders */
+	for (size_t i = 0; i < n; i++)
+		lm_add(out, &e[i]);
+	lm_finish(out, idx, hs);
+	return 0;
+}
+
+int sync_scan_manifest(const char *root, const struct scan_opts *so, struct sync_index *idx,
+		       struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err)
+{
+	int rc;
+
+	sm_list_free(out);
+	if ((rc = scan_tree_each(root, so, lm_add, out, err)) < 0) {
+		sm_list_free(out); /* half a tree, unsorted and unhashed */
+		return rc;
+	}
+	lm_finish(out, idx, hs);
+	return 0;
+}
+
+int sync_hash_entry(struct sync_tree *t, struct sm_entry *m, uint8_t **leaves,
+		    struct sync_hash_stats *hs, struct gr_err *err)
+{
+	int fd = sync_tree_open_file(t, m->path, m->dev, m->ino, err);
+
+	if (fd < 0)
+		return fd;
+	int rc = sync_hash_fd(fd, m->path, m->size, m->hash, leaves, err);
+	close(fd);
+	if (rc < 0)
+		return rc;
+	m->flags &= (uint8_t)~SM_F_UNHASHED;
+	if (hs) {
+		hs->files_hashed++;
+		hs->bytes_hashed += m->size;
+	}
+	return 0;
+}
+
+/* The local files the index records: hashed, and not the host's entries
+ * kept in the list (sync_plan_keep_ignored). */
+static int idx_records(const struct sm_entry *m)
+{
+	return m->type == SM_FILE && !(m->flags & (SM_F_UNHASHED | SM_F_KEPT));
+}
+
+struct idx_save {
+	const struct sync_index *idx;
+	const struct sm_list *local;
+};
+
+/* Write the index to fd in pieces of 256 KiB. */
+static int idx_write(void *arg, int fd)
+{
+	const struct idx_save *a = arg;
+	struct strbuf b = STRBUF_INIT;
+	uint32_t count = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < a->local->n; i++)
+		count += idx_records(&a->local->e[i]);
+	sb_add(&b, IDX_MAGIC, 4);
+	put_u32(&b, IDX_VERSION);
+	put_u64(&b, (uint64_t)a->idx->scan_ns);
+	put_u32(&b, count);
+	for (size_t i = 0; i < a->local->n && !rc; i++) {
+		const struct sm_entry *m = &a->local->e[i];
+		if (!idx_records(m))
+			continue;
+		put_str(&b, m->path);
+		put_u64(&b, m->size);
+		put_u64(&b, (uint64_t)m->mtime_ns);
+		put_u64(&b, m->ino);
+		put_u32(&b, m->mode);
+		put_bytes(&b, m->hash, SM_HASH_LEN);
+		if (b.len >= (256u << 10)) {
+			rc = write_full(fd, b.buf, b.len);
+			sb_reset(&b);
+		}
+	}
+	if (!rc && b.len)
+		rc = write_full(fd, b.buf, b.len);
+	sb_release(&b);
+	return rc < 0 ? -1 : 0;
+}
+
+int sync_index_save(const char *root, struct sync_index *idx, const struct sm_list *local,
+		    struct gr_err *err)
+{
+	struct idx_save a = { idx, local };
+	char *dir = state_path(root, ""), *path = state_path(root, "index");
+	int rc = sync_state_dir(root, "", err);
+
+	if (!rc)
+		rc = write_file_atomic_with(path, idx_write, &a, 0644, err);
+	free(dir);
+	free(path);
+	return rc;
+}
+
+char *sync_remote_key(const char *host, const char *path)
+{
+	uint8_t h[SM_HASH_LEN];
+	char hex[2 * SM_HASH_LEN + 1];
+	blake2b_state s;
+
+	blake2b_init(&s, SM_HASH_LEN);
+	blake2b_update(&s, (const uint8_t *)host, strlen(host) + 1);
+	blake2b_update(&s, (const uint8_t *)path, strlen(path) + 1);
+	blake2b_final(&s, h, SM_HASH_LEN);
+	sm_hex(h, hex);
+	hex[16] = '\0';
+	return xstrdup(hex);
+}
+
+int sync_rstate_load(const char *root, const char *key, struct sm_list *man,
+		     uint8_t digest[SM_HASH_LEN])
+{
+	char *name = xasprintf("remote-%s", key), *path = state_path(root, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), have = 0;
+
+	/* Read in pieces: held whole beside the list, the file was a fifth
+	 * of a no-op sync's peak. */
+	if (fd >= 0 && sm_decode_fd(fd, 0, man, NULL) == 0) {
+		sm_digest(man, digest);
+		have = 1;
+	}
+	if (fd >= 0)
+		close(fd);
+	free(name);
+	free(path);
+	return have;
+}
+
+int sync_rstate_open(const char *root, const char *key)
+{
+	char *name = xasprintf("remote-%s", key), *path = state_path(root, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	free(name);
+	free(path);
+	return fd;
+}
+
+static int rstate_write(void *arg, int fd)
+{
+	return sm_encode_fd(arg, 0, fd);
+}
+
+int sync_rstate_save(const char *root, const char *key, const struct sm_list *man,
+		     struct gr_err *err)
+{
+	char *name = xasprintf("remote-%s", key), *path = state_path(root, name);
+	char *dir = state_path(root, "");
+	int rc = sync_state_dir(root, "", err);
+
+	if (!rc)
+		rc = write_file_atomic_with(path, rstate_write, (void *)man, 0644, err);
+	free(name);
+	free(path);
+	free(dir);
+	return rc;
+}
+
+void sync_rstate_drop(const char *root, const char *key)
+{
+	char *name = xasprintf("remote-%s", key), *path = state_path(root, name);
+
+	unlink(path);
+	free(name);
+	free(path);
+}
+
+char *sync_sig_path(const char *root, const uint8_t hash[SM_HASH_LEN])
+{
+	char hex[2 * SM_HASH_LEN + 1];
+
+	sm_hex(hash, hex);
+	return xasprintf("%s/.gpurun/sigs/%s", root, hex);
+}
+
+int sync_sig_have(const char *root, const uint8_t hash[SM_HASH_LEN])
+{
+	char *p = sync_sig_path(root, hash);
+	int ok = access(p, R_OK) == 0;
+
+	free(p);
+	return ok;
+}
+
+int sync_sig_load(const char *root, const uint8_t hash[SM_HASH_LEN], struct strbuf *out)
+{
+	char *p = sync_sig_path(root, hash);
+	int rc = read_file(p, out, NULL);
+
+	free(p);
+	return rc;
+}
+
+int sync_sig_save(const char *root, const uint8_t hash[SM_HASH_LEN], const void *sig,
+		  size_t n, struct gr_err *err)
+{
+	char *dir = state_path(root, "sigs"), *p = sync_sig_path(root, hash);
+	int rc = sync_state_dir(root, "sigs", err);
+
+	if (!rc)
+		rc = write_file_atomic(p, sig, n, 0644, err);
+	free(dir);
+	free(p);
+	return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void sync_sig_gc(const char *root, const struct sm_list *keep)
+{
+	char *dir = state_path(root, "sigs");
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	struct strvec want = STRVEC_INIT;
+
+	if (!d) {
+		free(dir);
+		return;
+	}
+	for (size_t i = 0; i < keep->n; i++) {
+		char hex[2 * SM_HASH_LEN + 1];
+		if (keep->e[i].type != SM_FILE)
+			continue;
+		sm_hex(keep->e[i].hash, hex);
+		sv_push(&want, hex);
+	}
+	if (want.n > 1)
+		qsort(want.v, want.n, sizeof(*want.v), cmp_str);
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.' || strlen(de->d_name) != 2 * SM_HASH_LEN)
+			continue;
+		const char *name = de->d_name;
+		if (!want.n || !bsearch(&name, want.v, want.n, sizeof(*want.v), cmp_str))
+			unlinkat(dirfd(d), de->d_name, 0);
+	}
+	closedir(d);
+	sv_clear(&want);
+	free(dir);
+}

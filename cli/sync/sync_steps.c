@@ -1,0 +1,431 @@
+/* The steps of a sync around the transfer (see sync_steps.h). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sync_index.h"
+#include "sync_proto.h"
+#include "sync_steps.h"
+#include "term_filter.h"
+
+enum { CHANGE_UPDATED = 1, CHANGE_MISSING = 2 };
+
+void host_state_release(struct host_state *h)
+{
+	free(h->root);
+	sm_list_free(&h->changed);
+	sv_clear(&h->missing);
+	sm_list_free(&h->manifest);
+	sv_clear(&h->warnings);
+}
+
+char *sync_tame(const char *msg)
+{
+	char *m = xstrdup(msg);
+
+	for (unsigned char *c = (unsigned char *)m; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	return m;
+}
+
+int parse_state(const uint8_t *p, size_t len, struct host_state *h, struct gr_err *err)
+{
+	struct gr_rd rd;
+	size_t n = 0;
+
+	rd_init(&rd, p, len);
+	h->flags = get_u32(&rd);
+	const uint8_t *d = get_bytes(&rd, &n);
+	if (!d || n != SM_HASH_LEN)
+		rd.bad = 1;
+	else
+		memcpy(h->digest, d, SM_HASH_LEN);
+	h->root = get_str(&rd);
+	h->free = get_u64(&rd);
+	for (uint32_t i = 0, k = get_u32(&rd); i < k && !rd.bad; i++) {
+		uint8_t kind = get_u8(&rd);
+		if (kind == CHANGE_UPDATED) {
+			sm_get_entry(&rd, &h->changed, 0);
+		} else if (kind == CHANGE_MISSING) {
+			char *q = get_str(&rd);
+			if (q && sm_path_ok(q))
+				sv_push(&h->missing, q);
+			else
+				rd.bad = 1;
+			free(q);
+		} else {
+			rd.bad = 1;
+		}
+	}
+	const uint8_t *z = get_bytes(&rd, &n);
+	if (!rd.bad && (h->flags & SYNC_STATE_HAS_MANIFEST) &&
+	    sm_decode_z(z, n, &h->manifest, err) < 0)
+		return GR_EPROTO;
+	for (uint32_t i = 0, k = get_u32(&rd); i < k && !rd.bad; i++) {
+		char *w = get_str(&rd), *t = w ? sync_tame(w) : NULL;
+		if (t)
+			sv_push(&h->warnings, t);
+		free(w);
+		free(t);
+	}
+	sm_sort(&h->changed);
+	return rd_done(&rd, err, "SYNC_STATE");
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int in_sorted(const struct strvec *v, const char *p)
+{
+	return v->n && bsearch(&p, v->v, v->n, sizeof(*v->v), cmp_str) != NULL;
+}
+
+/* The paths whose subtree is gone from the host: folders gone, or now a
+ * file or a symlink (the agent does not list what was below them). */
+static void dead_folders(const struct host_state *h, struct strvec *dead)
+{
+	for (size_t i = 0; i < h->missing.n; i++)
+		sv_push(dead, h->missing.v[i]);
+	for (size_t i = 0; i < h->changed.n; i++)
+		if (h->changed.e[i].type != SM_DIR)
+			sv_push(dead, h->changed.e[i].path);
+	if (dead->n > 1)
+		qsort(dead->v, dead->n, sizeof(*dead->v), cmp_str);
+}
+
+/* Is a folder above path in dead? */
+static int under_dead(const struct strvec *dead, const char *path)
+{
+	char *p = dead->n ? xstrdup(path) : NULL;
+	int found = 0;
+
+	for (char *s = p ? strrchr(p, '/') : NULL; s && !found; s = strrchr(p, '/')) {
+		*s = '\0';
+		found = in_sorted(dead, p);
+	}
+	free(p);
+	return found;
+}
+
+static void copy_entry(struct sm_list *to, const struct sm_entry *e)
+{
+	struct sm_entry *c = sm_add(to, e->path, e->type);
+	char *p = c->path;
+	*c = *e;
+	c->path = p;
+	c->flags &= (uint8_t)~SM_F_POOLED;
+	c->link = e->link ? xstrdup(e->link) : NULL;
+}
+
+/* What the host holds: the manifest it sent, or the one we committed
+ * last with the changes it found applied. Checked against its digest. */
+int host_view(struct host_state *h, struct sm_list *known, struct sm_list *view,
+	      struct gr_err *err)
+{
+	uint8_t d[SM_HASH_LEN];
+	const struct sm_list *base = (h->flags & SYNC_STATE_HAS_MANIFEST) ? &h->manifest : known;
+	struct strvec missing = STRVEC_INIT, dead = STRVEC_INIT;
+
+	for (size_t i = 0; i < h->missing.n; i++)
+		sv_push(&missing, h->missing.v[i]);
+	if (missing.n > 1)
+		qsort(missing.v, missing.n, sizeof(*missing.v), cmp_str);
+	dead_folders(h, &dead);
+	for (size_t i = 0; i < base->n; i++) {
+		const struct sm_entry *e = &base->e[i];
+		/* A manifest sent whole has the changes in it already. */
+		if (base == known && (sm_find(&h->changed, e->path) ||
+				      in_sorted(&missing, e->path) || under_dead(&dead, e->path)))
+			continue;
+		copy_entry(view, e);
+	}
+	if (!(h->flags & SYNC_STATE_HAS_MANIFEST))
+		for (size_t i = 0; i < h->changed.n; i++)
+			copy_entry(view, &h->changed.e[i]);
+	sv_clear(&missing);
+	sv_clear(&dead);
+	sm_sort(view);
+	sm_digest(view, d);
+	if (memcmp(d, h->digest, SM_HASH_LEN))
+		return gr_errf(err, GR_EPROTO,
+			       "the host's sync manifest does not match what gpurun last sent");
+	return 0;
+}
+
+static const char *type_name(uint8_t type)
+{
+	return type == SM_DIR ? "a folder" : type == SM_LINK ? "a symlink" : "a file";
+}
+
+#define CHANGES_SHOWN 20
+
+/* Say which files someone changed on the host, where we undo it: once
+ * for a folder, not for each file it held, and the first CHANGES_SHOWN
+ * only (then how many more). */
+void warn_host_changes(const struct host_state *h, const struct sm_list *local)
+{
+	struct strvec dead = STRVEC_INIT;
+	size_t said = 0;
+
+	dead_folders(h, &dead);
+	for (size_t i = 0; i < h->changed.n; i++) {
+		const struct sm_entry *e = &h->changed.e[i], *l = sm_find(local, e->path);
+		if ((l && sm_same(l, e)) || under_dead(&dead, e->path) || ++said > CHANGES_SHOWN)
+			continue;
+		char *q = sync_quote(e->path);
+		if (!l)
+			fprintf(stderr, "gpurun: %s changed on the host since the last sync; "
+				"deleting it\n", q);
+		else if (l->type != e->type)
+			fprintf(stderr, "gpurun: %s changed on the host since the last sync (it is "
+				"%s there now); replacing it with %s\n", q, type_name(e->type),
+				type_name(l->type));
+		else
+			fprintf(stderr, "gpurun: %s changed on the host since the last sync; "
+				"overwriting\n", q);
+		free(q);
+	}
+	for (size_t i = 0; i < h->missing.n; i++) {
+		if (!sm_find(local, h->missing.v[i]) || under_dead(&dead, h->missing.v[i]) ||
+		    ++said > CHANGES_SHOWN)
+			continue;
+		char *q = sync_quote(h->missing.v[i]);
+		fprintf(stderr, "gpurun: %s was deleted on the host since the last sync; "
+			"sending it again\n", q);
+		free(q);
+	}
+	if (said > CHANGES_SHOWN)
+		fprintf(stderr, "gpurun: (and %zu more changed on the host; all are undone)\n",
+			said - CHANGES_SHOWN);
+	for (size_t i = 0; i < h->warnings.n; i++)
+		fprintf(stderr, "gpurun: %s\n", ts(h->warnings.v[i]));
+	sv_clear(&dead);
+}
+
+
+/* (connect thread) The offered request, if any, goes with the command. */
+static void take_offer(void *arg, struct gr_conn *c, struct strbuf *frames)
+{
+	struct connect_job *j = arg;
+
+	pthread_mutex_lock(&j->mu);
+	if (j->offer_type) {
+		j->offer_id = conn_next_id(c);
+		proto_frame_append(frames, j->offer_type, 0, j->offer_id, j->offer.buf,
+				   j->offer.len);
+	}
+	j->offer_type = 0; /* too late for one now */
+	j->offer.len = 0;
+	pthread_mutex_unlock(&j->mu);
+}
+
+static void *connect_main(void *arg)
+{
+	struct connect_job *j = arg;
+	struct conn_opts o = { .accept_new = j->ctx->accept_new, .verbose = j->ctx->verbose,
+			       .early = take_offer, .early_arg = j, .fwd = j->ctx->fwd };
+
+	j->rc = conn_open(&j->conn, j->ctx->cfg, &o, &j->err);
+	pthread_mutex_lock(&j->mu);
+	j->offer_type = 0;
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+void connect_start(struct connect_job *j, struct gr_ctx *ctx)
+{
+	j->ctx = ctx;
+	pthread_mutex_init(&j->mu, NULL);
+	if (!ctx->conn && pthread_create(&j->th, NULL, connect_main, j) == 0)
+		j->started = 1;
+}
+
+void connect_offer(struct connect_job *j, uint16_t type, const void *payload, size_t n)
+{
+	if (!j->started)
+		return;
+	pthread_mutex_lock(&j->mu);
+	if (!j->offer_id) {
+		j->offer_type = type;
+		sb_reset(&j->offer);
+		sb_add(&j->offer, payload, n);
+	}
+	pthread_mutex_unlock(&j->mu);
+}
+
+static void connect_done(struct connect_job *j)
+{
+	pthread_join(j->th, NULL);
+	j->started = 0;
+	sb_release(&j->offer);
+	pthread_mutex_destroy(&j->mu);
+}
+
+void connect_abandon(struct connect_job *j)
+{
+	if (!j->started)
+		return;
+	connect_done(j);
+	if (j->rc == 0)
+		j->ctx->conn = j->conn;
+}
+
+int connect_finish(struct connect_job *j)
+{
+	if (!j->started)
+		return ctx_connect(j->ctx);
+	connect_done(j);
+	if (j->rc < 0) {
+		j->ctx->err = j->err;
+		return j->rc;
+	}
+	j->ctx->conn = j->conn;
+	return 0;
+}
+
+/* Must e's content be compared with r, the host's entry at its path?
+ * The same size there, or large (a delta needs the block hashes). The
+ * rest is new or resized: it is hashed while it is sent. */
+static int must_compare(const struct gr_config *cfg, const struct sm_entry *e,
+			const struct sm_entry *r)
+{
+	return r && r->type == SM_FILE && (r->size == e->size || e->size >= cfg->sync.delta_min);
+}
+
+void sync_hash_mark(const struct gr_config *cfg, struct sm_entry *e, const struct sm_entry *r)
+{
+	if ((e->flags & SM_F_UNHASHED) && must_compare(cfg, e, r))
+		e->flags |= SM_F_COMPARE;
+}
+
+int resolve_hashes(const struct gr_config *cfg, struct sync_tree *tree, struct sm_list *local,
+		   const struct sm_list *view, struct sync_hash_stats *hs, struct gr_err *err)
+{
+	for (size_t i = 0; i < local->n; i++) {
+		struct sm_entry *e = &local->e[i];
+		int marked = e->flags & SM_F_COMPARE;
+		e->flags &= (uint8_t)~SM_F_COMPARE;
+		if (!(e->flags & SM_F_UNHASHED))
+			continue;
+		if (view ? !must_compare(cfg, e, sm_find(view, e->path)) : !marked)
+			continue;
+		int big = e->size >= cfg->sync.delta_min;
+		if (big) { /* (hashed before in this sync: a second exchange) */
+			free(e->leaves);
+			e->leaves = NULL;
+		}
+		int rc = sync_hash_entry(tree, e, big ? &e->leaves : NULL, hs, err);
+		if (rc == GR_ENOTFOUND || rc == GR_ECONFLICT) { /* the send says so */
+			gr_err_clear(err);
+			continue;
+		}
+		if (rc < 0) {
+			gr_hintf(err, "make it readable, or add it to .gpurunignore");
+			return rc;
+		}
+	}
+	return 0;
+}
+
+
+int size_check(struct gr_ctx *ctx, const struct sync_opts *o,
+		      const struct sync_plan *p, const struct sm_list *local)
+{
+	uint64_t limit = ctx->cfg->sync.warn_size;
+	struct sync_folder_size top[5];
+	char a[32], b[32];
+
+	if (o->yes || !limit || p->send_bytes <= limit)
+		return 0;
+	size_t n = sync_plan_largest(p, local, top, 5);
+	fprintf(stderr, "gpurun: this sync sends %s, more than [sync] warn_size (%s); largest folders:\n",
+		fmt_size(p->send_bytes, a, sizeof(a)), fmt_size(limit, b, sizeof(b)));
+	for (size_t i = 0; i < n; i++) {
+		char *q = sync_quote(top[i].name);
+		fprintf(stderr, "  %10s  %s\n", fmt_size(top[i].bytes, a, sizeof(a)), q);
+		free(q);
+		free(top[i].name);
+	}
+	if (!ctx->interactive) {
+		gr_errf(&ctx->err, GR_ECANCEL, "not sending %s without confirmation",
+			fmt_size(p->send_bytes, a, sizeof(a)));
+		gr_hintf(&ctx->err, "pass --yes to send it, or exclude the big folders in "
+			 ".gpurunignore or [sync] exclude");
+		return GR_ECANCEL;
+	}
+	fprintf(stderr, "Send it? [y/N] ");
+	fflush(stderr);
+	char ans[16] = "";
+	if (!fgets(ans, sizeof(ans), stdin) || (ans[0] != 'y' && ans[0] != 'Y')) {
+		gr_errf(&ctx->err, GR_ECANCEL, "sync cancelled");
+		return GR_ECANCEL;
+	}
+	return 0;
+}
+
+
+void summary(const struct sync_opts *o, const struct sync_stats *st,
+	     const struct scan_ignored *ig)
+{
+	char w[32];
+	unsigned long long sent = st->files_sent;
+
+	if (o->quiet)
+		return;
+	fmt_size(st->bytes_wire, w, sizeof(w));
+	if (o->dry_run)
+		fprintf(stderr, "would send %llu file%s, %s; delete %llu; update %llu (%.1f s)\n",
+			sent, sent == 1 ? "" : "s", fmt_size(st->bytes_total, w, sizeof(w)),
+			(unsigned long long)st->files_deleted, (unsigned long long)st->files_updated,
+			st->seconds);
+	else
+		fprintf(stderr, "synced %llu file%s (%llu deleted), %s on the wire, %.2f s%s\n",
+			sent, sent == 1 ? "" : "s", (unsigned long long)st->files_deleted,
+			w, st->seconds, st->up_to_date ? " (up to date)" : "");
+	if (!ig || !(ig->files + ig->dirs))
+		return;
+	/* What was not sent, and where to ask why: data that git ignores
+	 * stays here unless [sync] include names it. */
+	struct strbuf sb = STRBUF_INIT;
+	char b[32];
+	sb_addf(&sb, "left out by the ignore rules: %llu file%s (%s)", (unsigned long long)ig->files,
+		ig->files == 1 ? "" : "s", fmt_size(ig->bytes, b, sizeof(b)));
+	if (ig->dirs) {
+		sb_addf(&sb, "%s %llu folder%s (", ig->walk_dirs ? ", counting those in" : " and",
+			(unsigned long long)ig->dirs, ig->dirs == 1 ? "" : "s");
+		for (size_t i = 0; i < ig->names.n; i++) {
+			char *q = sync_quote(ig->names.v[i]);
+			sb_addf(&sb, "%s%s", i ? ", " : "", q);
+			free(q);
+		}
+		sb_adds(&sb, ig->dirs > ig->names.n ? ", ...)" : ")");
+	}
+	fprintf(stderr, "%s\nhint: 'gpurun sync --why PATH' names the rule; [sync] include sends "
+		"what git ignores\n", sb.buf);
+	sb_release(&sb);
+}
+
+void print_stats(const struct sync_stats *st)
+{
+	printf("entries: %llu (%llu files hashed, %llu bytes; %llu from the cache)\n",
+	       (unsigned long long)st->entries, (unsigned long long)st->files_hashed,
+	       (unsigned long long)st->bytes_hashed, (unsigned long long)st->files_cached);
+	printf("sent: %llu files (%llu in the tar, %llu as deltas, %llu whole), %llu updated, "
+	       "%llu deleted, %llu signatures asked\n",
+	       (unsigned long long)st->files_sent, (unsigned long long)st->files_tar,
+	       (unsigned long long)st->files_delta, (unsigned long long)st->files_whole,
+	       (unsigned long long)st->files_updated, (unsigned long long)st->files_deleted,
+	       (unsigned long long)st->sigs_asked);
+	printf("content: %llu bytes (%llu literal, %llu matched)\n",
+	       (unsigned long long)st->bytes_total, (unsigned long long)st->bytes_literal,
+	       (unsigned long long)st->bytes_matched);
+	printf("wire: %llu bytes (%llu sent, %llu received)\n",
+	       (unsigned long long)st->bytes_wire, (unsigned long long)st->wire_out,
+	       (unsigned long long)st->wire_in);
+}
+

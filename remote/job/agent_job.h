@@ -1,0 +1,32 @@
+/* Shared by the agent's job request files (agent_job.c, agent_job_house.c). */
+#ifndef GR_AGENT_JOB_H
+#define GR_AGENT_JOB_H
+
+#include "agent.h"
+
+/* The folder holding a project's jobs (the project given as the client
+ * wrote it): named after the project folder and a hash of its real path.
+ * Returns a new string. */
+char *job_root(const char *project);
+
+/* Read "str project, str id" and find the job's folder (*dir, new). */
+int agent_find_job(struct gr_rd *rd, char **dir, struct gr_err *err);
+
+/* JOB_LOG, in agent_job_log.c. */
+int agent_job_log(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
+
+/* Handlers in agent_job_house.c. */
+int agent_job_rm(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
+int agent_job_prune(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
+int agent_job_env(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
+/* In agent_container.c. */
+int agent_ctr_check(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
+/* PROBE, in agent_probe.c. */
+int agent_job_probe(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
+
+/* The job requests, and the other modes of the agent binary (the job
+ * supervisor, the reaper): the exit status, or -1 when argv names none. */
+extern const struct agent_handler agent_job_handlers[];
+int agent_job_main(int argc, char **argv);
+
+#endif

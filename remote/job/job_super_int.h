@@ -1,0 +1,70 @@
+/* Inside the job supervisor (job_super.c, job_super_io.c), and for the
+ * job house's model test: the supervisor's state, its signal pipe, and
+ * the writers of the job's log and status. Not for other modules: they
+ * use job_super.h. */
+#ifndef GR_JOB_SUPER_INT_H
+#define GR_JOB_SUPER_INT_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "job_container.h"
+#include "job_steps.h"
+#include "job_super.h"
+
+struct sup {
+	const char *dir, *id, *project;
+	struct job_spec spec;
+	int log_fd;
+	const struct job_sup_mode *mode;
+	struct job_ctr ctr; /* the job's container (job_container.h) */
+	int has_ctr;
+	int setup_ran;      /* setup ran in this job, and succeeded */
+	uint64_t created_ms;
+};
+
+/* SIGTERM seen; the pipe a signal wakes (sup_nap, the step loop). */
+extern int sup_sig_pipe[2];
+extern volatile sig_atomic_t sup_got_term;
+void sup_on_signal(int sig);
+uint64_t sup_wall_ms(void);
+/* Sleep up to ms, waking early on a signal. */
+void sup_nap(int ms);
+/* SIGTERM came, or `gpurun stop` marked the job stopped. */
+int sup_stop_asked(struct sup *s);
+
+/* Output the log could not take (a full disk): said in the log once there
+ * is room, else in the status as log_lost=N. One count per process. */
+extern uint64_t sup_log_lost;
+/* Append to the job's log; what a full disk refuses is counted. */
+void sup_log_write(int log_fd, const char *buf, size_t n);
+/* A line of gpurun's own in the job's log. */
+void sup_note(struct sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A container's terminal (-t) turns each \n into \r\n: undo that, so a
+ * log reads the same inside a container as outside (a lone \r stays).
+ * *cr: a \r ended the last piece. The bytes put in out (up to n + 1). */
+size_t sup_crlf_undo(int *cr, const char *in, size_t n, char *out);
+/* A \r held back by the CRLF undoing of a container's terminal, out now. */
+void sup_flush_cr(int *cr, int log_fd);
+/* Copy what a step wrote to the log: from its pty (cr: undo a container
+ * terminal's \r\n), or from its pipe, a line gathered up to 2 ms. 0
+ * while open, 1 once every writer closed it. */
+int sup_pump(int master, int log_fd, int *cr);
+/* A line that reaches the pipe in pieces waits this long (in all) for
+ * its end before it goes to the log: python without a buffer
+ * (PYTHONUNBUFFERED) writes print(a, b) as "a", " ", "b", "\n", and
+ * each write to the log wakes the agent, which then gathers for 5 ms
+ * (agent_job_log.c): one write per line keeps a line's latency. */
+#define PIPE_GATHER_US 2000
+int sup_pump_pipe(int fd, int log_fd);
+
+/* Take, at the start, the block the end's status may need on a full disk. */
+void sup_status_room_take(const char *dir);
+/* Record the job's end (exit status, step reached); on a full disk waits
+ * for room up to sup_status_wait_ms (a week; the model test sets 0),
+ * holding the job's lock, so the job reads running meanwhile, not lost. */
+extern uint64_t sup_status_wait_ms;
+void sup_write_status(struct sup *s, int status, enum job_step step);
+
+#endif

@@ -1,0 +1,208 @@
+/* The agent's sync session, shared by its parts: agent_sync.c (requests,
+ * OPEN and COMMIT), sync_untar.c (the tar.zst stream, unpacked on a worker
+ * thread) and sync_patch.c (whole files and librsync deltas, signatures).
+ *
+ * Every file arrives into a temp file beside its final name; COMMIT makes
+ * them durable (one syncfs), renames them into place and writes the
+ * manifest last. A session that ends without COMMIT removes its temp
+ * files, and a journal of the folders holding temp files lets the next
+ * session clean up after an agent that was killed outright.
+ *
+ * A folder the host does not have yet is staged: OPS makes it under a
+ * temp name, everything below it is made under its final name, and
+ * COMMIT renames the folder into place once. A first sync of 100,000
+ * files paid ~35 us of journaling for each file's rename (3.5 s); with
+ * its folders staged it pays one rename per new top folder. Nothing of a
+ * staged folder is seen under its name before COMMIT, so a failed sync
+ * still leaves every file old. */
+#ifndef GR_SYNC_AGENT_H
+#define GR_SYNC_AGENT_H
+
+/* A file name inside the state folder, from its SYNC_*_FILE path. */
+#define STATE_NAME(f) ((f) + sizeof(SYNC_STATE_DIR))
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "agent.h"
+#include "sync_fs.h"
+#include "sync_manifest.h"
+#include "sync_proto.h"
+
+/* The sync requests (OPEN, TAR, FILE, SIG, COMMIT, ...). */
+extern const struct agent_handler agent_sync_handlers[];
+
+struct untar;
+
+/* A file written to a temp file, put in place at COMMIT. 64 bytes (and
+ * its names): a first sync has one for every file. */
+struct sync_pending {
+	char *path;            /* final relative path, then (after its NUL) the
+				  name of the temp file beside it: sync_pending_tmp */
+	uint64_t size;         /* what it holds */
+	int64_t mtime_ns;
+	uint8_t hash[SM_HASH_LEN];
+	uint32_t mode;
+};
+
+static inline const char *sync_pending_tmp(const struct sync_pending *p)
+{
+	return p->path + strlen(p->path) + 1;
+}
+
+/* Made under its final name, in a staged folder: in place with it. */
+static inline int sync_pending_in_place(const struct sync_pending *p)
+{
+	const char *base = strrchr(p->path, '/');
+
+	return !strcmp(sync_pending_tmp(p), base ? base + 1 : p->path);
+}
+
+struct sync_stage {       /* a new folder, made under a temp name */
+	char *path;           /* its final relative path */
+	char tmp[64];         /* its name on the disk until COMMIT */
+	int state;            /* 0 staged, 1 renamed into place, -1 failed */
+};
+
+struct sync_meta {        /* a mode/time-only change, applied at COMMIT */
+	char *path;
+	uint32_t mode;
+	int64_t mtime_ns;
+};
+
+struct sync_session {
+	uint32_t id;
+	int rootfd, statefd, lockfd, journalfd;
+	char *root;
+	struct sm_list man;      /* the manifest, refreshed against the disk */
+	struct sm_list added;    /* folders and links made (sorted at commit) */
+	struct strvec deleted;   /* paths removed */
+	struct sfs_dir dir;      /* the main thread's folder cache */
+	struct untar *tar;       /* the tar stream being unpacked, if any */
+	struct sync_meta *metas; /* OPS' SYNC_OP_META, for COMMIT */
+	size_t nmetas;
+	int host_dirty;          /* manifest entries' host fields were refreshed */
+	struct sync_stage *stages; /* sorted by path (stage_sorted) */
+	size_t nstages;
+	int stage_sorted;
+	int stage_frozen;        /* a file stream began: no more folders staged */
+
+	pthread_mutex_t mu;      /* guards what follows (the untar thread adds) */
+	struct sync_pending *pend;
+	size_t npend, apend;
+	struct strvec err_paths, err_msgs, warnings;
+	uint32_t *err_kinds;     /* SYNC_ERR_*, one per err_paths entry */
+	struct strvec journaled;
+	/* The small files' writeback, started on a thread as they are added
+	 * (sync_wb_kick): pend[] before wb_next are started. */
+	pthread_t wb_thread;
+	pthread_cond_t wb_cv;
+	int wb_on, wb_stop;
+	size_t wb_next;
+
+	/* Write-back of a long tar stream's small files, started as they come
+	 * (sync_small_done); COMMIT and the end of the session join it. */
+	pthread_t flusher;
+	int flushing, flush_done; /* flush_done: atomic, set by the flusher */
+	uint32_t small_files;     /* small files the tar has finished */
+};
+
+/* Set up a folder cache for the session's paths (staged folders
+ * included). */
+void sync_dir_init(struct sync_session *s, struct sfs_dir *d);
+/* Stage the new folder path, made as tmp (OPS; -1 once frozen). */
+int sync_stage_add(struct sync_session *s, const char *path, const char *tmp);
+/* Remove the staged folders not in place, with all they hold, and
+ * forget them all (COMMIT, and a session that ends without it). */
+void sync_stages_drop(struct sync_session *s);
+/* No more folders are staged: a file stream began. */
+void sync_stage_freeze(struct sync_session *s);
+/* The staged folder at or above relpath's first len bytes, or NULL. */
+const struct sync_stage *sync_stage_above(struct sync_session *s, const char *relpath,
+					  size_t len);
+
+/* The session `id` refers to (only one per connection), or NULL. */
+struct sync_session *sync_session_get(uint32_t id);
+
+/* A path the client may name: sm_path_ok, and not inside the agent's
+ * state folder nor shaped like one of our temp files. */
+int sync_path_ok(const char *path);
+
+/* Create a temp file beside relpath (its folder resolved through d);
+ * returns the fd or -1 with errno, and the temp name. Records the folder
+ * in the journal first. Below a staged folder the file is made under its
+ * final name, which tmp then holds. Thread-safe. */
+#define SYNC_TMP_MAX 256
+int sync_tmp_create(struct sync_session *s, struct sfs_dir *d, const char *relpath,
+		    char tmp[SYNC_TMP_MAX]);
+/* The file at relpath is complete in tmp. Thread-safe. */
+void sync_add_pending(struct sync_session *s, const char *relpath, const char *tmp,
+		      const struct sm_entry *desc);
+/* A file that could not be written (reported by COMMIT). Thread-safe. */
+void sync_add_error(struct sync_session *s, const char *relpath, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The same, for a failure with errno errnum (which says its SYNC_ERR_ kind). */
+void sync_add_errno(struct sync_session *s, const char *relpath, int errnum,
+		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* SYNC_ERR_* for an errno. */
+int sync_err_kind(int errnum);
+/* ERROR on a sync stream, with its SYNC_ERR_ kind after the message. */
+void sync_fail(struct agent *a, uint32_t id, int code, int kind, const char *msg);
+/* An answer that may outgrow a frame: DATA frames of SYNC_PIECE bytes,
+ * then the answer (type) with the rest (PROTOCOL.md: long answers). */
+void sync_send_long(struct agent *a, uint32_t id, uint16_t type, uint16_t flags,
+		    const struct strbuf *payload);
+/* Finish a written temp file of size bytes: mode, mtime, close; a file of
+ * SYNC_HINT_MIN bytes or more has its writeback started here (a small
+ * one's is left to COMMIT: started one by one, 100,000 small files took
+ * 10 s to write here against 3.5 s, since each went to the disk alone). */
+#define SYNC_HINT_MIN (64u << 10)
+int sync_tmp_finish(int fd, uint32_t mode, int64_t mtime_ns, uint64_t size);
+/* Past this many small files COMMIT makes them durable with syncfs
+ * (sync_commit.c says why), and a tar stream starts that write-back every
+ * SYNC_FLUSH_EVERY more small files while it goes on. */
+#define SYNC_OWN_SMALL_MAX 4096
+#define SYNC_FLUSH_EVERY 4096
+/* A pending file was added (s->mu held): wake the thread that starts
+ * small files' writeback, or start it. sync_wb_stop ends it (COMMIT, and
+ * the end of the session), leaving the rest to COMMIT. */
+void sync_wb_kick(struct sync_session *s);
+void sync_wb_stop(struct sync_session *s);
+/* A small file is done: maybe start a syncfs on a thread (the untar
+ * worker's only). sync_flush_join waits for it. */
+void sync_small_done(struct sync_session *s);
+void sync_flush_join(struct sync_session *s);
+
+/* sync_session.c: OPEN's work (lock, clean up, load and refresh the
+ * manifest, answer STATE). *out stays NULL when the answer ended the
+ * request (already in sync, or a dry run). */
+int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t flags,
+		      const uint8_t *expect, const uint8_t *local,
+		      struct sync_session **out, struct gr_err *err);
+/* Write the manifest (with host fields) into the state folder, atomically. */
+int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct gr_err *err);
+void sync_host_fields(struct sm_entry *e, const struct stat *st);
+/* Remove what was not committed, release the lock, free. */
+void sync_session_free(struct sync_session *s);
+int sync_apply_ops(struct sync_session *s, struct gr_rd *rd, struct gr_err *err);
+/* COMMIT: durable, renamed, manifest written; answers OK itself. */
+int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd,
+		struct gr_err *err);
+
+/* sync_untar.c: one tar.zst stream unpacked on a worker thread. */
+struct untar *untar_start(struct sync_session *s);
+/* Queue bytes (blocks while the worker is far behind); end = last bytes. */
+void untar_feed(struct untar *u, const void *p, size_t n, int end);
+/* Wait for the worker; 0 and the file count, or an error for the stream
+ * (*kind: its SYNC_ERR_ kind). */
+int untar_finish(struct untar *u, uint32_t *files, int *kind, struct gr_err *err);
+/* Did the worker stop before the end (no space left, a bad stream)? */
+int untar_stopped(struct untar *u);
+/* Stop (if running) and free. */
+void untar_free(struct untar *u);
+
+/* sync_patch.c */
+int sync_h_file(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err);
+int sync_h_sig(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err);
+
+#endif
