@@ -13,7 +13,7 @@
 #include "term_filter.h"
 #include "job_client.h"
 #include "completion.h"
-#include "ssh.h"
+#include "transport.h"
 #include "sync_plan.h"
 #include "slurm_gres.h"
 

@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ssh.h"
+#include "ssh_int.h"
 
 static void tcp_tune(int fd)
 {
