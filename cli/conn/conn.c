@@ -98,7 +98,6 @@ static char *conn_bootstrap_script(const char *hash)
 }
 
 const struct gr_hello *conn_hello(const struct gr_conn *c) { return &c->hello; }
-const char *conn_desc(const struct gr_conn *c) { return c->t->desc; }
 
 uint32_t conn_next_id(struct gr_conn *c)
 {

@@ -54,7 +54,6 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 void conn_close(struct gr_conn *c);
 
 const struct gr_hello *conn_hello(const struct gr_conn *c);
-const char *conn_desc(const struct gr_conn *c);
 
 /* A fresh request id (never 0). */
 uint32_t conn_next_id(struct gr_conn *c);
@@ -110,6 +109,5 @@ int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n
 
 /* Turn an ERROR frame into err; returns its code (GR_EREMOTE if it is 0). */
 int conn_error_from_frame(const struct gr_frame *f, struct gr_err *err);
-
 
 #endif
