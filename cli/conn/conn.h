@@ -33,6 +33,11 @@ struct conn_opts {
 	 * its waits (conn_wait, conn_flush_idle), or by ssh itself for openssh. The
 	 * caller keeps it and frees it after conn_close. */
 	struct fwd *fwd;
+	/* Where notices for the user go (host key recorded, -v steps), one
+	 * line each without "gpurun: "; NULL: nowhere. ctx_conn_opts sets
+	 * the printer every command uses. */
+	tr_say_fn say;
+	void *say_arg;
 };
 
 #define CONN_EARLY_MAX GR_EARLY_MAX

@@ -3,8 +3,9 @@
  * run `exec /bin/sh -c SCRIPT` on an exec channel whose stdout/stdin carry
  * the agent's frames. Non-blocking throughout; stderr of the remote shell is
  * drained to ours so it never stalls the channel window.
- * Besides -v output, two security notices are printed here as ssh prints
- * them (a host key recorded, an unknown key accepted by configuration).
+ * What it has to say (-v steps; ssh_knownhosts.c's two security notices, a
+ * host key recorded and an unknown key accepted by configuration, worded
+ * as ssh words them) goes to the caller's tr_opts.say, never to stderr.
  * What blocks, on purpose: getaddrinfo (as in ssh; ConnectTimeout starts
  * after it), the local ssh-agent socket (libssh2_agent_*), the passphrase
  * prompt, known_hosts file I/O, and copying the remote stderr to ours.
@@ -95,7 +96,7 @@ static int add_hop(struct ssh_chain *c, const char *spec, const struct ssh_opts 
 					: kh_name(h->t.hostname, h->t.port);
 	if (o->verbose)
 		for (size_t i = 0; i < h->t.warnings.n; i++)
-			fprintf(stderr, "gpurun: ssh_config: %s\n", h->t.warnings.v[i]);
+			ssh_say("ssh_config: %s", h->t.warnings.v[i]);
 	h->desc = h->t.port == 22 ? xasprintf("%s@%s", h->t.user, h->t.hostname)
 				  : xasprintf("%s@%s port %d", h->t.user, h->t.hostname, h->t.port);
 	c->hops = xrealloc(c->hops, (c->n + 1) * sizeof(*c->hops));
@@ -306,7 +307,7 @@ int ssh_chain_open(struct ssh_chain **out, const char *spec, const struct ssh_op
 	struct ssh_chain *c = xcalloc(1, sizeof(*c));
 	int rc;
 
-	ssh_set_verbose(o->verbose);
+	ssh_set_voice(o->verbose, o->say, o->say_arg);
 	pthread_once(&init_once, init_libssh2);
 	if (init_rc != 0) {
 		free(c);
@@ -483,8 +484,7 @@ static const struct gr_transport_ops ssh_ops = {
 };
 
 int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
-		      const struct tr_cmd *cmd, int accept_new, int verbose,
-		      struct gr_err *err)
+		      const struct tr_cmd *cmd, const struct tr_opts *opts, struct gr_err *err)
 {
 	struct ssh_opts o = { 0 };
 	struct ssh_transport *t = NULL;
@@ -492,8 +492,10 @@ int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
 	uint64_t deadline;
 	int rc;
 
-	o.accept_new = accept_new;
-	o.verbose = verbose;
+	o.accept_new = opts->accept_new;
+	o.verbose = opts->verbose;
+	o.say = opts->say;
+	o.say_arg = opts->say_arg;
 	o.timeout_s = cfg->remote.connect_timeout;
 	o.identity = cfg->remote.identity;
 	o.known_hosts = cfg->remote.known_hosts;

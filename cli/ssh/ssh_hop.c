@@ -5,6 +5,7 @@
  * (ssh.c), known_hosts, auth and the network (ssh_net.c) sit above it. */
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@
 static ssh_observer_fn observer;
 static void *observer_arg;
 static int verbose_level;
+static tr_say_fn say_fn;
+static void *say_arg;
 
 void ssh_set_observer(ssh_observer_fn fn, void *arg)
 {
@@ -25,7 +28,29 @@ void ssh_set_observer(ssh_observer_fn fn, void *arg)
 	observer_arg = arg;
 }
 
-void ssh_set_verbose(int level) { verbose_level = level; }
+void ssh_set_voice(int level, tr_say_fn say, void *arg)
+{
+	verbose_level = level;
+	say_fn = say;
+	say_arg = arg;
+}
+
+void ssh_say(const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	if (!say_fn)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	if (msg)
+		say_fn(say_arg, msg);
+	free(msg);
+}
+
 int ssh_verbose(void) { return verbose_level; }
 int ssh_observed(void) { return observer != NULL; }
 
@@ -42,7 +67,7 @@ void ssh_report(const struct ssh_hop *h, enum ssh_step step, int rc, const char 
 	if (observer)
 		observer(&r, observer_arg);
 	else if (verbose_level && rc == 0 && detail)
-		fprintf(stderr, "gpurun: ssh %s: %s %s\n", h->spec, step_names[step], detail);
+		ssh_say("ssh %s: %s %s", h->spec, step_names[step], detail);
 }
 
 const char *ssh_lasterr(LIBSSH2_SESSION *s)

@@ -32,6 +32,8 @@ struct ssh_opts {
 	int timeout_s;           /* [remote] connect_timeout; 0 = ssh_config's */
 	const char *identity;    /* [remote] identity, or NULL */
 	const char *known_hosts; /* [remote] known_hosts, or NULL */
+	tr_say_fn say;           /* notices for the user (NULL: none) */
+	void *say_arg;
 };
 
 struct ssh_pump;
@@ -79,8 +81,11 @@ void ssh_chain_free(struct ssh_chain *c);
 void ssh_report(const struct ssh_hop *h, enum ssh_step step, int rc, const char *detail,
 		const char *methods, const struct gr_err *err);
 int ssh_verbose(void);
-/* The -v level of the chain being opened (set by ssh_chain_open). */
-void ssh_set_verbose(int level);
+/* The -v level of the chain being opened and where its notices go (set
+ * by ssh_chain_open; say NULL: nowhere). */
+void ssh_set_voice(int level, tr_say_fn say, void *say_arg);
+/* A notice for the user, one line (no "gpurun: "). */
+void ssh_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Whether libssh2's AES-CTR runs through the batched keystream of
  * ssh_ctr.c (libssh2 1.10.x, unless GPURUN_SSH_CTR_BATCH=0). */
 int ssh_ctr_batching(void);
@@ -231,7 +236,6 @@ int transport_proc_openssh(struct gr_transport **out, const struct gr_config *cf
 			   const struct tr_cmd *cmd, int accept_new, struct gr_err *err);
 /* libssh2 (ssh.c). */
 int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
-		      const struct tr_cmd *cmd, int accept_new, int verbose,
-		      struct gr_err *err);
+		      const struct tr_cmd *cmd, const struct tr_opts *opts, struct gr_err *err);
 
 #endif

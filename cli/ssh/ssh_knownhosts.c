@@ -451,14 +451,14 @@ int ssh_hostkey_check(struct ssh_hop *h, const struct ssh_opts *o, const struct 
 			detail = xasprintf("%s key %s was not known: added to %s", ssh_type_label(type),
 					   fp, files.v[0]);
 			if (!ssh_observed())
-				fprintf(stderr, "gpurun: added '%s' (%s key %s) to %s\n", h->khname,
+				ssh_say("added '%s' (%s key %s) to %s", h->khname,
 					ssh_type_label(type), fp, files.v[0]);
 		} else if (shk == GR_SHK_NO) {
 			detail = xasprintf("%s key %s is not known; accepted (StrictHostKeyChecking no)",
 					   ssh_type_label(type), fp);
 			if (!ssh_observed())
-				fprintf(stderr, "gpurun: warning: host key for '%s' is not known (%s key %s); "
-					"connecting anyway (StrictHostKeyChecking no)\n",
+				ssh_say("warning: host key for '%s' is not known (%s key %s); "
+					"connecting anyway (StrictHostKeyChecking no)",
 					h->khname, ssh_type_label(type), fp);
 		} else {
 			rc = gr_errf(err, GR_EHOSTKEY, "host key for '%s' is not known (%s key %s)",

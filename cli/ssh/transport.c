@@ -7,7 +7,7 @@
 #include "transport.h"
 
 int transport_open(struct gr_transport **out, const struct gr_config *cfg,
-		   const struct tr_cmd *script, int accept_new, int verbose, struct gr_err *err)
+		   const struct tr_cmd *script, const struct tr_opts *o, struct gr_err *err)
 {
 	if (cfg->remote.transport == GR_TRANSPORT_LOCAL ||
 	    (cfg->remote.host && !strcmp(cfg->remote.host, "local")))
@@ -18,6 +18,6 @@ int transport_open(struct gr_transport **out, const struct gr_config *cfg,
 		return GR_ECONFIG;
 	}
 	if (cfg->remote.transport == GR_TRANSPORT_OPENSSH)
-		return transport_proc_openssh(out, cfg, script, accept_new, err);
-	return transport_libssh2(out, cfg, script, accept_new, verbose, err);
+		return transport_proc_openssh(out, cfg, script, o->accept_new, err);
+	return transport_libssh2(out, cfg, script, o, err);
 }

@@ -86,15 +86,26 @@ struct tr_cmd {
 	size_t nfwd;
 };
 
+/* A notice for the user while a transport opens or runs (a host key
+ * recorded, -v steps): one line, without the "gpurun: " that the
+ * caller's printer puts before it. The transport never prints. */
+typedef void (*tr_say_fn)(void *arg, const char *msg);
+
+struct tr_opts {
+	int accept_new;          /* record an unknown host key */
+	int verbose;             /* -v count */
+	tr_say_fn say;           /* NULL: nothing is said */
+	void *say_arg;
+};
+
 /* The command line for a remote login shell: "exec /bin/sh -c 'script'
  * gpurun 'ARG'" (the shell gets one string, whatever the user's shell). */
 char *tr_command_line(const struct tr_cmd *cmd);
 
 /* Open a transport running cmd on the host described by cfg
- * (remote.host / remote.transport). accept_new: record an unknown host key.
- * The caller owns *out. */
+ * (remote.host / remote.transport). The caller owns *out. */
 int transport_open(struct gr_transport **out, const struct gr_config *cfg,
-		   const struct tr_cmd *cmd, int accept_new, int verbose, struct gr_err *err);
+		   const struct tr_cmd *cmd, const struct tr_opts *o, struct gr_err *err);
 
 /* ---- the libssh2 kind's steps, for an observer (gpurun doctor) ---- */
 

@@ -227,8 +227,11 @@ static void take_offer(void *arg, struct gr_conn *c, struct strbuf *frames)
 static void *connect_main(void *arg)
 {
 	struct connect_job *j = arg;
-	struct conn_opts o = { .accept_new = j->ctx->accept_new, .verbose = j->ctx->verbose,
-			       .early = take_offer, .early_arg = j, .fwd = j->ctx->fwd };
+	struct conn_opts o;
+
+	ctx_conn_opts(j->ctx, &o);
+	o.early = take_offer;
+	o.early_arg = j;
 
 	j->rc = conn_open(&j->conn, j->ctx->cfg, &o, &j->err);
 	pthread_mutex_lock(&j->mu);
