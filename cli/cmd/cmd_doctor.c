@@ -13,7 +13,7 @@
 #include "term_filter.h"
 #include "job_client.h"
 #include "completion.h"
-#include "ssh.h"
+#include "transport.h"
 #include "sync_plan.h"
 #include "slurm_gres.h"
 
@@ -440,7 +440,8 @@ int cmd_doctor(int argc, char **argv, struct gr_ctx *ctx)
 {
 	struct gr_getopt st;
 	struct doctor d = { 0 };
-	struct conn_opts o = { .accept_new = ctx->accept_new, .verbose = ctx->verbose };
+	struct conn_opts o = { .accept_new = ctx->accept_new, .verbose = ctx->verbose,
+			       .say = ctx_say, .say_arg = ctx };
 	int id, rc;
 
 	gr_getopt_init(&st, argc, argv);

@@ -63,7 +63,8 @@ int cmd_exec(int argc, char **argv, struct gr_ctx *ctx)
 	if (fwd.n && (rc = ctx_forward(ctx, fwd.v, fwd.n)) < 0)
 		goto out;
 	if (sync) {
-		struct sync_opts so = { .quiet = ctx->quiet };
+		struct sync_opts so = { .quiet = ctx->quiet, .show = &sync_show_default,
+					.show_arg = ctx };
 		if ((rc = sync_project(ctx, &so, NULL)) < 0) {
 			if (rc != GR_ECANCEL)
 				gr_err_prefix(&ctx->err, "sync failed");

@@ -99,6 +99,8 @@ int cmd_sync(int argc, char **argv, struct gr_ctx *ctx)
 	}
 	o.quiet = ctx->quiet;
 	o.say_ignored = 1;
+	o.show = &sync_show_default;
+	o.show_arg = ctx;
 	rc = sync_project(ctx, &o, NULL);
 	gr_getopt_release(&st);
 	return rc < 0 ? sync_failed(ctx, rc) : rc;

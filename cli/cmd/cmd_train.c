@@ -147,6 +147,8 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 
 	so.quiet = ctx->quiet;
 	so.yes = yes;
+	so.show = &sync_show_default;
+	so.show_arg = ctx;
 	if ((rc = sync_project(ctx, &so, &ss)) < 0) {
 		if (rc != GR_ECANCEL) /* not sent without a yes: as `gpurun sync` says it */
 			gr_err_prefix(&ctx->err, "sync failed");

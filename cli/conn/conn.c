@@ -4,6 +4,7 @@
  * so two first connections at once cannot corrupt it. */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,8 @@ struct gr_conn {
 	size_t npend_bytes; /* bytes in pend (payloads and headers) */
 	struct strbuf held; /* payload of the last pending frame handed out */
 	int verbose;
+	tr_say_fn say;                /* notices (conn_opts.say) */
+	void *say_arg;
 	const struct conn_opts *opts; /* during conn_open only */
 	struct strbuf later;          /* early frames too many for the command */
 	struct fwd *fwd;              /* forwarded ports, served while waiting */
@@ -98,7 +101,6 @@ static char *conn_bootstrap_script(const char *hash)
 }
 
 const struct gr_hello *conn_hello(const struct gr_conn *c) { return &c->hello; }
-const char *conn_desc(const struct gr_conn *c) { return c->t->desc; }
 
 uint32_t conn_next_id(struct gr_conn *c)
 {
@@ -507,6 +509,24 @@ static int read_line(struct gr_conn *c, struct strbuf *line, uint64_t deadline,
 
 #define BOOT_IDLE_MS 60000
 
+/* A notice for the user, through the caller's conn_opts.say. */
+static void say(struct gr_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(struct gr_conn *c, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	if (!c->say)
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	if (msg)
+		c->say(c->say_arg, msg);
+	free(msg);
+}
+
 static int bootstrap(struct gr_conn *c, struct gr_err *err)
 {
 	struct strbuf line = STRBUF_INIT;
@@ -535,9 +555,8 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 				goto out;
 			}
 			if (c->verbose)
-				fprintf(stderr, "gpurun: uploading agent %s (%zu bytes) to %s\n",
-					GR_AGENT_HASH, (size_t)(gr_agent_blob_end - gr_agent_blob),
-					c->t->desc);
+				say(c, "uploading agent %s (%zu bytes) to %s", GR_AGENT_HASH,
+				    (size_t)(gr_agent_blob_end - gr_agent_blob), c->t->desc);
 			raw_send(c, "send\n", 5);
 			raw_send(c, gr_agent_blob, (size_t)(gr_agent_blob_end - gr_agent_blob));
 			/* Bounded too: a host that stops taking the upload fails it. */
@@ -560,7 +579,7 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 		}
 		/* A banner or an rc file talking: not ours, skip it. */
 		if (c->verbose >= 2)
-			fprintf(stderr, "gpurun: remote said: %s\n", ts(line.buf));
+			say(c, "remote said: %s", ts(line.buf));
 	}
 	if (strcmp(line.buf + 13, GR_AGENT_HASH)) {
 		rc = gr_errf(err, GR_EAGENT, "the host started agent %s, expected %s",
@@ -640,16 +659,20 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 	struct gr_conn *c = xcalloc(1, sizeof(*c));
 	char *script = conn_bootstrap_script(GR_AGENT_HASH);
 	struct tr_cmd cmd = { script, NULL, c, NULL, 0 };
+	struct tr_opts to = { 0 };
 	int rc;
 
 	signal(SIGPIPE, SIG_IGN);
 	c->verbose = o ? o->verbose : 0;
+	c->say = o ? o->say : NULL;
+	c->say_arg = o ? o->say_arg : NULL;
+	to = (struct tr_opts){ o ? o->accept_new : 0, c->verbose, c->say, c->say_arg };
 	c->opts = o;
 	if (o && o->early)
 		cmd.late = early_arg;
 	if (o && o->fwd)
 		cmd.fwd = fwd_specs(o->fwd, &cmd.nfwd);
-	rc = transport_open(&c->t, cfg, &cmd, o ? o->accept_new : 0, c->verbose, err);
+	rc = transport_open(&c->t, cfg, &cmd, &to, err);
 	c->opts = NULL;
 	free(script);
 	if (rc < 0) {

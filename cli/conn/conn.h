@@ -33,6 +33,11 @@ struct conn_opts {
 	 * its waits (conn_wait, conn_flush_idle), or by ssh itself for openssh. The
 	 * caller keeps it and frees it after conn_close. */
 	struct fwd *fwd;
+	/* Where notices for the user go (host key recorded, -v steps), one
+	 * line each without "gpurun: "; NULL: nowhere. ctx_conn_opts sets
+	 * the printer every command uses. */
+	tr_say_fn say;
+	void *say_arg;
 };
 
 #define CONN_EARLY_MAX GR_EARLY_MAX
@@ -54,7 +59,6 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 void conn_close(struct gr_conn *c);
 
 const struct gr_hello *conn_hello(const struct gr_conn *c);
-const char *conn_desc(const struct gr_conn *c);
 
 /* A fresh request id (never 0). */
 uint32_t conn_next_id(struct gr_conn *c);
@@ -110,6 +114,5 @@ int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n
 
 /* Turn an ERROR frame into err; returns its code (GR_EREMOTE if it is 0). */
 int conn_error_from_frame(const struct gr_frame *f, struct gr_err *err);
-
 
 #endif

@@ -7,20 +7,26 @@
 #include "ctx.h"
 #include "forward.h"
 
-int ctx_connect(struct gr_ctx *ctx)
-{
-	struct conn_opts o = { .accept_new = ctx->accept_new, .verbose = ctx->verbose,
-			       .fwd = ctx->fwd };
-
-	if (ctx->conn)
-		return 0;
-	return conn_open(&ctx->conn, ctx->cfg, &o, &ctx->err);
-}
-
-static void fwd_say(void *arg, const char *msg)
+void ctx_say(void *arg, const char *msg)
 {
 	(void)arg;
 	fprintf(stderr, "gpurun: %s\n", msg);
+}
+
+void ctx_conn_opts(struct gr_ctx *ctx, struct conn_opts *o)
+{
+	*o = (struct conn_opts){ .accept_new = ctx->accept_new, .verbose = ctx->verbose,
+				 .fwd = ctx->fwd, .say = ctx_say, .say_arg = ctx };
+}
+
+int ctx_connect(struct gr_ctx *ctx)
+{
+	struct conn_opts o;
+
+	if (ctx->conn)
+		return 0;
+	ctx_conn_opts(ctx, &o);
+	return conn_open(&ctx->conn, ctx->cfg, &o, &ctx->err);
 }
 
 int ctx_forward(struct gr_ctx *ctx, char *const *args, size_t n)
@@ -38,7 +44,7 @@ int ctx_forward(struct gr_ctx *ctx, char *const *args, size_t n)
 		   !(cfg->remote.host && !strcmp(cfg->remote.host, "local")));
 	if ((rc = fwd_new(&ctx->fwd, specs, n, listen, &ctx->err)) < 0)
 		goto out;
-	fwd_set_notify(ctx->fwd, fwd_say, ctx, ctx->verbose);
+	fwd_set_notify(ctx->fwd, ctx_say, ctx, ctx->verbose);
 out:
 	for (size_t i = 0; i < got; i++)
 		fwd_spec_release(&specs[i]);

@@ -31,6 +31,12 @@ struct gr_ctx {
 /* Open ctx->conn if it is not open (uses ctx->cfg), with ctx->fwd's
  * ports forwarded over it. */
 int ctx_connect(struct gr_ctx *ctx);
+/* The options every connection of a command opens with: the host key
+ * flag, -v, the forwarded ports, and ctx_say for its notices. */
+void ctx_conn_opts(struct gr_ctx *ctx, struct conn_opts *o);
+/* The printer of the modules' notices (a say callback, arg unused):
+ * "gpurun: MSG" on stderr. */
+void ctx_say(void *arg, const char *msg);
 /* Set up ctx->fwd for forward specs (-L arguments, `gpurun forward`'s
  * ports): the local ports are taken now (checked only, for openssh, whose
  * ssh takes them), and what the forwarding has to say goes to stderr. 0,

@@ -303,11 +303,6 @@ void fwd_free(struct fwd *f)
 	free(f);
 }
 
-size_t fwd_active(const struct fwd *f)
-{
-	return f ? f->ntun : 0;
-}
-
 static void accept_all(struct fwd *f, const struct listener *l)
 {
 	while (f->ntun < FWD_MAX_CONNS) {

@@ -64,7 +64,4 @@ void fwd_pollfds(struct fwd *f, struct pollfd **pfd, size_t *cap, size_t *n,
 		 int *timeout_ms);
 void fwd_service(struct fwd *f, const struct pollfd *pfd, size_t n);
 
-/* Connections open now (for tests and -v). */
-size_t fwd_active(const struct fwd *f);
-
 #endif

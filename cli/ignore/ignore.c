@@ -764,13 +764,3 @@ void ignore_free(struct ignore *ig)
 	free(ig->root);
 	free(ig);
 }
-
-const char *ig_root(const struct ignore *ig)
-{
-	return ig->root;
-}
-
-int ig_include_git(const struct ignore *ig)
-{
-	return ig->include_git;
-}

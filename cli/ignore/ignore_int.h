@@ -83,8 +83,4 @@ const struct ig_pattern *ig_overridden(struct ignore *ig, const char *path, size
 				       int is_dir, const struct ignore_match *m,
 				       struct ignore_match *out);
 
-/* The root the ignore engine was made for. */
-const char *ig_root(const struct ignore *ig);
-int ig_include_git(const struct ignore *ig);
-
 #endif

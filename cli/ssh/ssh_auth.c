@@ -12,7 +12,7 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "ssh.h"
+#include "ssh_int.h"
 
 struct idkey {
 	char *path;

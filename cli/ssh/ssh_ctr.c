@@ -33,7 +33,7 @@
 #include <libssh2.h>
 #include <openssl/evp.h>
 
-#include "ssh.h"
+#include "ssh_int.h"
 #include "util.h"
 
 #define KS_LEN (32u << 10)

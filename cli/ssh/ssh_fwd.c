@@ -6,7 +6,7 @@
  * between calls on different channels. */
 #include <stdlib.h>
 
-#include "ssh.h"
+#include "ssh_int.h"
 
 struct tr_tunnel {
 	LIBSSH2_CHANNEL *ch;

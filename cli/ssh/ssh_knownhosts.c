@@ -11,60 +11,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "ssh.h"
-
-static const char b64chars[] =
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *b64_encode(const unsigned char *p, size_t n, int pad)
-{
-	struct strbuf sb = STRBUF_INIT;
-
-	sb_grow(&sb, (n + 2) / 3 * 4 + 1);
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16;
-		if (i + 1 < n)
-			v |= (uint32_t)p[i + 1] << 8;
-		if (i + 2 < n)
-			v |= p[i + 2];
-		char q[4] = { b64chars[(v >> 18) & 63], b64chars[(v >> 12) & 63],
-			      b64chars[(v >> 6) & 63], b64chars[v & 63] };
-		size_t keep = i + 2 < n ? 4 : i + 1 < n ? 3 : 2;
-		sb_add(&sb, q, keep);
-		if (pad)
-			for (size_t k = keep; k < 4; k++)
-				sb_add(&sb, "=", 1);
-	}
-	if (!sb.len) {
-		sb_release(&sb);
-		return xstrdup(""); /* sb_grow alone leaves no terminator */
-	}
-	return sb_detach(&sb, NULL);
-}
-
-int b64_decode(const char *s, size_t n, struct strbuf *out)
-{
-	uint32_t acc = 0;
-	int bits = 0;
-	size_t i;
-
-	for (i = 0; i < n && s[i] != '='; i++) {
-		const char *c = memchr(b64chars, s[i], 64);
-		if (!c || !s[i])
-			return -1;
-		acc = (acc << 6) | (uint32_t)(c - b64chars);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			unsigned char b = (unsigned char)(acc >> bits);
-			sb_add(out, &b, 1);
-		}
-	}
-	for (; i < n; i++)
-		if (s[i] != '=')
-			return -1;
-	return 0;
-}
+#include "ssh_int.h"
 
 char *kh_fingerprint(const unsigned char *sha256)
 {
@@ -73,18 +20,6 @@ char *kh_fingerprint(const unsigned char *sha256)
 
 	free(b);
 	return fp;
-}
-
-char *ssh_blob_type(const unsigned char *blob, size_t len)
-{
-	uint32_t n;
-
-	if (len < 4)
-		return NULL;
-	n = (uint32_t)blob[0] << 24 | (uint32_t)blob[1] << 16 | (uint32_t)blob[2] << 8 | blob[3];
-	if (n == 0 || n > len - 4 || n > 64)
-		return NULL;
-	return xstrndup((const char *)blob + 4, n);
 }
 
 const char *ssh_type_label(const char *type)
@@ -516,14 +451,14 @@ int ssh_hostkey_check(struct ssh_hop *h, const struct ssh_opts *o, const struct 
 			detail = xasprintf("%s key %s was not known: added to %s", ssh_type_label(type),
 					   fp, files.v[0]);
 			if (!ssh_observed())
-				fprintf(stderr, "gpurun: added '%s' (%s key %s) to %s\n", h->khname,
+				ssh_say("added '%s' (%s key %s) to %s", h->khname,
 					ssh_type_label(type), fp, files.v[0]);
 		} else if (shk == GR_SHK_NO) {
 			detail = xasprintf("%s key %s is not known; accepted (StrictHostKeyChecking no)",
 					   ssh_type_label(type), fp);
 			if (!ssh_observed())
-				fprintf(stderr, "gpurun: warning: host key for '%s' is not known (%s key %s); "
-					"connecting anyway (StrictHostKeyChecking no)\n",
+				ssh_say("warning: host key for '%s' is not known (%s key %s); "
+					"connecting anyway (StrictHostKeyChecking no)",
 					h->khname, ssh_type_label(type), fp);
 		} else {
 			rc = gr_errf(err, GR_EHOSTKEY, "host key for '%s' is not known (%s key %s)",

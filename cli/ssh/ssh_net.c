@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ssh.h"
+#include "ssh_int.h"
 
 static void tcp_tune(int fd)
 {
@@ -116,7 +116,7 @@ int ssh_net_tcp(struct ssh_hop *h, struct gr_err *err)
 		close(fd);
 		fd = -1;
 		if (ssh_verbose())
-			fprintf(stderr, "gpurun: ssh: %s port %d: %s\n", host, h->t.port,
+			ssh_say("ssh: %s port %d: %s", host, h->t.port,
 				last == ETIMEDOUT ? "timed out" : strerror(last));
 	}
 	if (last == ETIMEDOUT) {

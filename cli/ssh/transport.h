@@ -1,7 +1,8 @@
 /* A transport is a byte stream to a shell on the host (where the bootstrap
  * script runs and then execs the agent). Three kinds carry the same bytes:
  * a libssh2 exec channel, an `ssh` subprocess, and a local `sh`.
- * All calls are non-blocking; conn.c drives them with poll(). */
+ * All calls are non-blocking; conn.c drives them with poll(). This is
+ * cli/ssh's one face; the rest of the folder is its own (ssh_int.h). */
 #ifndef GR_TRANSPORT_H
 #define GR_TRANSPORT_H
 
@@ -85,25 +86,54 @@ struct tr_cmd {
 	size_t nfwd;
 };
 
+/* A notice for the user while a transport opens or runs (a host key
+ * recorded, -v steps): one line, without the "gpurun: " that the
+ * caller's printer puts before it. The transport never prints. */
+typedef void (*tr_say_fn)(void *arg, const char *msg);
+
+struct tr_opts {
+	int accept_new;          /* record an unknown host key */
+	int verbose;             /* -v count */
+	tr_say_fn say;           /* NULL: nothing is said */
+	void *say_arg;
+};
+
 /* The command line for a remote login shell: "exec /bin/sh -c 'script'
  * gpurun 'ARG'" (the shell gets one string, whatever the user's shell). */
 char *tr_command_line(const struct tr_cmd *cmd);
 
 /* Open a transport running cmd on the host described by cfg
- * (remote.host / remote.transport). accept_new: record an unknown host key.
- * The caller owns *out. */
+ * (remote.host / remote.transport). The caller owns *out. */
 int transport_open(struct gr_transport **out, const struct gr_config *cfg,
-		   const struct tr_cmd *cmd, int accept_new, int verbose, struct gr_err *err);
+		   const struct tr_cmd *cmd, const struct tr_opts *o, struct gr_err *err);
 
-/* The local (sh on this machine) and openssh (ssh subprocess) kinds. */
-int transport_proc_local(struct gr_transport **out, const struct tr_cmd *cmd,
-			 struct gr_err *err);
-int transport_proc_openssh(struct gr_transport **out, const struct gr_config *cfg,
-			   const struct tr_cmd *cmd, int accept_new, struct gr_err *err);
-/* The libssh2 kind (ssh.c). */
-int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
-		      const struct tr_cmd *cmd, int accept_new, int verbose,
-		      struct gr_err *err);
+/* ---- the libssh2 kind's steps, for an observer (gpurun doctor) ---- */
+
+enum ssh_step {
+	SSH_STEP_SSHCONFIG, /* alias resolved through ssh_config */
+	SSH_STEP_RESOLVE,   /* name resolution (skipped for tunnelled hops) */
+	SSH_STEP_TCP,       /* TCP connect, ProxyCommand started, or tunnel opened */
+	SSH_STEP_HANDSHAKE, /* SSH handshake; detail names the negotiated methods */
+	SSH_STEP_HOSTKEY,
+	SSH_STEP_AUTH,
+	SSH_STEP_CHANNEL,   /* exec channel to the target opened */
+};
+
+struct ssh_step_report {
+	enum ssh_step step;
+	const char *hop;       /* the host this is about, as written ("jump") */
+	int is_target;         /* 1 for the final host, 0 for a jump host */
+	int rc;                /* 0: passed; else its GR_E* code, message in err */
+	const char *detail;    /* one line */
+	const struct gr_err *err;
+	const char *methods;   /* SSH_STEP_HANDSHAKE: "kex K, host key H, cipher C, mac M" */
+	const struct strvec *warnings; /* SSH_STEP_SSHCONFIG: what the resolver ignored */
+};
+typedef void (*ssh_observer_fn)(const struct ssh_step_report *r, void *arg);
+
+/* Process-wide, set by doctor around conn_open(); NULL clears it. Not
+ * thread-safe: set it before connecting. */
+void ssh_set_observer(ssh_observer_fn fn, void *arg);
 
 /* Quote s for a POSIX shell (single quotes). Returns a new string. */
 char *sh_quote(const char *s);

@@ -288,25 +288,6 @@ static int spawn(struct gr_transport **out, const struct gr_transport_ops *ops,
 	return 0;
 }
 
-char *tr_command_line(const struct tr_cmd *cmd)
-{
-	struct strbuf arg = STRBUF_INIT;
-	char *q = sh_quote(cmd->script), *line;
-
-	if (cmd->late)
-		cmd->late(cmd->late_arg, &arg);
-	if (arg.len) {
-		char *qa = sh_quote(arg.buf);
-		line = xasprintf("exec /bin/sh -c %s gpurun %s", q, qa);
-		free(qa);
-	} else {
-		line = xasprintf("exec /bin/sh -c %s", q);
-	}
-	sb_release(&arg);
-	free(q);
-	return line;
-}
-
 int transport_proc_local(struct gr_transport **out, const struct tr_cmd *cmd,
 			 struct gr_err *err)
 {
@@ -370,35 +351,4 @@ int transport_proc_openssh(struct gr_transport **out, const struct gr_config *cf
 	sv_clear(&av);
 	free(remote);
 	return rc;
-}
-
-char *sh_quote(const char *s)
-{
-	struct strbuf sb = STRBUF_INIT;
-
-	sb_add(&sb, "'", 1);
-	for (; *s; s++) {
-		if (*s == '\'')
-			sb_adds(&sb, "'\\''");
-		else
-			sb_add(&sb, s, 1);
-	}
-	sb_add(&sb, "'", 1);
-	return sb_detach(&sb, NULL);
-}
-
-int transport_open(struct gr_transport **out, const struct gr_config *cfg,
-		   const struct tr_cmd *script, int accept_new, int verbose, struct gr_err *err)
-{
-	if (cfg->remote.transport == GR_TRANSPORT_LOCAL ||
-	    (cfg->remote.host && !strcmp(cfg->remote.host, "local")))
-		return transport_proc_local(out, script, err);
-	if (!cfg->remote.host || !*cfg->remote.host) {
-		gr_errf(err, GR_ECONFIG, "no host configured ([remote] host)");
-		gr_hintf(err, "set it in gpurun.ini, or pass --host HOST");
-		return GR_ECONFIG;
-	}
-	if (cfg->remote.transport == GR_TRANSPORT_OPENSSH)
-		return transport_proc_openssh(out, cfg, script, accept_new, err);
-	return transport_libssh2(out, cfg, script, accept_new, verbose, err);
 }

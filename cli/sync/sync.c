@@ -42,6 +42,8 @@ struct run {
 	int idle_ms;        /* the longest silence on the connection we wait out */
 	char *host_root;    /* STATE's (the non-optimistic path) */
 	uint64_t host_free;
+	const struct sync_show *show; /* how to talk to the user (o->show) */
+	void *show_arg;
 };
 
 /* GPURUN_IO_TIMEOUT: seconds of silence on the connection after which a
@@ -292,10 +294,10 @@ static int report_errors(struct run *r, const struct sync_xfer *x, const struct 
 		const struct sync_error *e = &x->errs[i];
 		if (i < ERRORS_SHOWN && e->path) {
 			char *q = sync_quote(e->path);
-			fprintf(stderr, "gpurun: %s: %s\n", q, ts(e->msg));
+			sync_say(r->show, r->show_arg, "%s: %s", q, ts(e->msg));
 			free(q);
 		} else if (i < ERRORS_SHOWN) {
-			fprintf(stderr, "gpurun: %s\n", ts(e->msg));
+			sync_say(r->show, r->show_arg, "%s", ts(e->msg));
 		}
 		files += e->path != NULL;
 		if (e->kind == SYNC_ERR_LOCAL)
@@ -306,7 +308,7 @@ static int report_errors(struct run *r, const struct sync_xfer *x, const struct 
 			lacking += e->size;
 	}
 	if (x->nerrs > ERRORS_SHOWN)
-		fprintf(stderr, "gpurun: (and %zu more)\n", x->nerrs - ERRORS_SHOWN);
+		sync_say(r->show, r->show_arg, "(and %zu more)", x->nerrs - ERRORS_SHOWN);
 	const char *s = files == 1 ? "" : "s";
 	if (n[SYNC_ERR_NOSPACE]) {
 		/* Temp files sit beside the old versions until COMMIT: the sync
@@ -360,12 +362,13 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	if (r->o->dry_run) {
 		struct strbuf list = STRBUF_INIT;
 		sync_plan_list(&plan, &r->local, &list);
-		fwrite(list.buf ? list.buf : "", 1, list.len, stdout);
-		fflush(stdout);
+		r->show->listing(r->show_arg, list.buf ? list.buf : "", list.len);
 		sb_release(&list);
 		goto out;
 	}
-	if ((rc = size_check(ctx, r->o, &plan, &r->local)) < 0) {
+	if (!r->o->yes && cfg->sync.warn_size && plan.send_bytes > cfg->sync.warn_size &&
+	    (rc = r->show->too_big(r->show_arg, &plan, &r->local, cfg->sync.warn_size,
+				   &ctx->err)) < 0) {
 		if (!optimistic) {
 			conn_send(ctx->conn, GR_MSG_CANCEL, 0, *sid, NULL, 0);
 			conn_flush_idle(ctx->conn, r->idle_ms, NULL);
@@ -401,7 +404,7 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 		goto out;
 	}
 	for (size_t i = 0; i < x.warnings.n; i++)
-		fprintf(stderr, "gpurun: %s\n", ts(x.warnings.v[i]));
+		sync_say(r->show, r->show_arg, "%s", ts(x.warnings.v[i]));
 	if (rc < 0) {
 		sync_rstate_drop(cfg->root, r->key);
 		rc = remote_error(ctx, rc);
@@ -465,7 +468,7 @@ static int exchange(struct run *r)
 	rc = resolve_hashes(cfg, r->tree, &r->local, &r->view, &r->hs, &r->ctx->err);
 	if (rc < 0)
 		goto out;
-	warn_host_changes(&h, &r->local);
+	warn_host_changes(&h, &r->local, r->show, r->show_arg);
 	free(r->host_root);
 	r->host_root = h.root ? sync_tame(h.root) : NULL;
 	r->host_free = h.free;
@@ -494,6 +497,9 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	r.o = o;
 	r.known_fd = -1;
 	r.idle_ms = idle_limit_ms();
+	/* (The pre-push hook passes no show: it gets what gpurun sync shows.) */
+	r.show = o->show ? o->show : &sync_show_default;
+	r.show_arg = o->show && o->show_arg ? o->show_arg : ctx;
 	if ((rc = sync_check_remote_path(cfg->remote.path, &ctx->err)) < 0)
 		goto out;
 	connect_start(&cj, ctx);
@@ -565,11 +571,8 @@ done:
 	r.st.files_cached = r.hs.files_cached;
 	r.st.entries = r.local.n;
 	r.st.seconds = (double)(now_ns() - t0) / 1e9;
-	if (rc == 0) {
-		summary(o, &r.st, o->say_ignored ? &ignored : NULL);
-		if (o->stats)
-			print_stats(&r.st);
-	}
+	if (rc == 0)
+		r.show->done(r.show_arg, o, &r.st, o->say_ignored ? &ignored : NULL);
 out:
 	connect_abandon(&cj);
 	if (idx) { /* a cache: failing to save it costs time only */

@@ -1,10 +1,11 @@
 /* gpurun sync as a library call, so train and the pre-push hook sync the
- * same way the command does. Owned by the sync engine.
+ * same way the command does. Owned by the sync engine; cli/sync's face.
  *
- * Like a command, sync_project talks to the user on stderr: warnings (a
- * file changed on the host since the last sync is overwritten, and said
- * so), the size question, the progress bar (ctx->progress only) and the
- * summary line (unless quiet). --dry-run's listing goes to stdout. */
+ * sync_project never prints nor reads stdin itself: what it has to tell
+ * or ask the user (warnings such as a file changed on the host since the
+ * last sync being overwritten, the size question, --dry-run's listing,
+ * the summary) goes through the command's struct sync_show. Only the
+ * progress bar (ctx->progress, cli/term) draws on its own. */
 #ifndef GR_SYNC_H
 #define GR_SYNC_H
 
@@ -13,12 +14,41 @@
 #include "ctx.h"
 #include "scan.h"
 
+struct sync_opts;
+struct sync_stats;
+struct sync_plan;
+struct sm_list;
+
+/* How a sync talks to the user while it runs. sync_show_default
+ * (sync_show.c) is what gpurun shows, arg being the command's ctx. */
+struct sync_show {
+	/* A notice, one line without "gpurun: " (a file changed on the
+	 * host, a warning, a file that could not be synced). */
+	void (*say)(void *arg, const char *msg);
+	/* The plan sends more than limit ([sync] warn_size) and o->yes is
+	 * unset: 0 to send it anyway, or GR_ECANCEL with err set. */
+	int (*too_big)(void *arg, const struct sync_plan *p, const struct sm_list *local,
+		       uint64_t limit, struct gr_err *err);
+	/* --dry-run's listing of what would change. */
+	void (*listing)(void *arg, const char *text, size_t len);
+	/* The sync is done: its summary (ig: what the ignore rules left
+	 * out, when o->say_ignored; else NULL). */
+	void (*done)(void *arg, const struct sync_opts *o, const struct sync_stats *st,
+		     const struct scan_ignored *ig);
+};
+
+/* The summary line, the size question on a terminal (refused elsewhere),
+ * the listing on stdout, notices as "gpurun: MSG" on stderr. */
+extern const struct sync_show sync_show_default;
+
 struct sync_opts {
 	int dry_run;      /* list what would change, send nothing */
 	int yes;          /* skip the size confirmation */
 	int quiet;        /* no summary line */
 	int stats;        /* print detailed numbers on stdout (--stats) */
 	int say_ignored;  /* say what the ignore rules left out (gpurun sync) */
+	const struct sync_show *show; /* NULL: sync_show_default */
+	void *show_arg;   /* its arg (for the default: the ctx; NULL: this ctx) */
 };
 
 struct sync_stats {

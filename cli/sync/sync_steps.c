@@ -1,6 +1,8 @@
-/* The steps of a sync around the transfer (see sync_steps.h). */
+/* The steps of a sync around the transfer (see sync_steps.h). What they
+ * have to tell the user goes through the caller's struct sync_show. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,7 +169,22 @@ static const char *type_name(uint8_t type)
 /* Say which files someone changed on the host, where we undo it: once
  * for a folder, not for each file it held, and the first CHANGES_SHOWN
  * only (then how many more). */
-void warn_host_changes(const struct host_state *h, const struct sm_list *local)
+void sync_say(const struct sync_show *sh, void *arg, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	if (msg)
+		sh->say(arg, msg);
+	free(msg);
+}
+
+void warn_host_changes(const struct host_state *h, const struct sm_list *local,
+		       const struct sync_show *sh, void *arg)
 {
 	struct strvec dead = STRVEC_INIT;
 	size_t said = 0;
@@ -179,15 +196,15 @@ void warn_host_changes(const struct host_state *h, const struct sm_list *local)
 			continue;
 		char *q = sync_quote(e->path);
 		if (!l)
-			fprintf(stderr, "gpurun: %s changed on the host since the last sync; "
-				"deleting it\n", q);
+			sync_say(sh, arg, "%s changed on the host since the last sync; "
+				 "deleting it", q);
 		else if (l->type != e->type)
-			fprintf(stderr, "gpurun: %s changed on the host since the last sync (it is "
-				"%s there now); replacing it with %s\n", q, type_name(e->type),
-				type_name(l->type));
+			sync_say(sh, arg, "%s changed on the host since the last sync (it is "
+				 "%s there now); replacing it with %s", q, type_name(e->type),
+				 type_name(l->type));
 		else
-			fprintf(stderr, "gpurun: %s changed on the host since the last sync; "
-				"overwriting\n", q);
+			sync_say(sh, arg, "%s changed on the host since the last sync; "
+				 "overwriting", q);
 		free(q);
 	}
 	for (size_t i = 0; i < h->missing.n; i++) {
@@ -195,15 +212,15 @@ void warn_host_changes(const struct host_state *h, const struct sm_list *local)
 		    ++said > CHANGES_SHOWN)
 			continue;
 		char *q = sync_quote(h->missing.v[i]);
-		fprintf(stderr, "gpurun: %s was deleted on the host since the last sync; "
-			"sending it again\n", q);
+		sync_say(sh, arg, "%s was deleted on the host since the last sync; "
+			 "sending it again", q);
 		free(q);
 	}
 	if (said > CHANGES_SHOWN)
-		fprintf(stderr, "gpurun: (and %zu more changed on the host; all are undone)\n",
-			said - CHANGES_SHOWN);
+		sync_say(sh, arg, "(and %zu more changed on the host; all are undone)",
+			 said - CHANGES_SHOWN);
 	for (size_t i = 0; i < h->warnings.n; i++)
-		fprintf(stderr, "gpurun: %s\n", ts(h->warnings.v[i]));
+		sync_say(sh, arg, "%s", ts(h->warnings.v[i]));
 	sv_clear(&dead);
 }
 
@@ -227,8 +244,11 @@ static void take_offer(void *arg, struct gr_conn *c, struct strbuf *frames)
 static void *connect_main(void *arg)
 {
 	struct connect_job *j = arg;
-	struct conn_opts o = { .accept_new = j->ctx->accept_new, .verbose = j->ctx->verbose,
-			       .early = take_offer, .early_arg = j, .fwd = j->ctx->fwd };
+	struct conn_opts o;
+
+	ctx_conn_opts(j->ctx, &o);
+	o.early = take_offer;
+	o.early_arg = j;
 
 	j->rc = conn_open(&j->conn, j->ctx->cfg, &o, &j->err);
 	pthread_mutex_lock(&j->mu);
@@ -331,101 +351,3 @@ int resolve_hashes(const struct gr_config *cfg, struct sync_tree *tree, struct s
 	}
 	return 0;
 }
-
-
-int size_check(struct gr_ctx *ctx, const struct sync_opts *o,
-		      const struct sync_plan *p, const struct sm_list *local)
-{
-	uint64_t limit = ctx->cfg->sync.warn_size;
-	struct sync_folder_size top[5];
-	char a[32], b[32];
-
-	if (o->yes || !limit || p->send_bytes <= limit)
-		return 0;
-	size_t n = sync_plan_largest(p, local, top, 5);
-	fprintf(stderr, "gpurun: this sync sends %s, more than [sync] warn_size (%s); largest folders:\n",
-		fmt_size(p->send_bytes, a, sizeof(a)), fmt_size(limit, b, sizeof(b)));
-	for (size_t i = 0; i < n; i++) {
-		char *q = sync_quote(top[i].name);
-		fprintf(stderr, "  %10s  %s\n", fmt_size(top[i].bytes, a, sizeof(a)), q);
-		free(q);
-		free(top[i].name);
-	}
-	if (!ctx->interactive) {
-		gr_errf(&ctx->err, GR_ECANCEL, "not sending %s without confirmation",
-			fmt_size(p->send_bytes, a, sizeof(a)));
-		gr_hintf(&ctx->err, "pass --yes to send it, or exclude the big folders in "
-			 ".gpurunignore or [sync] exclude");
-		return GR_ECANCEL;
-	}
-	fprintf(stderr, "Send it? [y/N] ");
-	fflush(stderr);
-	char ans[16] = "";
-	if (!fgets(ans, sizeof(ans), stdin) || (ans[0] != 'y' && ans[0] != 'Y')) {
-		gr_errf(&ctx->err, GR_ECANCEL, "sync cancelled");
-		return GR_ECANCEL;
-	}
-	return 0;
-}
-
-
-void summary(const struct sync_opts *o, const struct sync_stats *st,
-	     const struct scan_ignored *ig)
-{
-	char w[32];
-	unsigned long long sent = st->files_sent;
-
-	if (o->quiet)
-		return;
-	fmt_size(st->bytes_wire, w, sizeof(w));
-	if (o->dry_run)
-		fprintf(stderr, "would send %llu file%s, %s; delete %llu; update %llu (%.1f s)\n",
-			sent, sent == 1 ? "" : "s", fmt_size(st->bytes_total, w, sizeof(w)),
-			(unsigned long long)st->files_deleted, (unsigned long long)st->files_updated,
-			st->seconds);
-	else
-		fprintf(stderr, "synced %llu file%s (%llu deleted), %s on the wire, %.2f s%s\n",
-			sent, sent == 1 ? "" : "s", (unsigned long long)st->files_deleted,
-			w, st->seconds, st->up_to_date ? " (up to date)" : "");
-	if (!ig || !(ig->files + ig->dirs))
-		return;
-	/* What was not sent, and where to ask why: data that git ignores
-	 * stays here unless [sync] include names it. */
-	struct strbuf sb = STRBUF_INIT;
-	char b[32];
-	sb_addf(&sb, "left out by the ignore rules: %llu file%s (%s)", (unsigned long long)ig->files,
-		ig->files == 1 ? "" : "s", fmt_size(ig->bytes, b, sizeof(b)));
-	if (ig->dirs) {
-		sb_addf(&sb, "%s %llu folder%s (", ig->walk_dirs ? ", counting those in" : " and",
-			(unsigned long long)ig->dirs, ig->dirs == 1 ? "" : "s");
-		for (size_t i = 0; i < ig->names.n; i++) {
-			char *q = sync_quote(ig->names.v[i]);
-			sb_addf(&sb, "%s%s", i ? ", " : "", q);
-			free(q);
-		}
-		sb_adds(&sb, ig->dirs > ig->names.n ? ", ...)" : ")");
-	}
-	fprintf(stderr, "%s\nhint: 'gpurun sync --why PATH' names the rule; [sync] include sends "
-		"what git ignores\n", sb.buf);
-	sb_release(&sb);
-}
-
-void print_stats(const struct sync_stats *st)
-{
-	printf("entries: %llu (%llu files hashed, %llu bytes; %llu from the cache)\n",
-	       (unsigned long long)st->entries, (unsigned long long)st->files_hashed,
-	       (unsigned long long)st->bytes_hashed, (unsigned long long)st->files_cached);
-	printf("sent: %llu files (%llu in the tar, %llu as deltas, %llu whole), %llu updated, "
-	       "%llu deleted, %llu signatures asked\n",
-	       (unsigned long long)st->files_sent, (unsigned long long)st->files_tar,
-	       (unsigned long long)st->files_delta, (unsigned long long)st->files_whole,
-	       (unsigned long long)st->files_updated, (unsigned long long)st->files_deleted,
-	       (unsigned long long)st->sigs_asked);
-	printf("content: %llu bytes (%llu literal, %llu matched)\n",
-	       (unsigned long long)st->bytes_total, (unsigned long long)st->bytes_literal,
-	       (unsigned long long)st->bytes_matched);
-	printf("wire: %llu bytes (%llu sent, %llu received)\n",
-	       (unsigned long long)st->bytes_wire, (unsigned long long)st->wire_out,
-	       (unsigned long long)st->wire_in);
-}
-

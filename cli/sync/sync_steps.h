@@ -1,7 +1,7 @@
 /* The steps of a sync that are not the transfer itself, shared by
  * sync.c: the host's answer to OPEN (its manifest, what changed there),
- * the connection opened while the tree is scanned, which files to hash,
- * the size question, the summary. */
+ * the connection opened while the tree is scanned, which files to hash.
+ * What a sync shows the user is sync_show.c's. */
 #ifndef GR_SYNC_STEPS_H
 #define GR_SYNC_STEPS_H
 
@@ -36,8 +36,12 @@ int parse_state(const uint8_t *p, size_t n, struct host_state *h, struct gr_err 
  * checked against its digest. */
 int host_view(struct host_state *h, struct sm_list *known, struct sm_list *view,
 	      struct gr_err *err);
+/* A notice for the user through sh->say (one line, no "gpurun: "). */
+void sync_say(const struct sync_show *sh, void *arg, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* Say which files someone changed on the host, where we undo it. */
-void warn_host_changes(const struct host_state *h, const struct sm_list *local);
+void warn_host_changes(const struct host_state *h, const struct sm_list *local,
+		       const struct sync_show *sh, void *arg);
 
 /* The connection, opened on a thread while the tree is scanned and hashed
  * (an ssh handshake costs round trips, the scan costs disk). */
@@ -72,14 +76,5 @@ int resolve_hashes(const struct gr_config *cfg, struct sync_tree *tree, struct s
 /* Mark the local entry e (SM_F_COMPARE) if resolve_hashes(view NULL)
  * must hash it, r being the host's entry at its path (or NULL). */
 void sync_hash_mark(const struct gr_config *cfg, struct sm_entry *e, const struct sm_entry *r);
-
-/* Above [sync] warn_size: show the total and the largest folders, and ask
- * (on a terminal) or refuse (elsewhere) unless --yes. */
-int size_check(struct gr_ctx *ctx, const struct sync_opts *o, const struct sync_plan *p,
-	       const struct sm_list *local);
-
-void summary(const struct sync_opts *o, const struct sync_stats *st,
-	     const struct scan_ignored *ig);
-void print_stats(const struct sync_stats *st);
 
 #endif

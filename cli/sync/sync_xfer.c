@@ -1,9 +1,8 @@
-/* Carrying out a sync plan over one connection (see sync_xfer.h): the
- * requests in flight and their answers, ops, large files (sync_delta),
- * COMMIT; the tar stream is sync_xfer_tar.c. Output is paced: above a
- * high-water mark we wait for the pipe, and answers are read between
- * chunks, so signatures arriving meanwhile are used as soon as the tar is
- * done, and a file the host refuses stops as soon as it says so. */
+/* Carrying out a sync plan over one connection (see sync_xfer.h): ops,
+ * large files (sync_delta), COMMIT; the tar stream is sync_xfer_tar.c,
+ * the requests in flight and paced output sync_wire.c. Answers are read
+ * between chunks, so signatures arriving meanwhile are used as soon as
+ * the tar is done. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,223 +12,9 @@
 #include "sync_index.h"
 #include "sync_proto.h"
 #include "sync_steps.h"
-#include "sync_xfer_int.h"
+#include "sync_wire.h"
 
-#define HIGH_WATER (1u << 20) /* queued output above this: wait for the pipe... */
-#define LOW_WATER (256u << 10) /* ...until below this, so it never runs dry */
 #define OPS_FRAME (256u << 10) /* OPS payloads are cut at about this size */
-#define SIG_MAX (256u << 20)  /* the largest signature taken from the host */
-
-void xsend(struct sync_xfer *x, uint16_t type, uint16_t flags, uint32_t id, const void *p,
-	   size_t n)
-{
-	conn_send(x->c, type, flags, id, p, n);
-	x->wire->out += GR_FRAME_HDR + n;
-}
-
-size_t add_req(struct sync_xfer *x, uint32_t id, int kind, size_t item)
-{
-	x->reqs = xrealloc(x->reqs, (x->nreqs + 1) * sizeof(*x->reqs));
-	struct xreq *r = &x->reqs[x->nreqs];
-	memset(r, 0, sizeof(*r));
-	r->id = id;
-	r->kind = kind;
-	r->item = item;
-	return x->nreqs++;
-}
-
-static struct xreq *find_req(struct sync_xfer *x, uint32_t id)
-{
-	for (size_t i = x->nreqs; i-- > 0;)
-		if (x->reqs[i].id == id)
-			return &x->reqs[i];
-	return NULL;
-}
-
-struct sm_entry *item_entry(struct sync_xfer *x, size_t item)
-{
-	return &x->local->e[x->plan->files[item].local];
-}
-
-void add_error(struct sync_xfer *x, const char *path, int kind, const char *msg, uint64_t size)
-{
-	if (kind != SYNC_ERR_LOCAL && (kind < SYNC_ERR_OTHER || kind > SYNC_ERR_IN_THE_WAY))
-		kind = SYNC_ERR_OTHER; /* a kind from the host we do not know */
-	/* One per file: a later, more precise word on it replaces the first. */
-	for (size_t i = 0; path && i < x->nerrs; i++) {
-		struct sync_error *e = &x->errs[i];
-		if (e->path && !strcmp(e->path, path)) {
-			free(e->msg);
-			e->msg = sync_tame(msg);
-			if (kind != SYNC_ERR_OTHER)
-				e->kind = kind;
-			return;
-		}
-	}
-	x->errs = xrealloc(x->errs, (x->nerrs + 1) * sizeof(*x->errs));
-	x->errs[x->nerrs++] = (struct sync_error){ path ? xstrdup(path) : NULL, kind,
-						   sync_tame(msg), size };
-	if (kind == SYNC_ERR_NOSPACE)
-		x->nospace = 1; /* what is left would not fit either */
-}
-
-/* The optimistic OPEN's answer: the session goes on (what it says about
- * the folder is noted), or it ended there because the host is not as
- * planned for. */
-static void session_state(struct sync_xfer *x, struct xreq *r, const struct gr_frame *f)
-{
-	struct host_state h = { 0 };
-	struct gr_err e = { 0 };
-
-	if (f->flags & GR_F_END) {
-		x->rejected = r->done = r->failed = 1;
-		x->fatal = gr_errf(x->err, GR_ECONFLICT, "the host changed since the last sync");
-		return;
-	}
-	sb_add(&r->data, f->payload, f->len);
-	if (parse_state((const uint8_t *)r->data.buf, r->data.len, &h, &e) == 0) {
-		x->host_free = h.free;
-		free(x->host_root);
-		x->host_root = h.root ? sync_tame(h.root) : NULL;
-	}
-	host_state_release(&h);
-	sb_release(&r->data);
-}
-
-static void dispatch(struct sync_xfer *x, const struct gr_frame *f)
-{
-	struct xreq *r = find_req(x, f->id);
-	struct gr_err e = { 0 };
-
-	x->wire->in += GR_FRAME_HDR + f->len;
-	if (!r || r->done)
-		return; /* late frames of something finished */
-	if (f->type == GR_MSG_DATA && (r->kind == RQ_SIG || r->kind == RQ_SESSION)) {
-		/* A signature, or the first part of a long answer. */
-		if (r->data.len + f->len > (r->kind == RQ_SIG ? SIG_MAX : SYNC_ANSWER_MAX))
-			x->fatal = gr_errf(x->err, GR_EPROTO, "protocol error: the host's answer "
-					   "is larger than %u MiB", SYNC_ANSWER_MAX >> 20);
-		else
-			sb_add(&r->data, f->payload, f->len);
-		return;
-	}
-	if (r->kind == RQ_SESSION && f->type == SYNC_MSG_STATE) {
-		session_state(x, r, f);
-		return;
-	}
-	if (f->type == GR_MSG_ERROR) {
-		int code = conn_error_from_frame(f, &e);
-		struct gr_rd rd;
-		rd_init(&rd, f->payload, f->len);
-		get_u32(&rd);
-		free(get_str(&rd));
-		uint32_t kind = rd.n >= 4 ? get_u32(&rd) : SYNC_ERR_OTHER; /* sync's own word on it */
-		r->failed = r->done = 1;
-		if (r->kind == RQ_FILE) {
-			struct sm_entry *l = item_entry(x, r->item);
-			revert_item(x, r->item);
-			add_error(x, l->path, (int)kind, e.msg, l->size);
-		} else if (r->kind == RQ_TAR) {
-			add_error(x, NULL, (int)kind, e.msg, 0);
-		} else if (r->kind == RQ_SESSION && !x->fatal) {
-			/* The session is over: nothing more can land. */
-			*x->err = e;
-			x->fatal = code;
-		}
-		return;
-	}
-	if (f->type == GR_MSG_OK) {
-		sb_add(&r->ans, f->payload, f->len);
-		r->done = 1;
-	}
-}
-
-/* Read every answer already here, without waiting. */
-static int poll_frames(struct sync_xfer *x)
-{
-	struct gr_frame f;
-	int rc;
-
-	while (!x->fatal && (rc = conn_recv(x->c, &f, 0, x->err)) == 1)
-		dispatch(x, &f);
-	if (rc < 0)
-		x->fatal = rc;
-	return x->fatal;
-}
-
-static int silent_too_long(struct sync_xfer *x)
-{
-	if (now_ms() - conn_last_io(x->c) < (uint64_t)x->idle_ms)
-		return 0;
-	x->fatal = gr_errf(x->err, GR_ETIMEOUT, "the host took nothing and sent nothing for %d s",
-			   x->idle_ms / 1000);
-	gr_hintf(x->err, "the agent on the host may be stuck, or the network gone; "
-		 "GPURUN_IO_TIMEOUT sets how long gpurun waits");
-	return x->fatal;
-}
-
-int pace(struct sync_xfer *x)
-{
-	int rc;
-
-	if (x->fatal)
-		return x->fatal;
-	if ((rc = poll_frames(x)) < 0) /* writes what the transport takes now */
-		return rc;
-	if (conn_pending(x->c) > HIGH_WATER) {
-		/* Wait for room, a millisecond at a time, reading answers. */
-		uint64_t t0 = now_ns();
-		while (conn_pending(x->c) > LOW_WATER) {
-			struct gr_frame f;
-			rc = conn_recv(x->c, &f, 1, x->err);
-			if (rc < 0)
-				return x->fatal = rc;
-			if (rc == 1)
-				dispatch(x, &f);
-			if (x->fatal || silent_too_long(x))
-				return x->fatal;
-		}
-		x->paced_ns += now_ns() - t0;
-	}
-	return 0;
-}
-
-/* Wait for one more answer. */
-static int wait_one(struct sync_xfer *x)
-{
-	struct gr_frame f;
-	int rc = conn_recv_idle(x->c, &f, x->idle_ms, x->err);
-
-	if (rc < 0)
-		return x->fatal = rc;
-	dispatch(x, &f);
-	return x->fatal;
-}
-
-int fbuf_add(struct fbuf *fb, const void *p, size_t n)
-{
-	sb_add(&fb->b, p, n);
-	if (fb->b.len < FRAME_DATA)
-		return 0;
-	xsend(fb->x, GR_MSG_DATA, 0, fb->id, fb->b.buf, fb->b.len);
-	sb_reset(&fb->b);
-	return pace(fb->x);
-}
-
-void fbuf_end(struct fbuf *fb)
-{
-	xsend(fb->x, GR_MSG_DATA, GR_F_END, fb->id, fb->b.buf, fb->b.len);
-	sb_release(&fb->b);
-}
-
-void keep_sig(struct sync_xfer *x, const uint8_t hash[SM_HASH_LEN], struct strbuf *sig)
-{
-	x->sigs = xrealloc(x->sigs, (x->nsigs + 1) * sizeof(*x->sigs));
-	struct xsig *s = &x->sigs[x->nsigs++];
-	memcpy(s->hash, hash, SM_HASH_LEN);
-	s->sig = *sig;
-	memset(sig, 0, sizeof(*sig));
-}
 
 /* OPS frames, each cut near OPS_FRAME bytes (a tree of 100,000 folders
  * makes megabytes of them): deletions children first, folders parents
@@ -248,7 +33,7 @@ static void ops_flush(struct opsbuf *o)
 		return;
 	put_u32(&pl, o->n);
 	sb_add(&pl, o->b.buf, o->b.len);
-	xsend(o->x, SYNC_MSG_OPS, 0, o->x->sid, pl.buf, pl.len);
+	sync_wire_send(o->x, SYNC_MSG_OPS, 0, o->x->sid, pl.buf, pl.len);
 	sb_release(&pl);
 	sb_reset(&o->b);
 	o->n = 0;
@@ -292,7 +77,7 @@ static void send_ops(struct sync_xfer *x)
  * with it, so an early answer (the host refuses the file) is seen while
  * the rest is still being read, and stops it. */
 struct fsink {
-	struct fbuf fb;
+	struct sync_wire_data fb;
 	size_t item, req;
 	int kind, started;
 };
@@ -314,9 +99,9 @@ static void file_header(struct fsink *fs)
 	put_u64(&b, l->size);
 	put_u32(&b, l->mode);
 	put_u64(&b, (uint64_t)l->mtime_ns);
-	xsend(x, SYNC_MSG_FILE, 0, fs->fb.id, b.buf, b.len);
+	sync_wire_send(x, SYNC_MSG_FILE, 0, fs->fb.id, b.buf, b.len);
 	sb_release(&b);
-	fs->req = add_req(x, fs->fb.id, RQ_FILE, fs->item);
+	fs->req = sync_wire_add_req(x, fs->fb.id, SYNC_RQ_FILE, fs->item);
 	fs->started = 1;
 }
 
@@ -331,7 +116,7 @@ static int fsink_cb(void *arg, const void *p, size_t n)
 		file_header(fs);
 	if (x->reqs[fs->req].done) /* answered before the end: refused */
 		return -1;
-	return fbuf_add(&fs->fb, p, n) < 0 || x->reqs[fs->req].done ? -1 : 0;
+	return sync_wire_data_add(&fs->fb, p, n) < 0 || x->reqs[fs->req].done ? -1 : 0;
 }
 
 static int prog_cb(void *arg, uint64_t n)
@@ -352,7 +137,7 @@ static int do_file(struct sync_xfer *x, size_t item, const struct sync_sig *old)
 	int rc, fd;
 
 	if (x->nospace) { /* it would not fit either: the host keeps its version */
-		revert_item(x, item);
+		sync_wire_revert(x, item);
 		return 0;
 	}
 	fd = sync_tree_open_file(x->tree, l->path, l->dev, l->ino, &e);
@@ -383,8 +168,8 @@ static int do_file(struct sync_xfer *x, size_t item, const struct sync_sig *old)
 		goto out;
 	}
 	if (fs.started && x->reqs[fs.req].failed) {
-		/* The host refused it (dispatch noted why); it keeps its version. */
-		revert_item(x, item);
+		/* The host refused it (sync_wire.c noted why); it keeps its version. */
+		sync_wire_revert(x, item);
 		rc = 0;
 		goto out;
 	}
@@ -392,7 +177,7 @@ static int do_file(struct sync_xfer *x, size_t item, const struct sync_sig *old)
 		goto failed;
 	if (!fs.started)
 		file_header(&fs);
-	fbuf_end(&fs.fb);
+	sync_wire_data_end(&fs.fb);
 	if (fs.kind == SYNC_FILE_DELTA)
 		x->files_delta++;
 	else
@@ -400,21 +185,21 @@ static int do_file(struct sync_xfer *x, size_t item, const struct sync_sig *old)
 	x->literal += res.literal;
 	x->matched += res.matched;
 	if (res.sig.len)
-		keep_sig(x, l->hash, &res.sig);
-	rc = pace(x);
+		sync_wire_keep_sig(x, l->hash, &res.sig);
+	rc = sync_wire_pace(x);
 	goto out;
 failed:
 	/* The host keeps its version of this one. */
 	if (fs.started) {
-		xsend(x, GR_MSG_CANCEL, 0, fs.fb.id, NULL, 0);
+		sync_wire_send(x, GR_MSG_CANCEL, 0, fs.fb.id, NULL, 0);
 		x->reqs[fs.req].done = x->reqs[fs.req].failed = 1; /* no answer comes */
 	}
-	revert_item(x, item);
+	sync_wire_revert(x, item);
 	if (rc == GR_ECONFLICT || rc == GR_ENOTFOUND)
 		sv_pushf(&x->warnings, "%s; not sent (the next sync sends what is there then)",
 			 e.msg);
 	else
-		add_error(x, l->path, SYNC_ERR_LOCAL, e.msg, l->size);
+		sync_wire_add_error(x, l->path, SYNC_ERR_LOCAL, e.msg, l->size);
 	rc = 0;
 out:
 	sb_release(&fs.fb.b);
@@ -430,8 +215,8 @@ static void ask_sig(struct sync_xfer *x, size_t item)
 
 	put_u32(&b, x->sid);
 	put_str(&b, x->local->e[it->local].path);
-	xsend(x, SYNC_MSG_SIG, 0, id, b.buf, b.len);
-	add_req(x, id, RQ_SIG, item);
+	sync_wire_send(x, SYNC_MSG_SIG, 0, id, b.buf, b.len);
+	sync_wire_add_req(x, id, SYNC_RQ_SIG, item);
 	x->files_sig++;
 	sb_release(&b);
 }
@@ -444,15 +229,6 @@ static int delta_with(struct sync_xfer *x, size_t item, const struct strbuf *raw
 	if (raw && sync_sig_parse(raw->buf, raw->len, &sig) == 0)
 		return do_file(x, item, &sig);
 	return do_file(x, item, NULL);
-}
-
-void revert_item(struct sync_xfer *x, size_t item)
-{
-	if (x->nreverted == x->areverted) {
-		x->areverted = x->areverted ? 2 * x->areverted : 16;
-		x->reverted = xrealloc(x->reverted, x->areverted * sizeof(*x->reverted));
-	}
-	x->reverted[x->nreverted++] = (uint32_t)item;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -509,11 +285,11 @@ static void send_commit(struct sync_xfer *x)
 	build_expect(x);
 	sm_digest(x->expected, digest);
 	put_bytes(&b, digest, SM_HASH_LEN);
-	xsend(x, SYNC_MSG_COMMIT, 0, x->sid, b.buf, b.len);
+	sync_wire_send(x, SYNC_MSG_COMMIT, 0, x->sid, b.buf, b.len);
 	sb_release(&b);
 }
 
-static int parse_commit(struct sync_xfer *x, struct xreq *r)
+static int parse_commit(struct sync_xfer *x, struct sync_wire_req *r)
 {
 	struct gr_rd rd;
 	size_t n = 0;
@@ -531,7 +307,7 @@ static int parse_commit(struct sync_xfer *x, struct xreq *r)
 		char *msg = get_str(&rd);
 		if (path && msg && sm_path_ok(path)) {
 			const struct sm_entry *l = sm_find(x->local, path);
-			add_error(x, path, (int)kind, msg, l && l->type == SM_FILE ? l->size : 0);
+			sync_wire_add_error(x, path, (int)kind, msg, l && l->type == SM_FILE ? l->size : 0);
 		} else {
 			rd.bad = 1;
 		}
@@ -554,14 +330,14 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 	int rc = 0;
 
 	x->err = err;
-	add_req(x, x->sid, RQ_SESSION, 0); /* STATE, errors, COMMIT's answer */
+	sync_wire_add_req(x, x->sid, SYNC_RQ_SESSION, 0); /* STATE, errors, COMMIT's answer */
 	send_ops(x);
-	rc = poll_frames(x); /* OPEN (when optimistic) and the ops leave now */
+	rc = sync_wire_poll(x); /* OPEN (when optimistic) and the ops leave now */
 	for (size_t i = 0; i < p->nfiles; i++)
 		if (p->files[i].how == HOW_DELTA_SIG)
 			ask_sig(x, i);
 	if (!rc && x->files_sig)
-		rc = poll_frames(x); /* the requests that need an answer go first */
+		rc = sync_wire_poll(x); /* the requests that need an answer go first */
 	/* The tar first: its small files are unpacked while deltas stream. */
 	if (!rc)
 		rc = sync_xfer_tar(x);
@@ -575,13 +351,13 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 	}
 	/* Deltas for which the host sends its signature, as they come. */
 	for (size_t k = 0; k < x->nreqs && !rc; k++) {
-		if (x->reqs[k].kind != RQ_SIG)
+		if (x->reqs[k].kind != SYNC_RQ_SIG)
 			continue;
 		while (!x->reqs[k].done && !rc)
-			rc = wait_one(x);
+			rc = sync_wire_wait_one(x);
 		if (rc)
 			break;
-		struct xreq r = x->reqs[k]; /* delta_with may move x->reqs */
+		struct sync_wire_req r = x->reqs[k]; /* delta_with may move x->reqs */
 		rc = delta_with(x, r.item, r.failed ? NULL : &r.data);
 	}
 	if (!rc) {
@@ -589,7 +365,7 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 		gr_trace("sync: commit sent");
 		for (size_t k = 0; k < x->nreqs && !rc; k++)
 			while (!x->reqs[k].done && !rc)
-				rc = wait_one(x);
+				rc = sync_wire_wait_one(x);
 	}
 	if (!rc && x->fatal)
 		rc = x->fatal;

@@ -62,16 +62,16 @@ struct sync_xfer {
 	int committed;              /* COMMIT answered OK */
 	int rejected;               /* optimistic: the host was not as planned for */
 	/* private */
-	struct xreq *reqs;
+	struct sync_wire_req *reqs;
 	size_t nreqs;
 	uint32_t *reverted;         /* plan->files indexes: the host keeps its version
 				       (a list, not a byte a file: few ever are) */
 	size_t nreverted, areverted;
-	struct xsig *sigs;          /* signatures to cache once committed */
+	struct sync_wire_sig *sigs; /* signatures to cache once committed */
 	size_t nsigs;
 	int fatal;
 	struct gr_err *err;
-	uint64_t paced_ns;          /* time spent waiting for the transport (pace) */
+	uint64_t paced_ns;          /* time spent waiting for the transport (sync_wire_pace) */
 };
 
 /* 0 when the exchange completed (check committed, errs and whether
@@ -81,5 +81,9 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err);
 /* Save the signatures of what was sent (after a matching COMMIT). */
 void sync_xfer_save_sigs(struct sync_xfer *x);
 void sync_xfer_release(struct sync_xfer *x);
+
+/* sync_xfer_tar.c, for sync_xfer.c: every HOW_TAR file in one tar.zst
+ * stream. */
+int sync_xfer_tar(struct sync_xfer *x);
 
 #endif

@@ -12,7 +12,7 @@
 
 #include "sync_delta.h"
 #include "sync_proto.h"
-#include "sync_xfer_int.h"
+#include "sync_wire.h"
 
 #define READ_CHUNK (256u << 10)
 #define RAW_LEVEL INT32_MIN    /* for what does not compress: raw blocks (zraw) */
@@ -43,7 +43,7 @@
 #define ADAPT_WINDOW (4u << 20)
 
 struct tarz {
-	struct fbuf fb;
+	struct sync_wire_data fb;
 	size_t req;          /* the TAR request (x->reqs index) */
 	int dead;            /* the stream was abandoned: write nothing more */
 	ZSTD_CCtx *z, *probe;
@@ -56,9 +56,9 @@ struct tarz {
 	uint8_t scratch[PROBE_LEN + PROBE_LEN / 64 + 1024];
 };
 
-static int fbuf_emit(void *arg, const void *p, size_t n)
+static int data_emit(void *arg, const void *p, size_t n)
 {
-	return fbuf_add(arg, p, n);
+	return sync_wire_data_add(arg, p, n);
 }
 
 static void window_start(struct tarz *tz)
@@ -103,7 +103,7 @@ static int tarz_write(struct tarz *tz, const void *p, size_t n, ZSTD_EndDirectiv
 		window_start(tz); /* the raw bytes' time is not the compressor's */
 		return zraw_end(&tz->raw);
 	}
-	if (sync_zstd_feed(tz->z, p, n, end, tz->out, sizeof(tz->out), fbuf_emit, &tz->fb) < 0)
+	if (sync_zstd_feed(tz->z, p, n, end, tz->out, sizeof(tz->out), data_emit, &tz->fb) < 0)
 		return -1;
 	tz->win_in += n;
 	return tz->win_in >= ADAPT_WINDOW && end == ZSTD_e_continue ? adapt(tz) : 0;
@@ -160,14 +160,14 @@ static int tar_one(struct sync_xfer *x, struct archive *a, struct tarz *tz, size
 	uint8_t hash[SM_HASH_LEN];
 
 	if (fd < 0) {
-		revert_item(x, item);
+		sync_wire_revert(x, item);
 		if (fd == GR_ENOTFOUND)
 			sv_pushf(&x->warnings, "'%s' was deleted while being sent", l->path);
 		else if (fd == GR_ECONFLICT)
 			sv_pushf(&x->warnings, "%s while gpurun ran; not sent (the next sync "
 				 "sends what is there then)", e.msg);
 		else
-			add_error(x, l->path, SYNC_ERR_LOCAL, e.msg, l->size);
+			sync_wire_add_error(x, l->path, SYNC_ERR_LOCAL, e.msg, l->size);
 		return 0;
 	}
 	struct archive_entry *ae = archive_entry_new();
@@ -228,7 +228,7 @@ static int tar_one(struct sync_xfer *x, struct archive *a, struct tarz *tz, size
 		thash_final(&t, hash);
 	}
 	if (!rc && stopped) {
-		revert_item(x, item);
+		sync_wire_revert(x, item);
 	} else if (!rc) {
 		if (!unhashed && (changed || memcmp(hash, l->hash, SM_HASH_LEN)))
 			/* The host gets what was read; the next sync sees the rest. */
@@ -237,7 +237,7 @@ static int tar_one(struct sync_xfer *x, struct archive *a, struct tarz *tz, size
 		memcpy(l->hash, hash, SM_HASH_LEN);
 		l->flags &= (uint8_t)~SM_F_UNHASHED;
 		if (sig.len)
-			keep_sig(x, hash, &sig);
+			sync_wire_keep_sig(x, hash, &sig);
 		x->files_tar++;
 	}
 	sb_release(&sig);
@@ -265,18 +265,18 @@ int sync_xfer_tar(struct sync_xfer *x)
 	if (!any)
 		return 0;
 	tz = xcalloc(1, sizeof(*tz));
-	tz->fb = (struct fbuf){ x, conn_next_id(x->c), STRBUF_INIT };
+	tz->fb = (struct sync_wire_data){ x, conn_next_id(x->c), STRBUF_INIT };
 	tz->z = ZSTD_createCCtx();
 	tz->probe = ZSTD_createCCtx();
 	tz->level = tz->zlevel = LEVEL_MIN;
-	tz->raw = (struct zraw){ fbuf_emit, &tz->fb };
+	tz->raw = (struct zraw){ data_emit, &tz->fb };
 	if (!tz->z || !tz->probe)
 		abort(); /* out of memory */
 	ZSTD_CCtx_setParameter(tz->z, ZSTD_c_compressionLevel, LEVEL_MIN);
 	window_start(tz);
 	put_u32(&pl, x->sid);
-	xsend(x, SYNC_MSG_TAR, 0, tz->fb.id, pl.buf, pl.len);
-	tz->req = add_req(x, tz->fb.id, RQ_TAR, 0);
+	sync_wire_send(x, SYNC_MSG_TAR, 0, tz->fb.id, pl.buf, pl.len);
+	tz->req = sync_wire_add_req(x, tz->fb.id, SYNC_RQ_TAR, 0);
 	a = archive_write_new();
 	if (archive_write_set_format_pax(a) != ARCHIVE_OK ||
 	    /* names are bytes: no charset conversion, whatever the locale */
@@ -293,7 +293,7 @@ int sync_xfer_tar(struct sync_xfer *x)
 		if (x->plan->files[i].how != HOW_TAR)
 			continue;
 		if (tar_stopped(x, tz)) /* the host keeps what it has */
-			revert_item(x, i);
+			sync_wire_revert(x, i);
 		else
 			rc = tar_one(x, a, tz, i, buf);
 	}
@@ -307,7 +307,7 @@ int sync_xfer_tar(struct sync_xfer *x)
 	if (!rc && tarz_write(tz, NULL, 0, ZSTD_e_end) < 0)
 		rc = x->fatal ? x->fatal : gr_errf(x->err, GR_EIO, "cannot finish the tar stream");
 	if (!rc)
-		fbuf_end(&tz->fb);
+		sync_wire_data_end(&tz->fb);
 	gr_trace("sync: tar stream written");
 out:
 	if (tz)
@@ -322,5 +322,5 @@ out:
 		free(tz);
 	}
 	sb_release(&pl);
-	return rc ? rc : pace(x);
+	return rc ? rc : sync_wire_pace(x);
 }

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "t.h"
-#include "ssh.h"
+#include "ssh_int.h"
 
 #define ED_KEY "AAAAC3NzaC1lZDI1NTE5AAAAIHaNOZ8xe8TFdXUb9fvLSVxZKfyivsYWkQsqdW/WAZgE"
 #define EC_KEY "AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBGWNQbCPydU6EgayCLMYMNg80VOEdBLQovrCC+pDYdC4DSRigwdCRF5RJ6cJeuc1Sy30COt+7p8kCDL7PDjU1Ek="

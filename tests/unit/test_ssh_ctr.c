@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ssh.h"
+#include "ssh_int.h"
 #include "t.h"
 
 #define LEN (1u << 20)

@@ -1,8 +1,12 @@
-/* The libssh2 session layer behind transport_libssh2 and `gpurun doctor`:
- * a chain of hops (ProxyJump, ProxyCommand), host keys, authentication.
- * Everything is non-blocking and waits in poll(); internal to cli/. */
-#ifndef GR_SSH_H
-#define GR_SSH_H
+/* Inside cli/ssh: the libssh2 session layer behind transport_libssh2 (a
+ * chain of hops: ProxyJump, ProxyCommand; host keys; authentication) and
+ * the three transport kinds the dispatcher (transport.c) picks from. The
+ * rest of the client sees only transport.h. Layers, top down: transport.c;
+ * ssh.c (session setup, the exec channel) and transport_proc.c; ssh_fwd.c,
+ * ssh_auth.c, ssh_knownhosts.c, ssh_net.c; ssh_hop.c, ssh_blob.c, ssh_ctr.c,
+ * transport_cmd.c. Everything is non-blocking and waits in poll(). */
+#ifndef GR_SSH_INT_H
+#define GR_SSH_INT_H
 
 #include <libssh2.h>
 #include <stdint.h>
@@ -20,34 +24,6 @@
  * hours, and a dead peer must end it rather than hang it. */
 #define SSH_DEFAULT_ALIVE_S 30
 
-/* ---- steps, for an observer (gpurun doctor) ---- */
-
-enum ssh_step {
-	SSH_STEP_SSHCONFIG, /* alias resolved through ssh_config */
-	SSH_STEP_RESOLVE,   /* name resolution (skipped for tunnelled hops) */
-	SSH_STEP_TCP,       /* TCP connect, ProxyCommand started, or tunnel opened */
-	SSH_STEP_HANDSHAKE, /* SSH handshake; detail names the negotiated methods */
-	SSH_STEP_HOSTKEY,
-	SSH_STEP_AUTH,
-	SSH_STEP_CHANNEL,   /* exec channel to the target opened */
-};
-
-struct ssh_step_report {
-	enum ssh_step step;
-	const char *hop;       /* the host this is about, as written ("jump") */
-	int is_target;         /* 1 for the final host, 0 for a jump host */
-	int rc;                /* 0: passed; else its GR_E* code, message in err */
-	const char *detail;    /* one line */
-	const struct gr_err *err;
-	const char *methods;   /* SSH_STEP_HANDSHAKE: "kex K, host key H, cipher C, mac M" */
-	const struct strvec *warnings; /* SSH_STEP_SSHCONFIG: what the resolver ignored */
-};
-typedef void (*ssh_observer_fn)(const struct ssh_step_report *r, void *arg);
-
-/* Process-wide, set by doctor around conn_open(); NULL clears it. Not
- * thread-safe: set it before connecting. */
-void ssh_set_observer(ssh_observer_fn fn, void *arg);
-
 /* ---- the chain ---- */
 
 struct ssh_opts {
@@ -56,6 +32,8 @@ struct ssh_opts {
 	int timeout_s;           /* [remote] connect_timeout; 0 = ssh_config's */
 	const char *identity;    /* [remote] identity, or NULL */
 	const char *known_hosts; /* [remote] known_hosts, or NULL */
+	tr_say_fn say;           /* notices for the user (NULL: none) */
+	void *say_arg;
 };
 
 struct ssh_pump;
@@ -97,10 +75,17 @@ int ssh_chain_open(struct ssh_chain **out, const char *spec, const struct ssh_op
 		   struct gr_err *err);
 void ssh_chain_free(struct ssh_chain *c);
 
+/* ---- ssh_hop.c: what the files above call back ---- */
+
 /* Tell the observer (and -v) about a step. */
 void ssh_report(const struct ssh_hop *h, enum ssh_step step, int rc, const char *detail,
 		const char *methods, const struct gr_err *err);
 int ssh_verbose(void);
+/* The -v level of the chain being opened and where its notices go (set
+ * by ssh_chain_open; say NULL: nowhere). */
+void ssh_set_voice(int level, tr_say_fn say, void *say_arg);
+/* A notice for the user, one line (no "gpurun: "). */
+void ssh_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Whether libssh2's AES-CTR runs through the batched keystream of
  * ssh_ctr.c (libssh2 1.10.x, unless GPURUN_SSH_CTR_BATCH=0). */
 int ssh_ctr_batching(void);
@@ -126,8 +111,15 @@ LIBSSH2_SESSION *ssh_session_new(struct ssh_hop *h);
 /* Keepalive for a connected hop: send one when due, and fail when the peer
  * has been silent for interval * (count + 1). *next_ms: when to call again. */
 int ssh_hop_keepalive(struct ssh_hop *h, int *next_ms, struct gr_err *err);
+/* 1 when libssh2 already holds bytes for ch (data or stderr), read from
+ * the socket while another call ran: no poll() will report them. (Not
+ * libssh2_poll_channel_read: in 1.10 it gives up at the first queued
+ * packet shorter than 5 bytes, and the 1-byte answer to every keepalive
+ * is one, queued for good, so after the first keepalive it said "nothing"
+ * for every channel.) */
+int ssh_channel_held(LIBSSH2_CHANNEL *ch);
 
-/* ---- the libssh2 transport (ssh.c) ---- */
+/* ---- the libssh2 transport (ssh.c; its tunnels in ssh_fwd.c) ---- */
 
 struct ssh_transport {
 	struct gr_transport base;
@@ -138,14 +130,6 @@ struct ssh_transport {
 	int exec_pending;        /* sent; its reply not seen yet */
 	int eof_sent;
 };
-
-/* 1 when libssh2 already holds bytes for ch (data or stderr), read from
- * the socket while another call ran: no poll() will report them. (Not
- * libssh2_poll_channel_read: in 1.10 it gives up at the first queued
- * packet shorter than 5 bytes, and the 1-byte answer to every keepalive
- * is one, queued for good, so after the first keepalive it said "nothing"
- * for every channel.) */
-int ssh_channel_held(LIBSSH2_CHANNEL *ch);
 
 /* Port forwarding over the same session: direct-tcpip channels
  * (ssh_fwd.c). */
@@ -207,6 +191,10 @@ void kh_list_release(struct kh_list *l);
  * CHANGED, OTHER_TYPE, REVOKED) or NULL. */
 enum kh_verdict kh_judge(const struct kh_list *l, const char *type,
 			 const unsigned char *blob, size_t len, const struct kh_entry **which);
+/* "SHA256:..." for a raw 32-byte digest. */
+char *kh_fingerprint(const unsigned char *sha256);
+/* "ED25519", "ECDSA", "RSA" for a type name, as ssh-keygen -l prints it. */
+const char *ssh_type_label(const char *type);
 /* Host key algorithms for libssh2_session_method_pref: the types known for
  * this host first (as OpenSSH orders them), then the rest. Caller frees. */
 char *kh_hostkey_prefs(const struct kh_list *l);
@@ -222,17 +210,15 @@ int ssh_hostkey_prepare(struct ssh_hop *h, const struct ssh_opts *o, struct kh_l
 int ssh_hostkey_check(struct ssh_hop *h, const struct ssh_opts *o, const struct kh_list *known,
 		      struct gr_err *err);
 
+/* ---- ssh_blob.c ---- */
+
 /* base64 (RFC 4648), as OpenSSH writes keys; pad = 0 drops the '='s (as in
  * SHA256 fingerprints). Returns a new string. */
 char *b64_encode(const unsigned char *p, size_t n, int pad);
 /* Decode n chars (whitespace not allowed); 0, or -1 on bad input. */
 int b64_decode(const char *s, size_t n, struct strbuf *out);
-/* "SHA256:..." for a raw 32-byte digest. */
-char *kh_fingerprint(const unsigned char *sha256);
 /* The key type a blob starts with ("ssh-ed25519"), or NULL. Caller frees. */
 char *ssh_blob_type(const unsigned char *blob, size_t len);
-/* "ED25519", "ECDSA", "RSA" for a type name, as ssh-keygen -l prints it. */
-const char *ssh_type_label(const char *type);
 
 /* ---- ssh_auth.c ---- */
 
@@ -240,5 +226,16 @@ const char *ssh_type_label(const char *type);
  * then IdentityFile). Encrypted keys ask for their passphrase on the
  * terminal. GR_EAUTH says what was tried. */
 int ssh_authenticate(struct ssh_hop *h, const struct ssh_opts *o, struct gr_err *err);
+
+/* ---- the three kinds, for the dispatcher (transport.c) ---- */
+
+/* A local `sh` and an `ssh` subprocess (transport_proc.c). */
+int transport_proc_local(struct gr_transport **out, const struct tr_cmd *cmd,
+			 struct gr_err *err);
+int transport_proc_openssh(struct gr_transport **out, const struct gr_config *cfg,
+			   const struct tr_cmd *cmd, int accept_new, struct gr_err *err);
+/* libssh2 (ssh.c). */
+int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
+		      const struct tr_cmd *cmd, const struct tr_opts *opts, struct gr_err *err);
 
 #endif
