@@ -13,6 +13,7 @@
 #include "agent_helper.h"
 #include "job_gpu.h"
 #include "job_house.h"
+#include "job_record.h"
 #include "job_steps.h"
 #include "job_store.h"
 

@@ -20,18 +20,14 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "job_record.h"
 #include "util.h"
 
-/* Bytes job folder dir holds alone. ended: cache the answer there. */
-uint64_t job_du(const char *dir, int ended);
+/* A job's own cost: job_du (job_record.h). */
 /* Bytes of the shared store (each object once). */
 uint64_t job_store_du(const char *root);
 /* Every job's cost plus the store's. */
 uint64_t job_root_du(const char *root);
-
-/* Remove a folder tree, never following links, making read-only folders
- * writable on the way (a job may leave some). 0 or -1 (errno). */
-int job_rm_tree(const char *path);
 
 /* Remove store objects no job uses any more (and what an interrupted
  * removal left). Returns the bytes freed. */

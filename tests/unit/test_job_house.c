@@ -71,6 +71,7 @@
 #include "job_house.h"
 #include "job_proc.h"
 #include "job_pyhook.h"
+#include "job_record.h"
 #include "job_slurm.h"
 #include "job_snap.h"
 #include "job_steps.h"
