@@ -94,12 +94,12 @@ uint64_t job_store_gc(const char *root)
 	return freed;
 }
 
-void job_rm_result_free(struct job_rm_result *r)
+void job_house_result_free(struct job_house_result *r)
 {
 	for (size_t i = 0; i < r->n; i++)
 		free(r->v[i].id);
 	free(r->v);
-	*r = (struct job_rm_result){ 0 };
+	*r = (struct job_house_result){ 0 };
 }
 
 /* Take the job folder out of sight first (one rename), then delete it. */
@@ -145,7 +145,7 @@ static int job_nothing_lives(const char *dir, const struct job_rec *r, struct gr
 	return rc;
 }
 
-int job_rm(const char *root, const char *id, uint64_t *bytes, struct gr_err *err)
+int job_house_remove(const char *root, const char *id, uint64_t *bytes, struct gr_err *err)
 {
 	char *dir = xasprintf("%s/%s", root, id);
 	struct job_rec r;
@@ -168,12 +168,12 @@ int job_rm(const char *root, const char *id, uint64_t *bytes, struct gr_err *err
 	return rc;
 }
 
-void job_prune(const char *root, uint32_t keep, uint64_t older_ms, uint64_t now_ms,
-	       int dry_run, struct job_rm_result *res)
+void job_house_prune(const char *root, uint32_t keep, uint64_t older_ms, uint64_t now_ms,
+		     int dry_run, struct job_house_result *res)
 {
 	struct strvec ids = STRVEC_INIT;
 
-	*res = (struct job_rm_result){ 0 };
+	*res = (struct job_house_result){ 0 };
 	job_list_ids(root, &ids);
 	for (size_t i = 0; i < ids.n; i++) {
 		char *dir = xasprintf("%s/%s", root, ids.v[i]);
