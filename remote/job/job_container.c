@@ -18,78 +18,16 @@
 #include <unistd.h>
 
 #include "job_container.h"
+#include "run.h"
 
 
 /* ---- running the runtime ---- */
 
 int job_ctr_exec(const char *const *argv, int timeout_ms, struct strbuf *out, struct strbuf *errs)
 {
-	int po[2], pe[2], status;
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-	pid_t pid;
+	int rc = run_capture(argv, NULL, timeout_ms, 0, out, errs);
 
-	if (pipe2(po, O_CLOEXEC) < 0)
-		return -1;
-	if (pipe2(pe, O_CLOEXEC) < 0) {
-		close(po[0]);
-		close(po[1]);
-		return -1;
-	}
-	pid = fork();
-	if (pid < 0) {
-		close(po[0]); close(po[1]); close(pe[0]); close(pe[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDWR);
-		dup2(nul, 0);
-		dup2(po[1], 1);
-		dup2(pe[1], 2);
-		for (int s = 1; s < NSIG; s++)
-			signal(s, SIG_DFL);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		execvp(argv[0], (char *const *)argv);
-		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	close(po[1]);
-	close(pe[1]);
-	struct pollfd pfd[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
-	while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
-		uint64_t now = now_ms();
-		if (now >= deadline) {
-			kill(pid, SIGKILL);
-			break;
-		}
-		int r = poll(pfd, 2, (int)(deadline - now));
-		if (r < 0 && errno != EINTR)
-			break;
-		for (int i = 0; r > 0 && i < 2; i++) {
-			char buf[8192];
-			if (pfd[i].fd < 0 || !pfd[i].revents)
-				continue;
-			ssize_t n = read(pfd[i].fd, buf, sizeof(buf));
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0) {
-				close(pfd[i].fd);
-				pfd[i].fd = -1;
-				continue;
-			}
-			struct strbuf *to = i ? errs : out;
-			if (to && to->len < (1u << 20))
-				sb_add(to, buf, (size_t)n);
-		}
-	}
-	for (int i = 0; i < 2; i++)
-		if (pfd[i].fd >= 0)
-			close(pfd[i].fd);
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+	return rc == RUN_TIMEOUT ? 128 + SIGKILL : rc; /* as the kill ended it */
 }
 
 /* The last non-empty line of a runtime's error output, for a message. */

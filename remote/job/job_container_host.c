@@ -17,27 +17,9 @@
 
 #include "job_container.h"
 #include "job_gpu.h"
+#include "run.h"
 
 static const char *const cdi_dirs[] = { "/etc/cdi", "/var/run/cdi" };
-
-/* prog's path on PATH (a regular executable file), or NULL. */
-static char *find_prog(const char *prog)
-{
-	const char *path = getenv("PATH");
-	char *dup = xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin"), *save = NULL, *d;
-	char *found = NULL;
-	struct stat st;
-
-	for (char *s = dup; !found && (d = strtok_r(s, ":", &save)); s = NULL) {
-		char *p = xasprintf("%s/%s", *d ? d : ".", prog);
-		if (d[0] == '/' && stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0)
-			found = p;
-		else
-			free(p);
-	}
-	free(dup);
-	return found;
-}
 
 /* ---- finding the runtime and the way GPUs go in ---- */
 
@@ -48,7 +30,7 @@ static int try_runtime(const char *kind, char **path, char **version, char **why
 	struct strbuf out = STRBUF_INIT, errs = STRBUF_INIT;
 	int rc;
 
-	*path = find_prog(kind);
+	*path = run_which(kind);
 	if (!*path) {
 		*why = xasprintf("no %s on the host's PATH", kind);
 		return -1;
@@ -145,8 +127,8 @@ static const char *gpu_way(const char *kind, const char *path, struct strvec *cd
 			*toolkit_found = xstrdup("docker's nvidia runtime");
 	}
 	if (!strcmp(way, "none") && !*toolkit_found) {
-		if ((hook = find_prog("nvidia-container-runtime-hook")) ||
-		    (hook = find_prog("nvidia-container-toolkit")))
+		if ((hook = run_which("nvidia-container-runtime-hook")) ||
+		    (hook = run_which("nvidia-container-toolkit")))
 			*toolkit_found = hook;
 	}
 	if (!strcmp(way, "none") && *toolkit_found)
