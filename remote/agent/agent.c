@@ -17,6 +17,7 @@
 #include "agent.h"
 
 #include "agent_hash.h"
+#include "sig_wake.h"
 
 #define OUT_HIGH_WATER (8u << 20)
 #define KEEPALIVE_MS 5000
@@ -68,7 +69,6 @@ struct agent {
 static struct agent *serving;
 static pthread_t serving_thread;
 
-static int sigchld_pipe[2] = { -1, -1 };
 
 /* The request tables this agent answers (agent_serve's argument). */
 static const struct agent_handler *const *handler_tables;
@@ -276,22 +276,16 @@ static void dispatch(struct agent *a, const struct gr_frame *f)
 
 static void on_sigchld(int sig)
 {
-	int e = errno;
 	(void)sig;
-	if (write(sigchld_pipe[1], "c", 1) < 0) {
-		/* the pipe is full: a wakeup is already pending */
-	}
-	errno = e;
+	sig_wake();
 }
 
 static void reap_children(struct agent *a)
 {
-	char buf[64];
 	int status;
 	pid_t pid;
 
-	while (read(sigchld_pipe[0], buf, sizeof(buf)) > 0)
-		;
+	sig_wake_drain();
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		for (size_t i = 0; i < a->nchildren; i++) {
 			if (a->children[i].pid != pid)
@@ -445,7 +439,7 @@ int agent_serve(const struct agent_handler *const *tables, char *early)
 	struct pollfd *pfd = NULL;
 	size_t pfd_alloc = 0;
 
-	if (pipe2(sigchld_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+	if (sig_wake_open() < 0) {
 		perror("gpurun-agent: pipe");
 		return 1;
 	}
@@ -488,7 +482,7 @@ int agent_serve(const struct agent_handler *const *tables, char *early)
 			pfd_alloc = nw + 3;
 			pfd = xrealloc(pfd, pfd_alloc * sizeof(*pfd));
 		}
-		pfd[n++] = (struct pollfd){ sigchld_pipe[0], POLLIN, 0 };
+		pfd[n++] = (struct pollfd){ sig_wake_fd(), POLLIN, 0 };
 		/* Backpressure: while replies pile up, read neither requests nor
 		 * watched producers. */
 		int full = agent_out_full(&a);

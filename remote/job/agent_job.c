@@ -29,6 +29,7 @@
 #include "job_house.h"
 #include "job_pack.h"
 #include "job_proc.h"
+#include "job_record.h"
 #include "job_snap.h"
 #include "job_steps.h"
 #include "job_store.h"

@@ -13,6 +13,7 @@
 #include "agent_helper.h"
 #include "job_gpu.h"
 #include "job_house.h"
+#include "job_record.h"
 #include "job_steps.h"
 #include "job_store.h"
 
@@ -41,7 +42,7 @@ static int rm_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
 		uint64_t bytes = 0;
 		int rc = job_resolve(s->root, s->ids.v[i], &id, &e);
 		if (rc == 0)
-			rc = job_rm(s->root, id, &bytes, &e);
+			rc = job_house_remove(s->root, id, &bytes, &e);
 		put_str(pl, s->ids.v[i]);
 		put_u8(pl, rc == 0);
 		put_str(pl, rc == 0 ? (id ? id : "") : e.msg);
@@ -83,14 +84,14 @@ int agent_job_rm(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err 
 static int prune_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err)
 {
 	struct rm_arg *s = arg;
-	struct job_rm_result res;
+	struct job_house_result res;
 	struct timespec now;
 
 	(void)data_fd;
 	(void)err;
 	clock_gettime(CLOCK_REALTIME, &now);
-	job_prune(s->root, s->keep, s->older_s * 1000,
-		  (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000, s->dry_run, &res);
+	job_house_prune(s->root, s->keep, s->older_s * 1000,
+			(uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000, s->dry_run, &res);
 	put_u32(pl, (uint32_t)res.n);
 	for (size_t i = 0; i < res.n; i++) {
 		put_str(pl, res.v[i].id);
@@ -98,7 +99,7 @@ static int prune_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *er
 	}
 	put_u64(pl, res.freed);
 	put_u32(pl, res.kept);
-	job_rm_result_free(&res);
+	job_house_result_free(&res);
 	return 0;
 }
 

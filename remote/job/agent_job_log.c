@@ -14,6 +14,7 @@
 #include "agent_job.h"
 #include "job_backend.h"
 #include "job_proto.h"
+#include "job_record.h"
 #include "job_store.h"
 
 /* LOG: bytes from an offset, then (follow) as they are written, until the

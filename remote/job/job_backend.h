@@ -1,7 +1,7 @@
 /* How a job is started, watched and stopped on the host: one interface,
  * one file per implementation (DESIGN.md, "Job backends"). The client's
  * job protocol is the same whatever the backend; a job's spec names its
- * backend ("backend" key, default "local"), and job_store.c asks that
+ * backend ("backend" key, default "local"), and job_record.c asks that
  * backend for the live part of the record.
  *
  *   local   job_backend_local.c: the agent's own supervisor, a process in
@@ -37,6 +37,7 @@
 
 #include "err.h"
 #include "job_proto.h"
+#include "job_store.h" /* JOB_BACKEND_DEFAULT */
 #include "util.h"
 
 struct job_backend {
@@ -71,15 +72,13 @@ struct job_backend {
 extern const struct job_backend job_backend_local;
 extern const struct job_backend job_backend_slurm;
 
-/* The local supervisor's start, for other backends too: take the job's
+/* The supervisor's start (job_backend.c), for any backend: take the job's
  * lock and start `gpurun-agent MODE DIR LOCKFD READYFD` in a session of
  * its own, double-forked, handing it the lock; returns once it said
  * "ok" (job_super.h). */
 int job_start_supervisor(const char *dir, const char *mode, struct gr_err *err);
 /* 1 while a supervisor holds the job's .gpurun/lock. */
 int job_supervisor_alive(const char *dir);
-
-#define JOB_BACKEND_DEFAULT "local"
 
 /* The backend called name, or NULL. */
 const struct job_backend *job_backend_find(const char *name);

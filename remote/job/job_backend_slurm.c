@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "job_backend.h"
+#include "job_record.h"
 #include "job_slurm.h"
 #include "job_store.h"
 #include "job_super.h"
@@ -794,7 +795,7 @@ static int slurm_stop(const char *dir, int grace_s, struct strbuf *payload, stru
 		 * submit: it cancels what it submits once it sees the stop). */
 		job_rec_clear(&r);
 		sv_clear(&ids);
-		return job_backend_local.stop(dir, grace_s, payload, err);
+		return job_backend_find("local")->stop(dir, grace_s, payload, err);
 	}
 	const char *id = ids.n ? ids.v[ids.n - 1] : "";
 	/* Pending or not, as Slurm says now (the record may be a cached

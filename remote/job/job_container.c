@@ -1,7 +1,8 @@
-/* Jobs inside a container (see job_container.h): the spec's keys, the
- * job's container record, the runtime's command lines, stopping a job's
- * containers by label, and the reaper that removes them when the
- * supervisor dies. Finding the runtime: job_container_host.c. */
+/* Jobs inside a container (see job_container.h): running the runtime's
+ * client, the spec's keys, the job's container record, the runtime's
+ * command lines, stopping a job's containers by label, and the reaper
+ * that removes them when the supervisor dies. Finding the runtime and
+ * preparing a job's container: job_container_host.c, one layer above. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +18,30 @@
 #include <unistd.h>
 
 #include "job_container.h"
+#include "run.h"
 
+
+/* ---- running the runtime ---- */
+
+int job_ctr_exec(const char *const *argv, int timeout_ms, struct strbuf *out, struct strbuf *errs)
+{
+	int rc = run_capture(argv, NULL, timeout_ms, 0, out, errs);
+
+	return rc == RUN_TIMEOUT ? 128 + SIGKILL : rc; /* as the kill ended it */
+}
+
+/* The last non-empty line of a runtime's error output, for a message. */
+const char *job_ctr_last_line(struct strbuf *sb)
+{
+	char *s = sb->buf;
+
+	if (!s)
+		return "no output";
+	while (sb->len && (s[sb->len - 1] == '\n' || s[sb->len - 1] == '\r' || s[sb->len - 1] == ' '))
+		s[--sb->len] = '\0';
+	char *nl = strrchr(s, '\n');
+	return nl ? nl + 1 : *s ? s : "no output";
+}
 
 /* ---- the spec ---- */
 

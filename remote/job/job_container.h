@@ -148,9 +148,10 @@ void job_ctr_sh_quote(const struct strvec *argv, struct strbuf *out);
  * nvidia_smi (its path or ""). */
 void job_ctr_check(const char *want, const char *image, struct strvec *kv);
 
-/* Run argv (no shell), stdout into out and stderr into errs (either may
- * be NULL: discarded), at most timeout_ms (then SIGKILL). Returns the
- * exit status (0-255, 128+N for a signal), or -1 if it could not run. */
+/* Run argv (run_capture, run.h), stdout into out and stderr into errs
+ * (either may be NULL: discarded), at most timeout_ms (then SIGKILL:
+ * 137). Returns the exit status (0-255, 128+N for a signal), or -1 if it
+ * could not run. */
 int job_ctr_exec(const char *const *argv, int timeout_ms, struct strbuf *out, struct strbuf *errs);
 /* The last non-empty line of a runtime's output (trimmed in place). */
 const char *job_ctr_last_line(struct strbuf *sb);

@@ -1,6 +1,7 @@
-/* Jobs inside a container, the host's side (see job_container.h): running
- * the runtime's client, finding the runtime and the way GPUs go into its
- * containers, the job's .gpurun/container, and what doctor reports. */
+/* Jobs inside a container, the host's side (see job_container.h):
+ * finding the runtime and the way GPUs go into its containers, the job's
+ * .gpurun/container, and what doctor reports. It runs the runtime
+ * through job_container.c, which calls nothing here. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,112 +17,9 @@
 
 #include "job_container.h"
 #include "job_gpu.h"
+#include "run.h"
 
 static const char *const cdi_dirs[] = { "/etc/cdi", "/var/run/cdi" };
-
-/* ---- running the runtime ---- */
-
-int job_ctr_exec(const char *const *argv, int timeout_ms, struct strbuf *out, struct strbuf *errs)
-{
-	int po[2], pe[2], status;
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-	pid_t pid;
-
-	if (pipe2(po, O_CLOEXEC) < 0)
-		return -1;
-	if (pipe2(pe, O_CLOEXEC) < 0) {
-		close(po[0]);
-		close(po[1]);
-		return -1;
-	}
-	pid = fork();
-	if (pid < 0) {
-		close(po[0]); close(po[1]); close(pe[0]); close(pe[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDWR);
-		dup2(nul, 0);
-		dup2(po[1], 1);
-		dup2(pe[1], 2);
-		for (int s = 1; s < NSIG; s++)
-			signal(s, SIG_DFL);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		execvp(argv[0], (char *const *)argv);
-		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	close(po[1]);
-	close(pe[1]);
-	struct pollfd pfd[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
-	while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
-		uint64_t now = now_ms();
-		if (now >= deadline) {
-			kill(pid, SIGKILL);
-			break;
-		}
-		int r = poll(pfd, 2, (int)(deadline - now));
-		if (r < 0 && errno != EINTR)
-			break;
-		for (int i = 0; r > 0 && i < 2; i++) {
-			char buf[8192];
-			if (pfd[i].fd < 0 || !pfd[i].revents)
-				continue;
-			ssize_t n = read(pfd[i].fd, buf, sizeof(buf));
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0) {
-				close(pfd[i].fd);
-				pfd[i].fd = -1;
-				continue;
-			}
-			struct strbuf *to = i ? errs : out;
-			if (to && to->len < (1u << 20))
-				sb_add(to, buf, (size_t)n);
-		}
-	}
-	for (int i = 0; i < 2; i++)
-		if (pfd[i].fd >= 0)
-			close(pfd[i].fd);
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-}
-
-/* The last non-empty line of a runtime's error output, for a message. */
-const char *job_ctr_last_line(struct strbuf *sb)
-{
-	char *s = sb->buf;
-
-	if (!s)
-		return "no output";
-	while (sb->len && (s[sb->len - 1] == '\n' || s[sb->len - 1] == '\r' || s[sb->len - 1] == ' '))
-		s[--sb->len] = '\0';
-	char *nl = strrchr(s, '\n');
-	return nl ? nl + 1 : *s ? s : "no output";
-}
-
-/* prog's path on PATH (a regular executable file), or NULL. */
-static char *find_prog(const char *prog)
-{
-	const char *path = getenv("PATH");
-	char *dup = xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin"), *save = NULL, *d;
-	char *found = NULL;
-	struct stat st;
-
-	for (char *s = dup; !found && (d = strtok_r(s, ":", &save)); s = NULL) {
-		char *p = xasprintf("%s/%s", *d ? d : ".", prog);
-		if (d[0] == '/' && stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0)
-			found = p;
-		else
-			free(p);
-	}
-	free(dup);
-	return found;
-}
 
 /* ---- finding the runtime and the way GPUs go in ---- */
 
@@ -132,7 +30,7 @@ static int try_runtime(const char *kind, char **path, char **version, char **why
 	struct strbuf out = STRBUF_INIT, errs = STRBUF_INIT;
 	int rc;
 
-	*path = find_prog(kind);
+	*path = run_which(kind);
 	if (!*path) {
 		*why = xasprintf("no %s on the host's PATH", kind);
 		return -1;
@@ -229,8 +127,8 @@ static const char *gpu_way(const char *kind, const char *path, struct strvec *cd
 			*toolkit_found = xstrdup("docker's nvidia runtime");
 	}
 	if (!strcmp(way, "none") && !*toolkit_found) {
-		if ((hook = find_prog("nvidia-container-runtime-hook")) ||
-		    (hook = find_prog("nvidia-container-toolkit")))
+		if ((hook = run_which("nvidia-container-runtime-hook")) ||
+		    (hook = run_which("nvidia-container-toolkit")))
 			*toolkit_found = hook;
 	}
 	if (!strcmp(way, "none") && *toolkit_found)

@@ -16,79 +16,22 @@
 
 #include "job_gpu.h"
 #include "job_proto.h"
+#include "run.h"
 
 int gpu_run_capture(const char *const *argv, int timeout_ms, struct strbuf *out)
 {
-	int p[2], status;
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-	pid_t pid;
+	int rc = run_capture(argv, NULL, timeout_ms, 4u << 20, out, NULL);
 
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -1;
-	pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDWR);
-		dup2(nul, 0);
-		dup2(p[1], 1);
-		dup2(nul, 2);
-		signal(SIGPIPE, SIG_DFL);
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	close(p[1]);
-	for (;;) {
-		char buf[8192];
-		uint64_t now = now_ms();
-		struct pollfd pfd = { p[0], POLLIN, 0 };
-		if (now >= deadline) {
-			kill(pid, SIGKILL);
-			break;
-		}
-		int r = poll(&pfd, 1, (int)(deadline - now));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			continue;
-		ssize_t n = read(p[0], buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		if (out->len < (4u << 20))
-			sb_add(out, buf, (size_t)n);
-	}
-	close(p[0]);
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return WEXITSTATUS(status);
+	return rc == RUN_TIMEOUT ? 128 + SIGKILL : rc; /* as the kill ended it */
 }
 
 char *gpu_smi_path(void)
 {
-	const char *env = getenv("GPURUN_NVIDIA_SMI"), *path = getenv("PATH");
-	struct strbuf dirs = STRBUF_INIT;
-	char *found = NULL, *save = NULL;
+	const char *env = getenv("GPURUN_NVIDIA_SMI");
 
 	if (env && *env)
 		return access(env, X_OK) == 0 ? xstrdup(env) : NULL;
-	sb_addf(&dirs, "%s:/usr/bin:/usr/local/nvidia/bin:/usr/local/cuda/bin", path ? path : "");
-	for (char *d = strtok_r(dirs.buf, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
-		char *c = xasprintf("%s/nvidia-smi", d);
-		if (access(c, X_OK) == 0)
-			found = c;
-		else
-			free(c);
-	}
-	sb_release(&dirs);
-	return found;
+	return run_which("nvidia-smi");
 }
 
 static char *trim(char *s)

@@ -40,13 +40,13 @@ struct gpu_report {
 	size_t napps;
 };
 
-/* Run argv (no shell), capture stdout into out, wait at most timeout_ms
- * (then SIGKILL). Returns the exit status (0-255, 128+N), or -1 if it
- * could not be run. */
+/* Run argv (run_capture, run.h), stdout into out (up to 4 MiB), stderr
+ * dropped, at most timeout_ms (then SIGKILL: 137). Returns the exit
+ * status (0-255, 128+N), or -1 if it could not be run. */
 int gpu_run_capture(const char *const *argv, int timeout_ms, struct strbuf *out);
 
-/* nvidia-smi's path (GPURUN_NVIDIA_SMI, PATH, the usual folders), or
- * NULL; the caller frees it. */
+/* nvidia-smi's path (GPURUN_NVIDIA_SMI, else run_which's: PROBE finds the
+ * same one), or NULL; the caller frees it. */
 char *gpu_smi_path(void);
 
 /* Ask nvidia-smi; a host without it gives have_smi = 0 and no error. */

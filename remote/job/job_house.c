@@ -14,74 +14,9 @@
 #include "job_container.h"
 #include "job_house.h"
 #include "job_proc.h"
+#include "job_record.h"
 #include "job_store.h"
 
-
-/* ---- disk use ---- */
-
-/* Blocks of what dfd's tree holds alone. */
-static uint64_t du_at(int dfd)
-{
-	DIR *d = fdopendir(dfd);
-	struct dirent *e;
-	uint64_t sum = 0;
-
-	if (!d) {
-		close(dfd);
-		return 0;
-	}
-	while ((e = readdir(d))) {
-		struct stat st;
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			sum += (uint64_t)st.st_blocks * 512;
-			int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0)
-				sum += du_at(sub);
-		} else if (st.st_nlink == 1) {
-			sum += (uint64_t)st.st_blocks * 512;
-		}
-	}
-	closedir(d);
-	return sum;
-}
-
-uint64_t job_du(const char *dir, int ended)
-{
-	struct strvec kv = STRVEC_INIT;
-	char *p = job_meta(dir, "du");
-	uint64_t bytes;
-	int fd;
-
-	if (ended && job_kv_read(p, &kv, NULL) == 0 && job_kv_get(&kv, "bytes")) {
-		bytes = job_kv_u64(&kv, "bytes");
-		goto out;
-	}
-	/* The cache is part of what it measures: there first, with the same
-	 * size in blocks as its final text. */
-	if (ended)
-		write_file_atomic(p, "bytes=0\n", 8, 0644, NULL);
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	bytes = 0;
-	if (fd >= 0) {
-		struct stat st;
-		if (fstat(fd, &st) == 0)
-			bytes = (uint64_t)st.st_blocks * 512;
-		bytes += du_at(fd);
-	}
-	if (ended) {
-		char *t = xasprintf("bytes=%llu\n", (unsigned long long)bytes);
-		write_file_atomic(p, t, strlen(t), 0644, NULL);
-		free(t);
-	}
-out:
-	sv_clear(&kv);
-	free(p);
-	return bytes;
-}
 
 uint64_t job_store_du(const char *root)
 {
@@ -122,28 +57,6 @@ uint64_t job_root_du(const char *root)
 
 /* ---- removal ---- */
 
-int job_rm_tree(const char *path)
-{
-	char *copy = xstrdup(path), *slash = strrchr(copy, '/');
-	int pfd, rc;
-
-	if (!slash || !slash[1]) {
-		free(copy);
-		errno = EINVAL;
-		return -1;
-	}
-	*slash = '\0';
-	pfd = open(*copy ? copy : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (pfd < 0) {
-		free(copy);
-		return -1;
-	}
-	rc = rm_tree_at(pfd, slash + 1);
-	close(pfd);
-	free(copy);
-	return rc;
-}
-
 uint64_t job_store_gc(const char *root)
 {
 	char *p = xasprintf("%s/%s", root, JOB_OBJECTS);
@@ -181,12 +94,12 @@ uint64_t job_store_gc(const char *root)
 	return freed;
 }
 
-void job_rm_result_free(struct job_rm_result *r)
+void job_house_result_free(struct job_house_result *r)
 {
 	for (size_t i = 0; i < r->n; i++)
 		free(r->v[i].id);
 	free(r->v);
-	*r = (struct job_rm_result){ 0 };
+	*r = (struct job_house_result){ 0 };
 }
 
 /* Take the job folder out of sight first (one rename), then delete it. */
@@ -232,7 +145,7 @@ static int job_nothing_lives(const char *dir, const struct job_rec *r, struct gr
 	return rc;
 }
 
-int job_rm(const char *root, const char *id, uint64_t *bytes, struct gr_err *err)
+int job_house_remove(const char *root, const char *id, uint64_t *bytes, struct gr_err *err)
 {
 	char *dir = xasprintf("%s/%s", root, id);
 	struct job_rec r;
@@ -255,12 +168,12 @@ int job_rm(const char *root, const char *id, uint64_t *bytes, struct gr_err *err
 	return rc;
 }
 
-void job_prune(const char *root, uint32_t keep, uint64_t older_ms, uint64_t now_ms,
-	       int dry_run, struct job_rm_result *res)
+void job_house_prune(const char *root, uint32_t keep, uint64_t older_ms, uint64_t now_ms,
+		     int dry_run, struct job_house_result *res)
 {
 	struct strvec ids = STRVEC_INIT;
 
-	*res = (struct job_rm_result){ 0 };
+	*res = (struct job_house_result){ 0 };
 	job_list_ids(root, &ids);
 	for (size_t i = 0; i < ids.n; i++) {
 		char *dir = xasprintf("%s/%s", root, ids.v[i]);

@@ -20,18 +20,14 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "job_record.h"
 #include "util.h"
 
-/* Bytes job folder dir holds alone. ended: cache the answer there. */
-uint64_t job_du(const char *dir, int ended);
+/* A job's own cost: job_du (job_record.h). */
 /* Bytes of the shared store (each object once). */
 uint64_t job_store_du(const char *root);
 /* Every job's cost plus the store's. */
 uint64_t job_root_du(const char *root);
-
-/* Remove a folder tree, never following links, making read-only folders
- * writable on the way (a job may leave some). 0 or -1 (errno). */
-int job_rm_tree(const char *path);
 
 /* Remove store objects no job uses any more (and what an interrupted
  * removal left). Returns the bytes freed. */
@@ -41,24 +37,25 @@ struct job_removed {
 	char *id;
 	uint64_t bytes;
 };
-struct job_rm_result {
+struct job_house_result {
 	struct job_removed *v;  /* what was (or, dry run, would be) removed */
 	size_t n;
 	uint32_t kept;          /* jobs left */
 	uint64_t freed;         /* in all, the store's garbage included */
 };
-void job_rm_result_free(struct job_rm_result *r);
+void job_house_result_free(struct job_house_result *r);
 
 /* Remove job id (a full id) from root. GR_ENOTFOUND, or GR_EINVAL when it
  * has not ended (err says its state) or when any of it still lives: a
  * process carrying its id, its session, its container (a job whose
- * supervisor was killed). *bytes: its cost. prune skips such jobs too. */
-int job_rm(const char *root, const char *id, uint64_t *bytes, struct gr_err *err);
+ * supervisor was killed). *bytes: its cost. job_house_prune skips such
+ * jobs too. */
+int job_house_remove(const char *root, const char *id, uint64_t *bytes, struct gr_err *err);
 
 /* Remove every job under root that has ended, is not among the `keep`
  * newest (keep 0: no such limit) and was created more than older_ms
  * before now_ms (older_ms 0: no such limit). dry_run: only list them. */
-void job_prune(const char *root, uint32_t keep, uint64_t older_ms, uint64_t now_ms,
-	       int dry_run, struct job_rm_result *res);
+void job_house_prune(const char *root, uint32_t keep, uint64_t older_ms, uint64_t now_ms,
+		     int dry_run, struct job_house_result *res);
 
 #endif

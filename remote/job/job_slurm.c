@@ -24,99 +24,17 @@
 int slurm_tool(const char *const *argv, int timeout_ms, struct strbuf *out,
 	       struct strbuf *errout)
 {
-	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, status, open_fds = 2;
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-	pid_t pid;
+	/* The formats we parse, whatever the user's environment says. */
+	static const char *const env[] = { "SLURM_TIME_FORMAT=standard", "SQUEUE_FORMAT",
+					   "SACCT_FORMAT", NULL };
+	int rc = run_capture(argv, env, timeout_ms, TOOL_OUT_MAX, out, errout);
 
-	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+	if (rc == RUN_TIMEOUT) {
 		if (errout)
-			sb_addf(errout, "pipe: %s", strerror(errno));
-		goto fail;
-	}
-	pid = fork();
-	if (pid < 0) {
-		if (errout)
-			sb_addf(errout, "fork: %s", strerror(errno));
-		goto fail;
-	}
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDONLY);
-		dup2(nul, 0);
-		dup2(po[1], 1);
-		dup2(pe[1], 2);
-		for (int sg = 1; sg < NSIG; sg++)
-			signal(sg, SIG_DFL);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		/* The formats we parse, whatever the user's environment says. */
-		setenv("SLURM_TIME_FORMAT", "standard", 1);
-		unsetenv("SQUEUE_FORMAT");
-		unsetenv("SACCT_FORMAT");
-		execvp(argv[0], (char *const *)argv);
-		dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	close(po[1]);
-	close(pe[1]);
-	po[1] = pe[1] = -1;
-	while (open_fds) {
-		struct pollfd pfd[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
-		uint64_t now = now_ms();
-		if (now >= deadline) {
-			kill(pid, SIGKILL);
-			if (errout)
-				sb_addf(errout, "%s did not answer within %d s", argv[0], timeout_ms / 1000);
-			break;
-		}
-		int r = poll(pfd, 2, (int)(deadline - now));
-		if (r < 0 && errno != EINTR)
-			break;
-		for (int i = 0; r > 0 && i < 2; i++) {
-			char buf[8192];
-			struct strbuf *sb = i ? errout : out;
-			if (pfd[i].fd < 0 || !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			ssize_t n = read(pfd[i].fd, buf, sizeof(buf));
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0) {
-				close(i ? pe[0] : po[0]);
-				if (i)
-					pe[0] = -1;
-				else
-					po[0] = -1;
-				open_fds--;
-				continue;
-			}
-			if (sb && sb->len < TOOL_OUT_MAX)
-				sb_add(sb, buf, (size_t)n);
-		}
-	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR) {
-			status = -1;
-			break;
-		}
-	for (int i = 0; i < 2; i++) {
-		if (po[i] >= 0)
-			close(po[i]);
-		if (pe[i] >= 0)
-			close(pe[i]);
-	}
-	if (open_fds || status == -1)
+			sb_addf(errout, "%s did not answer within %d s", argv[0], timeout_ms / 1000);
 		return -1;
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return WEXITSTATUS(status);
-fail:
-	for (int i = 0; i < 2; i++) {
-		if (po[i] >= 0)
-			close(po[i]);
-		if (pe[i] >= 0)
-			close(pe[i]);
 	}
-	return -1;
+	return rc;
 }
 
 int slurm_id_ok(const char *s)

@@ -50,9 +50,9 @@ struct slurm_info {
 	uint64_t start_s, end_s; /* Unix seconds; 0: not known */
 };
 
-/* Run argv (argv[0] found on PATH), stdin /dev/null, with at most
- * timeout_ms; stdout to out and stderr to errout (either may be NULL;
- * each kept to 1 MiB). Returns the exit status, 128+N for a signal, 127
+/* Run argv (run_capture, run.h: argv[0] found on PATH), stdin /dev/null,
+ * Slurm's time and list formats fixed, with at most timeout_ms; stdout to
+ * out and stderr to errout (either may be NULL; each kept to 1 MiB). Returns the exit status, 128+N for a signal, 127
  * when the program is not found, -1 when it could not run or timed out
  * (errno-style text in errout). */
 int slurm_tool(const char *const *argv, int timeout_ms, struct strbuf *out,

@@ -22,6 +22,7 @@
 #include "job_steps.h"
 #include "job_store.h"
 #include "job_super.h"
+#include "run.h"
 
 static volatile sig_atomic_t slurm_got_term, slurm_got_usr1;
 
@@ -508,7 +509,7 @@ int slurm_task_main(int argc, char **argv)
 	if (WIFSIGNALED(status)) {
 		signal(WTERMSIG(status), SIG_DFL);
 		raise(WTERMSIG(status));
-		return 128 + WTERMSIG(status);
+		return run_exit_code(status);
 	}
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

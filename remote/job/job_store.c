@@ -1,6 +1,6 @@
 /* Job folders on the host (see job_store.h): ids, the meta files and the
- * spec, a new job's folder, and the record built from them (the live part
- * comes from the job's backend). */
+ * spec, a new job's folder and its removal. The record built from them is
+ * job_record.c's. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,8 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "job_backend.h"
-#include "job_house.h"
 #include "job_store.h"
 
 char *job_new_id(uint64_t now_ms)
@@ -188,6 +186,30 @@ void job_spec_free(struct job_spec *s)
 	sv_clear(&s->kv);
 }
 
+/* ---- removal ---- */
+
+int job_rm_tree(const char *path)
+{
+	char *copy = xstrdup(path), *slash = strrchr(copy, '/');
+	int pfd, rc;
+
+	if (!slash || !slash[1]) {
+		free(copy);
+		errno = EINVAL;
+		return -1;
+	}
+	*slash = '\0';
+	pfd = open(*copy ? copy : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0) {
+		free(copy);
+		return -1;
+	}
+	rc = rm_tree_at(pfd, slash + 1);
+	close(pfd);
+	free(copy);
+	return rc;
+}
+
 /* ---- a new job ---- */
 
 int job_create(const char *root, const char *project, const struct job_spec *spec,
@@ -236,205 +258,6 @@ fail:
 	free(dir);
 	free(p);
 	free(kv);
-	return rc;
-}
-
-/* ---- the record ---- */
-
-/* What the client said about the job when it started it (issue 15): its
- * name, whether its command is an argv, and the code it came from. */
-static void job_load_spec(const char *dir, struct job_rec *r)
-{
-	struct job_spec sp = { STRVEC_INIT };
-	struct strvec argv = STRVEC_INIT;
-
-	if (job_spec_read(dir, &sp, NULL) == 0) {
-		r->name = xstrdup(job_spec_get(&sp, "name", ""));
-		job_spec_list(&sp, "argv", &argv);
-		r->command_is_argv = argv.n > 0;
-		r->git_commit = xstrdup(job_spec_get(&sp, "git_commit", ""));
-		r->git_branch = xstrdup(job_spec_get(&sp, "git_branch", ""));
-		r->git_dirty = !strcmp(job_spec_get(&sp, "git_dirty", ""), "1");
-		r->git_diff = xstrdup(job_spec_get(&sp, "git_diff", ""));
-	}
-	sv_clear(&argv);
-	job_spec_free(&sp);
-}
-
-/* The job's name, from its spec ("" if none). */
-static char *job_name_of(const char *dir)
-{
-	struct job_spec sp = { STRVEC_INIT };
-	char *name;
-
-	job_spec_read(dir, &sp, NULL);
-	name = xstrdup(job_spec_get(&sp, "name", ""));
-	job_spec_free(&sp);
-	return name;
-}
-
-int job_load(const char *dir, struct job_rec *r, unsigned flags, struct gr_err *err)
-{
-	struct strvec job = STRVEC_INIT;
-	struct strbuf cmd = STRBUF_INIT;
-	const char *base = strrchr(dir, '/');
-	const struct job_backend *be;
-	char *p;
-	struct stat sst;
-	int rc;
-
-	*r = (struct job_rec){ 0 };
-	base = base ? base + 1 : dir;
-	p = job_meta(dir, "job");
-	rc = job_kv_read(p, &job, err);
-	free(p);
-	if (rc < 0 || !job_id_valid(base)) {
-		rc = gr_errf(err, GR_ENOTFOUND, "no job '%s' on the host", base);
-		goto out;
-	}
-	p = job_meta(dir, "command");
-	read_file(p, &cmd, NULL);
-	free(p);
-	r->id = xstrdup(base);
-	r->dir = xstrdup(dir);
-	r->workdir = xstrdup(dir);
-	r->command = xstrdup(cmd.buf ? cmd.buf : "");
-	r->created_ms = job_kv_u64(&job, "created_ms");
-	r->now_ms = (uint64_t)time(NULL) * 1000;
-	job_load_spec(dir, r);
-	be = job_backend_find(job_kv_get(&job, "backend") ? job_kv_get(&job, "backend")
-							  : JOB_BACKEND_DEFAULT);
-	r->backend = xstrdup(be ? be->name : "unknown");
-	/* A job in a container (job_container.h): its image and runtime. */
-	struct strvec ctr = STRVEC_INIT;
-	p = job_meta(dir, "container");
-	if (job_kv_read(p, &ctr, NULL) == 0) {
-		r->image = xstrdup(job_kv_get(&ctr, "image") ? job_kv_get(&ctr, "image") : "");
-		r->runtime = xstrdup(job_kv_get(&ctr, "runtime") ? job_kv_get(&ctr, "runtime") : "");
-	}
-	free(p);
-	sv_clear(&ctr);
-	if (be) {
-		be->state(dir, r);
-	} else {
-		free(r->state);
-		r->state = xstrdup("lost");
-	}
-	/* The log is read after the state: a job seen ended has all of it. */
-	p = job_meta(dir, "log");
-	if (stat(p, &sst) == 0)
-		r->log_size = (uint64_t)sst.st_size;
-	free(p);
-	if (flags & JOB_LOAD_DU)
-		r->disk_bytes = job_du(dir, job_rec_ended(r));
-	rc = 0;
-out:
-	sv_clear(&job);
-	sb_release(&cmd);
-	return rc;
-}
-
-struct by_time {
-	char *id;
-	uint64_t created_ms;
-};
-
-static int cmp_newest(const void *a, const void *b)
-{
-	const struct by_time *x = a, *y = b;
-
-	if (x->created_ms != y->created_ms)
-		return x->created_ms < y->created_ms ? 1 : -1;
-	return strcmp(y->id, x->id);
-}
-
-void job_list_ids(const char *root, struct strvec *ids)
-{
-	DIR *d = opendir(root);
-	struct dirent *e;
-	struct by_time *v = NULL;
-	size_t n = 0;
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (!job_id_valid(e->d_name))
-			continue;
-		/* The creation time in ms orders jobs made in the same second
-		 * (the id's own time has seconds, then a random suffix). */
-		char *dir = xasprintf("%s/%s", root, e->d_name), *p = job_meta(dir, "job");
-		struct strvec kv = STRVEC_INIT;
-		if (job_kv_read(p, &kv, NULL) == 0) {
-			v = xrealloc(v, (n + 1) * sizeof(*v));
-			v[n].id = xstrdup(e->d_name);
-			v[n++].created_ms = job_kv_u64(&kv, "created_ms");
-		}
-		sv_clear(&kv);
-		free(p);
-		free(dir);
-	}
-	closedir(d);
-	if (n > 1)
-		qsort(v, n, sizeof(*v), cmp_newest);
-	for (size_t i = 0; i < n; i++) {
-		sv_push(ids, v[i].id);
-		free(v[i].id);
-	}
-	free(v);
-}
-
-int job_resolve(const char *root, const char *want, char **id, struct gr_err *err)
-{
-	struct strvec ids = STRVEC_INIT;
-	const char *found = NULL;
-	size_t n = strlen(want), matches = 0;
-	int rc = 0;
-
-	job_list_ids(root, &ids);
-	if (!*want) {
-		if (!ids.n) {
-			rc = gr_errf(err, GR_ENOTFOUND, "no jobs on the host for this project yet");
-			gr_hintf(err, "start one with 'gpurun train'");
-			goto out;
-		}
-		found = ids.v[0];
-	} else if (job_name_ok(want)) {
-		/* A name (never the shape of an id): its newest job, which is
-		 * the live one if one is (names are unique among live jobs). */
-		for (size_t i = 0; i < ids.n && !found; i++) {
-			char *d = xasprintf("%s/%s", root, ids.v[i]), *name = job_name_of(d);
-			if (!strcmp(name, want)) {
-				found = ids.v[i];
-				matches = 1;
-			}
-			free(name);
-			free(d);
-		}
-	} else {
-		for (size_t i = 0; i < ids.n; i++) {
-			if (!strcmp(ids.v[i], want)) {
-				found = ids.v[i];
-				matches = 1;
-				break;
-			}
-			if (!strncmp(ids.v[i], want, n)) {
-				found = ids.v[i];
-				matches++;
-			}
-		}
-		if (!matches) {
-			rc = gr_errf(err, GR_ENOTFOUND, "no job '%s' on the host", want);
-			gr_hintf(err, "'gpurun status' lists the jobs");
-			goto out;
-		}
-		if (matches > 1) {
-			rc = gr_errf(err, GR_EINVAL, "job '%s' is ambiguous (%zu jobs start so)", want, matches);
-			goto out;
-		}
-	}
-	*id = xstrdup(found);
-out:
-	sv_clear(&ids);
 	return rc;
 }
 

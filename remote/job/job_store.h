@@ -1,7 +1,9 @@
-/* Jobs on the host as folders: their ids, the small files that record
- * them, and the record built from those files. Used by the agent's job
- * handlers, the backends (job_backend.h) and housekeeping (job_house.h).
- * Nothing here needs the agent's loop, so the unit tests compile it in.
+/* Jobs on the host as folders: their ids and the small files that record
+ * them. The record built from those files is job_record.h's; the store
+ * below it knows no backend and no house-keeping. Used by the agent's job
+ * handlers, the record, the backends (job_backend.h) and housekeeping
+ * (job_house.h). Nothing here needs the agent's loop, so the unit tests
+ * compile it in.
  *
  * Layout: a project's jobs live in its jobs root,
  * $HOME/.cache/gpurun/jobs/<project key>/ (agent_job.c: job_root):
@@ -33,6 +35,9 @@
 #include "util.h"
 
 #define JOB_OBJECTS ".objects"
+
+/* The backend a job runs on when its spec names none (job_backend.h). */
+#define JOB_BACKEND_DEFAULT "local"
 
 /* "YYYYMMDD-HHMMSS-xxxx" for Unix ms time now_ms (host local time, 4
  * random hex digits). */
@@ -75,20 +80,9 @@ int job_create(const char *root, const char *project, const struct job_spec *spe
 int job_meta_write(const char *dir, const char *name, const char *text, struct gr_err *err);
 int job_meta_exists(const char *dir, const char *name);
 
-#define JOB_LOAD_DU 1 /* fill disk_bytes (walks a running job's folder) */
-
-/* Fill r from the job folder dir (id = its name): the meta files, then
- * what its backend says about its state. GR_ENOTFOUND when it is not a
- * job. r's strings are the caller's (job_rec_clear). */
-int job_load(const char *dir, struct job_rec *r, unsigned flags, struct gr_err *err);
-
-/* Ids of the jobs under root, newest first (by creation time, then id). */
-void job_list_ids(const char *root, struct strvec *ids);
-
-/* Resolve want ("" = latest, an id, a job's name: its newest job with
- * that name, or a unique prefix of an id) to an id. *id is the caller's.
- * GR_ENOTFOUND / GR_EINVAL (ambiguous) with err set. */
-int job_resolve(const char *root, const char *want, char **id, struct gr_err *err);
+/* Remove a folder tree, never following links, making read-only folders
+ * writable on the way (a job may leave some). 0 or -1 (errno). */
+int job_rm_tree(const char *path);
 
 /* Offset where the last n lines of the file at path start (0 if it holds
  * fewer). */

@@ -32,6 +32,7 @@
 #include "job_steps.h"
 #include "job_store.h"
 #include "job_super_int.h"
+#include "sig_wake.h"
 
 
 
@@ -271,7 +272,7 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	/* The pty, and with output = pipe the pipe: what is still open. */
 	int pty_done = 0, pipe_done = !use_pipe, exited = 0, forwarded = 0;
 	while (!exited) {
-		struct pollfd pfd[3] = { { sup_sig_pipe[0], POLLIN, 0 }, { pty_done ? -1 : master, POLLIN, 0 },
+		struct pollfd pfd[3] = { { sig_wake_fd(), POLLIN, 0 }, { pty_done ? -1 : master, POLLIN, 0 },
 					 { pipe_done ? -1 : out[0], POLLIN, 0 } };
 		int r = poll(pfd, 3, 1000);
 		if (r < 0 && errno != EINTR)
@@ -282,11 +283,8 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 			pipe_done = sup_pump_pipe(out[0], s->log_fd);
 		if (!pty_done && pfd[1].revents)
 			pty_done = sup_pump(master, s->log_fd, crp);
-		if (pfd[0].revents) {
-			char buf[64];
-			while (read(sup_sig_pipe[0], buf, sizeof(buf)) > 0)
-				;
-		}
+		if (pfd[0].revents)
+			sig_wake_drain();
 		if (sup_got_term && !forwarded) {
 			kill(-pid, SIGTERM); /* pass it on, once (the flag stays: no next step) */
 			forwarded = 1;
@@ -504,7 +502,7 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 	s.id = job_kv_get(&job, "id");
 	s.project = job_kv_get(&job, "project");
 	s.created_ms = job_kv_u64(&job, "created_ms");
-	if (rc < 0 || !s.id || !s.project || pipe2(sup_sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+	if (rc < 0 || !s.id || !s.project || sig_wake_open() < 0) {
 		const char *msg = err.msg[0] ? err.msg : "the job's folder is incomplete";
 		if (readyfd >= 0)
 			dprintf(readyfd, "%s\n", msg);

@@ -24,8 +24,7 @@ struct sup {
 	uint64_t created_ms;
 };
 
-/* SIGTERM seen; the pipe a signal wakes (sup_nap, the step loop). */
-extern int sup_sig_pipe[2];
+/* SIGTERM seen; a signal wakes sup_nap and the step loop (sig_wake.h). */
 extern volatile sig_atomic_t sup_got_term;
 void sup_on_signal(int sig);
 uint64_t sup_wall_ms(void);

@@ -16,19 +16,15 @@
 
 #include "job_store.h"
 #include "job_super_int.h"
+#include "sig_wake.h"
 
-int sup_sig_pipe[2] = { -1, -1 };
 volatile sig_atomic_t sup_got_term;
 
 void sup_on_signal(int sig)
 {
-	int e = errno;
 	if (sig == SIGTERM)
 		sup_got_term = 1;
-	if (write(sup_sig_pipe[1], "s", 1) < 0) {
-		/* full: a wakeup is pending already */
-	}
-	errno = e;
+	sig_wake();
 }
 
 uint64_t sup_wall_ms(void)
@@ -180,12 +176,10 @@ int sup_stop_asked(struct sup *s)
 /* Sleep up to ms, waking early on a signal. */
 void sup_nap(int ms)
 {
-	struct pollfd pfd = { sup_sig_pipe[0], POLLIN, 0 };
-	char buf[64];
+	struct pollfd pfd = { sig_wake_fd(), POLLIN, 0 };
 
 	if (poll(&pfd, 1, ms) > 0)
-		while (read(sup_sig_pipe[0], buf, sizeof(buf)) > 0)
-			;
+		sig_wake_drain();
 }
 
 /* A container's terminal (-t) turns each \n into \r\n; undo that, so a

@@ -11,6 +11,7 @@
 #include "job_delta.h"
 #include "job_pack.h"
 #include "job_proto.h"
+#include "job_record.h"
 #include "job_steps.h"
 #include "job_store.h"
 

@@ -1,6 +1,9 @@
-/* The agent's sync session, shared by its parts: agent_sync.c (requests,
- * OPEN and COMMIT), sync_untar.c (the tar.zst stream, unpacked on a worker
- * thread) and sync_patch.c (whole files and librsync deltas, signatures).
+/* The agent's sync session, shared by its parts, which layer one way:
+ * agent_sync.c (the requests) calls sync_session.c (OPEN's work),
+ * sync_commit.c (OPS and COMMIT), sync_untar.c (the tar.zst stream,
+ * unpacked on a worker thread) and sync_patch.c (whole files and librsync
+ * deltas, signatures); they call sync_stage.c (staging, temp files, errors,
+ * paths, the manifest's file) and sync_fs.c, which call none of them.
  *
  * Every file arrives into a temp file beside its final name; COMMIT makes
  * them durable (one syncfs), renames them into place and writes the
@@ -107,6 +110,8 @@ struct sync_session {
 	uint32_t small_files;     /* small files the tar has finished */
 };
 
+/* sync_stage.c: below the requests and their work. */
+
 /* Set up a folder cache for the session's paths (staged folders
  * included). */
 void sync_dir_init(struct sync_session *s, struct sfs_dir *d);
@@ -120,9 +125,6 @@ void sync_stage_freeze(struct sync_session *s);
 /* The staged folder at or above relpath's first len bytes, or NULL. */
 const struct sync_stage *sync_stage_above(struct sync_session *s, const char *relpath,
 					  size_t len);
-
-/* The session `id` refers to (only one per connection), or NULL. */
-struct sync_session *sync_session_get(uint32_t id);
 
 /* A path the client may name: sm_path_ok, and not inside the agent's
  * state folder nor shaped like one of our temp files. */
@@ -172,6 +174,12 @@ void sync_wb_stop(struct sync_session *s);
  * worker's only). sync_flush_join waits for it. */
 void sync_small_done(struct sync_session *s);
 void sync_flush_join(struct sync_session *s);
+/* sync_file_range(flags) of one pending temp file through d: -1 if that
+ * failed (one that cannot be opened is skipped: its rename reports it). */
+int sync_pending_range(struct sfs_dir *d, const struct sync_pending *p, unsigned flags);
+/* Write the manifest (with host fields) into the state folder, atomically. */
+int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct gr_err *err);
+void sync_host_fields(struct sm_entry *e, const struct stat *st);
 
 /* sync_session.c: OPEN's work (lock, clean up, load and refresh the
  * manifest, answer STATE). *out stays NULL when the answer ended the
@@ -179,11 +187,14 @@ void sync_flush_join(struct sync_session *s);
 int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t flags,
 		      const uint8_t *expect, const uint8_t *local,
 		      struct sync_session **out, struct gr_err *err);
-/* Write the manifest (with host fields) into the state folder, atomically. */
-int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct gr_err *err);
-void sync_host_fields(struct sm_entry *e, const struct stat *st);
+/* The session OPEN handed out (only one per connection), or NULL; the one
+ * `id` refers to, or NULL. It is forgotten when it is freed. */
+struct sync_session *sync_session_current(void);
+struct sync_session *sync_session_get(uint32_t id);
 /* Remove what was not committed, release the lock, free. */
 void sync_session_free(struct sync_session *s);
+
+/* sync_commit.c */
 int sync_apply_ops(struct sync_session *s, struct gr_rd *rd, struct gr_err *err);
 /* COMMIT: durable, renamed, manifest written; answers OK itself. */
 int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd,

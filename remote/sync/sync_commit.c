@@ -322,23 +322,6 @@ struct durable_job {
 	pthread_cond_t cv;
 };
 
-/* sync_file_range of one pending temp file: -1 if that failed. One that
- * cannot be opened is skipped: its rename reports it. */
-static int range_one(struct sfs_dir *d, const struct sync_pending *p, unsigned flags)
-{
-	const char *base;
-	int dfd = sfs_parent(d, p->path, &base);
-	int fd = dfd < 0 ? -1 : openat(dfd, sync_pending_tmp(p), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	int rc = 0;
-
-	if (fd < 0)
-		return 0;
-	if (sync_file_range(fd, 0, 0, flags) < 0)
-		rc = -1;
-	close(fd);
-	return rc;
-}
-
 /* sync_file_range of each pending temp file from pend[from] on with these
  * flags; small: only those under SYNC_HINT_MIN bytes. */
 static int each_pending(struct sync_session *s, size_t from, int small, unsigned flags)
@@ -349,7 +332,7 @@ static int each_pending(struct sync_session *s, size_t from, int small, unsigned
 	sync_dir_init(s, &d);
 	for (size_t i = from; i < s->npend && !rc; i++)
 		if (!small || s->pend[i].size < SYNC_HINT_MIN)
-			rc = range_one(&d, &s->pend[i], flags);
+			rc = sync_pending_range(&d, &s->pend[i], flags);
 	sfs_dir_release(&d);
 	return rc;
 }
@@ -375,109 +358,6 @@ static int own_data_then_commit(struct sync_session *s)
 	if (fd >= 0)
 		close(fd);
 	return rc;
-}
-
-/* Starting a small file's writeback is mostly ext4 allocating its blocks:
- * ~25 us of CPU a file, 85-120 ms for the bench's 3,000 files, which
- * COMMIT spent while the client waited. This thread does it as the files
- * come, beside the stream: the bench's first sync over the WAN profile
- * took 9.03 s instead of 9.16 s (medians of 5), on loopback about the
- * same. (Not the untar worker itself at each close: behind a large
- * file's writeback, the block layer's throttle held it there, and the
- * whole stream waited: 1.10x the time.) It stops past SYNC_OWN_SMALL_MAX
- * small files, where syncfs does it instead. */
-#define WB_BATCH 64
-
-static void *wb_main(void *arg)
-{
-	struct sync_session *s = arg;
-	struct sync_pending batch[WB_BATCH];
-	struct sfs_dir d;
-	size_t small = 0;
-
-	sync_dir_init(s, &d);
-	pthread_mutex_lock(&s->mu);
-	while (small <= SYNC_OWN_SMALL_MAX) {
-		while (!s->wb_stop && s->wb_next == s->npend)
-			pthread_cond_wait(&s->wb_cv, &s->mu);
-		if (s->wb_stop)
-			break;
-		/* copies: pend[] may move as files are added (the paths stay) */
-		size_t n = 0, first = s->wb_next;
-		for (size_t i = first; i < s->npend && n < WB_BATCH; i++)
-			batch[n++] = s->pend[i];
-		pthread_mutex_unlock(&s->mu);
-		for (size_t i = 0; i < n; i++)
-			if (batch[i].size < SYNC_HINT_MIN && ++small <= SYNC_OWN_SMALL_MAX)
-				range_one(&d, &batch[i], SYNC_FILE_RANGE_WRITE); /* COMMIT's wait checks */
-		pthread_mutex_lock(&s->mu);
-		s->wb_next = first + n;
-	}
-	pthread_mutex_unlock(&s->mu);
-	sfs_dir_release(&d);
-	return NULL;
-}
-
-void sync_wb_kick(struct sync_session *s)
-{
-	if (s->wb_stop)
-		return;
-	if (!s->wb_on) {
-		pthread_cond_init(&s->wb_cv, NULL);
-		s->wb_on = 1;
-		if (pthread_create(&s->wb_thread, NULL, wb_main, s) != 0) {
-			s->wb_on = 0;
-			s->wb_stop = 1; /* COMMIT starts them all */
-			pthread_cond_destroy(&s->wb_cv);
-		}
-		return;
-	}
-	pthread_cond_signal(&s->wb_cv);
-}
-
-void sync_wb_stop(struct sync_session *s)
-{
-	pthread_mutex_lock(&s->mu);
-	s->wb_stop = 1;
-	int on = s->wb_on;
-	if (on)
-		pthread_cond_signal(&s->wb_cv);
-	pthread_mutex_unlock(&s->mu);
-	if (on) {
-		pthread_join(s->wb_thread, NULL);
-		pthread_cond_destroy(&s->wb_cv);
-		s->wb_on = 0;
-	}
-}
-
-static void *flush_main(void *arg)
-{
-	struct sync_session *s = arg;
-
-	syncfs(s->rootfd);
-	__atomic_store_n(&s->flush_done, 1, __ATOMIC_RELEASE);
-	return NULL;
-}
-
-void sync_small_done(struct sync_session *s)
-{
-	s->small_files++;
-	if (s->small_files <= SYNC_OWN_SMALL_MAX || s->small_files % SYNC_FLUSH_EVERY)
-		return;
-	if (s->flushing) {
-		if (!__atomic_load_n(&s->flush_done, __ATOMIC_ACQUIRE))
-			return; /* one at a time */
-		sync_flush_join(s);
-	}
-	s->flush_done = 0;
-	s->flushing = pthread_create(&s->flusher, NULL, flush_main, s) == 0;
-}
-
-void sync_flush_join(struct sync_session *s)
-{
-	if (s->flushing)
-		pthread_join(s->flusher, NULL);
-	s->flushing = 0;
 }
 
 static void *durable_main(void *arg)
@@ -583,23 +463,6 @@ static size_t place_stages(struct sync_session *s)
 		s->added.n = keep;
 	}
 	return failed;
-}
-
-/* Remove staged folders that are not in place (never renamed, or failed)
- * with everything in them. */
-void sync_stages_drop(struct sync_session *s)
-{
-	for (size_t i = 0; i < s->nstages; i++) {
-		struct sync_stage *st = &s->stages[i];
-		const char *base;
-		int dfd = st->state == 1 ? -1 : sfs_parent(&s->dir, st->path, &base);
-		if (dfd >= 0)
-			rm_tree_at(dfd, st->tmp);
-		free(st->path);
-	}
-	free(s->stages);
-	s->stages = NULL;
-	s->nstages = 0;
 }
 
 int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struct gr_err *err)

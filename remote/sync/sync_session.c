@@ -19,6 +19,19 @@
 
 enum { CHANGE_UPDATED = 1, CHANGE_MISSING = 2 };
 
+/* The session OPEN handed out, until it is freed: one per connection. */
+static struct sync_session *current;
+
+struct sync_session *sync_session_current(void)
+{
+	return current;
+}
+
+struct sync_session *sync_session_get(uint32_t id)
+{
+	return current && current->id == id ? current : NULL;
+}
+
 static int statefd_of(struct sync_session *s, int create)
 {
 	if (create && mkdirat(s->rootfd, SYNC_STATE_DIR, 0700) < 0 && errno != EEXIST)
@@ -90,13 +103,6 @@ static void load_manifest(struct sync_session *s, int statefd)
 		sv_push(&s->warnings, "the host's sync manifest was damaged; rebuilding it");
 	}
 	close(fd);
-}
-
-void sync_host_fields(struct sm_entry *e, const struct stat *st)
-{
-	e->host.ino = (uint64_t)st->st_ino;
-	e->host.mtime_ns = sfs_mtime_ns(st);
-	e->host.ctime_ns = sfs_ctime_ns(st);
 }
 
 static uint8_t type_of(const struct stat *st)
@@ -244,32 +250,6 @@ static uint32_t refresh(struct sync_session *s, struct strbuf *changes)
 	return n;
 }
 
-int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct gr_err *err)
-{
-	char tmp[64];
-	int statefd = s->statefd, fd = -1, rc = 0;
-
-	if (statefd < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot open '%s/%s': %s", s->root, SYNC_STATE_DIR,
-			     strerror(errno));
-		goto out;
-	}
-	fd = sfs_tmp_create(statefd, tmp, sizeof(tmp));
-	if (fd < 0 || sm_encode_fd(m, 1, fd) < 0 || fsync(fd) < 0 ||
-	    renameat(statefd, tmp, statefd, STATE_NAME(SYNC_MANIFEST_FILE)) < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot write '%s/%s': %s", s->root,
-			     SYNC_MANIFEST_FILE, strerror(errno));
-		if (fd >= 0)
-			unlinkat(statefd, tmp, 0);
-		goto out;
-	}
-	fsync(statefd);
-out:
-	if (fd >= 0)
-		close(fd);
-	return rc;
-}
-
 int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t flags,
 		      const uint8_t *expect, const uint8_t *local,
 		      struct sync_session **out, struct gr_err *err)
@@ -357,7 +337,7 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 	sv_clear(&s->warnings);
 	sync_send_long(a, id, SYNC_MSG_STATE, done ? GR_F_END : 0, &pl);
 	if (!done) {
-		*out = s;
+		*out = current = s;
 		s = NULL;
 	}
 out:
@@ -372,6 +352,8 @@ void sync_session_free(struct sync_session *s)
 {
 	if (!s)
 		return;
+	if (current == s)
+		current = NULL;
 	untar_free(s->tar);
 	sync_wb_stop(s);
 	sync_flush_join(s);

@@ -3,8 +3,8 @@
  * state): a seeded generator starts jobs (folder, snapshot through the
  * shared store, a lock held as a live supervisor holds it), lets them
  * write, finish, fail or lose their supervisor, edits the project, and
- * removes jobs with job_rm and job_prune (keep N, older than, both, dry
- * runs) and collects the store's garbage, against a model of which jobs
+ * removes jobs with job_house_remove and job_house_prune (keep N, older
+ * than, both, dry runs) and collects the store's garbage, against a model of which jobs
  * exist and in what state. After every step:
  *  - the jobs on disk are the model's, newest first;
  *  - each job's state is the model's, and a job that has not ended was
@@ -71,6 +71,7 @@
 #include "job_house.h"
 #include "job_proc.h"
 #include "job_pyhook.h"
+#include "job_record.h"
 #include "job_slurm.h"
 #include "job_snap.h"
 #include "job_steps.h"
@@ -637,7 +638,7 @@ static int apply(struct world *w, const struct op *o)
 			break;
 		j = v[o->a % n];
 		uint64_t bytes;
-		rc = job_rm(w->root, j->id, &bytes, &err);
+		rc = job_house_remove(w->root, j->id, &bytes, &err);
 		if (j->removed) {
 			if (rc != GR_ENOTFOUND)
 				return fail(w, "rm of removed job %s: %d (%s)", j->id, rc, err.msg);
@@ -662,10 +663,10 @@ static int apply(struct world *w, const struct op *o)
 		int dry = o->c % 4 == 0;
 		struct mjob *v[MAXJOBS];
 		size_t n = live(w, v);
-		struct job_rm_result res;
+		struct job_house_result res;
 		if (!keep && !older)
 			keep = 1;
-		job_prune(w->root, keep, older, w->now_ms, dry, &res);
+		job_house_prune(w->root, keep, older, w->now_ms, dry, &res);
 		/* The model: ended, not among the keep newest, older. */
 		size_t want = 0;
 		for (size_t i = 0; i < n; i++) {
@@ -688,7 +689,7 @@ static int apply(struct world *w, const struct op *o)
 		if (!rc && (res.n != want || res.kept != n - want))
 			rc = fail(w, "prune counted %zu removed, %u kept; the model %zu and %zu",
 				  res.n, res.kept, want, n - want);
-		job_rm_result_free(&res);
+		job_house_result_free(&res);
 		break;
 	}
 	case OP_GC:
