@@ -264,6 +264,11 @@ man: $(O)/gpurun
 
 PREFIX ?= /usr/local
 
+# `make print-VAR` prints a variable (tests/t/t0010-house.sh reads the
+# include paths and the agent's hash this way).
+print-%:
+	@echo '$($*)'
+
 clean:
 	rm -rf build build-san
 	-$(MAKE) -C kernels clean

@@ -1,9 +1,10 @@
-/* The agent's job and artifact requests (0x40-0x6f, job_proto.h): start a
+/* The agent's job requests (0x40-0x5f, job_proto.h): start a
  * job (its folder, its snapshot, then its backend), list jobs and their
  * state and disk use, stream a log from a byte offset (following it as
  * it grows: agent_job_log.c), stop a job, remove jobs, report GPUs and a job's
- * environment, and pack artifacts. Also the agent binary's other modes,
- * the backends' (job_backend.h). */
+ * environment. Also the agent binary's other modes, the backends'
+ * (job_backend.h). Artifacts are the pull's (remote/pull/agent_pull.c);
+ * which job a request names, agent_job_find.c. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,73 +24,15 @@
 #include "job_backend.h"
 #include "agent_helper.h"
 #include "job_container.h"
-#include "job_delta.h"
 #include "job_glob.h"
 #include "job_gpu.h"
 #include "job_house.h"
-#include "job_pack.h"
 #include "job_proc.h"
 #include "job_record.h"
 #include "job_snap.h"
 #include "job_steps.h"
 #include "job_store.h"
 #include "safe_dir.h"
-
-char *job_root(const char *project)
-{
-	char *full = agent_path(project), *base;
-	char real[PATH_MAX];
-	const char *use = realpath(full, real) ? real : full;
-	uint32_t h = 2166136261u; /* FNV-1a: a stable key per project path */
-	struct strbuf key = STRBUF_INIT;
-	char *out;
-
-	for (const char *p = use; *p; p++)
-		h = (h ^ (uint8_t)*p) * 16777619u;
-	base = strrchr(use, '/');
-	base = base && base[1] ? base + 1 : (char *)"root";
-	for (const char *p = base; *p && key.len < 40; p++) {
-		char c = *p;
-		int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			 (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-		sb_add(&key, ok ? &c : "_", 1);
-	}
-	if (key.buf[0] == '.')
-		key.buf[0] = '_';
-	out = xasprintf("%s/.cache/gpurun/jobs/%s-%08x", agent_home(), key.buf, h);
-	sb_release(&key);
-	free(full);
-	return out;
-}
-
-/* Read "str project, str id" and find the job's folder. */
-int agent_find_job(struct gr_rd *rd, char **dir, struct gr_err *err)
-{
-	char *project = get_str(rd), *want = get_str(rd), *root = NULL, *id = NULL;
-	int rc = rd->bad ? gr_errf(err, GR_EPROTO, "protocol error: malformed job request") : 0;
-
-	if (rc == 0) {
-		root = job_root(project);
-		rc = job_resolve(root, want, &id, err);
-	}
-	if (rc == 0)
-		*dir = xasprintf("%s/%s", root, id);
-	if (rc == GR_ENOTFOUND && want) {
-		/* Not "no job": its folder went, its processes did not. */
-		struct job_rec r;
-		if (job_orphan_rec(want, &r)) {
-			gr_err_clear(err);
-			gr_errf(err, GR_ENOTFOUND, "job %s: %s; 'gpurun stop %s' ends them", want,
-				r.reason, want);
-		}
-		job_rec_clear(&r);
-	}
-	free(project);
-	free(want);
-	free(root);
-	free(id);
-	return rc;
-}
 
 /* START_JOB */
 

@@ -1,4 +1,6 @@
-/* Shared by the agent's job request files (agent_job.c, agent_job_house.c). */
+/* The agent's job requests: their table, the agent binary's job modes,
+ * and what the request files share (agent_job_find.c: which job a request
+ * names). The face of remote/job/ to remote/main.c and remote/pull/. */
 #ifndef GR_AGENT_JOB_H
 #define GR_AGENT_JOB_H
 
