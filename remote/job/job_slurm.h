@@ -184,4 +184,22 @@ int slurm_stop_asked(const char *dir);
 int slurm_run_main(const char *dir);
 int slurm_task_main(int argc, char **argv);
 
+/* ---- what Slurm said, cached (job_slurm_query.c) ---- */
+
+/* What Slurm says about job id (its folder dir), from the cache when it is
+ * fresh (max_age ms) or final. *error: why Slurm could not be asked (""
+ * when it could), the caller's. 0 when si holds an answer (maybe old). */
+int slurm_info_get(const char *dir, const char *id, int requeue, uint64_t max_age,
+		   struct slurm_info *si, char **error);
+/* One squeue for all the unfinished jobs under root (a project's jobs
+ * folder), at most every 2 s; each job's cache written. */
+void slurm_refresh(const char *root);
+/* Slurm did not answer a moment ago (path: a job's folder, or with
+ * is_root the project's jobs folder): 1, and why into why (n bytes). */
+int slurm_queue_down(const char *path, int is_root, char *why, size_t n);
+/* Record that Slurm answered (error NULL) or why it did not. */
+void slurm_queue_mark(const char *path, int is_root, const char *error);
+/* A Reason Slurm gave ("None" is none). */
+int slurm_reason_given(const char *reason);
+
 #endif
