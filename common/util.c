@@ -556,3 +556,31 @@ int rm_tree_at(int pfd, const char *name)
 		rc = -1;
 	return rc;
 }
+
+int walk_below(int dirfd, const char *rel, size_t len, int make)
+{
+	const char *part = rel, *end = rel + len;
+	int cur = dirfd;
+
+	while (part < end) {
+		const char *slash = memchr(part, '/', (size_t)(end - part));
+		size_t n = slash ? (size_t)(slash - part) : (size_t)(end - part);
+		if (n) {
+			char *name = xstrndup(part, n);
+			int next = make && mkdirat(cur, name, 0755) < 0 && errno != EEXIST
+					   ? -1
+					   : openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int e = errno;
+			free(name);
+			if (cur != dirfd)
+				close(cur);
+			if (next < 0) {
+				errno = e;
+				return -1;
+			}
+			cur = next;
+		}
+		part += n + 1;
+	}
+	return cur;
+}

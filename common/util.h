@@ -54,6 +54,16 @@ int write_full(int fd, const void *buf, size_t n);
 /* Remove name in pfd: a file, or a folder and everything below it, never
  * following a symlink (0, or -1 with errno; gone already is 0). */
 int rm_tree_at(int pfd, const char *name);
+/* Walk from the folder dirfd (AT_FDCWD: the working folder) down the
+ * folders named by the first len bytes of rel, one component at a time,
+ * each opened with O_DIRECTORY | O_NOFOLLOW: a symlink on the way (or one
+ * swapped in while we walk) is refused with ELOOP or ENOTDIR, never
+ * followed, so nothing reached leaves dirfd's tree. make: each folder
+ * made (0755) where missing. Empty components ("a//b") are skipped.
+ * Returns a new descriptor the caller closes, dirfd itself when rel
+ * names no folder, or -1 with errno set. The one such walk of the client
+ * (the pull's, the sync's opener). */
+int walk_below(int dirfd, const char *rel, size_t len, int make);
 /* pwrite all n bytes at off, retrying EINTR and short writes (a write may
  * be short just before the disk fills: the next one says why). 0, or -1
  * with errno (EIO if a write wrote nothing). */
