@@ -36,6 +36,18 @@ void sb_addf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(prin
 void sb_vaddf(struct strbuf *sb, const char *fmt, va_list ap);
 void sb_reset(struct strbuf *sb);
 void sb_release(struct strbuf *sb);
+
+/* The length of the valid UTF-8 character (U+0080 or above) at s, of
+ * which n bytes are there: 2 to 4, or 0 when s does not start with one
+ * (a stray or missing continuation byte, an overlong form, a surrogate,
+ * past U+10FFFF). */
+size_t utf8_len(const void *s, size_t n);
+/* Append s (NULL: "") as a JSON string: quoted, '"' and '\\' escaped, \n
+ * and \t as such, every other control byte (C0, DEL, and C1 written as
+ * UTF-8) as \u00XX, and each byte that is not part of valid UTF-8 as
+ * \ufffd, so the result is valid JSON and tells a terminal nothing. The
+ * one writer of JSON strings (status --json, config --json). */
+void json_str(struct strbuf *sb, const char *s);
 /* Hand the buffer to the caller (who frees it); sb is left empty. */
 char *sb_detach(struct strbuf *sb, size_t *len);
 

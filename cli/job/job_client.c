@@ -668,36 +668,6 @@ const char *job_fmt_duration(uint64_t ms, char *buf, size_t n)
 	return buf;
 }
 
-void json_str(struct strbuf *sb, const char *s)
-{
-	sb_add(sb, "\"", 1);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		if (*p == '"' || *p == '\\')
-			sb_addf(sb, "\\%c", *p);
-		else if (*p == '\n')
-			sb_adds(sb, "\\n");
-		else if (*p == '\t')
-			sb_adds(sb, "\\t");
-		else if (*p < 0x20 || *p == 0x7f)
-			sb_addf(sb, "\\u%04x", *p);
-		else if (*p < 0x80)
-			sb_add(sb, p, 1);
-		else {
-			/* JSON is UTF-8: a byte that is not, is U+FFFD; a C1
-			 * control is escaped like the C0 ones. */
-			size_t len = u8_char_len((const char *)p);
-			if (!len)
-				sb_adds(sb, "\\ufffd");
-			else if (len == 2 && p[0] == 0xc2 && p[1] <= 0x9f)
-				sb_addf(sb, "\\u%04x", p[1]);
-			else
-				sb_add(sb, p, len);
-			p += len ? len - 1 : 0;
-		}
-	}
-	sb_add(sb, "\"", 1);
-}
-
 /* How a scheduler ended a job, from its state (never its raw exit code:
  * Slurm reports a cancelled job as 0:9, 143:0 or 0:0 depending on where
  * one looks). NULL for a state that is not one of these. */

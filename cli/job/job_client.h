@@ -143,8 +143,6 @@ const char *job_shown(const struct job_rec *r, char *buf, size_t n);
 const char *job_fmt_time(uint64_t ms, char *buf, size_t n);
 /* "1h02m", "3m05s", "12s". */
 const char *job_fmt_duration(uint64_t ms, char *buf, size_t n);
-/* Append s as a JSON string (quoted, escaped). */
-void json_str(struct strbuf *sb, const char *s);
 /* A job's state in words for messages: "exited with status 1",
  * "killed by signal 9", "lost (no exit status recorded)", and where a
  * job ended before its command ran, "setup failed with status 1". */
