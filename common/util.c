@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -642,4 +643,16 @@ int walk_below(int dirfd, const char *rel, size_t len, int make)
 		part += n + 1;
 	}
 	return cur;
+}
+
+int exit_code_from(int signalled, uint32_t code)
+{
+	return signalled ? 128 + (int)(code & 0x7f) : (int)(code & 0xff);
+}
+
+int exit_code_of(int wait_status)
+{
+	if (WIFEXITED(wait_status))
+		return exit_code_from(0, (uint32_t)WEXITSTATUS(wait_status));
+	return exit_code_from(1, (uint32_t)WTERMSIG(wait_status));
 }

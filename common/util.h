@@ -117,6 +117,14 @@ char *expand_home(const char *path);
  * static binary), or "uid N". */
 void uid_name(uid_t uid, char *buf, size_t n);
 
+/* A process's exit as a shell shows it, 0..255: its exit status, or
+ * 128 + the signal that killed it. exit_code_from: the same for an end
+ * received as (signalled, code), as the agent reports a command's and a
+ * job's end (masked, so a hostile value stays in 0..255). exit_code_of:
+ * for a status from waitpid (which was not asked for stopped children). */
+int exit_code_from(int signalled, uint32_t code);
+int exit_code_of(int wait_status);
+
 /* Parse a whole string as a number in [min, max]; 0 or GR_EINVAL. */
 int parse_ll(const char *s, long long min, long long max, long long *out);
 /* "10", "10k", "1.5M", "2G", "1GiB" -> bytes. */

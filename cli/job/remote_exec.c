@@ -154,7 +154,7 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 			uint32_t code = get_u32(&rd);
 			if ((rc = rd_done(&rd, err, "EXIT")) < 0)
 				break;
-			rc = signalled ? 128 + (int)(code & 0x7f) : (int)(code & 0xff);
+			rc = exit_code_from(signalled, code);
 			break;
 		}
 	}
