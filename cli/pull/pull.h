@@ -6,8 +6,8 @@
  * (PROTOCOL.md, ART_PULL: resume). Memory stays bounded whatever the
  * sizes: frames are written to the extractor as they come, and the
  * connection reads no further ahead than a few MiB (conn.c). */
-#ifndef GR_JOB_ART_H
-#define GR_JOB_ART_H
+#ifndef GR_PULL_H
+#define GR_PULL_H
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -51,11 +51,5 @@ void art_pull_abort(struct art_pull *p);
 int art_pull(struct gr_conn *c, const char *project, const char *id,
 	     const struct strvec *patterns, const char *dest, int min_free_pct,
 	     struct art_stats *st, struct gr_err *err);
-
-/* For commands: pull job id's artifacts into <project>/runs/<id>/ and say
- * on stderr what came, or, when no file matched, what the job wrote. One
- * reconnect is tried. 0 or a GR_E* code with ctx->err set. */
-struct gr_ctx;
-int job_pull_artifacts(struct gr_ctx *ctx, const char *id);
 
 #endif
