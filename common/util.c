@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -134,6 +135,65 @@ void sb_release(struct strbuf *sb)
 	free(sb->buf);
 	sb->buf = NULL;
 	sb->len = sb->alloc = 0;
+}
+
+size_t utf8_len(const void *s, size_t n)
+{
+	const unsigned char *p = s;
+	size_t need;
+
+	if (!n)
+		return 0;
+	need = p[0] >= 0xc2 && p[0] <= 0xdf ? 1 : p[0] >= 0xe0 && p[0] <= 0xef ? 2
+		: p[0] >= 0xf0 && p[0] <= 0xf4 ? 3 : 0;
+	if (!need || n < need + 1)
+		return 0;
+	for (size_t i = 1; i <= need; i++) {
+		/* The second byte's range refuses overlong forms (e0, f0),
+		 * surrogates (ed) and code points past U+10FFFF (f4). */
+		unsigned char lo = 0x80, hi = 0xbf;
+		if (i == 1 && p[0] == 0xe0)
+			lo = 0xa0;
+		else if (i == 1 && p[0] == 0xed)
+			hi = 0x9f;
+		else if (i == 1 && p[0] == 0xf0)
+			lo = 0x90;
+		else if (i == 1 && p[0] == 0xf4)
+			hi = 0x8f;
+		if (p[i] < lo || p[i] > hi)
+			return 0;
+	}
+	return need + 1;
+}
+
+void json_str(struct strbuf *sb, const char *s)
+{
+	sb_add(sb, "\"", 1);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '"' || *p == '\\')
+			sb_addf(sb, "\\%c", *p);
+		else if (*p == '\n')
+			sb_adds(sb, "\\n");
+		else if (*p == '\t')
+			sb_adds(sb, "\\t");
+		else if (*p < 0x20 || *p == 0x7f)
+			sb_addf(sb, "\\u%04x", *p);
+		else if (*p < 0x80)
+			sb_add(sb, p, 1);
+		else {
+			/* JSON is UTF-8: a byte that is not, is U+FFFD; a C1
+			 * control is escaped like the C0 ones. */
+			size_t len = utf8_len(p, strnlen((const char *)p, 4));
+			if (!len)
+				sb_adds(sb, "\\ufffd");
+			else if (len == 2 && p[0] == 0xc2 && p[1] <= 0x9f)
+				sb_addf(sb, "\\u%04x", p[1]);
+			else
+				sb_add(sb, p, len);
+			p += len ? len - 1 : 0;
+		}
+	}
+	sb_add(sb, "\"", 1);
 }
 
 char *sb_detach(struct strbuf *sb, size_t *len)
@@ -555,4 +615,44 @@ int rm_tree_at(int pfd, const char *name)
 	if (unlinkat(pfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		rc = -1;
 	return rc;
+}
+
+int walk_below(int dirfd, const char *rel, size_t len, int make)
+{
+	const char *part = rel, *end = rel + len;
+	int cur = dirfd;
+
+	while (part < end) {
+		const char *slash = memchr(part, '/', (size_t)(end - part));
+		size_t n = slash ? (size_t)(slash - part) : (size_t)(end - part);
+		if (n) {
+			char *name = xstrndup(part, n);
+			int next = make && mkdirat(cur, name, 0755) < 0 && errno != EEXIST
+					   ? -1
+					   : openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int e = errno;
+			free(name);
+			if (cur != dirfd)
+				close(cur);
+			if (next < 0) {
+				errno = e;
+				return -1;
+			}
+			cur = next;
+		}
+		part += n + 1;
+	}
+	return cur;
+}
+
+int exit_code_from(int signalled, uint32_t code)
+{
+	return signalled ? 128 + (int)(code & 0x7f) : (int)(code & 0xff);
+}
+
+int exit_code_of(int wait_status)
+{
+	if (WIFEXITED(wait_status))
+		return exit_code_from(0, (uint32_t)WEXITSTATUS(wait_status));
+	return exit_code_from(1, (uint32_t)WTERMSIG(wait_status));
 }

@@ -36,6 +36,18 @@ void sb_addf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(prin
 void sb_vaddf(struct strbuf *sb, const char *fmt, va_list ap);
 void sb_reset(struct strbuf *sb);
 void sb_release(struct strbuf *sb);
+
+/* The length of the valid UTF-8 character (U+0080 or above) at s, of
+ * which n bytes are there: 2 to 4, or 0 when s does not start with one
+ * (a stray or missing continuation byte, an overlong form, a surrogate,
+ * past U+10FFFF). */
+size_t utf8_len(const void *s, size_t n);
+/* Append s (NULL: "") as a JSON string: quoted, '"' and '\\' escaped, \n
+ * and \t as such, every other control byte (C0, DEL, and C1 written as
+ * UTF-8) as \u00XX, and each byte that is not part of valid UTF-8 as
+ * \ufffd, so the result is valid JSON and tells a terminal nothing. The
+ * one writer of JSON strings (status --json, config --json). */
+void json_str(struct strbuf *sb, const char *s);
 /* Hand the buffer to the caller (who frees it); sb is left empty. */
 char *sb_detach(struct strbuf *sb, size_t *len);
 
@@ -54,6 +66,16 @@ int write_full(int fd, const void *buf, size_t n);
 /* Remove name in pfd: a file, or a folder and everything below it, never
  * following a symlink (0, or -1 with errno; gone already is 0). */
 int rm_tree_at(int pfd, const char *name);
+/* Walk from the folder dirfd (AT_FDCWD: the working folder) down the
+ * folders named by the first len bytes of rel, one component at a time,
+ * each opened with O_DIRECTORY | O_NOFOLLOW: a symlink on the way (or one
+ * swapped in while we walk) is refused with ELOOP or ENOTDIR, never
+ * followed, so nothing reached leaves dirfd's tree. make: each folder
+ * made (0755) where missing. Empty components ("a//b") are skipped.
+ * Returns a new descriptor the caller closes, dirfd itself when rel
+ * names no folder, or -1 with errno set. The one such walk of the client
+ * (the pull's, the sync's opener). */
+int walk_below(int dirfd, const char *rel, size_t len, int make);
 /* pwrite all n bytes at off, retrying EINTR and short writes (a write may
  * be short just before the disk fills: the next one says why). 0, or -1
  * with errno (EIO if a write wrote nothing). */
@@ -94,6 +116,14 @@ char *expand_home(const char *path);
 /* The user name of uid from /etc/passwd itself (no NSS: the agent is a
  * static binary), or "uid N". */
 void uid_name(uid_t uid, char *buf, size_t n);
+
+/* A process's exit as a shell shows it, 0..255: its exit status, or
+ * 128 + the signal that killed it. exit_code_from: the same for an end
+ * received as (signalled, code), as the agent reports a command's and a
+ * job's end (masked, so a hostile value stays in 0..255). exit_code_of:
+ * for a status from waitpid (which was not asked for stopped children). */
+int exit_code_from(int signalled, uint32_t code);
+int exit_code_of(int wait_status);
 
 /* Parse a whole string as a number in [min, max]; 0 or GR_EINVAL. */
 int parse_ll(const char *s, long long min, long long max, long long *out);

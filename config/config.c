@@ -561,24 +561,6 @@ int config_get(const struct gr_config *cfg, const char *key, struct strbuf *valu
 	return 0;
 }
 
-static void json_str(struct strbuf *out, const char *s)
-{
-	sb_adds(out, "\"");
-	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-		if (*c == '"' || *c == '\\')
-			sb_addf(out, "\\%c", *c);
-		else if (*c == '\n')
-			sb_adds(out, "\\n");
-		else if (*c == '\t')
-			sb_adds(out, "\\t");
-		else if (*c < 0x20 || *c == 0x7f)
-			sb_addf(out, "\\u%04x", *c);
-		else
-			sb_add(out, c, 1);
-	}
-	sb_adds(out, "\"");
-}
-
 static void json_value(struct strbuf *out, const struct gr_config_key *k, const char *text)
 {
 	if (k->type == GR_KEY_INT || k->type == GR_KEY_BOOL) {

@@ -77,7 +77,7 @@ static int run_git(char *const argv[], struct strbuf *out)
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			return GR_EIO;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return exit_code_of(status);
 }
 
 static char *absolute(const char *path)

@@ -8,6 +8,7 @@
 #include "gpurun.h"
 #include "job_attach.h"
 #include "job_client.h"
+#include "job_show.h"
 
 enum { O_FOLLOW = 1, O_TAIL, O_RAW };
 

@@ -6,6 +6,7 @@
 
 #include "gpurun.h"
 #include "job_client.h"
+#include "job_show.h"
 
 const struct gr_opt cmd_stop_opts[] = { { 0 } };
 

@@ -13,8 +13,10 @@
 #include "pull.h"
 #include "job_attach.h"
 #include "job_client.h"
+#include "job_show.h"
 #include "remote_exec.h"
 #include "sync.h"
+#include "term_filter.h"
 #include "train_spec.h"
 
 enum { O_DETACH = 1, O_STOP_INT, O_RAW, O_SETUP, O_FORWARD, O_ENV, O_NAME, O_YES };
@@ -94,7 +96,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	struct job_rec *others = NULL;
 	size_t nothers = 0;
 	int detach = 0, stop_int = 0, force_setup = 0, raw = 0, yes = 0, id_opt, rc;
-	char *id = NULL, *dest = NULL;
+	char *id = NULL, *dest = NULL, *warn = NULL;
 
 	gr_getopt_init(&st, argc, argv);
 	st.stop_at_positional = 1; /* train [OPTIONS] [--] CMD [ARGS...]: ARGS are CMD's */
@@ -164,8 +166,12 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	}
 	/* A signal during the start answers at once (detached); from the
 	 * host's answer on, it waits for job_attach to say what it means. */
-	rc = job_start_train(ctx, &spec, &id, &others, &nothers);
+	rc = job_start_train(ctx, &spec, &id, &others, &nothers, &warn);
 	sv_clear(&spec);
+	if (warn) {
+		fprintf(stderr, "gpurun: warning: %s\n", ts(warn));
+		free(warn);
+	}
 	if (rc == GR_ECANCEL)
 		goto out;
 	if (rc < 0) {

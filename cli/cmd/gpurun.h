@@ -54,6 +54,11 @@ int gr_usage_error(struct gr_ctx *ctx);
  * through; any other failure of the sync itself is reported here
  * (gr_report) and becomes GR_EXIT_SYNC. */
 int sync_failed(struct gr_ctx *ctx, int rc);
+/* cmd_pull.c, for pull and train: pull job id's artifacts into
+ * <project>/runs/<id>/ and say on stderr what came, or, when no file
+ * matched, what the job wrote. One reconnect is tried. 0 or a GR_E* code
+ * with ctx->err set. */
+int job_pull_artifacts(struct gr_ctx *ctx, const char *id);
 
 /* help.c */
 struct help_topic {

@@ -81,7 +81,7 @@ static int git_run(const char *root, const char *const *args, git_sink sink, voi
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return exit_code_of(st);
 }
 
 /* A small answer (a line): kept, at most 4 KiB of it. */

@@ -15,7 +15,9 @@
 #include "pull.h"
 #include "job_attach.h"
 #include "job_client.h"
+#include "job_show.h"
 #include "log_out.h"
+#include "sig_wake.h"
 #include "term.h"
 #include "term_filter.h"
 
@@ -23,17 +25,8 @@
 #define DEAD_AFTER_MS 20000    /* an unanswered ping this old: reconnect */
 #define GIVE_UP_MS (10 * 60 * 1000) /* reconnecting this long: fail */
 
-static int sig_pipe[2] = { -1, -1 };
-
-static void on_signal(int sig)
-{
-	int e = errno;
-	unsigned char c = (unsigned char)sig;
-	if (write(sig_pipe[1], &c, 1) < 0) {
-		/* full: enough signals are pending */
-	}
-	errno = e;
-}
+/* Ctrl-C, SIGTERM and SIGHUP while attached (one attach at a time). */
+static struct sig_wake wake;
 
 void job_print_detached(const struct gr_ctx *ctx, const char *id, const char *name)
 {
@@ -355,12 +348,9 @@ static void lose_conn(struct att *t, const char *why)
 /* Wait ms for a signal. Returns the signal or 0. */
 static int sleep_sig(int ms)
 {
-	struct pollfd p = { sig_pipe[0], POLLIN, 0 };
-	unsigned char c;
+	struct pollfd p = { wake.fd[0], POLLIN, 0 };
 
-	if (poll(&p, 1, ms) > 0 && read(sig_pipe[0], &c, 1) == 1)
-		return c;
-	return 0;
+	return poll(&p, 1, ms) > 0 ? sig_wake_next(&wake) : 0;
 }
 
 static int reconnect(struct att *t)
@@ -431,7 +421,7 @@ static int loop(struct att *t)
 				timeout = (int)(t->next_pull - now);
 			}
 		}
-		struct pollfd extra[2] = { { sig_pipe[0], POLLIN, 0 }, { 0, POLLIN, 0 } };
+		struct pollfd extra[2] = { { wake.fd[0], POLLIN, 0 }, { 0, POLLIN, 0 } };
 		rc = conn_wait(t->ctx->conn, &f, extra, t->asking ? 2 : 1, timeout, &t->ctx->err);
 		if (rc < 0) {
 			if (rc == GR_EPROTO)
@@ -440,8 +430,8 @@ static int loop(struct att *t)
 			continue;
 		}
 		if (rc == 2) {
-			unsigned char c;
-			if (extra[0].revents && read(sig_pipe[0], &c, 1) == 1 && on_sig(t, c))
+			int c;
+			if (extra[0].revents && (c = sig_wake_next(&wake)) && on_sig(t, c))
 				return 0;
 			if (t->asking && extra[1].revents && on_answer(t))
 				return 0;
@@ -489,7 +479,7 @@ static int loop(struct att *t)
 
 int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_result *res)
 {
-	struct sigaction sa = { 0 }, old_int, old_term, old_hup;
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 	struct att t = { 0 };
 	int rc;
 
@@ -502,12 +492,8 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	t.last_rx = t.conn_at = now_ms();
 	t.next_pull = now_ms() + (uint64_t)o->pull_interval * 1000;
 	tf_init(&t.tf);
-	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+	if (sig_wake_start(&wake, sigs, GR_ARRAY_SIZE(sigs)) < 0)
 		return gr_errf(&ctx->err, GR_EIO, "pipe: %s", strerror(errno));
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-	sigaction(SIGHUP, &sa, &old_hup);
 	sigset_t ours;
 	sigemptyset(&ours);
 	sigaddset(&ours, SIGINT);
@@ -534,12 +520,7 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	log_out_flush(&t.lo);
 	if (ctx->fwd)
 		fwd_swap_notify(ctx->fwd, &fwd_fn, &fwd_arg);
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-	sigaction(SIGHUP, &old_hup, NULL);
-	close(sig_pipe[0]);
-	close(sig_pipe[1]);
-	sig_pipe[0] = sig_pipe[1] = -1;
+	sig_wake_stop(&wake);
 	log_out_release(&t.lo);
 	sb_release(&t.safe);
 	return rc;

@@ -148,19 +148,21 @@ void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct s
 }
 
 int job_start(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
-	      struct job_rec **others, size_t *nothers, struct gr_err *err)
+	      struct job_rec **others, size_t *nothers, char **warn, struct gr_err *err)
 {
-	return job_start_intr(c, project, spec, id, others, nothers, -1, err);
+	return job_start_intr(c, project, spec, id, others, nothers, -1, warn, err);
 }
 
 int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
-		   struct job_rec **others, size_t *nothers, int intr_fd, struct gr_err *err)
+		   struct job_rec **others, size_t *nothers, int intr_fd, char **warn,
+		   struct gr_err *err)
 {
 	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
 	struct gr_rd rd;
 	int rc;
 
 	*id = NULL;
+	*warn = NULL;
 	if (others) {
 		*others = NULL;
 		*nothers = 0;
@@ -175,7 +177,7 @@ int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *
 		size_t n = 0;
 		rd_init(&rd, rep.buf, rep.len);
 		*id = get_str(&rd);
-		char *dir = get_str(&rd), *warn = get_str(&rd);
+		char *dir = get_str(&rd), *w = get_str(&rd);
 		uint32_t cnt = get_u32(&rd);
 		for (uint32_t i = 0; i < cnt && !rd.bad && i < 64; i++) {
 			recs = xrealloc(recs, (n + 1) * sizeof(*recs));
@@ -187,10 +189,11 @@ int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *
 			rc = job_id_check(*id, err);
 		for (size_t i = 0; i < n && rc == 0; i++)
 			rc = job_rec_check(&recs[i], err);
-		if (rc == 0 && *warn)
-			fprintf(stderr, "gpurun: warning: %s\n", ts(warn));
+		if (rc == 0 && *w)
+			*warn = w;
+		else
+			free(w);
 		free(dir);
-		free(warn);
 		if (rc < 0) {
 			free(*id);
 			*id = NULL;
@@ -247,22 +250,45 @@ int job_list_parse(const void *p, size_t len, struct job_rec **recs, size_t *n,
 	return rc;
 }
 
-int job_list(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
-	     struct job_rec **recs, size_t *n, uint64_t *disk_total, struct gr_err *err)
+int job_list_gpus(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
+		  struct job_rec **recs, size_t *n, uint64_t *disk_total, struct job_gpus *g,
+		  struct gr_err *err)
 {
-	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
-	int rc;
+	struct strbuf pl = STRBUF_INIT;
+	uint32_t list_id = conn_next_id(c), gpus_id = conn_next_id(c);
+	int rc = 0, got_list = 0, got_gpus = 0;
 
 	*recs = NULL;
 	*n = 0;
+	*g = (struct job_gpus){ 0 };
 	put_str(&pl, project);
 	put_str(&pl, id ? id : "");
 	put_u32(&pl, limit);
-	rc = conn_request(c, GR_MSG_JOB_LIST, pl.buf, pl.len, &rep, err);
-	if (rc == 0)
-		rc = job_list_parse(rep.buf, rep.len, recs, n, disk_total, err);
+	conn_send(c, GR_MSG_JOB_LIST, 0, list_id, pl.buf, pl.len);
+	sb_reset(&pl);
+	job_gpus_payload(&pl, project);
+	conn_send(c, GR_MSG_JOB_GPUS, 0, gpus_id, pl.buf, pl.len);
+	while (!got_list || !got_gpus) {
+		struct gr_frame f;
+		if ((rc = conn_recv_idle(c, &f, conn_idle_ms(), err)) < 0)
+			break;
+		if (f.id != list_id && f.id != gpus_id)
+			continue;
+		if (f.type == GR_MSG_ERROR) {
+			rc = conn_error_from_frame(&f, err);
+			break;
+		}
+		if (f.id == gpus_id) {
+			if ((rc = job_gpus_parse(f.payload, f.len, g, err)) < 0)
+				break;
+			got_gpus = 1;
+			continue;
+		}
+		if ((rc = job_list_parse(f.payload, f.len, recs, n, disk_total, err)) < 0)
+			break;
+		got_list = 1;
+	}
 	sb_release(&pl);
-	sb_release(&rep);
 	return rc;
 }
 
@@ -375,57 +401,6 @@ int job_stop(struct gr_conn *c, const char *project, const char *id, int grace_s
 	sb_release(&pl);
 	sb_release(&rep);
 	return rc;
-}
-
-int job_stop_print(const struct job_stop_report *s, int quiet)
-{
-	struct strbuf end = STRBUF_INIT;
-	char who[JOB_SHOWN_MAX];
-
-	job_shown(&s->rec, who, sizeof(who));
-	if (!quiet && s->rec.slurm_id && *s->rec.slurm_id) {
-		/* Slurm's: scancel with the grace period as a signal first. */
-		if (s->nterm)
-			fprintf(stderr, "gpurun: stopped job %s: SIGTERM to every process of Slurm "
-				"job %s%s\n", who, ts(s->rec.slurm_id),
-				s->killed ? ", scancel after the grace period" : "");
-		else if (!job_rec_ended(&s->rec) || !strcmp(s->rec.state, "stopped"))
-			fprintf(stderr, "gpurun: cancelled Slurm job %s of job %s before it started\n",
-				ts(s->rec.slurm_id), who);
-		if (s->rec.reason && *s->rec.reason)
-			fprintf(stderr, "gpurun: %s\n", ts(s->rec.reason));
-		if (job_rec_ended(&s->rec) && s->nterm) {
-			job_describe_end(&s->rec, &end);
-			fprintf(stderr, "gpurun: job %s %s\n", who, end.buf);
-		}
-	} else if (!quiet) {
-		if (s->nterm)
-			fprintf(stderr, "gpurun: stopped job %s: SIGTERM to %u process%s%s\n",
-				who, s->nterm, s->nterm == 1 ? "" : "es",
-				s->killed ? ", SIGKILL to those left after the grace period" : "");
-		else if (!s->ctr_stopped.n)
-			fprintf(stderr, "gpurun: job %s had no processes left to stop\n", who);
-		for (size_t i = 0; i < s->ctr_stopped.n; i++)
-			fprintf(stderr, "gpurun: stopped and removed container %s\n", ts(s->ctr_stopped.v[i]));
-		if (job_rec_ended(&s->rec)) {
-			job_describe_end(&s->rec, &end);
-			fprintf(stderr, "gpurun: job %s %s\n", who, end.buf);
-		}
-	}
-	sb_release(&end);
-	for (size_t i = 0; i < s->survivors.n; i++)
-		fprintf(stderr, "gpurun: process %s of job %s is still running\n",
-			ts(s->survivors.v[i]), s->rec.id);
-	for (size_t i = 0; i < s->gpu_holders.n; i++)
-		fprintf(stderr, "gpurun: process %s of job %s still holds a GPU (pid gpu)\n",
-			ts(s->gpu_holders.v[i]), s->rec.id);
-	for (size_t i = 0; i < s->ctr_left.n; i++)
-		fprintf(stderr, "gpurun: container %s of job %s is still there\n",
-			ts(s->ctr_left.v[i]), s->rec.id);
-	if (s->ctr_err && *s->ctr_err)
-		fprintf(stderr, "gpurun: cannot tell whether the job's container is gone: %s\n",
-			ts(s->ctr_err));
-	return s->survivors.n || s->gpu_holders.n || s->ctr_left.n || (s->ctr_err && *s->ctr_err);
 }
 
 void job_rm_report_free(struct job_rm_report *r)
@@ -625,128 +600,6 @@ void job_gpus_free(struct job_gpus *g)
 	free(g->apps);
 	free(g->error);
 	*g = (struct job_gpus){ 0 };
-}
-
-const char *job_shown(const struct job_rec *r, char *buf, size_t n)
-{
-	if (r->name && *r->name && job_name_ok(r->name))
-		snprintf(buf, n, "%s (%s)", r->id, r->name);
-	else
-		snprintf(buf, n, "%s", r->id);
-	return buf;
-}
-
-const char *job_fmt_time(uint64_t ms, char *buf, size_t n)
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-
-	if (!ms) {
-		snprintf(buf, n, "-");
-		return buf;
-	}
-	localtime_r(&t, &tm);
-	strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
-	return buf;
-}
-
-const char *job_fmt_duration(uint64_t ms, char *buf, size_t n)
-{
-	uint64_t s = ms / 1000;
-
-	if (s >= 86400)
-		snprintf(buf, n, "%llud%02lluh", (unsigned long long)(s / 86400),
-			 (unsigned long long)(s % 86400 / 3600));
-	else if (s >= 3600)
-		snprintf(buf, n, "%lluh%02llum", (unsigned long long)(s / 3600),
-			 (unsigned long long)(s % 3600 / 60));
-	else if (s >= 60)
-		snprintf(buf, n, "%llum%02llus", (unsigned long long)(s / 60),
-			 (unsigned long long)(s % 60));
-	else
-		snprintf(buf, n, "%llus", (unsigned long long)s);
-	return buf;
-}
-
-void json_str(struct strbuf *sb, const char *s)
-{
-	sb_add(sb, "\"", 1);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		if (*p == '"' || *p == '\\')
-			sb_addf(sb, "\\%c", *p);
-		else if (*p == '\n')
-			sb_adds(sb, "\\n");
-		else if (*p == '\t')
-			sb_adds(sb, "\\t");
-		else if (*p < 0x20 || *p == 0x7f)
-			sb_addf(sb, "\\u%04x", *p);
-		else if (*p < 0x80)
-			sb_add(sb, p, 1);
-		else {
-			/* JSON is UTF-8: a byte that is not, is U+FFFD; a C1
-			 * control is escaped like the C0 ones. */
-			size_t len = u8_char_len((const char *)p);
-			if (!len)
-				sb_adds(sb, "\\ufffd");
-			else if (len == 2 && p[0] == 0xc2 && p[1] <= 0x9f)
-				sb_addf(sb, "\\u%04x", p[1]);
-			else
-				sb_add(sb, p, len);
-			p += len ? len - 1 : 0;
-		}
-	}
-	sb_add(sb, "\"", 1);
-}
-
-/* How a scheduler ended a job, from its state (never its raw exit code:
- * Slurm reports a cancelled job as 0:9, 143:0 or 0:0 depending on where
- * one looks). NULL for a state that is not one of these. */
-static const char *scheduler_end(const char *state)
-{
-	static const char *const ends[][2] = {
-		{ "timeout", "reached its Slurm time limit" },
-		{ "cancelled", "was cancelled outside gpurun (scancel)" },
-		{ "node_fail", "ended when its Slurm node failed" },
-		{ "preempted", "was preempted by Slurm" },
-	};
-
-	for (size_t i = 0; state && i < GR_ARRAY_SIZE(ends); i++)
-		if (!strcmp(state, ends[i][0]))
-			return ends[i][1];
-	return NULL;
-}
-
-void job_describe_end(const struct job_rec *r, struct strbuf *sb)
-{
-	const char *phase = r->phase && *r->phase ? r->phase : "run";
-	const char *sched = scheduler_end(r->state);
-
-	if (sched) {
-		sb_adds(sb, sched);
-		if (r->reason && *r->reason)
-			sb_addf(sb, " (%s)", ts(r->reason));
-	} else if (r->has_status && strcmp(phase, "run") && (r->signalled || r->code)) {
-		sb_addf(sb, "%s ", ts(phase));
-		if (r->signalled)
-			sb_addf(sb, "was killed by signal %u (%s)", r->code, strsignal((int)r->code));
-		else
-			sb_addf(sb, "failed with status %u", r->code);
-		sb_adds(sb, "; [train] command did not run");
-	} else if (r->has_status && r->signalled)
-		sb_addf(sb, "was killed by signal %u (%s)", r->code, strsignal((int)r->code));
-	else if (r->has_status)
-		sb_addf(sb, "exited with status %u", r->code);
-	else if (r->state && !strcmp(r->state, "lost")) {
-		sb_adds(sb, "ended without an exit status (its supervisor is gone)");
-		if (r->reason && *r->reason)
-			sb_addf(sb, "; %s", ts(r->reason));
-		if (r->reason && strstr(r->reason, "still running"))
-			sb_addf(sb, ": stop it with 'gpurun stop %s'", r->id);
-	} else
-		sb_addf(sb, "is %s", r->state ? ts(r->state) : "unknown");
-	if (r->log_lost)
-		sb_addf(sb, "; %llu bytes of its output were lost: no space left on the host",
-			(unsigned long long)r->log_lost);
 }
 
 int job_ctx_status(struct gr_ctx *ctx, const char *id, struct job_rec *r)

@@ -1,7 +1,7 @@
 /* The client side of the job requests (common/proto/job_proto.h): start, list,
  * status, stop, GPU report; the local cache of recent jobs that shell
- * completion reads (.gpurun/jobs); and small formatting helpers the job
- * commands share. Functions return 0 or a GR_E* code with err set. */
+ * completion reads (.gpurun/jobs). How a job looks on screen is
+ * job_show.h. Functions return 0 or a GR_E* code with err set. */
 #ifndef GR_JOB_CLIENT_H
 #define GR_JOB_CLIENT_H
 
@@ -19,12 +19,14 @@ void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct s
 
 /* Start a job in project (the [remote] path) from spec. *id is the
  * caller's; *others (NULL: not wanted) gets the project's other jobs that
- * are not over, the caller's to job_recs_free. */
+ * are not over, the caller's to job_recs_free; *warn the host's warning
+ * about the start (NULL: none), the caller's to show and free. */
 int job_start(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
-	      struct job_rec **others, size_t *nothers, struct gr_err *err);
+	      struct job_rec **others, size_t *nothers, char **warn, struct gr_err *err);
 /* job_start, given up at once (GR_ECANCEL) when intr_fd is readable. */
 int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
-		   struct job_rec **others, size_t *nothers, int intr_fd, struct gr_err *err);
+		   struct job_rec **others, size_t *nothers, int intr_fd, char **warn,
+		   struct gr_err *err);
 
 /* train's start (train_start.c): job_start, answering SIGINT, SIGTERM and
  * SIGHUP at once while the host starts the job: GR_ECANCEL, err saying
@@ -32,7 +34,7 @@ int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *
  * On success SIGINT, SIGTERM and SIGHUP are left blocked (one caught
  * meanwhile pending again), for job_attach to unblock. */
 int job_start_train(struct gr_ctx *ctx, const struct strvec *spec, char **id,
-		    struct job_rec **others, size_t *nothers);
+		    struct job_rec **others, size_t *nothers, char **warn);
 
 /* 0 when id has the shape gpurun's agent makes (job_id_ok); else
  * GR_EPROTO with err naming the host as the source of the bad id. Every id
@@ -43,11 +45,15 @@ int job_id_check(const char *id, struct gr_err *err);
  * or job_name_ok) and its commit and diff hash (hex). */
 int job_rec_check(const struct job_rec *r, struct gr_err *err);
 
-/* Jobs newest first (id NULL or "" = all, limit 0 = all). *recs is the
- * caller's to job_recs_free. disk_total (may be NULL): bytes the
- * project's jobs hold on the host in all. */
-int job_list(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
-	     struct job_rec **recs, size_t *n, uint64_t *disk_total, struct gr_err *err);
+/* Jobs newest first (id NULL or "" = all, limit 0 = all) and the host's
+ * GPU report, asked for together (one round trip: `gpurun status`).
+ * *recs (the caller's to job_recs_free) and g (job_gpus_free) are the
+ * caller's to free whatever the result. disk_total (may be NULL): bytes
+ * the project's jobs hold on the host in all. */
+struct job_gpus;
+int job_list_gpus(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
+		  struct job_rec **recs, size_t *n, uint64_t *disk_total, struct job_gpus *g,
+		  struct gr_err *err);
 /* Parse a JOB_LIST answer; every record checked. *recs is the caller's. */
 int job_list_parse(const void *p, size_t len, struct job_rec **recs, size_t *n,
 		   uint64_t *disk_total, struct gr_err *err);
@@ -72,9 +78,6 @@ int job_stop(struct gr_conn *c, const char *project, const char *id, int grace_s
 	     struct job_stop_report *s, struct gr_err *err);
 void job_stop_payload(struct strbuf *pl, const char *project, const char *id, int grace_s);
 int job_stop_parse(const void *p, size_t n, struct job_stop_report *s, struct gr_err *err);
-/* Tell the user what a stop did (stderr); returns 0, or 1 if something
- * survived. */
-int job_stop_print(const struct job_stop_report *s, int quiet);
 
 /* Removal (JOB_RM, JOB_PRUNE): what each job became. */
 struct job_rm_item {
@@ -133,22 +136,6 @@ void job_gpus_free(struct job_gpus *g);
 void job_cache_update(const char *root, const struct job_rec *recs, size_t n);
 /* Drop ids (removed from the host) from the cache. */
 void job_cache_forget(const char *root, const struct strvec *ids);
-
-/* "ID (NAME)" for a named job, else "ID", into buf (at least
- * JOB_SHOWN_MAX bytes); the record passed job_rec_check. */
-#define JOB_SHOWN_MAX (GR_JOB_ID_LEN + GR_JOB_NAME_MAX + 4)
-const char *job_shown(const struct job_rec *r, char *buf, size_t n);
-
-/* "2026-11-22 00:35:12" (local time) for a Unix ms time; "-" for 0. */
-const char *job_fmt_time(uint64_t ms, char *buf, size_t n);
-/* "1h02m", "3m05s", "12s". */
-const char *job_fmt_duration(uint64_t ms, char *buf, size_t n);
-/* Append s as a JSON string (quoted, escaped). */
-void json_str(struct strbuf *sb, const char *s);
-/* A job's state in words for messages: "exited with status 1",
- * "killed by signal 9", "lost (no exit status recorded)", and where a
- * job ended before its command ran, "setup failed with status 1". */
-void job_describe_end(const struct job_rec *r, struct strbuf *sb);
 
 /* For commands: connect, and turn "no such job" into a helpful error. */
 int job_ctx_status(struct gr_ctx *ctx, const char *id, struct job_rec *r);

@@ -9,20 +9,9 @@
 #include <unistd.h>
 
 #include "remote_exec.h"
+#include "sig_wake.h"
 #include "term.h"
 #include "term_filter.h"
-
-static int sig_pipe[2] = { -1, -1 };
-
-static void on_signal(int sig)
-{
-	int e = errno;
-	unsigned char c = (unsigned char)sig;
-	if (write(sig_pipe[1], &c, 1) < 0) {
-		/* full: the loop will see an earlier byte */
-	}
-	errno = e;
-}
 
 static void send_winsize(struct gr_conn *c, uint32_t id)
 {
@@ -69,7 +58,8 @@ static void send_exec(struct gr_conn *c, uint32_t id, const struct remote_exec_o
 int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_err *err)
 {
 	struct strbuf pl = STRBUF_INIT;
-	struct sigaction sa = { 0 }, old_int, old_term, old_hup, old_winch;
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGWINCH };
+	struct sig_wake wake;
 	struct pollfd extra[2];
 	struct term_filter tf_out, tf_err;
 	uint32_t id = conn_next_id(c);
@@ -81,15 +71,10 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 	if (!stdin_open)
 		conn_send(c, GR_MSG_STDIN, GR_F_END, id, NULL, 0);
 
-	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+	if (sig_wake_start(&wake, sigs, GR_ARRAY_SIZE(sigs)) < 0) {
 		sb_release(&pl);
 		return gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));
 	}
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-	sigaction(SIGHUP, &sa, &old_hup);
-	sigaction(SIGWINCH, &sa, &old_winch);
 	/* Keys go to the remote terminal as typed (Ctrl-C included: its
 	 * line discipline makes the SIGINT), as with ssh -t. */
 	if (o->pty && stdin_open && term_set(0, TERM_RAW) == 0)
@@ -99,7 +84,7 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 		struct gr_frame f;
 		int n = 0;
 
-		extra[n++] = (struct pollfd){ sig_pipe[0], POLLIN, 0 };
+		extra[n++] = (struct pollfd){ wake.fd[0], POLLIN, 0 };
 		if (stdin_open)
 			extra[n++] = (struct pollfd){ 0, POLLIN, 0 };
 		rc = conn_wait(c, &f, extra, n, 1000, err);
@@ -112,8 +97,8 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 			break;
 		}
 		if (rc == 2) {
-			unsigned char sig;
-			if (read(sig_pipe[0], &sig, 1) == 1) {
+			int sig = sig_wake_next(&wake);
+			if (sig) {
 				if (sig == SIGWINCH) {
 					if (o->pty)
 						send_winsize(c, id);
@@ -169,7 +154,7 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 			uint32_t code = get_u32(&rd);
 			if ((rc = rd_done(&rd, err, "EXIT")) < 0)
 				break;
-			rc = signalled ? 128 + (int)(code & 0x7f) : (int)(code & 0xff);
+			rc = exit_code_from(signalled, code);
 			break;
 		}
 	}
@@ -184,13 +169,7 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 	if (o->filter_err && (tf_finish(&tf_err, &pl), pl.len) && write_full(o->err_fd, pl.buf, pl.len) < 0) {
 		/* nothing more to say to it */
 	}
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-	sigaction(SIGHUP, &old_hup, NULL);
-	sigaction(SIGWINCH, &old_winch, NULL);
-	close(sig_pipe[0]);
-	close(sig_pipe[1]);
-	sig_pipe[0] = sig_pipe[1] = -1;
+	sig_wake_stop(&wake);
 	sb_release(&pl);
 	return rc;
 }

@@ -16,11 +16,10 @@
 #include "art_delta.h"
 #include "art_limits.h"
 #include "art_sigcache.h"
-#include "pull.h"
+#include "pull_below.h"
 #include "job_proto.h"
 #include "sync_apply.h"
 #include "sync_delta.h"
-#include "sync_open.h"
 #include "term_filter.h"
 
 #define BASES_MAX 256            /* files one pull takes as deltas (open fds) */
@@ -109,21 +108,6 @@ static int other_big(const char *dest)
 
 /* ---- finding a basis and signing it ---- */
 
-/* path below root, opened through no symlink; -1 if there is none. */
-static int open_in(const char *root, const char *path, struct stat *st)
-{
-	struct gr_err e = { 0 };
-	struct sync_tree *t = sync_tree_open(root, &e);
-	int fd = t ? sync_tree_open_file(t, path, 0, 0, &e) : -1;
-
-	sync_tree_close(t);
-	if (fd >= 0 && (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) || !st->st_size)) {
-		close(fd);
-		fd = -1;
-	}
-	return fd < 0 ? -1 : fd;
-}
-
 /* The basis of path: dest's copy, else the newest in another job's folder. */
 static int find_basis(const char *dest, const char *path, struct stat *st, char **from)
 {
@@ -139,7 +123,7 @@ static int find_basis(const char *dest, const char *path, struct stat *st, char 
 		return -1;
 	}
 	free(nabs);
-	if ((fd = open_in(dest, path, st)) >= 0) {
+	if ((fd = art_open_under(dest, path, st)) >= 0) {
 		*from = xasprintf("%s/%s", dest, path);
 		return fd;
 	}
@@ -151,7 +135,7 @@ static int find_basis(const char *dest, const char *path, struct stat *st, char 
 			continue;
 		char *root = xasprintf("%s/%s", runs, de->d_name);
 		struct stat s2;
-		int f2 = open_in(root, path, &s2);
+		int f2 = art_open_under(root, path, &s2);
 		if (f2 >= 0 && (fd < 0 || s2.st_mtim.tv_sec > st->st_mtim.tv_sec ||
 				(s2.st_mtim.tv_sec == st->st_mtim.tv_sec &&
 				 s2.st_mtim.tv_nsec > st->st_mtim.tv_nsec))) {
@@ -514,7 +498,7 @@ int art_delta_entry(struct archive *in, struct archive_entry *e, const char *fin
 		    int64_t size, const char *value, struct art_limits *lim, struct gr_err *err)
 {
 	struct art_basis *b = basis_of(lim->delta, final);
-	char *part = art_sibling(final, ".gpurun-part"), *info = art_sibling(final, ".gpurun-partinfo");
+	char *part = art_sibling(final, ART_PART_SUFFIX), *info = art_sibling(final, ART_INFO_SUFFIX);
 	uint8_t want[SM_HASH_LEN], got_hash[SM_HASH_LEN];
 	uint64_t target = 0, got = 0, wb_done = 0;
 	ZSTD_DStream *z = NULL;

@@ -78,7 +78,4 @@ uint32_t art_delta_used(const struct art_delta *d);
 int art_delta_entry(struct archive *in, struct archive_entry *e, const char *final,
 		    int64_t size, const char *value, struct art_limits *lim, struct gr_err *err);
 
-/* The note beside a file whose delta failed: the next pull takes it whole. */
-#define ART_NODELTA_SUFFIX ".gpurun-nodelta"
-
 #endif

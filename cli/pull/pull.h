@@ -1,14 +1,13 @@
-/* Artifacts on the client: ask the agent for a job's files (only those
- * new or changed since the last pull travel), and extract its tar.zst
- * into runs/<job>/ safely: libarchive's secure flags, no links, devices,
- * absolute or `..` names, and each file fsynced and renamed into place
- * only once it is complete. A file cut short (1 MiB or more) keeps its
- * part, and the next pull fetches only the rest (PROTOCOL.md, ART_PULL:
- * resume). Memory stays bounded whatever the sizes: frames are written
- * to the extractor as they come, and the connection reads no further
- * ahead than a few MiB (conn.c). */
-#ifndef GR_JOB_ART_H
-#define GR_JOB_ART_H
+/* Artifacts on the client, cli/pull's face: ask the agent for a job's
+ * files (only those new or changed since the last pull travel), and
+ * extract its tar.zst into runs/<job>/ safely (pull_extract.h), each
+ * file renamed into place only once complete; a file cut short (1 MiB
+ * or more) keeps its part, and the next pull fetches only the rest
+ * (PROTOCOL.md, ART_PULL: resume). Memory stays bounded whatever the
+ * sizes: frames are written to the extractor as they come, and the
+ * connection reads no further ahead than a few MiB (conn.c). */
+#ifndef GR_PULL_H
+#define GR_PULL_H
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -29,35 +28,6 @@ struct art_stats {
 	struct strvec whole;
 };
 void art_stats_release(struct art_stats *st);
-
-struct art_limits;
-/* Extract the tar.zst read from fd into dest (an existing folder), within
- * lim (art_limits.h: what the host announced, min_free). On a hostile
- * entry it stops with GR_EINVAL or GR_EPROTO and err naming the entry,
- * on a full disk with GR_EIO (files before it are in place). Changes the
- * working directory while it runs and restores it: call it from one
- * thread. *files: files extracted. */
-int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *files,
-		   struct gr_err *err);
-/* The same for ART_PULL's stream: the announcement first (PROTOCOL.md),
- * then a pre-flight check that what it announces fits (min_free_pct;
- * with the sizes of the files delta may bring as deltas counted whole),
- * then the archive within it. delta: the files this pull sent signatures
- * for (NULL: none; a delta entry is then refused). */
-struct art_delta;
-int art_extract_announced(int fd, const char *dest, int min_free_pct, struct art_delta *delta,
-			  uint32_t *files, struct gr_err *err);
-
-/* rel below the working folder, opened through no symlink (each folder
- * with O_NOFOLLOW, then the file with flags | O_NOFOLLOW); -1 on failure. */
-int art_open_below(const char *rel, int flags, mode_t mode);
-/* Remove the file rel below the working folder, through no symlink. */
-void art_unlink_below(const char *rel);
-/* The folders of rel below the working folder, made (0755) where missing,
- * through no symlink. 0, or -1 with errno. */
-int art_mkdirs_below(const char *rel);
-/* The hidden sibling ".NAME<suffix>" of final (new string). */
-char *art_sibling(const char *final, const char *suffix);
 
 /* A pull in flight on a connection, so train can pull while it follows a
  * log on the same connection. The extraction runs in a child process fed
@@ -81,11 +51,5 @@ void art_pull_abort(struct art_pull *p);
 int art_pull(struct gr_conn *c, const char *project, const char *id,
 	     const struct strvec *patterns, const char *dest, int min_free_pct,
 	     struct art_stats *st, struct gr_err *err);
-
-/* For commands: pull job id's artifacts into <project>/runs/<id>/ and say
- * on stderr what came, or, when no file matched, what the job wrote. One
- * reconnect is tried. 0 or a GR_E* code with ctx->err set. */
-struct gr_ctx;
-int job_pull_artifacts(struct gr_ctx *ctx, const char *id);
 
 #endif

@@ -25,6 +25,7 @@
 
 #include "art_limits.h"
 #include "pull.h"
+#include "pull_extract.h"
 
 static char root[PATH_MAX], dest[PATH_MAX + 8], outside[PATH_MAX + 8], cwd0[PATH_MAX];
 /* (the part and info names a pull would use for victim and x: a write or

@@ -31,6 +31,7 @@
 #include <zstd.h>
 
 #include "job_client.h"
+#include "job_show.h"
 #include "sync_apply.h"
 #include "sync_delta.h"
 #include "sync_manifest.h"

@@ -73,6 +73,14 @@ assert d[\"sync.exclude\"][\"value\"] == [\"runs/\"] and d[\"artifacts.pull\"][\
 	test_grep "^hint: did you mean .remote.host.?" err
 '
 
+test_expect_success 'config --json: bytes that are not UTF-8 become U+FFFD, still valid JSON' '
+	mkdir -p u8 && cd u8 &&
+	printf "[train]\ncommand = python \377\376 train.py \303\251\n" >gpurun.ini &&
+	"$GPURUN" config --json >j &&
+	python3 -c "import json; d = json.loads(open(\"j\", \"rb\").read().decode(\"utf-8\"))[\"keys\"]; \
+v = d[\"train.command\"][\"value\"]; assert v == \"python \\ufffd\\ufffd train.py \\u00e9\", repr(v)"
+'
+
 test_expect_success 'a malformed gpurun.ini: exit 253 and file:line' '
 	mkdir -p bad && cd bad &&
 	printf "[remote]\nhost = ok\nhots = typo\n" >gpurun.ini &&

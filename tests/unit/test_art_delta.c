@@ -25,6 +25,8 @@
 #include "art_delta.h"
 #include "art_limits.h"
 #include "pull.h"
+#include "pull_below.h"
+#include "pull_extract.h"
 #include "job_proto.h"
 
 static char tmp[256];

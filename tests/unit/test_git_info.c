@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "t.h"
@@ -117,6 +119,30 @@ static void detached_head_has_no_branch(void)
 	CHECK_STR(gi.branch, "");
 }
 
+/* git's status (and a hook's) as the shell shows it: the same rule as
+ * an end the agent reports (exit_code_from). */
+static void exit_codes(void)
+{
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(3);
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK_EQ_INT(exit_code_of(st), 3);
+	pid = fork();
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	kill(pid, SIGKILL);
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK_EQ_INT(exit_code_of(st), 137);
+	CHECK_EQ_INT(exit_code_from(1, SIGKILL), 137);
+	CHECK_EQ_INT(exit_code_from(0, 256 + 7), 7);
+	CHECK_EQ_INT(exit_code_from(1, 0xffffffffu), 255);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/gpurun-gitinfo.XXXXXX";
@@ -128,6 +154,7 @@ int main(void)
 		printf("skip - git_info (skipped: git is not installed)\n");
 		return 0;
 	}
+	RUN(exit_codes);
 	RUN(no_repository);
 	RUN(clean_commit_and_branch);
 	RUN(gpurun_outputs_are_not_changes);

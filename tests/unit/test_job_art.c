@@ -25,6 +25,7 @@
 #include "job_snap.h"
 #include "art_limits.h"
 #include "pull.h"
+#include "pull_extract.h"
 #include "job_proto.h"
 
 static char tmp[256];

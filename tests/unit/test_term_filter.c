@@ -12,7 +12,6 @@
 #include <time.h>
 
 #include "t.h"
-#include "job_client.h"
 #include "term_filter.h"
 
 static char *filt(const char *in, size_t n)
@@ -275,21 +274,6 @@ static void test_one_line_escape(void)
 	sb_release(&sb);
 }
 
-/* --json's strings (job_client.c): every control byte escaped, C1 too,
- * and bytes that are not UTF-8 as U+FFFD, so the output is valid JSON
- * and a terminal showing it is told nothing. */
-static void test_json_escape(void)
-{
-	struct strbuf sb = STRBUF_INIT;
-
-	json_str(&sb, "a\"b\\c\n\t\033]52;c;QQ==\a\x7f");
-	CHECK_STR(sb.buf, "\"a\\\"b\\\\c\\n\\t\\u001b]52;c;QQ==\\u0007\\u007f\"");
-	sb_reset(&sb);
-	json_str(&sb, "\xc2\x9b" "2J \xff \xe2\x82 \xc3\xa9 \xf0\x9f\x9a\x80");
-	CHECK_STR(sb.buf, "\"\\u009b2J \\ufffd \\ufffd\\ufffd \xc3\xa9 \xf0\x9f\x9a\x80\"");
-	sb_release(&sb);
-}
-
 int main(void)
 {
 	RUN(test_passes_text_and_progress_bars);
@@ -297,6 +281,5 @@ int main(void)
 	RUN(test_split_across_chunks);
 	RUN(test_randomized);
 	RUN(test_one_line_escape);
-	RUN(test_json_escape);
 	return T_DONE();
 }
