@@ -492,7 +492,7 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	t.last_rx = t.conn_at = now_ms();
 	t.next_pull = now_ms() + (uint64_t)o->pull_interval * 1000;
 	tf_init(&t.tf);
-	if (sig_wake_start(&wake, sigs, GR_ARRAY_SIZE(sigs)) < 0)
+	if (sig_wake_start(&wake, sigs, GR_ARRAY_SIZE(sigs), 0) < 0)
 		return gr_errf(&ctx->err, GR_EIO, "pipe: %s", strerror(errno));
 	sigset_t ours;
 	sigemptyset(&ours);

@@ -71,7 +71,7 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 	if (!stdin_open)
 		conn_send(c, GR_MSG_STDIN, GR_F_END, id, NULL, 0);
 
-	if (sig_wake_start(&wake, sigs, GR_ARRAY_SIZE(sigs)) < 0) {
+	if (sig_wake_start(&wake, sigs, GR_ARRAY_SIZE(sigs), 0) < 0) {
 		sb_release(&pl);
 		return gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));
 	}

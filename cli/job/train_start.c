@@ -27,7 +27,7 @@ int job_start_train(struct gr_ctx *ctx, const struct strvec *spec, char **id,
 	sigemptyset(&set);
 	for (size_t i = 0; i < GR_ARRAY_SIZE(sigs); i++)
 		sigaddset(&set, sigs[i]);
-	if (sig_wake_start(&wake, sigs, GR_ARRAY_SIZE(sigs)) < 0) {
+	if (sig_wake_start(&wake, sigs, GR_ARRAY_SIZE(sigs), 0) < 0) {
 		/* No pipe: the old way, signals held until the attach. */
 		sigprocmask(SIG_BLOCK, &set, NULL);
 		return job_start(ctx->conn, ctx->cfg->remote.path, spec, id, others, nothers,

@@ -274,18 +274,15 @@ static void dispatch(struct agent *a, const struct gr_frame *f)
 			   err.msg[0] ? err.msg : gr_strcode(rc));
 }
 
-static void on_sigchld(int sig)
-{
-	(void)sig;
-	sig_wake();
-}
+/* SIGCHLD wakes the loop (sig_wake.h). One agent a process. */
+static struct sig_wake chld_wake = { .fd = { -1, -1 } };
 
 static void reap_children(struct agent *a)
 {
 	int status;
 	pid_t pid;
 
-	sig_wake_drain();
+	sig_wake_drain(&chld_wake);
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		for (size_t i = 0; i < a->nchildren; i++) {
 			if (a->children[i].pid != pid)
@@ -435,17 +432,14 @@ static int take_early(struct agent *a, char *hex)
 int agent_serve(const struct agent_handler *const *tables, char *early)
 {
 	struct agent a = { 0 };
-	struct sigaction sa = { 0 };
 	struct pollfd *pfd = NULL;
 	size_t pfd_alloc = 0;
 
-	if (sig_wake_open() < 0) {
+	static const int chld[] = { SIGCHLD };
+	if (sig_wake_start(&chld_wake, chld, 1, SA_RESTART | SA_NOCLDSTOP) < 0) {
 		perror("gpurun-agent: pipe");
 		return 1;
 	}
-	sa.sa_handler = on_sigchld;
-	sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-	sigaction(SIGCHLD, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	set_nonblock(0, 1);
 	set_nonblock(1, 1);
@@ -482,7 +476,7 @@ int agent_serve(const struct agent_handler *const *tables, char *early)
 			pfd_alloc = nw + 3;
 			pfd = xrealloc(pfd, pfd_alloc * sizeof(*pfd));
 		}
-		pfd[n++] = (struct pollfd){ sig_wake_fd(), POLLIN, 0 };
+		pfd[n++] = (struct pollfd){ chld_wake.fd[0], POLLIN, 0 };
 		/* Backpressure: while replies pile up, read neither requests nor
 		 * watched producers. */
 		int full = agent_out_full(&a);

@@ -272,7 +272,7 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	/* The pty, and with output = pipe the pipe: what is still open. */
 	int pty_done = 0, pipe_done = !use_pipe, exited = 0, forwarded = 0;
 	while (!exited) {
-		struct pollfd pfd[3] = { { sig_wake_fd(), POLLIN, 0 }, { pty_done ? -1 : master, POLLIN, 0 },
+		struct pollfd pfd[3] = { { sup_wake.fd[0], POLLIN, 0 }, { pty_done ? -1 : master, POLLIN, 0 },
 					 { pipe_done ? -1 : out[0], POLLIN, 0 } };
 		int r = poll(pfd, 3, 1000);
 		if (r < 0 && errno != EINTR)
@@ -284,8 +284,8 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 		if (!pty_done && pfd[1].revents)
 			pty_done = sup_pump(master, s->log_fd, crp);
 		if (pfd[0].revents)
-			sig_wake_drain();
-		if (sup_got_term && !forwarded) {
+			sig_wake_drain(&sup_wake);
+		if (sig_wake_caught(&sup_wake, SIGTERM) && !forwarded) {
 			kill(-pid, SIGTERM); /* pass it on, once (the flag stays: no next step) */
 			forwarded = 1;
 			/* The client may pass it on, or not (docker documents its
@@ -502,7 +502,8 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 	s.id = job_kv_get(&job, "id");
 	s.project = job_kv_get(&job, "project");
 	s.created_ms = job_kv_u64(&job, "created_ms");
-	if (rc < 0 || !s.id || !s.project || sig_wake_open() < 0) {
+	static const int sup_sigs[] = { SIGCHLD, SIGTERM };
+	if (rc < 0 || !s.id || !s.project || sig_wake_start(&sup_wake, sup_sigs, 2, SA_RESTART) < 0) {
 		const char *msg = err.msg[0] ? err.msg : "the job's folder is incomplete";
 		if (readyfd >= 0)
 			dprintf(readyfd, "%s\n", msg);
@@ -513,11 +514,6 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 	const char *spec_gpus = job_spec_get(&s.spec, "gpus", "");
 	const char *build = job_spec_get(&s.spec, "build", "");
 
-	struct sigaction sa = { 0 };
-	sa.sa_handler = sup_on_signal;
-	sa.sa_flags = SA_RESTART;
-	sigaction(SIGCHLD, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "job_container.h"
+#include "sig_wake.h"
 #include "job_steps.h"
 #include "job_super.h"
 
@@ -24,9 +25,9 @@ struct sup {
 	uint64_t created_ms;
 };
 
-/* SIGTERM seen; a signal wakes sup_nap and the step loop (sig_wake.h). */
-extern volatile sig_atomic_t sup_got_term;
-void sup_on_signal(int sig);
+/* SIGCHLD and SIGTERM wake sup_nap and the step loop (sig_wake.h); a
+ * SIGTERM is remembered (sig_wake_caught). */
+extern struct sig_wake sup_wake;
 uint64_t sup_wall_ms(void);
 /* Sleep up to ms, waking early on a signal. */
 void sup_nap(int ms);

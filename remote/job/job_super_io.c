@@ -18,14 +18,7 @@
 #include "job_super_int.h"
 #include "sig_wake.h"
 
-volatile sig_atomic_t sup_got_term;
-
-void sup_on_signal(int sig)
-{
-	if (sig == SIGTERM)
-		sup_got_term = 1;
-	sig_wake();
-}
+struct sig_wake sup_wake = { .fd = { -1, -1 } };
 
 uint64_t sup_wall_ms(void)
 {
@@ -170,16 +163,16 @@ void sup_write_status(struct sup *s, int status, enum job_step step)
 
 int sup_stop_asked(struct sup *s)
 {
-	return sup_got_term || job_meta_exists(s->dir, "stopped");
+	return sig_wake_caught(&sup_wake, SIGTERM) || job_meta_exists(s->dir, "stopped");
 }
 
 /* Sleep up to ms, waking early on a signal. */
 void sup_nap(int ms)
 {
-	struct pollfd pfd = { sig_wake_fd(), POLLIN, 0 };
+	struct pollfd pfd = { sup_wake.fd[0], POLLIN, 0 };
 
 	if (poll(&pfd, 1, ms) > 0)
-		sig_wake_drain();
+		sig_wake_drain(&sup_wake);
 }
 
 /* A container's terminal (-t) turns each \n into \r\n; undo that, so a
