@@ -240,31 +240,13 @@ static void check_partitions(struct gr_ctx *ctx, struct doctor *d, const char *t
  * ""), path, path_exists, free_bytes. */
 static void check_tools(struct gr_ctx *ctx, struct doctor *d)
 {
-	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
 	struct gr_err e = { 0 };
-	struct gr_rd rd;
 	struct strvec kv = STRVEC_INIT;
 	const char *path = "", *exists = "0", *freeb = "", *parts = NULL, *serr = "";
-	uint32_t n;
 
-	put_str(&pl, ctx->cfg->remote.path ? ctx->cfg->remote.path : "");
-	put_u8(&pl, ctx->cfg->slurm_on ? 1 : 0);
-	if (conn_request(ctx->conn, GR_MSG_PROBE, pl.buf, pl.len, &rep, &e) < 0) {
+	if (job_probe(ctx->conn, ctx->cfg->remote.path ? ctx->cfg->remote.path : "",
+		      ctx->cfg->slurm_on, &kv, &e) < 0) {
 		fail(d, "tools", &e, e.code);
-		goto out;
-	}
-	rd_init(&rd, rep.buf, rep.len);
-	n = get_u32(&rd);
-	for (uint32_t i = 0; i < n && !rd.bad && i < 64; i++) {
-		char *k = get_str(&rd), *v = get_str(&rd);
-		sv_push(&kv, k ? k : "");
-		sv_push(&kv, v ? v : "");
-		free(k);
-		free(v);
-	}
-	if (rd.bad) {
-		gr_errf(&e, GR_EPROTO, "the agent's PROBE answer is malformed");
-		fail(d, "tools", &e, GR_EPROTO);
 		goto out;
 	}
 	for (size_t i = 0; i + 1 < kv.n; i += 2) {
@@ -318,8 +300,6 @@ static void check_tools(struct gr_ctx *ctx, struct doctor *d)
 	}
 out:
 	sv_clear(&kv);
-	sb_release(&pl);
-	sb_release(&rep);
 }
 
 /* What a job's command would find on its PATH through [train] shell. */

@@ -13,15 +13,11 @@
 #include <stddef.h>
 
 #include "err.h"
+#include "transport.h"
 
 struct gr_transport;
 
-struct fwd_spec {
-	char *bind;   /* local address to listen on: "localhost" (127.0.0.1 and ::1) */
-	int lport;
-	char *host;   /* where the host connects: "localhost" */
-	int hport;
-};
+/* struct fwd_spec: in transport.h, which carries it. */
 
 /* Parse "PORT", "PORT:HOSTPORT", "PORT:HOST:HOSTPORT" or
  * "BIND:PORT:HOST:HOSTPORT" (ssh -L's syntax). 0, or GR_EUSAGE. */

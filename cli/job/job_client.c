@@ -610,3 +610,33 @@ int job_ctx_status(struct gr_ctx *ctx, const char *id, struct job_rec *r)
 		rc = job_status(ctx->conn, ctx->cfg->remote.path, id, r, &ctx->err);
 	return rc;
 }
+
+int job_probe(struct gr_conn *c, const char *path, int slurm, struct strvec *kv,
+	      struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
+	struct gr_rd rd;
+	int rc;
+
+	put_str(&pl, path);
+	put_u8(&pl, slurm ? 1 : 0);
+	rc = conn_request(c, GR_MSG_PROBE, pl.buf, pl.len, &rep, err);
+	sb_release(&pl);
+	if (rc < 0) {
+		sb_release(&rep);
+		return rc;
+	}
+	rd_init(&rd, rep.buf, rep.len);
+	uint32_t n = get_u32(&rd);
+	for (uint32_t i = 0; i < n && !rd.bad && i < 64; i++) {
+		char *k = get_str(&rd), *v = get_str(&rd);
+		sv_push(kv, k ? k : "");
+		sv_push(kv, v ? v : "");
+		free(k);
+		free(v);
+	}
+	sb_release(&rep);
+	if (rd.bad)
+		return gr_errf(err, GR_EPROTO, "the agent's PROBE answer is malformed");
+	return 0;
+}

@@ -103,6 +103,13 @@ int job_prune(struct gr_conn *c, const char *project, uint32_t keep, uint64_t ol
  * appended to kv (v[2i] key, v[2i+1] value). */
 int job_env(struct gr_conn *c, const char *project, const char *shell, struct strvec *kv,
 	    struct gr_err *err);
+/* PROBE: what the host offers a job (project folder path, with slurm the
+ * cluster's part too), as name/value pairs pushed onto kv in turn: cc,
+ * make, nvcc, nvidia-smi (their paths or ""), path, path_exists,
+ * free_bytes, and sbatch, squeue, slurm_partitions, slurm_error. 0, or a
+ * GR_E* code with err set (GR_EPROTO: a malformed answer). */
+int job_probe(struct gr_conn *c, const char *path, int slurm, struct strvec *kv,
+	      struct gr_err *err);
 /* CONTAINER_CHECK: what a job's container would get on the host (runtime
  * auto/podman/docker, image), as key/value pairs (job_container.h). */
 int job_container_check(struct gr_conn *c, const char *project, const char *runtime,

@@ -17,7 +17,14 @@
 
 struct gr_transport;
 struct tr_tunnel;
-struct fwd_spec;
+/* A port to forward (ssh -L's parts): what the transport carries for
+ * `forward` and -L; parsed and served by cli/conn/forward.h. */
+struct fwd_spec {
+	char *bind;   /* local address to listen on: "localhost" (127.0.0.1 and ::1) */
+	int lport;
+	char *host;   /* where the host connects: "localhost" */
+	int hport;
+};
 
 /* Streams to HOST:PORT opened from the host's side, for port forwarding
  * (forward.c): libssh2's direct-tcpip channels on the agent's session,

@@ -13,7 +13,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "forward.h"
 #include "transport.h"
 
 struct proc_transport {

@@ -69,27 +69,12 @@ static int parent_fd(struct sync_tree *t, const char *relpath, size_t plen)
 		cur = t->dirfd;
 		start = relpath + t->dirlen + 1;
 	}
-	int owned = 0; /* cur is ours to close */
-	while (start < relpath + plen) {
-		const char *end = memchr(start, '/', (size_t)(relpath + plen - start));
-		if (!end)
-			end = relpath + plen;
-		char *name = xstrndup(start, (size_t)(end - start));
-		int next = openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		int e = errno;
-		free(name);
-		if (owned)
-			close(cur);
-		if (next < 0) {
-			errno = e;
-			return -1;
-		}
-		cur = next;
-		owned = 1;
-		start = end + 1;
-	}
-	set_dir(t, relpath, plen, cur);
-	return cur;
+	/* One folder at a time, never through a symlink (util.c). */
+	int fd = walk_below(cur, start, (size_t)(relpath + plen - start), 0);
+	if (fd < 0 || fd == cur)
+		return fd;
+	set_dir(t, relpath, plen, fd);
+	return fd;
 }
 
 int sync_tree_open_file(struct sync_tree *t, const char *relpath, uint64_t dev, uint64_t ino,

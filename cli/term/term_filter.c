@@ -49,22 +49,9 @@ static int u8_cont_ok(unsigned char lead, size_t i, unsigned char b)
 	return b >= 0x80 && b <= 0xbf;
 }
 
-/* The length of the valid UTF-8 character at s (n bytes there), or 0. */
-static size_t u8_len(const unsigned char *s, size_t n)
-{
-	size_t need = (size_t)u8_need(s[0]);
-
-	if (!need || n < need + 1)
-		return 0;
-	for (size_t i = 1; i <= need; i++)
-		if (!u8_cont_ok(s[0], i, s[i]))
-			return 0;
-	return need + 1;
-}
-
 size_t u8_char_len(const char *s)
 {
-	return u8_len((const unsigned char *)s, strnlen(s, 4));
+	return utf8_len(s, strnlen(s, 4)); /* util.c: the one UTF-8 reader */
 }
 
 /* U+0080..U+009F: C1 controls; xterm obeys them in UTF-8 too. */
@@ -262,7 +249,7 @@ static int needs_escape(const unsigned char *s)
 			s++;
 			continue;
 		}
-		size_t len = u8_len(s, strnlen((const char *)s, 4));
+		size_t len = utf8_len(s, strnlen((const char *)s, 4));
 		if (!len || u8_is_c1(s, len) || u8_is_bidi(s, len))
 			return 1;
 		s += len;
@@ -280,7 +267,7 @@ void ts_add(struct strbuf *sb, const char *str)
 		if (*s < 0x80) {
 			esc = *s < 0x20 || *s == 0x7f;
 		} else {
-			len = u8_len(s, strnlen((const char *)s, 4));
+			len = utf8_len(s, strnlen((const char *)s, 4));
 			esc = !len || u8_is_c1(s, len) || u8_is_bidi(s, len);
 			if (!len)
 				len = 1;

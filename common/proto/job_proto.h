@@ -264,7 +264,7 @@ static inline int job_rec_exit_code(const struct job_rec *r)
 	if (r->state && !strcmp(r->state, "node_fail"))
 		return GR_EXIT_JOB_LOST;
 	if (r->has_status)
-		return r->signalled ? 128 + (int)(r->code & 0x7f) : (int)(r->code & 0xff);
+		return exit_code_from(r->signalled, r->code);
 	if (r->state && !strcmp(r->state, "lost"))
 		return GR_EXIT_JOB_LOST;
 	return -1;
