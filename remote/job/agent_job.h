@@ -6,13 +6,8 @@
 
 #include "agent.h"
 
-/* The folder holding a project's jobs (the project given as the client
- * wrote it): named after the project folder and a hash of its real path.
- * Returns a new string. */
-char *job_root(const char *project);
-
-/* Read "str project, str id" and find the job's folder (*dir, new). */
-int agent_find_job(struct gr_rd *rd, char **dir, struct gr_err *err);
+/* job_root, agent_find_job. */
+#include "agent_job_find.h"
 
 /* JOB_LOG, in agent_job_log.c. */
 int agent_job_log(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent_job.h"
+#include "agent_job_find.h"
 #include "job_proc.h"
 #include "job_record.h"
 #include "job_store.h"

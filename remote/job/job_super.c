@@ -31,6 +31,7 @@
 #include "job_snap.h"
 #include "job_steps.h"
 #include "job_store.h"
+#include "job_super.h"
 #include "job_super_int.h"
 #include "sig_wake.h"
 
@@ -484,6 +485,7 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 
 	s.dir = dir;
 	s.mode = mode;
+	s.status_extra = mode->status_extra;
 	s.log_fd = -1;
 	p = job_meta(s.dir, "job");
 	rc = job_kv_read(p, &job, &err);

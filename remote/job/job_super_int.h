@@ -10,15 +10,18 @@
 #include <stdint.h>
 
 #include "job_container.h"
-#include "sig_wake.h"
 #include "job_steps.h"
-#include "job_super.h"
+#include "job_store.h"
+#include "sig_wake.h"
+
+struct job_sup_mode; /* job_super.h */
 
 struct sup {
 	const char *dir, *id, *project;
 	struct job_spec spec;
 	int log_fd;
 	const struct job_sup_mode *mode;
+	const char *status_extra; /* the mode's: more lines for the status */
 	struct job_ctr ctr; /* the job's container (job_container.h) */
 	int has_ctr;
 	int setup_ran;      /* setup ran in this job, and succeeded */

@@ -141,7 +141,7 @@ void sup_write_status(struct sup *s, int status, enum job_step step)
 				    WIFEXITED(status) ? WEXITSTATUS(status) : 0,
 				    WIFSIGNALED(status) ? WTERMSIG(status) : 0,
 				    (unsigned long long)sup_wall_ms(), job_step_names[step],
-				    s->mode->status_extra ? s->mode->status_extra : "");
+				    s->status_extra ? s->status_extra : "");
 		if (sup_log_lost) {
 			char *u = xasprintf("%s%slog_lost=%llu\n", t, t[strlen(t) - 1] == '\n' ? "" : "\n",
 					    (unsigned long long)sup_log_lost);

@@ -76,6 +76,7 @@
 #include "job_snap.h"
 #include "job_steps.h"
 #include "job_store.h"
+#include "job_super.h"
 #include "job_super_int.h"
 #include "sync_manifest.h"
 #include "sync_proto.h"
