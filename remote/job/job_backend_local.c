@@ -31,18 +31,6 @@ static int local_start(const char *dir, struct gr_err *err)
 
 /* ---- state ---- */
 
-static char *meta_text(const char *dir, const char *name)
-{
-	char *p = job_meta(dir, name);
-	struct strbuf sb = STRBUF_INIT;
-
-	read_file(p, &sb, NULL);
-	free(p);
-	while (sb.len && sb.buf[sb.len - 1] == '\n')
-		sb.buf[--sb.len] = '\0';
-	return sb.buf ? sb_detach(&sb, NULL) : xstrdup("");
-}
-
 /* Why a job is lost, when something of it still runs (issue 29): its
  * processes outlived the supervisor; NULL when nothing does. */
 static char *lost_reason(const char *id, uint32_t pid)
@@ -72,7 +60,7 @@ static void local_state(const char *dir, struct job_rec *r)
 	p = job_meta(dir, "status");
 	int has_status = job_kv_read(p, &st, NULL) == 0;
 	free(p);
-	phase = meta_text(dir, "phase");
+	phase = job_meta_text(dir, "phase");
 
 	r->start_ms = job_kv_u64(&run, "start_ms");
 	r->pid = (uint32_t)job_kv_u64(&run, "pid");
@@ -94,7 +82,7 @@ static void local_state(const char *dir, struct job_rec *r)
 		else
 			state = !r->signalled && r->code == 0 ? "done" : "failed";
 	} else if (alive) {
-		char *queued = meta_text(dir, "queued");
+		char *queued = job_meta_text(dir, "queued");
 		if (run.n)
 			state = "running";
 		else if (job_meta_exists(dir, "queued"))

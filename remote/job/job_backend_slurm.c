@@ -49,18 +49,6 @@
 
 /* ---- state ---- */
 
-static char *meta_line(const char *dir, const char *name)
-{
-	char *p = job_meta(dir, name);
-	struct strbuf sb = STRBUF_INIT;
-
-	read_file(p, &sb, NULL);
-	free(p);
-	while (sb.len && sb.buf[sb.len - 1] == '\n')
-		sb.buf[--sb.len] = '\0';
-	return sb.buf ? sb_detach(&sb, NULL) : xstrdup("");
-}
-
 static void set_str(char **f, const char *v)
 {
 	free(*f);
@@ -92,14 +80,14 @@ static void state_before_submit(const char *dir, struct job_rec *r, int has_stat
 				const struct strvec *st)
 {
 	int alive = job_supervisor_alive(dir);
-	char *phase = meta_line(dir, "phase");
+	char *phase = job_meta_text(dir, "phase");
 
 	if (has_status) {
 		from_status(st, r);
 		set_str(&r->state, job_meta_exists(dir, "stopped") ? "stopped" :
 				   !r->signalled && r->code == 0 ? "done" : "failed");
 	} else if (alive) {
-		char *queued = meta_line(dir, "queued");
+		char *queued = job_meta_text(dir, "queued");
 		set_str(&r->state, *queued ? "queued" : !strcmp(phase, "setup") ? "setup" :
 				   !strcmp(phase, "build") ? "building" : "starting");
 		set_str(&r->reason, queued);
@@ -264,7 +252,7 @@ static int adopt_by_name(const char *dir, const char *job_id)
 
 	if (!job_id || job_supervisor_alive(dir))
 		return 0;
-	phase = meta_line(dir, "phase");
+	phase = job_meta_text(dir, "phase");
 	p = job_meta(dir, "slurm-lookup");
 	job_kv_read(p, &kv, NULL);
 	if (strcmp(phase, "run") || slurm_now_ms() - job_kv_u64(&kv, "queried_ms") < LOOKUP_MS)
@@ -390,7 +378,7 @@ static void slurm_state(const char *dir, struct job_rec *r)
 	}
 	if (for_cur && si.known && job_kv_u64(&st, "slurm_restarts") < si.restarts)
 		for_cur = 0; /* written before Slurm requeued it */
-	phase = meta_line(dir, "phase");
+	phase = job_meta_text(dir, "phase");
 	slurm_map(&si, for_cur, &st, job_meta_exists(dir, "stopped"), phase, cur, r);
 	if (si.known && job_rec_ended(r) && strcmp(r->state, "done") && strcmp(r->state, "stopped"))
 		quote_oom(dir, cur, r);

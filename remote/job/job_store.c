@@ -45,6 +45,18 @@ char *job_meta(const char *dir, const char *name)
 	return xasprintf("%s/.gpurun/%s", dir, name);
 }
 
+char *job_meta_text(const char *dir, const char *name)
+{
+	char *p = job_meta(dir, name);
+	struct strbuf sb = STRBUF_INIT;
+
+	read_file(p, &sb, NULL);
+	free(p);
+	while (sb.len && sb.buf[sb.len - 1] == '\n')
+		sb.buf[--sb.len] = '\0';
+	return sb.buf ? sb_detach(&sb, NULL) : xstrdup("");
+}
+
 int job_kv_read(const char *path, struct strvec *kv, struct gr_err *err)
 {
 	struct strbuf sb = STRBUF_INIT;

@@ -46,6 +46,9 @@ char *job_new_id(uint64_t now_ms);
 int job_id_valid(const char *id);
 /* <dir>/.gpurun/<name>. Returns a new string. */
 char *job_meta(const char *dir, const char *name);
+/* The meta file's text without its trailing newlines (new string; ""
+ * when it is missing or empty). */
+char *job_meta_text(const char *dir, const char *name);
 
 /* Parse key=value lines of a meta file into kv ("key=value" strings).
  * Missing file: GR_ENOTFOUND. */
