@@ -8,8 +8,7 @@
 #include <unistd.h>
 
 #include "agent_hash.h"
-#include "completion.h"
-#include "forward.h"
+#include "ctx.h"
 #include "gpurun.h"
 
 #ifndef GR_VERSION

@@ -4,6 +4,7 @@
  * the other modes (the job supervisor, the reaper) run a job
  * (agent_job.h), so one upload carries everything. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"

@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "gpurun.h"
-#include "term_filter.h"
-#include "job_client.h"
+#include "term.h"
+#include "job.h"
 #include "completion.h"
 #include "transport.h"
-#include "sync_plan.h"
+#include "sync.h"
 #include "slurm_gres.h"
 
 const struct gr_opt cmd_doctor_opts[] = { { 0 } };

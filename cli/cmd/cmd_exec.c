@@ -2,10 +2,12 @@
  * stderr streamed separately, exit status passed through; with -t under a
  * pty on the host, our terminal raw meanwhile (python3, htop, pdb). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "gpurun.h"
-#include "remote_exec.h"
+#include "job.h"
 #include "sync.h"
 
 enum { O_NO_STDIN = 1, O_RAW, O_TTY, O_FORWARD, O_SYNC };

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "forward.h"
+#include "ctx.h"
 #include "gpurun.h"
 
 const struct gr_opt cmd_forward_opts[] = { { 0 } };

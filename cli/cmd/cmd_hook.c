@@ -14,7 +14,7 @@
 
 #include "completion.h"
 #include "gpurun.h"
-#include "remote_exec.h"
+#include "job.h"
 #include "sync.h"
 #include "transport.h"
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 #include "gpurun.h"
-#include "scan.h"
-#include "sync_plan.h"
+#include "ignore.h"
+#include "sync.h"
 
 static int count_none(void *arg, const struct scan_entry *e)
 {

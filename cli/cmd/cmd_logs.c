@@ -6,9 +6,7 @@
 #include <unistd.h>
 
 #include "gpurun.h"
-#include "job_attach.h"
-#include "job_client.h"
-#include "job_show.h"
+#include "job.h"
 
 enum { O_FOLLOW = 1, O_TAIL, O_RAW };
 

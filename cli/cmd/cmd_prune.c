@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "gpurun.h"
-#include "job_client.h"
+#include "job.h"
 
 enum { O_KEEP = 1, O_OLDER, O_DRY };
 

@@ -9,9 +9,9 @@
 
 #include "gpurun.h"
 #include "pull.h"
-#include "term_filter.h"
-#include "job_client.h"
-#include "sync_plan.h"
+#include "term.h"
+#include "job.h"
+#include "sync.h"
 
 /* Nothing matched: say so, and what the job did write. */
 static void say_none(struct gr_ctx *ctx, const char *id, const struct art_stats *st)

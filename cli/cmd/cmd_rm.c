@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 #include "gpurun.h"
-#include "job_client.h"
-#include "sync_plan.h"
+#include "job.h"
+#include "sync.h"
 
 const struct gr_opt cmd_rm_opts[] = { { 0 } };
 

@@ -1,10 +1,12 @@
 /* gpurun shell: the user's login shell on the host, in the project folder,
  * under a pty when this is a terminal (else it reads commands from stdin). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "gpurun.h"
-#include "remote_exec.h"
+#include "job.h"
 
 enum { O_FORWARD = 1 };
 

@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "gpurun.h"
-#include "job_client.h"
-#include "job_show.h"
+#include "job.h"
 
 enum { O_JSON = 1, O_ALL };
 

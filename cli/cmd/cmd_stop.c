@@ -5,8 +5,7 @@
 #include <stdlib.h>
 
 #include "gpurun.h"
-#include "job_client.h"
-#include "job_show.h"
+#include "job.h"
 
 const struct gr_opt cmd_stop_opts[] = { { 0 } };
 

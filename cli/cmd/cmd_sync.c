@@ -7,9 +7,7 @@
 
 #include "gpurun.h"
 #include "ignore.h"
-#include "scan.h"
 #include "sync.h"
-#include "sync_index.h"
 
 enum { O_DRY_RUN = 1, O_WHY, O_YES, O_STATS };
 

@@ -11,13 +11,9 @@
 
 #include "gpurun.h"
 #include "pull.h"
-#include "job_attach.h"
-#include "job_client.h"
-#include "job_show.h"
-#include "remote_exec.h"
+#include "job.h"
 #include "sync.h"
-#include "term_filter.h"
-#include "train_spec.h"
+#include "term.h"
 
 enum { O_DETACH = 1, O_STOP_INT, O_RAW, O_SETUP, O_FORWARD, O_ENV, O_NAME, O_YES };
 

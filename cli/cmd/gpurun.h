@@ -106,4 +106,7 @@ extern const struct gr_opt cmd_init_opts[], cmd_config_opts[], cmd_exec_opts[],
 	cmd_hook_opts[],
 	cmd_completion_opts[], cmd_help_opts[];
 
+/* The shells' completion scripts ask `gpurun __complete ...` (completion.c). */
+int complete_main(int argc, char **argv);
+
 #endif

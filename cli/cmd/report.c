@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "gpurun.h"
-#include "term_filter.h"
+#include "term.h"
 
 void gr_report(const struct gr_ctx *ctx)
 {

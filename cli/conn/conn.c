@@ -12,7 +12,7 @@
 
 #include "conn.h"
 #include "forward.h"
-#include "term_filter.h"
+#include "term.h"
 
 #include "agent_hash.h"
 #include "agent_sum.h"

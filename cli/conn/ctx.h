@@ -9,6 +9,7 @@
 #include "conn.h"
 #include "err.h"
 #include "util.h"
+#include "forward.h"
 
 struct gr_cmd;
 

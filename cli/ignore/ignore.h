@@ -7,6 +7,7 @@
 #define GR_IGNORE_H
 
 #include "err.h"
+#include "scan.h"
 
 struct ignore;
 

@@ -11,15 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "forward.h"
+#include "ctx.h"
 #include "pull.h"
 #include "job_attach.h"
 #include "job_client.h"
 #include "job_show.h"
-#include "log_out.h"
 #include "sig_wake.h"
 #include "term.h"
-#include "term_filter.h"
 
 #define PING_AFTER_MS 15000    /* silence before we ask the agent */
 #define DEAD_AFTER_MS 20000    /* an unanswered ping this old: reconnect */

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "job_client.h"
-#include "sync_index.h"
+#include "sync.h"
 
 struct cache_line {
 	char *id, *state;

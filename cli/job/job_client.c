@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "job_client.h"
-#include "term_filter.h"
+#include "term.h"
 
 int job_id_check(const char *id, struct gr_err *err)
 {

@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "conn.h"
 #include "ctx.h"
 #include "job_proto.h"
 

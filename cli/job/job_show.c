@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "job_show.h"
-#include "term_filter.h"
+#include "term.h"
 
 int job_stop_print(const struct job_stop_report *s, int quiet)
 {

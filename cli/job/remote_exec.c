@@ -11,7 +11,6 @@
 #include "remote_exec.h"
 #include "sig_wake.h"
 #include "term.h"
-#include "term_filter.h"
 
 static void send_winsize(struct gr_conn *c, uint32_t id)
 {

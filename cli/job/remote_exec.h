@@ -5,7 +5,7 @@
 #ifndef GR_REMOTE_EXEC_H
 #define GR_REMOTE_EXEC_H
 
-#include "conn.h"
+#include "ctx.h"
 
 struct remote_exec_opts {
 	const char *cwd;              /* folder on the host (remote ~ allowed) */

@@ -20,7 +20,7 @@
 #include "job_proto.h"
 #include "sync_apply.h"
 #include "sync_delta.h"
-#include "term_filter.h"
+#include "term.h"
 
 #define BASES_MAX 256            /* files one pull takes as deltas (open fds) */
 #define LEAVES_KEEP (32u << 20)  /* block hashes kept for the check, in all */

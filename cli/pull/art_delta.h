@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "conn.h"
+#include "ctx.h"
 
 struct archive;
 struct archive_entry;

@@ -5,7 +5,7 @@
 
 #include "art_limits.h"
 #include "job_proto.h"
-#include "term_filter.h"
+#include "term.h"
 
 static uint64_t be(const unsigned char *p, int n)
 {

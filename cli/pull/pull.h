@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "conn.h"
+#include "ctx.h"
 
 struct art_stats {
 	uint32_t matched;   /* files the patterns select on the host */

@@ -18,7 +18,7 @@
 #include "job_proto.h"
 #include "pull_below.h"
 #include "pull_extract.h"
-#include "term_filter.h"
+#include "term.h"
 
 /* Writeback of a part file is started every this many bytes. */
 #define WRITEBACK_STEP (8u << 20)

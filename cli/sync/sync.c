@@ -13,14 +13,13 @@
 #include <unistd.h>
 
 #include "ignore.h"
-#include "scan.h"
 #include "sync.h"
 #include "sync_index.h"
 #include "sync_plan.h"
 #include "sync_proto.h"
 #include "sync_steps.h"
 #include "sync_xfer.h"
-#include "term_filter.h"
+#include "term.h"
 
 struct run {
 	struct gr_ctx *ctx;

@@ -12,7 +12,9 @@
 #include <stdint.h>
 
 #include "ctx.h"
-#include "scan.h"
+#include "ignore.h"
+#include "sync_plan.h"
+#include "sync_index.h"
 
 struct sync_opts;
 struct sync_stats;

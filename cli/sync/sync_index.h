@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "scan.h"
+#include "ignore.h"
 #include "sync_manifest.h"
 #include "sync_open.h"
 

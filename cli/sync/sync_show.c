@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "scan.h"
+#include "ignore.h"
 #include "sync.h"
 #include "sync_plan.h"
-#include "term_filter.h"
+#include "term.h"
 
 static void say(void *arg, const char *msg)
 {

@@ -10,7 +10,7 @@
 #include "sync_index.h"
 #include "sync_proto.h"
 #include "sync_steps.h"
-#include "term_filter.h"
+#include "term.h"
 
 enum { CHANGE_UPDATED = 1, CHANGE_MISSING = 2 };
 

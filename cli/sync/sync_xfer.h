@@ -12,11 +12,11 @@
 
 #include <stdint.h>
 
-#include "conn.h"
+#include "ctx.h"
 #include "sync_manifest.h"
 #include "sync_open.h"
 #include "sync_plan.h"
-#include "sync_progress.h"
+#include "term.h"
 
 struct sync_wire {
 	uint64_t out, in; /* frame bytes (headers included) sent and received */

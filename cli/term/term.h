@@ -5,6 +5,10 @@
 #ifndef GR_TERM_H
 #define GR_TERM_H
 
+#include "term_filter.h"
+#include "log_out.h"
+#include "sync_progress.h"
+
 enum term_mode {
 	TERM_RAW,      /* as ssh -t: no echo, no line editing, no signals from
 			  keys, no output processing; bytes go through as typed */

@@ -97,4 +97,9 @@ char *agent_path(const char *p);
 /* The agent's $HOME (never NULL). */
 const char *agent_home(void);
 
+/* The rest of the folder's face (they include this header first). */
+#include "agent_helper.h"
+#include "safe_dir.h"
+#include "run.h"
+
 #endif

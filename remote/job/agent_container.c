@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "agent_job.h"
-#include "agent_helper.h"
+#include "agent.h"
 #include "job_container.h"
 
 struct ctr_arg {

@@ -22,7 +22,6 @@
 #include "agent.h"
 #include "agent_job.h"
 #include "job_backend.h"
-#include "agent_helper.h"
 #include "job_container.h"
 #include "job_glob.h"
 #include "job_gpu.h"
@@ -32,7 +31,6 @@
 #include "job_snap.h"
 #include "job_steps.h"
 #include "job_store.h"
-#include "safe_dir.h"
 
 /* START_JOB */
 

@@ -8,6 +8,11 @@
 
 /* job_root, agent_find_job. */
 #include "agent_job_find.h"
+#include "job_store.h"
+#include "job_record.h"
+#include "job_steps.h"
+#include "job_glob.h"
+#include "job_snap.h"
 
 /* JOB_LOG, in agent_job_log.c. */
 int agent_job_log(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);

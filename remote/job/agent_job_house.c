@@ -10,7 +10,6 @@
 
 #include "agent.h"
 #include "agent_job.h"
-#include "agent_helper.h"
 #include "job_gpu.h"
 #include "job_house.h"
 #include "job_record.h"

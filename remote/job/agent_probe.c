@@ -8,7 +8,7 @@
 
 #include "agent_job.h"
 #include "job_slurm.h"
-#include "run.h"
+#include "agent.h"
 
 int agent_job_probe(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
 {

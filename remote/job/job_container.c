@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "job_container.h"
-#include "run.h"
+#include "agent.h"
 
 
 /* ---- running the runtime ---- */

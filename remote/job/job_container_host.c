@@ -17,7 +17,7 @@
 
 #include "job_container.h"
 #include "job_gpu.h"
-#include "run.h"
+#include "agent.h"
 
 static const char *const cdi_dirs[] = { "/etc/cdi", "/var/run/cdi" };
 

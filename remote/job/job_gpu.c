@@ -16,7 +16,7 @@
 
 #include "job_gpu.h"
 #include "job_proto.h"
-#include "run.h"
+#include "agent.h"
 
 int gpu_run_capture(const char *const *argv, int timeout_ms, struct strbuf *out)
 {

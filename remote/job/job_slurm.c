@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "job_slurm.h"
-#include "run.h"
+#include "agent.h"
 #include "slurm_gres.h"
 
 #define TOOL_OUT_MAX (1u << 20)

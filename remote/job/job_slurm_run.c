@@ -22,7 +22,7 @@
 #include "job_steps.h"
 #include "job_store.h"
 #include "job_super.h"
-#include "run.h"
+#include "agent.h"
 
 static volatile sig_atomic_t slurm_got_term, slurm_got_usr1;
 

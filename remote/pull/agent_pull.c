@@ -6,14 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent_helper.h"
+#include "agent.h"
 #include "agent_job.h"
 #include "job_delta.h"
 #include "job_pack.h"
 #include "job_proto.h"
-#include "job_record.h"
-#include "job_steps.h"
-#include "job_store.h"
 
 #define WRITTEN_MAX 20 /* files named when nothing matched */
 

@@ -16,9 +16,8 @@
 #include <zstd.h>
 
 #include "job_delta.h"
-#include "job_glob.h"
+#include "agent_job.h"
 #include "job_pack.h"
-#include "job_snap.h"
 #include "job_proto.h"
 #include "sync_delta.h"
 #include "util.h"

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "safe_dir.h"
+#include "agent.h"
 #include "sync_agent.h"
 #include "sync_apply.h"
 #include "sync_proto.h"

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "safe_dir.h"
+#include "agent.h"
 #include "sync_agent.h"
 #include "sync_apply.h"
 

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "safe_dir.h"
 #include "sync_fs.h"
 #include "sync_manifest.h"
 #include "sync_proto.h"

@@ -83,4 +83,31 @@ test_expect_success 'remote/agent/ (the runtime) includes no header of the agent
 	must_be_empty up
 '
 
+# faces: for each folder of cli/ and remote/, the headers of its that files
+# of other folders include ("FOLDER N NAMES").
+faces() {
+	(cd "$TOP" && python3 -c '
+import collections, glob, os, re
+home = {}
+for top in ("cli", "remote"):
+    for h in glob.glob(top + "/*/*.h"):
+        home[os.path.basename(h)] = os.path.dirname(h)
+shown = collections.defaultdict(set)
+for top in ("cli", "remote", "config"):
+    for f in glob.glob(top + "/**/*.[ch]", recursive=True):
+        for h in re.findall(r"^#include \"([^\"]+)\"", open(f).read(), re.M):
+            if h in home and home[h] != os.path.dirname(f):
+                shown[home[h]].add(h)
+for d in sorted(shown):
+    print(d, len(shown[d]), " ".join(sorted(shown[d])))
+')
+}
+
+test_expect_success 'each folder of cli/ and remote/ shows one header (its face) to the others' '
+	faces >faces &&
+	cat faces &&
+	test -s faces &&
+	awk "\$2 != 1 { bad = 1 } END { exit bad }" faces
+'
+
 test_done
