@@ -37,11 +37,6 @@ char *run_which(const char *prog)
 	return found;
 }
 
-int run_exit_code(int status)
-{
-	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-}
-
 static void close_pair(int p[2])
 {
 	for (int i = 0; i < 2; i++)
@@ -141,7 +136,7 @@ int run_capture(const char *const *argv, const char *const *env, int timeout_ms,
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			return -1;
-	return timed_out ? RUN_TIMEOUT : run_exit_code(status);
+	return timed_out ? RUN_TIMEOUT : exit_code_of(status);
 fail:
 	close_pair(po);
 	close_pair(pe);

@@ -15,10 +15,6 @@
  * non-login PATH often lacks (CUDA's and NVIDIA's usual homes). */
 char *run_which(const char *prog);
 
-/* A process's end as an exit code: its own (0-255), or 128+N for signal
- * N, as a shell says it. */
-int run_exit_code(int status);
-
 #define RUN_KEEP_DEFAULT (1u << 20) /* bytes kept of each stream */
 #define RUN_TIMEOUT (-2)
 
@@ -26,8 +22,9 @@ int run_exit_code(int status);
  * its stdout into out and its stderr into errs (NULL: read and dropped),
  * at most keep bytes of each (0: RUN_KEEP_DEFAULT), for timeout_ms. env:
  * NULL, or "NAME=value" to set and "NAME" to unset in the child. Signals
- * are default and unblocked in the child. Returns run_exit_code's answer
- * (127: it could not be run; its stderr says why), RUN_TIMEOUT when it was
+ * are default and unblocked in the child. Returns its exit code (util.h,
+ * exit_code_of: its own, or 128+N for signal N; 127: it could not be run,
+ * its stderr says why), RUN_TIMEOUT when it was
  * killed (SIGKILL) at the timeout, or -1 with errno when it could not be
  * started or waited for ("pipe: ..." or "fork: ..." added to errs). */
 int run_capture(const char *const *argv, const char *const *env, int timeout_ms, size_t keep,

@@ -509,7 +509,7 @@ int slurm_task_main(int argc, char **argv)
 	if (WIFSIGNALED(status)) {
 		signal(WTERMSIG(status), SIG_DFL);
 		raise(WTERMSIG(status));
-		return run_exit_code(status);
+		return exit_code_of(status);
 	}
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
