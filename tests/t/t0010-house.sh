@@ -31,8 +31,8 @@ test_expect_success 'the agent cannot include a client header, nor the client an
 '
 
 test_expect_success 'file names are unique across the two binaries and common/' '
-	cd "$TOP" &&
-	find cli remote common config -name "*.[ch]" ! -name main.c -printf "%f\n" | sort | uniq -d >dups &&
+	(cd "$TOP" && find cli remote common config -name "*.[ch]" ! -name main.c -printf "%f\n") |
+		sort | uniq -d >dups &&
 	must_be_empty dups
 '
 
@@ -76,9 +76,8 @@ test_expect_success 'the agent hash changes with the agent sources, not with the
 '
 
 test_expect_success 'remote/agent/ (the runtime) includes no header of the agent'"'"'s request folders' '
-	cd "$TOP" &&
-	for h in $(cd remote && ls job/*.h sync/*.h pull/*.h | xargs -n1 basename); do
-		grep -ln "#include \"$h\"" remote/agent/*.[ch] || true
+	for h in $(cd "$TOP/remote" && ls job/*.h sync/*.h pull/*.h | xargs -n1 basename); do
+		grep -ln "#include \"$h\"" "$TOP"/remote/agent/*.[ch] || true
 	done >up &&
 	must_be_empty up
 '
