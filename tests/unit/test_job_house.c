@@ -28,15 +28,15 @@
  * Full disk (issue 29): as root the world's jobs live on an 8 MiB tmpfs
  * (in a mount namespace of the test's own, unmounted at teardown); "full"
  * fills it with a filler file, "fullend" fills it and then a job ends,
- * "room" removes the filler. Jobs take the status
- * block at start (sup_status_room_take), write output through the
- * supervisor's log writer ("log": sup_log_write, with its sup_log_lost count kept
- * per job as each supervisor process keeps its own) and end through its
- * status writer (sup_write_status, status_put), full or not. Then also:
+ * "room" removes the filler. Jobs take the status block at start
+ * (sup_status_room_take), write output through the supervisor's log
+ * writer ("log": sup_log_write, with its sup_log_lost count kept per job
+ * as each supervisor process keeps its own) and end through its status
+ * writer (sup_write_status, status_put), full or not. Then also:
  *  - a job that ended with exit X reads done or failed with code X, never
  *    lost, while the disk is full and after;
  *  - bytes a job wrote = bytes of output in its log + the counts its
- *    "N bytes of output lost" markers say + the status's sup_log_lost + what
+ *    "N bytes of output lost" markers say + the status's log_lost + what
  *    its supervisor still counts (or counted when killed); the log holds
  *    nothing else, and a supervisor whose last output had room counts
  *    nothing unsaid.
