@@ -133,9 +133,22 @@ int run_capture(const char *const *argv, const char *const *env, int timeout_ms,
 	for (int i = 0; i < 2; i++)
 		if (pfd[i].fd >= 0)
 			close(pfd[i].fd);
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
+	/* Its streams closed, it may still run (a child kept them, or it
+	 * daemonized): the same deadline holds for its end. */
+	for (useconds_t nap = 1000;;) {
+		pid_t w = waitpid(pid, &status, timed_out ? 0 : WNOHANG);
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR)
 			return -1;
+		if (w == 0 && now_ms() >= deadline) {
+			kill(pid, SIGKILL);
+			timed_out = 1;
+		} else if (w == 0) {
+			usleep(nap);
+			nap = nap < 50000 ? nap * 2 : nap;
+		}
+	}
 	return timed_out ? RUN_TIMEOUT : exit_code_of(status);
 fail:
 	close_pair(po);
