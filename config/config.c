@@ -127,6 +127,11 @@ static void fill(struct gr_config *c)
 	split_list(&c->train.persist, text_of(p, "train.persist"));
 	set_str(&c->train.gpus, text_of(p, "train.gpus"));
 	c->train.stop_grace = int_of(p, "train.stop_grace");
+	if (config_duration(text_of(p, "train.time_limit"), &c->train.time_limit, NULL) < 0)
+		c->train.time_limit = 0; /* checked when set */
+	c->train.retries = int_of(p, "train.retries");
+	set_str(&c->notify.command, text_of(p, "notify.command"));
+	set_str(&c->notify.local, text_of(p, "notify.local"));
 	split_list(&c->artifacts.pull, text_of(p, "artifacts.pull"));
 	c->artifacts.interval = int_of(p, "artifacts.interval");
 	c->artifacts.min_free = int_of(p, "artifacts.min_free");
@@ -706,6 +711,7 @@ void config_free(struct gr_config *cfg)
 	free(cfg->remote.host); free(cfg->remote.path); free(cfg->remote.identity);
 	free(cfg->remote.known_hosts); free(cfg->build.command); free(cfg->train.command);
 	free(cfg->train.gpus); free(cfg->hooks.pre_push);
+	free(cfg->notify.command); free(cfg->notify.local);
 	free(cfg->setup.command); free(cfg->train.shell); free(cfg->train.output); free(cfg->train.env);
 	sv_clear(&cfg->sync.exclude); sv_clear(&cfg->artifacts.pull);
 	sv_clear(&cfg->sync.include); sv_clear(&cfg->setup.inputs); sv_clear(&cfg->train.persist);

@@ -61,6 +61,9 @@ const struct gr_env_var *config_env_vars(size_t *n);
 int config_env_parse(const char *s, struct strvec *out, struct strbuf *why);
 /* One NAME=VALUE (--env): a variable name, no control characters. */
 int config_env_word_ok(const char *kv, struct strbuf *why);
+/* A duration: units (90s, 30m, 4h, 2d, 1h30m) or H:MM:SS / M:SS, to
+ * seconds. "" is 0. 0, or -1 with why set (may be NULL). */
+int config_duration(const char *v, uint64_t *secs, const char **why);
 
 struct gr_config {
 	char *file;  /* the gpurun.ini in use, or NULL when none was found */
@@ -96,7 +99,13 @@ struct gr_config {
 		struct strvec persist; /* paths shared by every job, kept in the project folder */
 		char *gpus;            /* "all", "N" or "0,2" */
 		int stop_grace;        /* seconds between SIGTERM and SIGKILL */
+		uint64_t time_limit;   /* seconds the command may run; 0 = no limit */
+		int retries;           /* runs again after a failure, at most */
 	} train;
+	struct {
+		char *command;         /* run on the host when a job ends; "" = none */
+		char *local;           /* "auto", "bell", "desktop" or "none" */
+	} notify;
 	struct {
 		struct strvec pull;    /* globs relative to the job's folder */
 		int interval;          /* seconds between pulls while a job runs; 0 = off */

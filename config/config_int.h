@@ -64,6 +64,7 @@ const char *cfgk_check_persist(const char *v, struct strbuf *norm);
 const char *cfgk_check_inputs(const char *v, struct strbuf *norm);
 const char *cfgk_check_word(const char *v, struct strbuf *norm);
 const char *cfgk_check_slurm_time(const char *v, struct strbuf *norm);
+const char *cfgk_check_duration(const char *v, struct strbuf *norm);
 const char *cfgk_check_slurm_options(const char *v, struct strbuf *norm);
 const char *cfgk_check_image(const char *v, struct strbuf *norm);
 const char *cfgk_check_options(const char *v, struct strbuf *norm);

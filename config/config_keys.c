@@ -18,6 +18,7 @@ static const char *const scheduler_values[] = { "none", "slurm", NULL };
 static const char *const build_on_values[] = { "login", "compute", NULL };
 static const char *const gpu_flag_values[] = { "gres", "gpus", NULL };
 static const char *const runtime_values[] = { "auto", "podman", "docker", NULL };
+static const char *const notify_local_values[] = { "auto", "bell", "desktop", "none", NULL };
 
 static const struct gr_config_key keys[] = {
 	{ .section = "remote", .name = "host", .type = GR_KEY_STRING, .def = "",
@@ -88,6 +89,12 @@ static const struct gr_config_key keys[] = {
 	{ .section = "train", .name = "stop_grace", .type = GR_KEY_INT, .def = "10",
 	  .min = 0, .max = 3600,
 	  .help = "seconds between SIGTERM and SIGKILL when a job is stopped" },
+	{ .section = "train", .name = "time_limit", .type = GR_KEY_STRING, .def = "",
+	  .help = "the longest a job's command may run (90s, 30m, 4h, 1d12h or H:MM:SS): then SIGTERM, "
+		  "stop_grace, SIGKILL, and the job is timeout; empty: no limit",
+	  .example = "4h", .check = cfgk_check_duration },
+	{ .section = "train", .name = "retries", .type = GR_KEY_INT, .def = "0", .min = 0, .max = 100,
+	  .help = "run a command that failed again, up to this many times (persist paths let it resume)" },
 
 	{ .section = "artifacts", .name = "pull", .type = GR_KEY_LIST, .def = "",
 	  .help = "files to fetch back: globs relative to the job's folder, where its command runs",
@@ -162,6 +169,16 @@ static const struct gr_config_key keys[] = {
 	{ .section = "container", .name = "user", .type = GR_KEY_STRING, .def = "",
 	  .help = "who the job runs as inside (--user); empty: your uid:gid, so files stay yours",
 	  .example = "root", .check = cfgk_check_user },
+
+	{ .section = "notify", .name = "command", .type = GR_KEY_STRING, .def = "",
+	  .help = "run on the host when a job ends (GPURUN_JOB_ID, _NAME, _STATE, _EXIT, _DURATION "
+		  "in its environment), even with the laptop shut; empty: none",
+	  .example = "curl -s -d \"$GPURUN_JOB_NAME: $GPURUN_JOB_STATE\" https://ntfy.sh/my-runs",
+	  .check = cfgk_check_text },
+	{ .section = "notify", .name = "local", .type = GR_KEY_ENUM, .def = "auto",
+	  .values = notify_local_values,
+	  .help = "when a job that train or logs -f shows ends: bell, desktop (notify-send), "
+		  "auto (desktop where it can, else bell) or none" },
 
 	{ .section = "hooks", .name = "pre_push", .type = GR_KEY_STRING, .def = "",
 	  .help = "smoke test the git pre-push hook runs on the host; empty: none",

@@ -547,3 +547,75 @@ const char *cfgk_check_user(const char *v, struct strbuf *norm)
 		return control_chars(v);
 	return v[0] == '-' || strpbrk(v, " \t") ? "expected a user or uid[:gid], like root or 1000:1000" : NULL;
 }
+
+/* ---- durations ([train] time_limit) ---- */
+
+int config_duration(const char *v, uint64_t *secs, const char **why)
+{
+	static const char *const bad = "expected a duration like 90s, 30m, 4h, 1d12h or H:MM:SS";
+	const char *p = v;
+	uint64_t total = 0;
+
+	*secs = 0;
+	if (!*v)
+		return 0;
+	if (strchr(v, ':')) {
+		/* H:MM:SS or M:SS: every group digits, the later ones < 60 */
+		int groups = 0;
+		for (;;) {
+			uint64_t n = 0;
+			int digits = 0;
+			while (isdigit((unsigned char)*p) && digits < 9) {
+				n = n * 10 + (uint64_t)(*p++ - '0');
+				digits++;
+			}
+			if (!digits || isdigit((unsigned char)*p) || (groups && n >= 60))
+				goto fail;
+			total = total * 60 + n;
+			groups++;
+			if (*p != ':')
+				break;
+			p++;
+		}
+		if (*p || groups > 3)
+			goto fail;
+	} else {
+		while (*p) {
+			uint64_t n = 0, unit;
+			int digits = 0;
+			while (isdigit((unsigned char)*p) && digits < 9) {
+				n = n * 10 + (uint64_t)(*p++ - '0');
+				digits++;
+			}
+			switch (digits ? *p : 0) {
+			case 's': unit = 1; break;
+			case 'm': unit = 60; break;
+			case 'h': unit = 3600; break;
+			case 'd': unit = 86400; break;
+			default: goto fail;
+			}
+			p++;
+			total += n * unit;
+		}
+	}
+	if (total == 0 || total > 366ull * 86400) {
+		if (why)
+			*why = total ? "a time limit is at most 366 days" : "a time limit must be above 0";
+		return -1;
+	}
+	*secs = total;
+	return 0;
+fail:
+	if (why)
+		*why = bad;
+	return -1;
+}
+
+const char *cfgk_check_duration(const char *v, struct strbuf *norm)
+{
+	const char *why = NULL;
+	uint64_t s;
+
+	(void)norm;
+	return config_duration(v, &s, &why) < 0 ? why : NULL;
+}

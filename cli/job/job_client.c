@@ -142,6 +142,17 @@ void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct s
 		if (cfg->container.user && *cfg->container.user)
 			PAIR("container_user", cfg->container.user);
 	}
+	if (cfg->train.time_limit || cfg->train.retries) {
+		char n[32];
+		snprintf(n, sizeof(n), "%llu", (unsigned long long)cfg->train.time_limit);
+		PAIR("time_limit", n);
+		snprintf(n, sizeof(n), "%d", cfg->train.retries);
+		PAIR("retries", n);
+		snprintf(n, sizeof(n), "%d", cfg->train.stop_grace);
+		PAIR("stop_grace", n);
+	}
+	if (cfg->notify.command && *cfg->notify.command)
+		PAIR("notify_command", cfg->notify.command);
 	if (cfg->slurm_on)
 		job_spec_slurm(cfg, spec);
 #undef PAIR

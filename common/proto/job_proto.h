@@ -142,7 +142,14 @@ enum gr_job_msg {
 	X(container_mount, LIST)   /* SRC[:DST[:ro]] */                     \
 	X(container_user, ONE)     /* --user; "" = the caller's uid:gid */ \
 	/* issue 28 */                                                       \
-	X(term, ONE)               /* TERM for the steps (the user's terminal's) */
+	X(term, ONE)               /* TERM for the steps (the user's terminal's) */ \
+	/* issue 33: the queue, sweeps, limits, notifications */             \
+	X(time_limit, ONE)         /* seconds the command may run; 0: none */ \
+	X(retries, ONE)            /* runs again after a failure, at most */ \
+	X(stop_grace, ONE)         /* seconds from SIGTERM to SIGKILL at the limit */ \
+	X(notify_command, ONE)     /* [notify] command, run on the host at the end */ \
+	X(after, ONE)              /* start after this job ends: "ID" or "ID:ok" */ \
+	X(group, ONE)              /* the sweep this job is one of (job_name_ok) */
 
 /* Put one spec pair. */
 static inline void job_spec_put(struct strbuf *b, const char *key, const char *value)

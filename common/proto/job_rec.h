@@ -72,7 +72,15 @@
 	X(runtime, STR, AUTO)        /* podman or docker, as resolved */ \
 	/* no job lost (issue 29) */                                         \
 	X(log_lost, U64, AUTO)       /* log bytes a full disk took that the \
-					log itself does not mention */
+					log itself does not mention */ \
+	/* the queue, sweeps, limits (issue 33) */                           \
+	X(queue_pos, U32, AUTO)      /* place among the box's waiting jobs \
+					(1: next); 0: not queued */          \
+	X(after, STR, AUTO)          /* starts after this job: "ID" or "ID:ok" */ \
+	X(group, STR, AUTO)          /* the sweep it belongs to (job_name_ok) */ \
+	X(time_limit, U64, AUTO)     /* seconds its command may run; 0: none */ \
+	X(retries, U32, AUTO)        /* runs again after a failure, at most */ \
+	X(tries, U32, AUTO)          /* the command's runs so far */
 
 #define JR_CTYPE_STR char *
 #define JR_CTYPE_U64 uint64_t

@@ -224,6 +224,38 @@ static int check_spec_15(const struct job_spec *spec, struct gr_err *err)
 	return rc;
 }
 
+/* A number in [0, max], or absent. */
+static int spec_num_ok(const struct job_spec *spec, const char *key, long long max)
+{
+	const char *v = job_spec_get(spec, key, NULL);
+	long long n;
+
+	return !v || parse_ll(v, 0, max, &n) == 0;
+}
+
+/* The spec keys of issue 33: limits, retries, a dependency, a group. */
+static int check_spec_33(const struct job_spec *spec, struct gr_err *err)
+{
+	const char *after = job_spec_get(spec, "after", ""), *group = job_spec_get(spec, "group", "");
+	size_t idlen = strcspn(after, ":");
+	char id[GR_JOB_ID_LEN + 1];
+
+	if (!spec_num_ok(spec, "time_limit", 366ll * 86400) || !spec_num_ok(spec, "retries", 100) ||
+	    !spec_num_ok(spec, "stop_grace", 3600))
+		return gr_errf(err, GR_EINVAL, "bad time_limit, retries or stop_grace in the job's spec");
+	if (*after) {
+		snprintf(id, sizeof(id), "%.*s", (int)idlen, after);
+		if (idlen != GR_JOB_ID_LEN || !job_id_ok(id) ||
+		    (after[idlen] && strcmp(after + idlen, ":ok")))
+			return gr_errf(err, GR_EINVAL, "bad dependency '%s': a job id, optionally with :ok",
+				       after);
+	}
+	if (*group && !job_name_ok(group))
+		return gr_errf(err, GR_EINVAL, "bad sweep group '%s': a letter, then letters, digits, "
+			       "'.', '_' or '-', at most %d", group, GR_JOB_NAME_MAX);
+	return 0;
+}
+
 static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
 {
 	struct start_arg s = { get_str(rd), NULL, NULL, { STRVEC_INIT } };
@@ -249,7 +281,7 @@ static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_er
 		rc = gr_errf(err, GR_EINVAL, "no [train] command to run");
 		goto out;
 	}
-	if ((rc = check_spec_15(&s.spec, err)) < 0)
+	if ((rc = check_spec_15(&s.spec, err)) < 0 || (rc = check_spec_33(&s.spec, err)) < 0)
 		goto out;
 	if (!job_shell_valid(job_spec_get(&s.spec, "shell", ""))) {
 		rc = gr_errf(err, GR_EINVAL, "unknown shell '%s' (sh or login)",

@@ -101,6 +101,10 @@ static void job_load_spec(const char *dir, struct job_rec *r)
 		r->git_branch = xstrdup(job_spec_get(&sp, "git_branch", ""));
 		r->git_dirty = !strcmp(job_spec_get(&sp, "git_dirty", ""), "1");
 		r->git_diff = xstrdup(job_spec_get(&sp, "git_diff", ""));
+		r->after = xstrdup(job_spec_get(&sp, "after", ""));
+		r->group = xstrdup(job_spec_get(&sp, "group", ""));
+		r->time_limit = strtoull(job_spec_get(&sp, "time_limit", "0"), NULL, 10);
+		r->retries = (uint32_t)strtoul(job_spec_get(&sp, "retries", "0"), NULL, 10);
 	}
 	sv_clear(&argv);
 	job_spec_free(&sp);
