@@ -124,8 +124,18 @@ void job_describe_end(const struct job_rec *r, struct strbuf *sb)
 {
 	const char *phase = r->phase && *r->phase ? r->phase : "run";
 	const char *sched = scheduler_end(r->state);
+	int own = !r->backend || strcmp(r->backend, "slurm");
 
-	if (sched) {
+	if (own && r->state && !strcmp(r->state, "timeout")) {
+		/* [train] time_limit, kept by gpurun's supervisor */
+		sb_adds(sb, "reached its time limit");
+		if (r->reason && *r->reason)
+			sb_addf(sb, " (%s)", ts(r->reason));
+	} else if (own && r->state && !strcmp(r->state, "cancelled")) {
+		sb_adds(sb, "was cancelled before it started");
+		if (r->reason && *r->reason)
+			sb_addf(sb, ": %s", ts(r->reason));
+	} else if (sched) {
 		sb_adds(sb, sched);
 		if (r->reason && *r->reason)
 			sb_addf(sb, " (%s)", ts(r->reason));
@@ -246,6 +256,18 @@ void job_show_table(const struct job_rec *recs, size_t n, uint64_t disk_total, s
 		if (recs[i].state && !strcmp(recs[i].state, "lost") && recs[i].reason && *recs[i].reason)
 			sb_addf(o, "job %s is lost: %s; stop it with 'gpurun stop %s'\n", recs[i].id,
 				ts(recs[i].reason), recs[i].id);
+	/* Where each waiting job stands, and what it waits for (issue 33). */
+	for (size_t i = 0; i < n; i++)
+		if (recs[i].state && !strcmp(recs[i].state, "queued") && recs[i].reason &&
+		    *recs[i].reason) {
+			char nth[32] = "";
+			if (recs[i].queue_pos)
+				snprintf(nth, sizeof(nth), " (%u%s in line)", recs[i].queue_pos,
+					 recs[i].queue_pos % 100 - 11 < 3 ? "th" :
+					 recs[i].queue_pos % 10 == 1 ? "st" : recs[i].queue_pos % 10 == 2 ? "nd" :
+					 recs[i].queue_pos % 10 == 3 ? "rd" : "th");
+			sb_addf(o, "job %s is queued%s: %s\n", recs[i].id, nth, ts(recs[i].reason));
+		}
 	if (n)
 		sb_addf(o, "disk used on the host by this project's jobs: %s in all"
 			" (what each job holds alone, plus the files their snapshots share)\n",

@@ -17,6 +17,7 @@
 #include "job_backend.h"
 #include "job_container.h"
 #include "job_gpu.h"
+#include "job_queue.h"
 #include "job_proc.h"
 #include "job_record.h"
 #include "job_store.h"
@@ -77,12 +78,20 @@ static void local_state(const char *dir, struct job_rec *r)
 		r->log_lost = job_kv_u64(&st, "log_lost");
 		free(phase);
 		phase = xstrdup(job_kv_get(&st, "phase") ? job_kv_get(&st, "phase") : "run");
+		const char *end = job_kv_get(&st, "end"), *why = job_kv_get(&st, "reason");
+		r->tries = (uint32_t)job_kv_u64(&st, "tries");
 		if (job_meta_exists(dir, "stopped"))
 			state = "stopped";
+		else if (end && (!strcmp(end, "timeout") || !strcmp(end, "cancelled")))
+			state = end;
 		else
 			state = !r->signalled && r->code == 0 ? "done" : "failed";
+		if (why && *why && strcmp(state, "stopped"))
+			r->reason = xstrdup(why);
 	} else if (alive) {
-		char *queued = job_meta_text(dir, "queued");
+		char *queued = job_meta_text(dir, "queued"), *tries = job_meta_text(dir, "tries");
+		r->tries = (uint32_t)strtoul(tries, NULL, 10);
+		free(tries);
 		if (run.n)
 			state = "running";
 		else if (job_meta_exists(dir, "queued"))
@@ -93,6 +102,8 @@ static void local_state(const char *dir, struct job_rec *r)
 			state = "building";
 		else
 			state = "starting";
+		if (!strcmp(state, "queued"))
+			r->queue_pos = (uint32_t)gpu_queue_place(r->id);
 		if (*queued)
 			r->reason = queued;
 		else

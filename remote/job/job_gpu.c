@@ -112,7 +112,7 @@ void gpu_parse_apps(const char *csv, struct gpu_report *r)
  * one's own file, then checking that no other user's file for it is
  * locked (else letting go and trying later): two users taking one GPU
  * at once both see the other and back off, never both win. */
-static char *lock_base(void)
+char *gpu_lock_base(void)
 {
 	const char *e = getenv("GPURUN_LOCK_DIR");
 
@@ -136,10 +136,9 @@ static int base_ok(int fd, const char *base, struct gr_err *err)
 	return 0;
 }
 
-/* This user's lock folder, made if need be; an fd on it, or -1 with err. */
-static int own_dir(struct gr_err *err)
+int gpu_lock_own_dir(struct gr_err *err)
 {
-	char *base = lock_base(), name[64];
+	char *base = gpu_lock_base(), name[64];
 	int bfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd = -1;
 	struct stat st;
 
@@ -177,8 +176,7 @@ out:
 	return fd;
 }
 
-/* Is this folder entry another user's lock folder? Its uid, else -1. */
-static long long lock_dir_uid(const char *name)
+long long gpu_lock_dir_uid(const char *name)
 {
 	long long uid;
 
@@ -223,13 +221,13 @@ static char *probe(int dfd, uid_t uid, const char *name)
  * other user's). NULL when nobody. */
 static char *holder(uint32_t index, int others_only)
 {
-	char *base = lock_base(), name[64], *who = NULL;
+	char *base = gpu_lock_base(), name[64], *who = NULL;
 	DIR *d = opendir(base);
 	struct dirent *e;
 
 	snprintf(name, sizeof(name), "gpu-%u.lock", index);
 	while (d && !who && (e = readdir(d))) {
-		long long uid = lock_dir_uid(e->d_name);
+		long long uid = gpu_lock_dir_uid(e->d_name);
 		struct stat st;
 		if (uid < 0 || (others_only && (uid_t)uid == geteuid()))
 			continue;
@@ -248,7 +246,7 @@ static char *holder(uint32_t index, int others_only)
 	return who;
 }
 
-static char *lock_holder(uint32_t index)
+char *gpu_lock_holder(uint32_t index)
 {
 	return holder(index, 0);
 }
@@ -259,7 +257,7 @@ static char *lock_holder(uint32_t index)
 static int lock_try(uint32_t index, const char *job_id, int *out, struct gr_err *err)
 {
 	char name[64], *who;
-	int dfd = own_dir(err), fd;
+	int dfd = gpu_lock_own_dir(err), fd;
 	struct stat st;
 
 	*out = -1;
@@ -312,7 +310,7 @@ void gpu_report_load(struct gpu_report *r, int with_apps)
 	r->have_smi = 1;
 	gpu_parse_gpus(out.buf ? out.buf : "", r);
 	for (size_t i = 0; i < r->ngpus; i++)
-		r->gpus[i].locked_by = lock_holder(r->gpus[i].index);
+		r->gpus[i].locked_by = gpu_lock_holder(r->gpus[i].index);
 	if (with_apps) {
 		const char *qa[] = { smi, "--query-compute-apps=pid,gpu_uuid,used_memory,process_name",
 				     "--format=csv,noheader,nounits", NULL };
@@ -343,6 +341,21 @@ void gpu_report_free(struct gpu_report *r)
 	*r = (struct gpu_report){ 0 };
 }
 
+/* "job ID" or "job ID (USER)" for a lock holder's "ID" or "USER:ID",
+ * after a comma when sb has some already; once. 1 if it was new. */
+static int who_say(struct strbuf *sb, const char *who)
+{
+	const char *colon = strchr(who, ':');
+	char *w = colon ? xasprintf("job %s (%.*s)", colon + 1, (int)(colon - who), who)
+			: xasprintf("job %s", who);
+	int added = !sb->buf || !strstr(sb->buf, w);
+
+	if (added)
+		sb_addf(sb, "%s%s", sb->len ? ", " : "", w);
+	free(w);
+	return added;
+}
+
 static void release(int *fds, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -369,15 +382,16 @@ static int cmp_load(const void *a, const void *b)
 	return x->index < y->index ? -1 : x->index > y->index;
 }
 
-int gpu_acquire(const char *spec, const char *job_id, char **assigned,
-		int *restrict_, int **fds, size_t *nfds, char **why,
+int gpu_acquire(const char *spec, const char *job_id, const uint32_t *avoid, size_t navoid,
+		char **assigned, int *restrict_, int **fds, size_t *nfds, char **why,
 		struct gr_err *err)
 {
 	uint32_t idx[64];
 	size_t n = 0, want = 0;
 	int explicit = strchr(spec, ',') != NULL, rc = 0;
 	struct gpu_report r = { 0 };
-	struct strbuf sb = STRBUF_INIT;
+	struct strbuf sb = STRBUF_INIT, held = STRBUF_INIT;
+	size_t nheld = 0;
 	long long v;
 
 	*assigned = NULL;
@@ -425,8 +439,13 @@ int gpu_acquire(const char *spec, const char *job_id, char **assigned,
 			for (size_t j = 0; j < r.napps && !r.gpus[i].busy; j++)
 				r.gpus[i].busy = !strcmp(r.apps[j].gpu_uuid, r.gpus[i].uuid);
 		qsort(r.gpus, r.ngpus, sizeof(*r.gpus), cmp_load);
-		for (size_t i = 0; i < r.ngpus; i++)
-			idx[n++] = r.gpus[i].index;
+		for (size_t i = 0; i < r.ngpus; i++) {
+			int avoided = 0;
+			for (size_t j = 0; j < navoid; j++)
+				avoided |= avoid[j] == r.gpus[i].index;
+			if (!avoided)
+				idx[n++] = r.gpus[i].index;
+		}
 	}
 	*fds = xcalloc(want, sizeof(int));
 	uint32_t got[64];
@@ -442,18 +461,27 @@ int gpu_acquire(const char *spec, const char *job_id, char **assigned,
 		}
 		if (taken == 1) {
 			if (explicit) {
-				char *who = lock_holder(idx[i]);
+				char *who = gpu_lock_holder(idx[i]);
 				*why = xasprintf("waiting for GPU %u (held by job %s)", idx[i], who ? who : "?");
 				free(who);
 				break;
 			}
+			char *who = gpu_lock_holder(idx[i]);
+			if (who && nheld < 3)
+				nheld += who_say(&held, who);
+			else if (who)
+				nheld++;
+			free(who);
 			continue;
 		}
 		got[*nfds] = idx[i];
 		(*fds)[(*nfds)++] = fd;
 	}
 	if (*nfds < want) {
-		if (!*why)
+		if (!*why && nheld)
+			*why = xasprintf("waiting for %zu GPU%s held by %s%s", want, want == 1 ? "" : "s",
+					 held.buf, nheld > 3 ? " and more" : "");
+		else if (!*why)
 			*why = xasprintf("waiting for %zu free GPU%s (%zu of %zu in use by other gpurun jobs)",
 					 want, want == 1 ? "" : "s", n - *nfds, n);
 		release(*fds, *nfds);
@@ -470,6 +498,7 @@ int gpu_acquire(const char *spec, const char *job_id, char **assigned,
 	*restrict_ = 1;
 out:
 	sb_release(&sb);
+	sb_release(&held);
 	gpu_report_free(&r);
 	return rc;
 }

@@ -62,9 +62,21 @@ void gpu_parse_apps(const char *csv, struct gpu_report *r);
  * 0) and the lock fds (which the job should inherit) in fds; 1 when the
  * job must wait (why in *why); or a GR_E* code (bad spec, more GPUs asked
  * than the host has). */
-int gpu_acquire(const char *spec, const char *job_id, char **assigned,
-		int *restrict_, int **fds, size_t *nfds, char **why,
+int gpu_acquire(const char *spec, const char *job_id, const uint32_t *avoid, size_t navoid,
+		char **assigned, int *restrict_, int **fds, size_t *nfds, char **why,
 		struct gr_err *err);
+/* (avoid: GPU indices a count leaves alone: earlier jobs in the queue
+ * wait for them, job_queue.h.) */
+
+/* The lock folders (for the queue, job_queue.c, which keeps its tickets
+ * beside the locks): their base (GPURUN_LOCK_DIR or /tmp; new string);
+ * this user's folder, made and checked if need be (an fd, or -1 with
+ * err); the uid a base entry's name says it is the lock folder of, or
+ * -1; who holds GPU index ("ID", "USER:ID", or NULL). */
+char *gpu_lock_base(void);
+int gpu_lock_own_dir(struct gr_err *err);
+long long gpu_lock_dir_uid(const char *name);
+char *gpu_lock_holder(uint32_t index);
 
 /* The gpurun job id in pid's environment (GPURUN_JOB_ID), or NULL. */
 char *gpu_pid_job(uint32_t pid);

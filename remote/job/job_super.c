@@ -27,6 +27,7 @@
 
 #include "job_container.h"
 #include "job_gpu.h"
+#include "job_proc.h"
 #include "job_pyhook.h"
 #include "job_snap.h"
 #include "job_steps.h"
@@ -35,35 +36,10 @@
 #include "job_super_int.h"
 #include "sig_wake.h"
 
-
-
-
-
-
-
-
-
-
-
-
-
 static void set_phase(struct sup *s, enum job_step step)
 {
 	job_meta_write(s->dir, "phase", job_step_names[step], NULL);
 }
-
-static void set_queued(struct sup *s, const char *why)
-{
-	char *p = job_meta(s->dir, "queued");
-
-	if (why)
-		write_file_atomic(p, why, strlen(why), 0644, NULL);
-	else
-		unlink(p);
-	free(p);
-}
-
-
 
 /* The environment gpurun gives a step (in its child, after the spec's):
  * the terminal type of the user's terminal (JOB_SPEC "term"; programs
@@ -137,13 +113,6 @@ static void spawn_child(struct sup *s, enum job_step step, const char *cwd,
 	_exit(127);
 }
 
-
-
-
-
-
-
-
 /* `RUNTIME stop NAME` in a child of ours (reaped by run_step). */
 static pid_t spawn_stop(struct sup *s, const char *name)
 {
@@ -168,13 +137,53 @@ static pid_t spawn_stop(struct sup *s, const char *name)
 	return pid;
 }
 
+/* secs as "1h30m", "90s", "2d": the time limit as the user reads it. */
+static void fmt_duration(uint64_t secs, char *buf, size_t len)
+{
+	static const struct { char unit; uint64_t s; } u[] = {
+		{ 'd', 86400 }, { 'h', 3600 }, { 'm', 60 }, { 's', 1 } };
+	size_t o = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < 4 && o < len; i++)
+		if (secs >= u[i].s) {
+			int w = snprintf(buf + o, len - o, "%llu%c", (unsigned long long)(secs / u[i].s),
+					 u[i].unit);
+			o += w > 0 ? (size_t)w : 0;
+			secs %= u[i].s;
+		}
+}
+
+/* The command's time limit ([train] time_limit), for run_step. */
+struct step_limit {
+	uint64_t deadline_ms;   /* sup_wall_ms() past which it is stopped; 0: none */
+	int grace_s;            /* from SIGTERM to SIGKILL */
+	char shown[32];         /* the limit as the user reads it */
+	int hit;                /* run_step stopped it there */
+};
+
+/* sig to every process of the job: its process group, and what left it
+ * but carries its id (job_proc.h); never this supervisor. */
+static void kill_job(struct sup *s, pid_t pid, int sig)
+{
+	struct job_proc *ps = NULL;
+	size_t n = job_procs(s->id, pid, &ps);
+
+	kill(-pid, sig);
+	for (size_t i = 0; i < n; i++)
+		if (ps[i].pid != getpid() && getpgid(ps[i].pid) != pid)
+			kill(ps[i].pid, sig); /* it left the group: once, too */
+	free(ps);
+}
+
 /* Run cmd as step in cwd under a pty (its stdout and stderr a pipe with
  * output = pipe), its output into the log; returns
  * its wait status (a failure to start is status 127 or 1). For the run
  * step, gpus (CUDA_VISIBLE_DEVICES, NULL: unset) and the GPU lock fds
  * the job inherits, and the `run` meta file once it started. */
 static int run_step(struct sup *s, enum job_step step, const char *cwd, const char *cmd,
-		    const char *gpus, const char *gpus_shown, const int *fds, size_t nfds)
+		    const char *gpus, const char *gpus_shown, const int *fds, size_t nfds,
+		    struct step_limit *lim)
 {
 	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
 	struct termios tio = { 0 };
@@ -185,6 +194,7 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	int *crp = s->has_ctr && !use_pipe ? &cr : NULL;
 	pid_t pid, stopper = -1;
 	char name[64] = "";
+	uint64_t kill_at = 0;
 
 	/* A launcher goes first (srun ... for a job of several tasks). */
 	for (size_t i = 0; step == JOB_STEP_RUN && s->mode->launcher && i < s->mode->launcher->n; i++)
@@ -267,7 +277,7 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 				      (unsigned long long)sup_wall_ms(), gpus_shown);
 		job_meta_write(s->dir, "run", run, NULL);
 		free(run);
-		set_queued(s, NULL);
+		sup_set_queued(s, NULL);
 	}
 
 	/* The pty, and with output = pipe the pipe: what is still open. */
@@ -275,7 +285,29 @@ static int run_step(struct sup *s, enum job_step step, const char *cwd, const ch
 	while (!exited) {
 		struct pollfd pfd[3] = { { sup_wake.fd[0], POLLIN, 0 }, { pty_done ? -1 : master, POLLIN, 0 },
 					 { pipe_done ? -1 : out[0], POLLIN, 0 } };
-		int r = poll(pfd, 3, 1000);
+		int wait_ms = 1000;
+		if (lim && lim->deadline_ms && !lim->hit && sup_wall_ms() >= lim->deadline_ms) {
+			/* The time limit: SIGTERM as a stop does, SIGKILL after
+			 * the grace to whatever of the job is left. */
+			lim->hit = 1;
+			sup_note(s, "time limit reached (%s): SIGTERM, then SIGKILL after %d s",
+				 lim->shown, lim->grace_s);
+			kill_job(s, pid, SIGTERM);
+			kill_job(s, pid, SIGCONT); /* a stopped process must see it */
+			if (s->has_ctr && stopper < 0)
+				stopper = spawn_stop(s, name);
+			kill_at = now_ms() + (uint64_t)lim->grace_s * 1000;
+		}
+		if (kill_at && now_ms() >= kill_at) {
+			kill_job(s, pid, SIGKILL);
+			kill_at = now_ms() + 1000; /* again, while it lives */
+		}
+		if (lim && lim->deadline_ms && !lim->hit) {
+			uint64_t left = lim->deadline_ms - sup_wall_ms();
+			if (left < (uint64_t)wait_ms)
+				wait_ms = (int)left + 1;
+		}
+		int r = poll(pfd, 3, wait_ms);
 		if (r < 0 && errno != EINTR)
 			break;
 		if (r == 0)
@@ -341,13 +373,54 @@ static int step_failed(int status)
 	return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 }
 
+/* The command, with [train] time_limit on each run and [train] retries
+ * after a failure (not after a stop or the time limit): the GPUs stay
+ * the job's between runs. Its wait status. */
+static int run_command(struct sup *s, const char *gpus, const char *gpus_shown, const int *fds,
+		       size_t nfds)
+{
+	long long limit = 0, retries = 0, grace = 10;
+	int status;
+
+	parse_ll(job_spec_get(&s->spec, "time_limit", "0"), 0, 366ll * 86400, &limit);
+	parse_ll(job_spec_get(&s->spec, "retries", "0"), 0, 100, &retries);
+	parse_ll(job_spec_get(&s->spec, "stop_grace", "10"), 0, 3600, &grace);
+	for (;;) {
+		struct step_limit lim = { .grace_s = (int)grace };
+		char n[16];
+		s->tries++;
+		snprintf(n, sizeof(n), "%u", s->tries);
+		job_meta_write(s->dir, "tries", n, NULL);
+		if (limit) {
+			lim.deadline_ms = sup_wall_ms() + (uint64_t)limit * 1000;
+			fmt_duration((uint64_t)limit, lim.shown, sizeof(lim.shown));
+		}
+		status = run_step(s, JOB_STEP_RUN, s->dir, job_spec_get(&s->spec, "command", ""),
+				  gpus, gpus_shown, fds, nfds, &lim);
+		if (lim.hit) {
+			s->end = "timeout";
+			s->end_reason = xasprintf("[train] time_limit = %s", lim.shown);
+			break;
+		}
+		if (!step_failed(status) || sup_stop_asked(s) || s->tries > (unsigned)retries)
+			break;
+		sup_note(s, "the command %s; running it again (retry %u of %lld)",
+			 WIFSIGNALED(status) ? "was killed by a signal" : "failed", s->tries,
+			 retries);
+		sup_nap(1000);
+		if (sup_stop_asked(s))
+			break;
+	}
+	return status;
+}
+
 static void on_setup_wait(void *arg, const char *holder)
 {
 	struct sup *s = arg;
 	char *why = *holder ? xasprintf("waiting for job %s's setup to finish", holder)
 			    : xstrdup("waiting for another job's setup to finish");
 
-	set_queued(s, why);
+	sup_set_queued(s, why);
 	sup_note(s, "%s", why);
 	free(why);
 }
@@ -369,7 +442,7 @@ static int do_setup(struct sup *s)
 		return 0;
 	set_phase(s, JOB_STEP_SETUP);
 	fd = job_setup_lock(s->project, s->id, on_setup_wait, setup_stopped, s, &err);
-	set_queued(s, NULL);
+	sup_set_queued(s, NULL);
 	if (fd == -2) {
 		sup_note(s, "stopped before it started");
 		return SIGTERM;
@@ -389,7 +462,7 @@ static int do_setup(struct sup *s)
 		goto out;
 	}
 	sup_note(s, "setup: %s", cmd);
-	status = run_step(s, JOB_STEP_SETUP, s->project, cmd, NULL, "", NULL, 0);
+	status = run_step(s, JOB_STEP_SETUP, s->project, cmd, NULL, "", NULL, 0, NULL);
 	if (step_failed(status)) {
 		sup_note(s, "setup failed; it runs again with the next job");
 		goto out;
@@ -477,7 +550,7 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 {
 	struct sup s = { 0 };
 	struct strvec job = STRVEC_INIT;
-	char *p, *gpus = NULL, *why = NULL, *last_why = NULL;
+	char *p, *gpus = NULL;
 	int *fds = NULL, restrict_ = 0, status = 0, rc;
 	size_t nfds = 0;
 	struct gr_err err = { 0 };
@@ -539,6 +612,10 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 		sup_note(&s, "in a container: %s (%s)", s.ctr.image, s.ctr.runtime);
 	}
 
+	/* --after: the first supervisor waits (here, or on a login node
+	 * before the job is handed on), not a Slurm batch step. */
+	if ((!mode->run || mode->take_gpus) && (status = sup_wait_after(&s)) != 0)
+		goto end;
 	if (mode->setup_build) {
 		if ((status = do_setup(&s)) != 0)
 			goto end;
@@ -552,7 +629,7 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 			}
 			set_phase(&s, JOB_STEP_BUILD);
 			sup_note(&s, "build: %s", build);
-			status = run_step(&s, JOB_STEP_BUILD, s.dir, build, NULL, "", NULL, 0);
+			status = run_step(&s, JOB_STEP_BUILD, s.dir, build, NULL, "", NULL, 0, NULL);
 			if (step_failed(status)) {
 				sup_note(&s, "build failed; the command did not run");
 				goto end;
@@ -574,42 +651,18 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 		goto end;
 	}
 
-	/* Wait for GPUs: the job is "queued" meanwhile. */
+	/* Wait for GPUs, in the box's line (job_super_wait.c). */
 	set_phase(&s, JOB_STEP_RUN);
-	for (; mode->take_gpus;) {
-		if (sup_stop_asked(&s)) {
-			sup_note(&s, "stopped before it started");
-			status = SIGTERM; /* as if terminated */
-			goto end;
-		}
-		free(gpus);
-		free(why);
-		rc = gpu_acquire(spec_gpus, s.id, &gpus, &restrict_, &fds, &nfds, &why, &err);
-		if (rc < 0) {
-			sup_note(&s, "cannot start the job: %s", err.msg);
-			status = 1 << 8;
-			goto end;
-		}
-		if (rc == 0)
-			break;
-		if (!last_why || strcmp(last_why, why)) {
-			set_queued(&s, why);
-			sup_note(&s, "%s", why);
-			free(last_why);
-			last_why = xstrdup(why);
-		}
-		sup_nap(2000);
-	}
-	if (why)
-		sup_note(&s, "%s", why);
+	if (mode->take_gpus &&
+	    (status = sup_take_gpus(&s, spec_gpus, &gpus, &restrict_, &fds, &nfds)) != 0)
+		goto end;
 	if (!mode->take_gpus && sup_stop_asked(&s)) {
 		sup_note(&s, "stopped before it started");
 		status = SIGTERM;
 		goto end;
 	}
-	status = run_step(&s, JOB_STEP_RUN, s.dir, job_spec_get(&s.spec, "command", ""),
-			  restrict_ ? gpus : NULL,
-			  restrict_ ? gpus : mode->gpus_shown ? mode->gpus_shown : "", fds, nfds);
+	status = run_command(&s, restrict_ ? gpus : NULL,
+			     restrict_ ? gpus : mode->gpus_shown ? mode->gpus_shown : "", fds, nfds);
 end:
 	/* The status goes last, so a reader that sees it has every byte. */
 	sup_write_status(&s, status, step);
@@ -618,8 +671,7 @@ out:
 		close(fds[i]);
 	free(fds);
 	free(gpus);
-	free(why);
-	free(last_why);
+	free(s.end_reason);
 	if (s.log_fd >= 0)
 		close(s.log_fd);
 	sv_clear(&job);

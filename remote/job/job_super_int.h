@@ -26,6 +26,12 @@ struct sup {
 	int has_ctr;
 	int setup_ran;      /* setup ran in this job, and succeeded */
 	uint64_t created_ms;
+	/* issue 33 */
+	const char *end;    /* how it ended, when not by its status alone:
+			       "timeout" (its time limit) or "cancelled" (what it
+			       waited for failed); NULL */
+	char *end_reason;   /* why, one line (the status's reason) */
+	unsigned tries;     /* runs of the command so far */
 };
 
 /* SIGCHLD and SIGTERM wake sup_nap and the step loop (sig_wake.h); a
@@ -69,5 +75,18 @@ void sup_status_room_take(const char *dir);
  * holding the job's lock, so the job reads running meanwhile, not lost. */
 extern uint64_t sup_status_wait_ms;
 void sup_write_status(struct sup *s, int status, enum job_step step);
+
+/* Before the command (job_super_wait.c). Each returns 0 to go on, else
+ * the wait status to end with (s->end set when it is not a stop). */
+/* [train]'s --after: wait until the job it names has ended (with 0 for
+ * ID:ok); a dependency that fails or is gone ends this one cancelled. */
+int sup_wait_after(struct sup *s);
+/* GPUs for spec, in the box's line (job_queue.h): the job is "queued"
+ * meanwhile, its place and what it waits for in the log and in
+ * .gpurun/queued. On 0: *gpus, *restrict_, the lock fds. */
+int sup_take_gpus(struct sup *s, const char *spec, char **gpus, int *restrict_, int **fds,
+		  size_t *nfds);
+/* .gpurun/queued: why the job waits (NULL: it no longer does). */
+void sup_set_queued(struct sup *s, const char *why);
 
 #endif

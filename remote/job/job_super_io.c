@@ -132,33 +132,39 @@ void sup_write_status(struct sup *s, int status, enum job_step step)
 {
 	struct gr_err err = { 0 };
 	uint64_t until = now_ms() + sup_status_wait_ms;
+	struct strbuf t = STRBUF_INIT;
 
 	for (int said = 0;;) {
 		/* What the log lost is said there first if it can be, else
 		 * in the status: the status goes last. */
 		log_lost_say(s->log_fd);
-		char *t = xasprintf("exit=%d\nsignal=%d\nend_ms=%llu\nphase=%s\n%s",
-				    WIFEXITED(status) ? WEXITSTATUS(status) : 0,
-				    WIFSIGNALED(status) ? WTERMSIG(status) : 0,
-				    (unsigned long long)sup_wall_ms(), job_step_names[step],
-				    s->status_extra ? s->status_extra : "");
-		if (sup_log_lost) {
-			char *u = xasprintf("%s%slog_lost=%llu\n", t, t[strlen(t) - 1] == '\n' ? "" : "\n",
-					    (unsigned long long)sup_log_lost);
-			free(t);
-			t = u;
-		}
-		int rc = status_put(s->dir, t, &err);
-		free(t);
+		sb_reset(&t);
+		sb_addf(&t, "exit=%d\nsignal=%d\nend_ms=%llu\nphase=%s\n",
+			WIFEXITED(status) ? WEXITSTATUS(status) : 0,
+			WIFSIGNALED(status) ? WTERMSIG(status) : 0,
+			(unsigned long long)sup_wall_ms(), job_step_names[step]);
+		if (s->status_extra && *s->status_extra)
+			sb_addf(&t, "%s%s", s->status_extra,
+				s->status_extra[strlen(s->status_extra) - 1] == '\n' ? "" : "\n");
+		if (s->end)
+			sb_addf(&t, "end=%s\n", s->end);
+		if (s->end_reason)
+			sb_addf(&t, "reason=%.*s\n", (int)strcspn(s->end_reason, "\n"), s->end_reason);
+		if (s->tries)
+			sb_addf(&t, "tries=%u\n", s->tries);
+		if (sup_log_lost)
+			sb_addf(&t, "log_lost=%llu\n", (unsigned long long)sup_log_lost);
+		int rc = status_put(s->dir, t.buf, &err);
 		if (rc == 0)
-			return;
+			break;
 		if (!said++)
 			fprintf(stderr, "gpurun-agent: %s; waiting for room to record the job's end\n",
 				err.msg);
 		if (now_ms() >= until)
-			return;
+			break;
 		sup_nap(2000);
 	}
+	sb_release(&t);
 }
 
 int sup_stop_asked(struct sup *s)
