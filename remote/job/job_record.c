@@ -259,6 +259,11 @@ int job_resolve(const char *root, const char *want, char **id, struct gr_err *er
 			free(name);
 			free(d);
 		}
+		if (!found) {
+			rc = gr_errf(err, GR_ENOTFOUND, "no job named '%s' on the host", want);
+			gr_hintf(err, "'gpurun status' lists the jobs");
+			goto out;
+		}
 	} else {
 		for (size_t i = 0; i < ids.n; i++) {
 			if (!strcmp(ids.v[i], want)) {

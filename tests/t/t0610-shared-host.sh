@@ -117,7 +117,7 @@ test_expect_success 'two accounts asking for one GPU each get different GPUs; a 
 	test_grep -x "gpu=[01]" la && test_grep -x "gpu=[01]" lb && ! test_cmp la lb &&
 	c=$(cd ga && "$GPURUN" -q train --detach) &&
 	for i in $(seq 1 100); do (cd ga && "$GPURUN" logs "$c") >lc; grep -q waiting lc && break; sleep 0.2; done &&
-	test_grep "waiting for 1 free GPU" lc &&
+	test_grep "queued: 1st, waiting for 1 GPU held by job $b ($B)\|queued: 1st, waiting for 1 GPU held by job $a" lc &&
 	(cd ga && "$GPURUN" status) >st && test_grep "$B:$b" st && test_grep "queued" st &&
 	echo "$a $b $c" >"$TRASH/gpujobs"
 '

@@ -1115,11 +1115,25 @@ static void test_record_wire(void)
 	sb_release(&b);
 }
 
+/* A name that no job has is "not found", not a crash (job_resolve once
+ * passed NULL on to xstrdup). */
+static void test_resolve_unknown_name(void)
+{
+	char root[] = "/tmp/gr-resolve.XXXXXX", *id = NULL;
+	struct gr_err err = { 0 };
+
+	CHECK(mkdtemp(root) != NULL);
+	CHECK(job_resolve(root, "nosuch", &id, &err) == GR_ENOTFOUND);
+	CHECK(id == NULL && strstr(err.msg, "no job named 'nosuch'"));
+	rmdir(root);
+}
+
 int main(void)
 {
 	/* No waiting for room: a status that cannot go shows at once. */
 	sup_status_wait_ms = 0;
 	RUN(test_record_wire);
+	RUN(test_resolve_unknown_name);
 	disk_probe();
 	RUN(test_model_fixed_seeds);
 	RUN(test_model_disk_full);
