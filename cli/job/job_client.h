@@ -159,9 +159,13 @@ int job_list_all(struct gr_conn *c, const char *project, struct job_rec **recs, 
 struct job_pick {
 	struct job_rec *recs; /* one job, or the group's (job_pick_free) */
 	size_t n;
-	const char *group;    /* the argument, when it named a group; else NULL */
+	char *group;          /* the argument, when it named a group; else NULL */
 };
 int job_pick(struct gr_ctx *ctx, const char *want, struct job_pick *p);
+/* The same among all (a job list, newest first), for a word of a name's
+ * shape: the records picked are moved out of all (left zeroed there). */
+int job_pick_in(struct job_rec *all, size_t n, const char *want, struct job_pick *p,
+		struct gr_err *err);
 void job_pick_free(struct job_pick *p);
 
 #endif

@@ -30,6 +30,7 @@ int job_list_all(struct gr_conn *c, const char *project, struct job_rec **recs, 
 void job_pick_free(struct job_pick *p)
 {
 	job_recs_free(p->recs, p->n);
+	free(p->group);
 	*p = (struct job_pick){ 0 };
 }
 
@@ -39,6 +40,28 @@ static void take(struct job_pick *p, struct job_rec *r)
 	p->recs = xrealloc(p->recs, (p->n + 1) * sizeof(*p->recs));
 	p->recs[p->n++] = *r;
 	*r = (struct job_rec){ 0 };
+}
+
+int job_pick_in(struct job_rec *all, size_t n, const char *want, struct job_pick *p,
+		struct gr_err *err)
+{
+	*p = (struct job_pick){ 0 };
+	/* A name: its newest job (the list is newest first), as the agent
+	 * resolves one. */
+	for (size_t i = 0; i < n && !p->n; i++)
+		if (all[i].name && !strcmp(all[i].name, want))
+			take(p, &all[i]);
+	for (size_t i = 0; i < n && !p->n && !p->group; i++)
+		if (all[i].group && !strcmp(all[i].group, want))
+			p->group = xstrdup(want);
+	for (size_t i = 0; p->group && i < n; i++)
+		if (all[i].group && !strcmp(all[i].group, want))
+			take(p, &all[i]);
+	if (p->n)
+		return 0;
+	gr_errf(err, GR_ENOTFOUND, "no job or group '%s' on the host", want);
+	gr_hintf(err, "'gpurun status' lists the jobs");
+	return GR_ENOTFOUND;
 }
 
 int job_pick(struct gr_ctx *ctx, const char *want, struct job_pick *p)
@@ -57,23 +80,8 @@ int job_pick(struct gr_ctx *ctx, const char *want, struct job_pick *p)
 			take(p, &one);
 		return rc;
 	}
-	if ((rc = job_list_all(ctx->conn, ctx->cfg->remote.path, &all, &n, &ctx->err)) < 0)
-		return rc;
-	/* A name: its newest job (the list is newest first), as the agent
-	 * resolves one. */
-	for (size_t i = 0; i < n && !p->n; i++)
-		if (all[i].name && !strcmp(all[i].name, want))
-			take(p, &all[i]);
-	for (size_t i = 0; i < n && !p->group; i++)
-		if (!p->n && all[i].group && !strcmp(all[i].group, want))
-			p->group = want;
-	for (size_t i = 0; p->group && i < n; i++)
-		if (all[i].group && !strcmp(all[i].group, want))
-			take(p, &all[i]);
+	if ((rc = job_list_all(ctx->conn, ctx->cfg->remote.path, &all, &n, &ctx->err)) == 0)
+		rc = job_pick_in(all, n, want, p, &ctx->err);
 	job_recs_free(all, n);
-	if (!p->n) {
-		rc = gr_errf(&ctx->err, GR_ENOTFOUND, "no job or group '%s' on the host", want);
-		gr_hintf(&ctx->err, "'gpurun status' lists the jobs");
-	}
 	return rc;
 }
