@@ -1,5 +1,6 @@
-/* gpurun pull [JOB]: the files matching [artifacts] pull in the job's
- * folder on the host (where its command ran) come back into runs/<job>/;
+/* gpurun pull [JOB|GROUP]: the files matching [artifacts] pull in the
+ * job's folder on the host (where its command ran) come back into
+ * runs/<job>/ (a sweep's GROUP: each job's into its own runs/<id>/);
  * only new or changed ones travel. When nothing matches, it says so and
  * lists what the job wrote. */
 #include <stdio.h>
@@ -113,8 +114,8 @@ int job_pull_artifacts(struct gr_ctx *ctx, const char *id)
 int cmd_pull(int argc, char **argv, struct gr_ctx *ctx)
 {
 	struct gr_getopt st;
-	struct job_rec r = { 0 };
-	int opt, rc;
+	struct job_pick p = { 0 };
+	int opt, rc, failed = 0;
 
 	gr_getopt_init(&st, argc, argv);
 	while ((opt = gr_getopt(&st, cmd_pull_opts, &ctx->err)) > 0) {
@@ -137,16 +138,20 @@ int cmd_pull(int argc, char **argv, struct gr_ctx *ctx)
 			 "e.g. 'pull = checkpoints/ *.csv'");
 		return GR_ECONFIG;
 	}
-	rc = job_ctx_status(ctx, st.args.n ? st.args.v[0] : "", &r);
+	rc = job_pick(ctx, st.args.n ? st.args.v[0] : "", &p);
 	gr_getopt_release(&st);
 	if (rc < 0)
 		return rc;
-	job_cache_update(ctx->cfg->root, &r, 1);
-	rc = job_pull_artifacts(ctx, r.id);
-	if (rc < 0) {
-		gr_report(ctx);
-		rc = GR_EXIT_SYNC;
+	job_cache_update(ctx->cfg->root, p.recs, p.n);
+	/* A group: every job, oldest first; one that fails does not keep
+	 * the others' artifacts back. */
+	for (size_t k = p.n; k-- > 0;) {
+		if (job_pull_artifacts(ctx, p.recs[k].id) < 0) {
+			gr_report(ctx);
+			gr_err_clear(&ctx->err);
+			failed = 1;
+		}
 	}
-	job_rec_clear(&r);
-	return rc;
+	job_pick_free(&p);
+	return failed ? GR_EXIT_SYNC : 0;
 }

@@ -2,8 +2,9 @@
  * start, duration, exit status, disk use, GPUs, the commit and command
  * they ran) with the disk they use on the host in all, and, where the
  * host has nvidia-smi, each GPU's utilisation, memory and processes; with
- * JOB, everything its record holds. One round trip: the job list and the
- * GPU report are asked for together. */
+ * JOB, everything its record holds; with a sweep's GROUP, its jobs. One
+ * round trip: the job list and the GPU report are asked for together (a
+ * name or a group is looked up here in the whole list). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@ int cmd_status(int argc, char **argv, struct gr_ctx *ctx)
 	struct strbuf o = STRBUF_INIT;
 	struct job_rec *recs = NULL;
 	struct job_gpus g = { 0 };
+	struct job_pick pick = { 0 };
 	uint64_t disk_total = 0;
 	size_t n = 0;
 	int json = 0, all = 0, opt, rc;
@@ -52,16 +54,22 @@ int cmd_status(int argc, char **argv, struct gr_ctx *ctx)
 		want = st.args.v[0];
 	if ((rc = ctx_connect(ctx)) < 0)
 		goto out;
-	if ((rc = job_list_gpus(ctx->conn, ctx->cfg->remote.path, want, all || *want ? 0 : 20,
-				&recs, &n, &disk_total, &g, &ctx->err)) < 0)
+	/* A name or a group: picked on this side from the whole list. */
+	int by_name = job_name_ok(want);
+	if ((rc = job_list_gpus(ctx->conn, ctx->cfg->remote.path, by_name ? "" : want,
+				all || *want ? 0 : 20, &recs, &n, &disk_total, &g, &ctx->err)) < 0)
 		goto out;
 	job_cache_update(ctx->cfg->root, recs, n);
+	if (by_name && (rc = job_pick_in(recs, n, want, &pick, &ctx->err)) < 0)
+		goto out;
+	const struct job_rec *shown = by_name ? pick.recs : recs;
+	size_t nshown = by_name ? pick.n : n;
 	if (json) {
-		job_show_json(recs, n, disk_total, &g, &o);
+		job_show_json(shown, nshown, disk_total, &g, &o);
 	} else {
-		job_show_table(recs, n, disk_total, &o);
-		if (*want && n == 1)
-			job_show_detail(&recs[0], &o);
+		job_show_table(shown, nshown, disk_total, &o);
+		if (*want && nshown == 1 && !pick.group)
+			job_show_detail(&shown[0], &o);
 		job_show_gpus(&g, &o);
 	}
 	fwrite(o.buf, 1, o.len, stdout);
@@ -69,6 +77,7 @@ int cmd_status(int argc, char **argv, struct gr_ctx *ctx)
 out:
 	gr_getopt_release(&st);
 	job_recs_free(recs, n);
+	job_pick_free(&pick);
 	job_gpus_free(&g);
 	sb_release(&o);
 	return rc;

@@ -97,6 +97,19 @@ const struct gr_cmd gr_commands[] = {
 	  "commit and branch it was started from, and whether (and how: a hash of\n"
 	  "the diff) the work tree differed; 'gpurun status JOB' shows them.\n"
 	  "\n"
+	  "A sweep starts one job per combination after one sync, and follows\n"
+	  "none: --sweep NAME=V1,V2,... (repeated: every combination) or\n"
+	  "--sweep-file FILE (one job per line, NAME=VALUE words quoted as in\n"
+	  "[train] env; blank and '#' lines skipped; with --sweep, each line times\n"
+	  "each combination), at most 1000 jobs. Each job gets its variables in its\n"
+	  "environment (after --env), and {NAME} in CMD's words replaced by the\n"
+	  "value (another {X} stays as it is; [train] command gets only the\n"
+	  "environment). The jobs form a group, --name or sweep-YYYYMMDD-HHMMSS,\n"
+	  "and are named GROUP-1 to GROUP-N; one line per job (name, id,\n"
+	  "variables) is printed. GROUP works for status, logs, pull, stop and rm.\n"
+	  "--after JOB waits for JOB (an id, prefix or name, resolved here) to\n"
+	  "end, JOB:ok for it to succeed (if it fails, this one ends cancelled).\n"
+	  "\n"
 	  "Where a job runs: its own folder on the host, $GPURUN_JOB_DIR\n"
 	  "(~/.cache/gpurun/jobs/<project>/<job>/). It holds a snapshot of the\n"
 	  "project as synced (a sync while the job runs changes nothing it sees),\n"
@@ -115,13 +128,14 @@ const struct gr_cmd gr_commands[] = {
 	  "Ctrl-C asks whether to stop the job or detach: one key, s or d, while\n"
 	  "the log goes on (without a terminal it detaches); a second Ctrl-C\n"
 	  "leaves at once. Reattach with 'gpurun logs -f JOB'.", COMPLETE_NONE },
-	{ "logs", cmd_logs, CMD_CONFIG, cmd_logs_opts, "[JOB]",
+	{ "logs", cmd_logs, CMD_CONFIG, cmd_logs_opts, "[JOB|GROUP]",
 	  "show a job's log (default: the latest job)",
 	  "JOB is an id, a name (--name) or a unique prefix of an id. With -f,\n"
 	  "follows the log until the job ends and exits with its status; a\n"
 	  "dropped connection is retried with backoff and the log continues at\n"
-	  "the exact byte.", COMPLETE_JOB },
-	{ "status", cmd_status, CMD_CONFIG, cmd_status_opts, "[JOB]",
+	  "the exact byte. A sweep's GROUP prints each job's log after a\n"
+	  "'==> ID (NAME) <==' line; -f follows one job, not a group.", COMPLETE_JOB },
+	{ "status", cmd_status, CMD_CONFIG, cmd_status_opts, "[JOB|GROUP]",
 	  "list jobs and the host's GPUs",
 	  "Shows the 20 newest jobs (--all: every one): state (starting, setup,\n"
 	  "building, queued, running, done, failed, stopped, lost), name, start,\n"
@@ -129,22 +143,27 @@ const struct gr_cmd gr_commands[] = {
 	  "commit it ran from ('+': with changes) and its command, shortened; the\n"
 	  "disk the project's jobs use in all; and where the host has nvidia-smi,\n"
 	  "each GPU's use, memory and processes. With JOB (an id, a name or a\n"
-	  "prefix), everything its record holds. --json has every field.", COMPLETE_JOB },
-	{ "stop", cmd_stop, CMD_CONFIG, cmd_stop_opts, "[JOB]",
+	  "prefix), everything its record holds; with a sweep's GROUP, its jobs\n"
+	  "(a GROUP column shows where listed jobs belong). --json has every\n"
+	  "field.", COMPLETE_JOB },
+	{ "stop", cmd_stop, CMD_CONFIG, cmd_stop_opts, "[JOB|GROUP]",
 	  "stop a job and everything it started, freeing its GPUs",
 	  "SIGTERM to every process of the job (children that left its session\n"
 	  "too), SIGKILL after [train] stop_grace seconds, then a check that none\n"
-	  "is left or holds a GPU. Exits 1 when something survived.", COMPLETE_JOB },
-	{ "pull", cmd_pull, CMD_CONFIG, cmd_pull_opts, "[JOB]",
+	  "is left or holds a GPU. Exits 1 when something survived. A sweep's\n"
+	  "GROUP: each of its jobs that has not ended, newest first.", COMPLETE_JOB },
+	{ "pull", cmd_pull, CMD_CONFIG, cmd_pull_opts, "[JOB|GROUP]",
 	  "fetch a job's artifacts into runs/JOB/",
 	  "Fetches the files of the job's folder (where its command ran) that\n"
 	  "match [artifacts] pull; only new or changed ones travel. Each file is\n"
 	  "renamed into place once complete; links, '..' and absolute names are\n"
-	  "refused. When nothing matches, says so and lists what the job wrote.", COMPLETE_JOB },
+	  "refused. When nothing matches, says so and lists what the job wrote.\n"
+	  "A sweep's GROUP: each job into its own runs/JOB/.", COMPLETE_JOB },
 	{ "rm", cmd_rm, CMD_CONFIG, cmd_rm_opts, "JOB...",
 	  "remove jobs from the host",
 	  "Removes each job's folder on the host (its snapshot, outputs and log);\n"
-	  "JOB is an id, a name or a unique prefix of an id. A job that has not\n"
+	  "JOB is an id, a name or a unique prefix of an id, or a sweep's group\n"
+	  "(each of its jobs; a job's exact name wins). A job that has not\n"
 	  "ended is refused: stop it first. runs/JOB/ here is left alone. Exits 1\n"
 	  "when a job could not be removed.", COMPLETE_JOB },
 	{ "prune", cmd_prune, CMD_CONFIG, cmd_prune_opts, "",

@@ -41,6 +41,17 @@ int job_rec_check(const struct job_rec *r, struct gr_err *err)
 	if (rc == 0 && r->name && *r->name && !job_name_ok(r->name))
 		rc = gr_errf(err, GR_EPROTO, "the host sent an invalid name '%s' for job %s; "
 			     "refusing it", ts(r->name), r->id);
+	/* A sweep's group and the job waited for go into messages too. */
+	if (rc == 0 && r->group && *r->group && !job_name_ok(r->group))
+		rc = gr_errf(err, GR_EPROTO, "the host sent an invalid group '%s' for job %s; "
+			     "refusing it", ts(r->group), r->id);
+	if (rc == 0 && r->after && *r->after) {
+		char id[GR_JOB_ID_LEN + 1];
+		snprintf(id, sizeof(id), "%s", r->after);
+		if (!job_id_ok(id) || (r->after[GR_JOB_ID_LEN] && strcmp(r->after + GR_JOB_ID_LEN, ":ok")))
+			rc = gr_errf(err, GR_EPROTO, "the host sent an invalid 'after' '%s' for job %s; "
+				     "refusing it", ts(r->after), r->id);
+	}
 	if (rc == 0 && (!job_hex_ok(r->git_commit, 40, 64) || !job_hex_ok(r->git_diff, 64, 64)))
 		rc = gr_errf(err, GR_EPROTO, "the host sent a malformed commit for job %s", r->id);
 	/* The image is the user's own [container] image (the agent refused

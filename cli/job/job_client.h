@@ -146,4 +146,26 @@ void job_cache_forget(const char *root, const struct strvec *ids);
 /* For commands: connect, and turn "no such job" into a helpful error. */
 int job_ctx_status(struct gr_ctx *ctx, const char *id, struct job_rec *r);
 
+/* Every job of project, newest first (JOB_LIST without GPUs). */
+int job_list_all(struct gr_conn *c, const char *project, struct job_rec **recs, size_t *n,
+		 struct gr_err *err);
+
+/* What a command's JOB argument names (job_pick.c): "" or NULL the latest
+ * job, an id or a unique prefix that job, a name its newest job; a word
+ * of a name's shape that names no job, every job of the sweep of that
+ * group (train --sweep, the record's group), newest first. An exact name
+ * wins over a group of the same name. Connects first. 0, or a GR_E* code
+ * with ctx->err set (GR_ENOTFOUND: no such job or group). */
+struct job_pick {
+	struct job_rec *recs; /* one job, or the group's (job_pick_free) */
+	size_t n;
+	char *group;          /* the argument, when it named a group; else NULL */
+};
+int job_pick(struct gr_ctx *ctx, const char *want, struct job_pick *p);
+/* The same among all (a job list, newest first), for a word of a name's
+ * shape: the records picked are moved out of all (left zeroed there). */
+int job_pick_in(struct job_rec *all, size_t n, const char *want, struct job_pick *p,
+		struct gr_err *err);
+void job_pick_free(struct job_pick *p);
+
 #endif

@@ -213,12 +213,17 @@ void job_show_table(const struct job_rec *recs, size_t n, uint64_t disk_total, s
 {
 	char t[32], d[32], code[16], sz[32], cm[32], nm[NAME_COL_MAX + 4], cmd[COMMAND_COL + 4];
 	char im[IMAGE_COL_MAX + 4];
+	char gr[NAME_COL_MAX + 4];
 	int nw = 4, iw = 0; /* iw: an IMAGE column when a job ran in a container */
+	int gw = 0;         /* gw: a GROUP column when a job is one of a sweep */
 
 	for (size_t i = 0; i < n; i++) {
 		int len = recs[i].name ? (int)strlen(recs[i].name) : 0;
 		if (len > nw)
 			nw = len > NAME_COL_MAX ? NAME_COL_MAX : len;
+		len = recs[i].group ? (int)strlen(recs[i].group) : 0;
+		if (len > gw)
+			gw = len > NAME_COL_MAX ? NAME_COL_MAX : len < 5 ? 5 : len;
 		len = recs[i].image ? (int)strlen(recs[i].image) : 0;
 		if (len > iw)
 			iw = len > IMAGE_COL_MAX ? IMAGE_COL_MAX : len < 5 ? 5 : len;
@@ -226,8 +231,11 @@ void job_show_table(const struct job_rec *recs, size_t n, uint64_t disk_total, s
 	if (!n)
 		sb_adds(o, "no jobs for this project yet\n");
 	else {
-		sb_addf(o, "%-20s  %-8s  %-*s  %-19s  %-8s  %-4s  %9s  %-4s  %-9s  ", "JOB", "STATE",
-			nw, "NAME", "STARTED", "DURATION", "EXIT", "DISK", "GPUS", "COMMIT");
+		sb_addf(o, "%-20s  %-8s  %-*s  ", "JOB", "STATE", nw, "NAME");
+		if (gw)
+			sb_addf(o, "%-*s  ", gw, "GROUP");
+		sb_addf(o, "%-19s  %-8s  %-4s  %9s  %-4s  %-9s  ", "STARTED", "DURATION", "EXIT",
+			"DISK", "GPUS", "COMMIT");
 		if (iw)
 			sb_addf(o, "%-*s  ", iw, "IMAGE");
 		sb_adds(o, "COMMAND\n");
@@ -240,8 +248,12 @@ void job_show_table(const struct job_rec *recs, size_t n, uint64_t disk_total, s
 		else
 			snprintf(code, sizeof(code), "-");
 		/* The id and name passed job_rec_check; the rest is the host's text. */
-		sb_addf(o, "%-20s  %-8s  %-*s  %-19s  %-8s  %-4s  %9s  %-4s  %-9s  ", r->id,
-			ts(r->state), nw, r->name && *r->name ? shorten(r->name, NAME_COL_MAX, nm) : "-",
+		sb_addf(o, "%-20s  %-8s  %-*s  ", r->id, ts(r->state), nw,
+			r->name && *r->name ? shorten(r->name, NAME_COL_MAX, nm) : "-");
+		if (gw)
+			sb_addf(o, "%-*s  ", gw, r->group && *r->group
+				? shorten(r->group, NAME_COL_MAX, gr) : "-");
+		sb_addf(o, "%-19s  %-8s  %-4s  %9s  %-4s  %-9s  ",
 			job_fmt_time(r->start_ms ? r->start_ms : r->created_ms, t, sizeof(t)),
 			job_fmt_duration(duration(r), d, sizeof(d)), code,
 			fmt_size(r->disk_bytes, sz, sizeof(sz)), r->gpus && *r->gpus ? ts(r->gpus) : "-",
@@ -306,7 +318,7 @@ void job_show_detail(const struct job_rec *r, struct strbuf *o)
 		"id", "state", "name", "command", "command_is_argv", "git_commit", "git_branch",
 		"git_dirty", "git_diff", "created_ms", "start_ms", "end_ms", "has_status",
 		"signalled", "code", "gpus", "pid", "dir", "log_size", "now_ms", "disk_bytes", "image",
-		"runtime", NULL,
+		"runtime", "after", "group", NULL,
 	};
 	char t[32], sz[32], d[32], buf[32];
 	struct strbuf end = STRBUF_INIT;
@@ -314,6 +326,14 @@ void job_show_detail(const struct job_rec *r, struct strbuf *o)
 #define LINE(label, ...) do { sb_addf(o, "%-12s ", label); sb_addf(o, __VA_ARGS__); sb_adds(o, "\n"); } while (0)
 	sb_adds(o, "\n");
 	LINE("name", "%s", r->name && *r->name ? r->name : "-");
+	if (r->group && *r->group)
+		LINE("group", "%s (a sweep: 'gpurun status %s' lists its jobs)", r->group, r->group);
+	if (r->after && *r->after) { /* "ID" or "ID:ok" (job_rec_check) */
+		const char *ok = strchr(r->after, ':');
+		LINE("after", "%.*s (starts once it has ended%s)",
+		     (int)(ok ? (size_t)(ok - r->after) : strlen(r->after)), r->after,
+		     ok ? ", only if it succeeded" : "");
+	}
 	LINE("command", "%s%s", ts(r->command),
 	     r->command_is_argv ? "  (as words, without a shell)" : "");
 	if (r->git_commit && *r->git_commit)

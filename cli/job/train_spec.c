@@ -79,23 +79,28 @@ static void spec_drop(struct strvec *spec, const char *key)
 
 #define PAIR(k, v) do { sv_push(spec, (k)); sv_push(spec, (v)); } while (0)
 
-int train_spec_add(const struct gr_config *cfg, const struct train_run *tr, struct strvec *spec,
-		   struct gr_err *err)
+int train_spec_add_job(const struct gr_config *cfg, const struct train_run *tr,
+		       struct strvec *spec, struct gr_err *err)
 {
-	struct strvec env = STRVEC_INIT;
+	struct strvec env = STRVEC_INIT, words = STRVEC_INIT;
 	struct strbuf why = STRBUF_INIT;
-	struct git_info gi;
-	struct gr_err gerr = { 0 };
 
-	if (tr->argv.n) {
-		char *shown = argv_display(tr->argv.v, tr->argv.n);
+	for (size_t i = 0; i < tr->argv.n; i++) {
+		char *w = tr->vars ? train_sweep_subst(tr->argv.v[i], tr->vars) : xstrdup(tr->argv.v[i]);
+		sv_push(&words, w);
+		free(w);
+	}
+	if (words.n) {
+		char *shown = argv_display(words.v, words.n);
 		spec_drop(spec, "command");
 		PAIR("command", shown);
 		free(shown);
-		for (size_t i = 0; i < tr->argv.n; i++)
-			PAIR("argv", tr->argv.v[i]);
+		for (size_t i = 0; i < words.n; i++)
+			PAIR("argv", words.v[i]);
 	}
-	/* [train] env first: --env comes later and wins for the same name. */
+	sv_clear(&words);
+	/* [train] env first: --env comes later and wins for the same name,
+	 * and a sweep's variables last of all. */
 	if (cfg->train.env && config_env_parse(cfg->train.env, &env, &why) < 0) {
 		gr_errf(err, GR_ECONFIG, "[train] env: %s", why.buf);
 		sb_release(&why);
@@ -104,10 +109,26 @@ int train_spec_add(const struct gr_config *cfg, const struct train_run *tr, stru
 	}
 	for (size_t i = 0; i < tr->env.n; i++)
 		sv_push(&env, tr->env.v[i]);
+	for (size_t i = 0; tr->vars && i < tr->vars->n; i++)
+		sv_push(&env, tr->vars->v[i]);
 	for (size_t i = 0; i < env.n; i++)
 		PAIR("env", env.v[i]);
 	if (tr->name)
 		PAIR("name", tr->name);
+	if (tr->group)
+		PAIR("group", tr->group);
+	if (tr->after)
+		PAIR("after", tr->after);
+	sv_clear(&env);
+	sb_release(&why);
+	return 0;
+}
+
+void train_spec_add_git(const struct gr_config *cfg, struct strvec *spec)
+{
+	struct git_info gi;
+	struct gr_err gerr = { 0 };
+
 	/* Not knowing the commit is no reason not to train. */
 	if (git_info_read(cfg->root, &gi, &gerr) == 0 && gi.have) {
 		PAIR("git_commit", gi.commit);
@@ -118,7 +139,14 @@ int train_spec_add(const struct gr_config *cfg, const struct train_run *tr, stru
 			PAIR("git_diff", gi.diff_hash);
 		}
 	}
-	sv_clear(&env);
-	sb_release(&why);
-	return 0;
+}
+
+int train_spec_add(const struct gr_config *cfg, const struct train_run *tr, struct strvec *spec,
+		   struct gr_err *err)
+{
+	int rc = train_spec_add_job(cfg, tr, spec, err);
+
+	if (rc == 0)
+		train_spec_add_git(cfg, spec);
+	return rc;
 }

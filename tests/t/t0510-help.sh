@@ -86,7 +86,7 @@ test_expect_success 'a bad option is a usage error even outside a project' '
 	mkdir -p nowhere && cd nowhere &&
 	test_expect_code 252 "$GPURUN" logs --bogus 2>err &&
 	test_grep "^gpurun: unknown option .--bogus." err &&
-	test_grep "^hint: usage: gpurun logs \[OPTIONS\] \[JOB\]" err &&
+	test_grep "^hint: usage: gpurun logs \[OPTIONS\] \[JOB|GROUP\]" err &&
 	test_expect_code 252 "$GPURUN" sync -v 2>err &&
 	test_grep "^hint: .-v. is a global option: put it before the command (gpurun -v sync" err
 '
