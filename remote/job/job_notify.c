@@ -8,10 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent.h" /* and with it run.h's run_capture_how */
 #include "job_notify.h"
 #include "job_record.h"
 #include "job_store.h"
-#include "run.h"
 
 static int notify_timeout_s(void)
 {
