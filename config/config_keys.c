@@ -277,6 +277,8 @@ static const struct gr_env_var env_vars[] = {
 	{ "GPURUN_LOCK_DIR", NULL, "where every account's GPU locks are (default /tmp;\n"
 	  "must be root's, and sticky if others may write it)", 1 },
 	{ "GPURUN_NVIDIA_SMI", "PROG", "the nvidia-smi the agent runs (for tests)", 1 },
+	{ "GPURUN_NOTIFY_TIMEOUT", "S", "seconds [notify] command may run before it is\n"
+	  "killed (default 60; for tests)", 1 },
 };
 
 const struct gr_env_var *config_env_vars(size_t *n)

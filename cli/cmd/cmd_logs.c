@@ -110,6 +110,7 @@ int cmd_logs(int argc, char **argv, struct gr_ctx *ctx)
 		.id = r.id, .tail = (uint32_t)tail, .follow = follow, .out_fd = 1,
 		.filter = !raw && isatty(1),
 		.on_interrupt = ATTACH_INT_LEAVE,
+		.notify_end = follow && !job_rec_ended(&r),
 	};
 	rc = job_attach(ctx, &ao, &res);
 	if (res.rec.id)

@@ -405,6 +405,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		.on_interrupt = ATTACH_INT_ASK,
 		.stop_on_interrupt = stop_int, .pull = &ctx->cfg->artifacts.pull,
 		.pull_interval = ctx->cfg->artifacts.interval, .pull_dest = dest,
+		.notify_end = 1,
 	};
 	rc = job_attach(ctx, &ao, &res);
 	if (res.rec.id)

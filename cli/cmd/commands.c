@@ -124,7 +124,9 @@ const struct gr_cmd gr_commands[] = {
 	  "Another job of the project running or building meanwhile is named;\n"
 	  "each builds in its own folder. When it ends (or is left running),\n"
 	  "ended jobs beyond [jobs] keep are removed from the host. Exits with\n"
-	  "the job's status.\n"
+	  "the job's status. Its end rings the terminal's bell or shows a desktop\n"
+	  "notification ([notify] local); [notify] command runs on the host when\n"
+	  "a job ends, attached or not.\n"
 	  "Ctrl-C asks whether to stop the job or detach: one key, s or d, while\n"
 	  "the log goes on (without a terminal it detaches); a second Ctrl-C\n"
 	  "leaves at once. Reattach with 'gpurun logs -f JOB'.", COMPLETE_NONE },
@@ -133,8 +135,10 @@ const struct gr_cmd gr_commands[] = {
 	  "JOB is an id, a name (--name) or a unique prefix of an id. With -f,\n"
 	  "follows the log until the job ends and exits with its status; a\n"
 	  "dropped connection is retried with backoff and the log continues at\n"
-	  "the exact byte. A sweep's GROUP prints each job's log after a\n"
-	  "'==> ID (NAME) <==' line; -f follows one job, not a group.", COMPLETE_JOB },
+	  "the exact byte; the end of a job that was running is told as\n"
+	  "[notify] local says (a bell, or a desktop notification). A sweep's\n"
+	  "GROUP prints each job's log after a '==> ID (NAME) <==' line; -f\n"
+	  "follows one job, not a group.", COMPLETE_JOB },
 	{ "status", cmd_status, CMD_CONFIG, cmd_status_opts, "[JOB|GROUP]",
 	  "list jobs and the host's GPUs",
 	  "Shows the 20 newest jobs (--all: every one): state (starting, setup,\n"

@@ -15,6 +15,7 @@
 #include "pull.h"
 #include "job_attach.h"
 #include "job_client.h"
+#include "job_notify_local.h"
 #include "job_show.h"
 #include "sig_wake.h"
 #include "term.h"
@@ -521,5 +522,8 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	sig_wake_stop(&wake);
 	log_out_release(&t.lo);
 	sb_release(&t.safe);
+	/* The user's own stop ended it: they are watching already. */
+	if (rc == 0 && o->notify_end && res->ended && !res->stop_asked)
+		job_notify_local(ctx, &res->rec);
 	return rc;
 }

@@ -29,6 +29,9 @@ struct attach_opts {
 	const struct strvec *pull; /* artifact globs; NULL: no pulls */
 	int pull_interval;        /* seconds between pulls; 0: none */
 	const char *pull_dest;    /* runs/<job> */
+	int notify_end;           /* the job had not ended when following began:
+				     its end is told as [notify] local says
+				     (job_notify_local.h) */
 };
 
 struct attach_result {

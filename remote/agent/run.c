@@ -46,13 +46,16 @@ static void close_pair(int p[2])
 }
 
 /* In the child: never returns. */
-static void run_child(const char *const *argv, const char *const *env, int out_w, int err_w)
+static void run_child(const char *const *argv, const char *const *env, int out_w, int err_w,
+		      const struct run_how *how)
 {
 	int nul = open("/dev/null", O_RDWR);
 
 	dup2(nul, 0);
 	dup2(out_w, 1);
-	dup2(err_w, 2);
+	dup2(how->merge ? out_w : err_w, 2);
+	if (how->own_group)
+		setsid();
 	for (int sg = 1; sg < NSIG; sg++)
 		signal(sg, SIG_DFL);
 	sigset_t none;
@@ -68,18 +71,39 @@ static void run_child(const char *const *argv, const char *const *env, int out_w
 			unsetenv(env[i]);
 		}
 	}
+	if (how->cwd && chdir(how->cwd) < 0) {
+		dprintf(2, "cannot enter '%s': %s\n", how->cwd, strerror(errno));
+		_exit(127);
+	}
 	execvp(argv[0], (char *const *)argv);
 	dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
 	_exit(127);
 }
 
+/* SIGKILL to target (a pid, or -group); a group not made yet (the
+ * child has not reached its setsid) is the child alone. */
+static void kill_target(pid_t target, pid_t pid)
+{
+	if (kill(target, SIGKILL) < 0 && target != pid)
+		kill(pid, SIGKILL);
+}
+
 int run_capture(const char *const *argv, const char *const *env, int timeout_ms, size_t keep,
 		struct strbuf *out, struct strbuf *errs)
 {
+	return run_capture_how(argv, env, timeout_ms, keep, out, errs, NULL);
+}
+
+int run_capture_how(const char *const *argv, const char *const *env, int timeout_ms, size_t keep,
+		    struct strbuf *out, struct strbuf *errs, const struct run_how *how)
+{
+	static const struct run_how plain = { 0 };
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, status, timed_out = 0, e;
 	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-	pid_t pid;
+	pid_t pid, target;
 
+	if (!how)
+		how = &plain;
 	if (!keep)
 		keep = RUN_KEEP_DEFAULT;
 	/* Both streams through pipes, even one the caller drops: the timeout
@@ -98,7 +122,8 @@ int run_capture(const char *const *argv, const char *const *env, int timeout_ms,
 		goto fail;
 	}
 	if (pid == 0)
-		run_child(argv, env, po[1], pe[1]);
+		run_child(argv, env, po[1], pe[1], how);
+	target = how->own_group ? -pid : pid;
 	close(po[1]);
 	close(pe[1]);
 	po[1] = pe[1] = -1;
@@ -106,7 +131,7 @@ int run_capture(const char *const *argv, const char *const *env, int timeout_ms,
 	while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
 		uint64_t now = now_ms();
 		if (now >= deadline) {
-			kill(pid, SIGKILL);
+			kill_target(target, pid);
 			timed_out = 1;
 			break;
 		}
@@ -142,7 +167,7 @@ int run_capture(const char *const *argv, const char *const *env, int timeout_ms,
 		if (w < 0 && errno != EINTR)
 			return -1;
 		if (w == 0 && now_ms() >= deadline) {
-			kill(pid, SIGKILL);
+			kill_target(target, pid);
 			timed_out = 1;
 		} else if (w == 0) {
 			usleep(nap);

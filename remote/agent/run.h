@@ -30,4 +30,17 @@ char *run_which(const char *prog);
 int run_capture(const char *const *argv, const char *const *env, int timeout_ms, size_t keep,
 		struct strbuf *out, struct strbuf *errs);
 
+/* More of how run_capture_how runs a program (zero: as run_capture). */
+struct run_how {
+	const char *cwd; /* the child's folder (NULL: ours); one it cannot
+			    enter is exit 127, its stderr saying why */
+	int own_group;   /* in a session (and process group) of its own; the
+			    timeout's SIGKILL goes to the whole group */
+	int merge;       /* stderr joins stdout, in the order written (into
+			    out; errs gets only "pipe: ..." or "fork: ...") */
+};
+/* run_capture, run as how says (NULL: as run_capture). */
+int run_capture_how(const char *const *argv, const char *const *env, int timeout_ms, size_t keep,
+		    struct strbuf *out, struct strbuf *errs, const struct run_how *how);
+
 #endif

@@ -27,6 +27,7 @@
 
 #include "job_container.h"
 #include "job_gpu.h"
+#include "job_notify.h"
 #include "job_proc.h"
 #include "job_pyhook.h"
 #include "job_snap.h"
@@ -551,7 +552,7 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 	struct sup s = { 0 };
 	struct strvec job = STRVEC_INIT;
 	char *p, *gpus = NULL;
-	int *fds = NULL, restrict_ = 0, status = 0, rc;
+	int *fds = NULL, restrict_ = 0, status = 0, rc, ended = 0;
 	size_t nfds = 0;
 	struct gr_err err = { 0 };
 	enum job_step step = JOB_STEP_SETUP;
@@ -666,9 +667,12 @@ int job_supervise_mode(const char *dir, int lockfd, int readyfd, const struct jo
 end:
 	/* The status goes last, so a reader that sees it has every byte. */
 	sup_write_status(&s, status, step);
+	ended = 1;
 out:
 	for (size_t i = 0; i < nfds; i++)
 		close(fds[i]);
+	if (ended) /* its GPUs let go first: a slow command holds none */
+		job_notify_end(s.dir);
 	free(fds);
 	free(gpus);
 	free(s.end_reason);
