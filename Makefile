@@ -129,7 +129,7 @@ $(O)/gpurun: $(O)/cli/main.o $(O)/libgr.a
 
 # Unit tests of the client link its library; those of the agent (named
 # test_agent_*, test_job_*) its library and include path.
-AGENT_UNIT := $(filter $(O)/tests/test_agent_% $(O)/tests/test_job_house $(O)/tests/test_job_slurm,$(UNIT_BIN))
+AGENT_UNIT := $(filter $(O)/tests/test_agent_% $(O)/tests/test_job_house $(O)/tests/test_job_queue $(O)/tests/test_job_slurm,$(UNIT_BIN))
 # Pull's two halves meet in these: both libraries, both include paths.
 BOTH_UNIT := $(O)/tests/test_job_art $(O)/tests/test_art_delta $(O)/tests/test_job_container
 $(O)/tests/%: tests/unit/%.c $(O)/libgr.a

@@ -56,7 +56,7 @@ enum {
 	GR_EXIT_OK = 0,
 	GR_EXIT_DETACHED = 0,   /* detached from a running job: not a failure */
 	GR_EXIT_FAILURE = 1,    /* a local command (init, config, ...) failed */
-	GR_EXIT_JOB_TIMEOUT = 247, /* the job reached its Slurm time limit */
+	GR_EXIT_JOB_TIMEOUT = 247, /* the job reached its time limit (Slurm, [train] time_limit) */
 	GR_EXIT_JOB_LOST = 248, /* the job ended but left no exit status */
 	GR_EXIT_INTERRUPTED = 249, /* stopped by Ctrl-C */
 	GR_EXIT_SYNC = 250,     /* sync or artifact transfer failed */

@@ -208,7 +208,7 @@ void help_exit_codes(FILE *out)
 		"  1-246    exec, train and the pre-push hook pass the remote command's own\n"
 		"           status through unchanged (128+N: killed by signal N)\n"
 		"  1        a local command (init, config, hook, ...) failed\n"
-		"  %d      the job reached its Slurm time limit ([slurm] time)\n"
+		"  %d      the job reached its time limit ([slurm] time, [train] time_limit)\n"
 		"  %d      the job ended without recording an exit status (also: its\n"
 		"           Slurm node failed)\n"
 		"  %d      interrupted (Ctrl-C), or a confirmation refused (a sync above\n"

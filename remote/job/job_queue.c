@@ -113,7 +113,8 @@ static void tickets_load(struct tickets *ts)
 {
 	*ts = (struct tickets){ 0 };
 	each_folder(collect, ts);
-	qsort(ts->v, ts->n, sizeof(*ts->v), ticket_cmp);
+	if (ts->n > 1)
+		qsort(ts->v, ts->n, sizeof(*ts->v), ticket_cmp);
 }
 
 static void tickets_free(struct tickets *ts)

@@ -137,6 +137,35 @@ test_expect_success 'when the GPUs free up, the waiting job gets one' '
 	(cd ga && "$GPURUN" logs -f "$c") >lc && test_grep -x "gpu=[01]" lc
 '
 
+HOLD='command = echo gpu=$CUDA_VISIBLE_DEVICES; while ! test -e '$SH'/go-$NAME; do sleep 0.05; done'
+# wait_queued DIR JOB: until status in DIR shows JOB queued
+wait_queued() {
+	for _i in $(seq 1 200); do
+		(cd "$1" && "$GPURUN" status) >"$TRASH/wq" 2>/dev/null && grep -q "job $2 is queued" "$TRASH/wq" && return 0
+		sleep 0.1
+	done
+	cat "$TRASH/wq" >&2; return 1
+}
+
+test_expect_success 'the line for GPUs is one for both accounts: bob'"'"'s 2-GPU job is not passed by alice'"'"'s later 1-GPU job' '
+	proj qa "$A" "[train]" "$HOLD" "gpus = 2" && proj qb "$B" "[train]" "$HOLD" "gpus = 2" &&
+	x=$(cd qa && "$GPURUN" -q train --env NAME=x --detach) &&
+	for i in $(seq 1 100); do (cd qa && "$GPURUN" logs "$x") >lx; grep -q gpu= lx && break; sleep 0.1; done &&
+	y=$(cd qb && "$GPURUN" -q train --env NAME=y --detach) && wait_queued qb "$y" &&
+	z=$(cd qa && "$GPURUN" -q -o train.gpus=1 train --env NAME=z --detach) && wait_queued qa "$z" &&
+	(cd qa && "$GPURUN" status) >st &&
+	test_grep "job $z is queued (2nd in line): behind job $y ($B), which waits for 2 GPUs" st &&
+	(cd qa && "$GPURUN" logs "$z") >lz && test_grep "queued: 2nd, behind job $y ($B)" lz &&
+	(cd qb && "$GPURUN" status) >st && test_grep "job $y is queued (1st in line): waiting for 2 GPUs held by job $x ($A)" st &&
+	touch "$SH/go-x" &&
+	(cd qb && for i in $(seq 1 100); do "$GPURUN" logs "$y" | grep -q gpu= && break; sleep 0.1; done) &&
+	(cd qb && "$GPURUN" logs "$y") >ly && test_grep -x "gpu=0,1" ly &&
+	(cd qa && "$GPURUN" status) >st && test_grep "job $z is queued (1st in line)" st &&
+	touch "$SH/go-y" &&
+	touch "$SH/go-z" && (cd qa && "$GPURUN" logs -f "$z") >lz && test_grep -x "gpu=[01]" lz &&
+	! ls "$SH"/locks/gpurun-locks-*/queue-* 2>/dev/null
+'
+
 test_expect_success 'a GPU another user'"'"'s process is on is not picked while an idle one is free' '
 	rm -f "$SH/go" && pid=$(as "$B" "sleep 300 >/dev/null 2>&1 & echo \$!") &&
 	echo "$pid, GPU-6f0e5b2a-1c1d-4a1e-9a0e-2b7f0c6a0001, 1000, python" >"$SH/apps.csv" &&
