@@ -183,8 +183,12 @@ int sup_take_gpus(struct sup *s, const char *spec, char **gpus, int *restrict_, 
 		say_wait(s, &last, note, msg.buf);
 		free(note);
 		sb_release(&msg);
-		gpu_queue_wait(&t, seen, meta, sup_wake.fd[0], WAIT_SAFETY_MS);
+		/* What woke us so far is read (nvidia-smi's end is a
+		 * SIGCHLD: left in the pipe, it would end every wait at once);
+		 * a stop that came meanwhile is still seen, its flag kept. */
 		sig_wake_drain(&sup_wake);
+		if (!sup_stop_asked(s))
+			gpu_queue_wait(&t, seen, meta, sup_wake.fd[0], WAIT_SAFETY_MS);
 		free(seen);
 		gpu_queue_turn_free(&t);
 	}

@@ -70,6 +70,22 @@ test_expect_success 'first come, first served: a 2-GPU job is not passed by late
 	touch "$TRASH/go-c" "$TRASH/go-d" && wait_state "$d" done
 '
 
+# The CPU time (ms) process PID has used.
+cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"; }
+
+test_expect_success 'waiting is sleeping: the jobs in line use no CPU while nothing changes' '
+	cd "$P" && ini "[train]" "$HOLD" "gpus = 2" &&
+	a=$("$GPURUN" -q train --env NAME=w1 --detach) && wait_state "$a" running &&
+	b=$("$GPURUN" -q train --env NAME=w2 --detach) && wait_state "$b" queued &&
+	c=$("$GPURUN" -q train --env NAME=w3 --detach) && wait_state "$c" queued &&
+	sleep 1 && pb=$(pgrep -f "supervise .*/$b ") && pc=$(pgrep -f "supervise .*/$c ") &&
+	b0=$(cpu_ms "$pb") && c0=$(cpu_ms "$pc") && sleep 3 &&
+	b1=$(cpu_ms "$pb") && c1=$(cpu_ms "$pc") &&
+	say "CPU in 3 s: the 1st in line $((b1 - b0)) ms, the 2nd $((c1 - c0)) ms" &&
+	test $((b1 - b0)) -lt 100 && test $((c1 - c0)) -lt 100 &&
+	touch "$TRASH/go-w1" "$TRASH/go-w2" "$TRASH/go-w3" && wait_state "$c" done
+'
+
 test_expect_success 'a waiter whose supervisor is killed -9 no longer stands in the way; a stopped waiter ends at once' '
 	cd "$P" && ini "[train]" "$HOLD" "gpus = 2" &&
 	a=$("$GPURUN" -q train --env NAME=e --detach) && wait_state "$a" running &&
@@ -119,6 +135,36 @@ test_expect_success 'retries: a stopped job is not run again' '
 	"$GPURUN" -q -o train.stop_grace=1 stop "$a" && sleep 1.5 &&
 	"$GPURUN" logs "$a" >la && test "$(grep -c -x try la)" = 1 &&
 	"$GPURUN" status "$a" >sa && test_grep stopped sa
+'
+
+test_expect_success '--after: a job starts when the other ends; :ok only when it ended well, else it ends cancelled' '
+	cd "$P" && ini "[train]" "command = echo run \$NAME; while ! test -e $TRASH/go-\$NAME; do sleep 0.05; done; exit \${CODE:-0}" &&
+	a=$("$GPURUN" -q train --name dep-a --env NAME=p --env CODE=3 --detach) && wait_state "$a" running &&
+	b=$("$GPURUN" -q train --after dep-a --env NAME=q --detach) &&
+	c=$("$GPURUN" -q train --after "$a:ok" --env NAME=r --detach) &&
+	wait_state "$b" queued && wait_state "$c" queued &&
+	"$GPURUN" status >st && test_grep "job $b is queued: waiting for job $a to end (it is running)" st &&
+	test_grep "job $c is queued: waiting for job $a to end well (it is running)" st &&
+	"$GPURUN" status --json "$b" >jb && test_grep "\"after\": \"$a\"" jb &&
+	"$GPURUN" status --json "$c" >jc && test_grep "\"after\": \"$a:ok\"" jc &&
+	touch "$TRASH/go-p" "$TRASH/go-q" && wait_state "$a" failed &&
+	test_expect_code 0 "$GPURUN" logs -f "$b" >lb && test_grep -x "run q" lb &&
+	test_grep "job $a ended (failed): starting" lb &&
+	test_expect_code 1 "$GPURUN" logs -f "$c" >lc 2>errc &&
+	test_grep "cancelled: job $a, which it was to start after with :ok, ended failed (exit 3)" lc &&
+	! test_grep -x "run r" lc &&
+	"$GPURUN" status "$c" >sc && test_grep cancelled sc &&
+	test_grep "was cancelled before it started: job $a" errc
+'
+
+test_expect_success '--after ID:ok of a job that ends well starts; a stop of the waiter ends it at once' '
+	cd "$P" && ini "[train]" "command = echo run \$NAME; while ! test -e $TRASH/go-\$NAME; do sleep 0.05; done" &&
+	a=$("$GPURUN" -q train --env NAME=s --detach) && wait_state "$a" running &&
+	b=$("$GPURUN" -q train --after "$a:ok" --env NAME=t --detach) &&
+	c=$("$GPURUN" -q train --after "$a" --env NAME=u --detach) && wait_state "$c" queued &&
+	"$GPURUN" -q stop "$c" && "$GPURUN" status "$c" >sc && test_grep stopped sc &&
+	touch "$TRASH/go-s" "$TRASH/go-t" && "$GPURUN" logs -f "$b" >lb && test_grep -x "run t" lb &&
+	"$GPURUN" logs "$c" >lc && ! grep -q "run u" lc
 '
 
 test_done
