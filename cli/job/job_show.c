@@ -124,14 +124,19 @@ void job_describe_end(const struct job_rec *r, struct strbuf *sb)
 {
 	const char *phase = r->phase && *r->phase ? r->phase : "run";
 	const char *sched = scheduler_end(r->state);
-	int own = !r->backend || strcmp(r->backend, "slurm");
+	int slurm = r->backend && !strcmp(r->backend, "slurm");
+	/* gpurun's own ends, not Slurm's: a timeout Slurm did not call
+	 * TIMEOUT ([train] time_limit in the batch step), a job cancelled
+	 * before it was ever submitted (its --after job failed) */
+	int own_timeout = !slurm || !r->slurm_state || strcmp(r->slurm_state, "TIMEOUT");
+	int own_cancel = !slurm || !r->slurm_id || !*r->slurm_id;
 
-	if (own && r->state && !strcmp(r->state, "timeout")) {
+	if (own_timeout && r->state && !strcmp(r->state, "timeout")) {
 		/* [train] time_limit, kept by gpurun's supervisor */
 		sb_adds(sb, "reached its time limit");
 		if (r->reason && *r->reason)
 			sb_addf(sb, " (%s)", ts(r->reason));
-	} else if (own && r->state && !strcmp(r->state, "cancelled")) {
+	} else if (own_cancel && r->state && !strcmp(r->state, "cancelled")) {
 		sb_adds(sb, "was cancelled before it started");
 		if (r->reason && *r->reason)
 			sb_addf(sb, ": %s", ts(r->reason));
@@ -231,7 +236,7 @@ void job_show_table(const struct job_rec *recs, size_t n, uint64_t disk_total, s
 	if (!n)
 		sb_adds(o, "no jobs for this project yet\n");
 	else {
-		sb_addf(o, "%-20s  %-8s  %-*s  ", "JOB", "STATE", nw, "NAME");
+		sb_addf(o, "%-20s  %-9s  %-*s  ", "JOB", "STATE", nw, "NAME");
 		if (gw)
 			sb_addf(o, "%-*s  ", gw, "GROUP");
 		sb_addf(o, "%-19s  %-8s  %-4s  %9s  %-4s  %-9s  ", "STARTED", "DURATION", "EXIT",
@@ -248,7 +253,7 @@ void job_show_table(const struct job_rec *recs, size_t n, uint64_t disk_total, s
 		else
 			snprintf(code, sizeof(code), "-");
 		/* The id and name passed job_rec_check; the rest is the host's text. */
-		sb_addf(o, "%-20s  %-8s  %-*s  ", r->id, ts(r->state), nw,
+		sb_addf(o, "%-20s  %-9s  %-*s  ", r->id, ts(r->state), nw,
 			r->name && *r->name ? shorten(r->name, NAME_COL_MAX, nm) : "-");
 		if (gw)
 			sb_addf(o, "%-*s  ", gw, r->group && *r->group

@@ -97,6 +97,25 @@ test_expect_success 'exit status passes through: 3, and 143 for a SIGTERM' '
 	ini "[train]" "command = kill -TERM \$\$" && test_expect_code 143 "$GPURUN" -q train >/dev/null
 '
 
+test_expect_success '--after waits on the login node, then submits; :ok of a failed job: cancelled, never submitted' '
+	ini "[train]" "command = sleep 1; exit 3" && cd "$P" &&
+	a=$("$GPURUN" -q train --detach) &&
+	b=$("$GPURUN" -q train --after "$a:ok" --detach) &&
+	c=$("$GPURUN" -q train --after "$a" --detach -- echo after-ran) &&
+	"$GPURUN" status "$c" >sc && test_grep "waiting for job $a to end" sc &&
+	wait_status "$b" cancelled && wait_status "$c" done &&
+	"$GPURUN" logs "$c" >lc && test_grep -x after-ran lc &&
+	"$GPURUN" status --json "$b" >jb && test -z "$(json_field jb slurm_id)" &&
+	test_expect_code 1 "$GPURUN" logs -f "$b" >lb 2>eb && test_grep "was cancelled before it started" eb
+'
+
+test_expect_success '[train] time_limit in the batch step: timeout, exit 247, its own words' '
+	ini "[train]" "command = echo begun; sleep 60" "time_limit = 2s" "stop_grace = 1" && cd "$P" &&
+	test_expect_code 247 "$GPURUN" train >out 2>err &&
+	test_grep "time limit reached (2s)" out &&
+	test_grep "reached its time limit (\[train\] time_limit = 2s)" err
+'
+
 test_expect_success '[train] gpus = N becomes --gres=gpu:N: CUDA_VISIBLE_DEVICES' '
 	cd "$P" && ini "[train]" "command = echo cvd=\$CUDA_VISIBLE_DEVICES" "gpus = 1" &&
 	"$GPURUN" -q train >$T/out && test_grep -x cvd=0 $T/out &&
