@@ -4,8 +4,9 @@
 #   make demo       the main job end to end on the embedded default
 #   make bench      benchmarks against ssh / rsync
 #   make soak       the randomized model tests at length: sync (SEEDS=N seeds
-#                   of 20 batches, default 1000), the job house (JOB_SEEDS)
-#                   and pull (PULL_SEEDS seeds of PULL_STEPS steps); then
+#                   of 20 batches, default 1000), the job house (JOB_SEEDS),
+#                   the line for GPUs (QUEUE_SEEDS, default 2000) and pull
+#                   (PULL_SEEDS seeds of PULL_STEPS steps); then
 #                   each fuzz target for FUZZ_SECONDS (default 300)
 #   make fuzz-soak  only that last part
 #   make deps       install the Debian packages the build and tests need
@@ -201,7 +202,8 @@ demo: all
 bench: all $(HELPER_BIN)
 	tests/bench/run.sh $(O)
 
-# The randomized model tests at length. The job house: JOB_SEEDS seeds.
+# The randomized model tests at length. The job house: JOB_SEEDS seeds;
+# the line for GPUs: QUEUE_SEEDS.
 # The model-based sync test (tests/sync_model.py): odd seeds over the local
 # transport, even ones over libssh2, two in every hundred with 100,000 files;
 # the release build unless SAN=1. Then the pull model (tests/pull_model.py,
@@ -209,12 +211,14 @@ bench: all $(HELPER_BIN)
 # PULL_STEPS steps, about 5 s a seed on a busy 2-core machine.
 SEEDS ?= 1000
 JOB_SEEDS ?= 500
+QUEUE_SEEDS ?= 2000
 PULL_SEEDS ?= 500
 PULL_STEPS ?= 30
 FUZZ_SECONDS ?= 300
 soak: all $(HELPER_BIN)
 	$(MAKE) SAN=1 all unit-bins
 	GPURUN_MODEL_SEEDS=$(JOB_SEEDS) build-san/tests/test_job_house
+	GPURUN_QUEUE_SEEDS=$(QUEUE_SEEDS) build-san/tests/test_job_queue
 	rm -f $(O)/soak.log
 	# The two halves (odd seeds local, even ones libssh2) run at once.
 	export MODEL_SPLIT=1 MODEL_SEEDS=1-$(SEEDS) MODEL_BATCHES=20 MODEL_BIG_EVERY=100 \

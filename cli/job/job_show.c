@@ -323,7 +323,7 @@ void job_show_detail(const struct job_rec *r, struct strbuf *o)
 		"id", "state", "name", "command", "command_is_argv", "git_commit", "git_branch",
 		"git_dirty", "git_diff", "created_ms", "start_ms", "end_ms", "has_status",
 		"signalled", "code", "gpus", "pid", "dir", "log_size", "now_ms", "disk_bytes", "image",
-		"runtime", "after", "group", NULL,
+		"runtime", "after", "group", "time_limit", "retries", "tries", "queue_pos", NULL,
 	};
 	char t[32], sz[32], d[32], buf[32];
 	struct strbuf end = STRBUF_INIT;
@@ -367,6 +367,16 @@ void job_show_detail(const struct job_rec *r, struct strbuf *o)
 		     job_fmt_duration(r->start_ms - r->created_ms, t, sizeof(t)));
 	}
 	LINE("gpus", "%s", r->gpus && *r->gpus ? ts(r->gpus) : "not restricted");
+	if (r->queue_pos)
+		LINE("in line", "%u%s for the box's GPUs", r->queue_pos,
+		     r->queue_pos % 100 - 11 < 3 ? "th" : r->queue_pos % 10 == 1 ? "st" :
+		     r->queue_pos % 10 == 2 ? "nd" : r->queue_pos % 10 == 3 ? "rd" : "th");
+	if (r->time_limit)
+		LINE("time limit", "%s a run ([train] time_limit)",
+		     job_fmt_duration(r->time_limit * 1000, d, sizeof(d)));
+	if (r->retries || r->tries > 1)
+		LINE("runs", "%u so far; a failed run is run again up to %u time%s ([train] retries)",
+		     r->tries, r->retries, r->retries == 1 ? "" : "s");
 	if (r->image && *r->image)
 		LINE("image", "%s (%s)", ts(r->image), r->runtime && *r->runtime ? ts(r->runtime) : "?");
 	else

@@ -62,9 +62,12 @@ uint64_t job_du(const char *dir, int ended)
 		goto out;
 	}
 	/* The cache is part of what it measures: there first, with the same
-	 * size in blocks as its final text. */
+	 * size in blocks as its final text, but not a cache yet: when the
+	 * final text finds no room (a full disk: the rename needs a second
+	 * block for a moment), the next call measures again rather than
+	 * believe a size of 0. */
 	if (ended)
-		write_file_atomic(p, "bytes=0\n", 8, 0644, NULL);
+		write_file_atomic(p, "pending\n", 8, 0644, NULL);
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	bytes = 0;
 	if (fd >= 0) {

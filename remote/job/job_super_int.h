@@ -81,6 +81,9 @@ void sup_write_status(struct sup *s, int status, enum job_step step);
 /* [train]'s --after: wait until the job it names has ended (with 0 for
  * ID:ok); a dependency that fails or is gone ends this one cancelled. */
 int sup_wait_after(struct sup *s);
+/* Its wait, for the job whose folder is other (id other_id; want_ok:
+ * ID:ok); the job house's model test calls it directly. */
+int sup_wait_job(struct sup *s, const char *other, const char *other_id, int want_ok);
 /* GPUs for spec, in the box's line (job_queue.h): the job is "queued"
  * meanwhile, its place and what it waits for in the log and in
  * .gpurun/queued. On 0: *gpus, *restrict_, the lock fds. */

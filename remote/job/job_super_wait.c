@@ -63,16 +63,28 @@ int sup_wait_after(struct sup *s)
 {
 	const char *after = job_spec_get(&s->spec, "after", "");
 	size_t idlen = strcspn(after, ":");
-	int want_ok = !strcmp(after + idlen, ":ok"), rc = 0;
-	char *root, *other, *other_meta, *last = NULL, *slash;
+	char *root, *other, *id, *slash;
+	int rc;
 
 	if (!*after)
 		return 0;
 	root = xstrdup(s->dir);
 	if ((slash = strrchr(root, '/')))
 		*slash = '\0';
-	other = xasprintf("%s/%.*s", root, (int)idlen, after);
-	other_meta = job_meta(other, "");
+	id = xstrndup(after, idlen);
+	other = xasprintf("%s/%s", root, id);
+	rc = sup_wait_job(s, other, id, !strcmp(after + idlen, ":ok"));
+	free(other);
+	free(id);
+	free(root);
+	return rc;
+}
+
+int sup_wait_job(struct sup *s, const char *other, const char *other_id, int want_ok)
+{
+	char *other_meta = job_meta(other, ""), *self_meta = job_meta(s->dir, ""), *last = NULL;
+	int rc = 0;
+
 	for (;;) {
 		struct job_rec r;
 		struct gr_err err = { 0 };
@@ -85,12 +97,11 @@ int sup_wait_after(struct sup *s)
 		if (job_load(other, &r, 0, &err) < 0) {
 			job_rec_clear(&r);
 			if (!want_ok) {
-				sup_note(s, "job %.*s is gone: starting", (int)idlen, after);
+				sup_note(s, "job %s is gone: starting", other_id);
 				break;
 			}
 			s->end = "cancelled";
-			s->end_reason = xasprintf("job %.*s, which it was to start after, is gone",
-						  (int)idlen, after);
+			s->end_reason = xasprintf("job %s, which it was to start after, is gone", other_id);
 			sup_note(s, "cancelled: %s", s->end_reason);
 			rc = 1 << 8;
 			break;
@@ -114,16 +125,17 @@ int sup_wait_after(struct sup *s)
 				want_ok ? " well" : "", r.state);
 		say_wait(s, &last, why, why);
 		free(why);
+		/* A Slurm job's state is a query to the cluster (cached 2 s
+		 * for every reader): ask it less often. */
+		int nap_ms = r.backend && !strcmp(r.backend, "slurm") ? 10000 : 2000;
 		job_rec_clear(&r);
-		const char *dirs[] = { other_meta, job_meta(s->dir, "") };
-		nap_on(dirs, 2, 2000);
-		free((char *)dirs[1]);
+		const char *dirs[] = { other_meta, self_meta };
+		nap_on(dirs, 2, nap_ms);
 	}
 	sup_set_queued(s, NULL);
 	free(last);
-	free(other);
 	free(other_meta);
-	free(root);
+	free(self_meta);
 	return rc;
 }
 

@@ -105,7 +105,7 @@ test_expect_success '--after waits on the login node, then submits; :ok of a fai
 	"$GPURUN" status "$c" >sc && test_grep "waiting for job $a to end" sc &&
 	wait_status "$b" cancelled && wait_status "$c" done &&
 	"$GPURUN" logs "$c" >lc && test_grep -x after-ran lc &&
-	"$GPURUN" status --json "$b" >jb && test -z "$(json_field jb slurm_id)" &&
+	"$GPURUN" status --json "$b" >jb && test_grep "\"slurm_id\": null" jb &&
 	test_expect_code 1 "$GPURUN" logs -f "$b" >lb 2>eb && test_grep "was cancelled before it started" eb
 '
 
