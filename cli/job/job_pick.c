@@ -80,6 +80,17 @@ int job_pick(struct gr_ctx *ctx, const char *want, struct job_pick *p)
 			take(p, &one);
 		return rc;
 	}
+	/* A name: the agent finds a job's name in one cheap request (the
+	 * newest job of that name, as job_pick_in would); only a word no job
+	 * is named takes the whole list, to look for a sweep's group. */
+	rc = job_status(ctx->conn, ctx->cfg->remote.path, want, &one, &ctx->err);
+	if (rc == 0) {
+		take(p, &one);
+		return 0;
+	}
+	if (rc != GR_ENOTFOUND)
+		return rc;
+	ctx->err = (struct gr_err){ 0 };
 	if ((rc = job_list_all(ctx->conn, ctx->cfg->remote.path, &all, &n, &ctx->err)) == 0)
 		rc = job_pick_in(all, n, want, p, &ctx->err);
 	job_recs_free(all, n);
