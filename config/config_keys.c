@@ -90,11 +90,10 @@ static const struct gr_config_key keys[] = {
 	  .min = 0, .max = 3600,
 	  .help = "seconds between SIGTERM and SIGKILL when a job is stopped" },
 	{ .section = "train", .name = "time_limit", .type = GR_KEY_STRING, .def = "",
-	  .help = "the longest a job's command may run (90s, 30m, 4h, 1d12h or H:MM:SS): then SIGTERM, "
-		  "stop_grace, SIGKILL, and the job is timeout; empty: no limit",
+	  .help = "longest one run of the command (90s, 30m, 4h, H:MM:SS); then it ends timeout",
 	  .example = "4h", .check = cfgk_check_duration },
 	{ .section = "train", .name = "retries", .type = GR_KEY_INT, .def = "0", .min = 0, .max = 100,
-	  .help = "run a command that failed again, up to this many times (persist paths let it resume)" },
+	  .help = "run a failed command again, up to this many times (persist paths let it resume)" },
 
 	{ .section = "artifacts", .name = "pull", .type = GR_KEY_LIST, .def = "",
 	  .help = "files to fetch back: globs relative to the job's folder, where its command runs",
@@ -171,14 +170,12 @@ static const struct gr_config_key keys[] = {
 	  .example = "root", .check = cfgk_check_user },
 
 	{ .section = "notify", .name = "command", .type = GR_KEY_STRING, .def = "",
-	  .help = "run on the host when a job ends (GPURUN_JOB_ID, _NAME, _STATE, _EXIT, _DURATION "
-		  "in its environment), even with the laptop shut; empty: none",
+	  .help = "run on the host when a job ends, with GPURUN_JOB_ID, _STATE, _EXIT... set",
 	  .example = "curl -s -d \"$GPURUN_JOB_NAME: $GPURUN_JOB_STATE\" https://ntfy.sh/my-runs",
 	  .check = cfgk_check_text },
 	{ .section = "notify", .name = "local", .type = GR_KEY_ENUM, .def = "auto",
 	  .values = notify_local_values,
-	  .help = "when a job that train or logs -f shows ends: bell, desktop (notify-send), "
-		  "auto (desktop where it can, else bell) or none" },
+	  .help = "when the job train or logs -f shows ends: bell, desktop (notify-send) or none" },
 
 	{ .section = "hooks", .name = "pre_push", .type = GR_KEY_STRING, .def = "",
 	  .help = "smoke test the git pre-push hook runs on the host; empty: none",

@@ -354,7 +354,7 @@ static void test_errors(void)
 		{ "# c\n[remot]\nhost = x\n", "gpurun.ini:2: unknown section [remot]",
 		  "did you mean [remote]?" },
 		{ "[gpu]\n", "gpurun.ini:1: unknown section [gpu]",
-		  "sections: [remote] [sync] [setup] [build] [train] [artifacts] [jobs] [slurm] [container] [hooks]" },
+		  "sections: [remote] [sync] [setup] [build] [train] [artifacts] [jobs] [slurm] [container] [notify] [hooks]" },
 		{ "[slurm]\ntime = 2h\n", "gpurun.ini:2: invalid value '2h' for 'time' in [slurm]: "
 		  "expected minutes, H:MM:SS or D-HH:MM:SS (sbatch --time)", NULL },
 		{ "[slurm]\ntime = 1-2-3\n", "gpurun.ini:2: invalid value '1-2-3' for 'time'", NULL },
@@ -625,14 +625,15 @@ static void test_schema(void)
 		"remote.known_hosts", "remote.connect_timeout", "remote.scheduler", "sync.exclude", "sync.warn_size",
 		"sync.delta_min", "sync.include_git", "sync.preserve_perms", "sync.include",
 		"setup.command", "setup.inputs", "build.command", "train.command", "train.shell",
-		"train.output", "train.persist", "train.env", "train.gpus", "train.stop_grace", "artifacts.pull",
+		"train.output", "train.persist", "train.env", "train.gpus", "train.stop_grace",
+		"train.time_limit", "train.retries", "artifacts.pull",
 		"artifacts.interval", "artifacts.min_free", "jobs.keep", "slurm.partition",
 		"slurm.account", "slurm.qos", "slurm.time", "slurm.nodes", "slurm.ntasks_per_node",
 		"slurm.cpus_per_task", "slurm.mem", "slurm.constraint", "slurm.gpu_flag",
 		"slurm.gpu_type", "slurm.options", "slurm.build_on", "slurm.signal_before",
 		"slurm.requeue", "slurm.resubmit", "slurm.max_resubmits", "container.image",
 		"container.runtime", "container.options", "container.mounts", "container.user",
-		"hooks.pre_push" };
+		"notify.command", "notify.local", "hooks.pre_push" };
 
 	CHECK_EQ_INT(n, GR_ARRAY_SIZE(want));
 	for (size_t i = 0; i < n && i < GR_ARRAY_SIZE(want); i++) {
@@ -647,6 +648,32 @@ static void test_schema(void)
 	}
 }
 
+/* [train] time_limit: units and H:MM:SS to seconds; nonsense, 0 and
+ * more than a year refused with a reason. */
+static void test_duration(void)
+{
+	static const struct { const char *in; long long secs; } ok[] = {
+		{ "", 0 }, { "90s", 90 }, { "30m", 1800 }, { "4h", 14400 }, { "1d12h", 129600 },
+		{ "1h30m", 5400 }, { "2:00:00", 7200 }, { "1:30", 90 }, { "366d", 366 * 86400 },
+	};
+	static const char *const bad[] = { "90", "1x", "h", "-1s", "1:60", "1:2:3:4", "0s",
+					   "367d", "1.5h", "1h 30m", ":30", "4h:" };
+	uint64_t secs;
+	const char *why;
+
+	for (size_t i = 0; i < GR_ARRAY_SIZE(ok); i++) {
+		why = NULL;
+		CHECK(config_duration(ok[i].in, &secs, &why) == 0);
+		CHECK_EQ_INT(secs, ok[i].secs);
+	}
+	for (size_t i = 0; i < GR_ARRAY_SIZE(bad); i++) {
+		why = NULL;
+		if (config_duration(bad[i], &secs, &why) != -1 || !why)
+			fprintf(stderr, "  '%s' was taken\n", bad[i]);
+		CHECK(config_duration(bad[i], &secs, &why) == -1 && why);
+	}
+}
+
 int main(void)
 {
 	snprintf(T, sizeof(T), "%s/gr-config.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -656,6 +683,7 @@ int main(void)
 	}
 	clear_env();
 	RUN(test_schema);
+	RUN(test_duration);
 	RUN(test_split_words);
 	RUN(test_every_type);
 	RUN(test_defaults);
