@@ -19,8 +19,11 @@
  *     queued     exists while the job waits (text: why)
  *     run        key=value: pid, start_ms, gpus (assigned); written at spawn
  *     log        the job's output (setup and build too), append-only
- *     status     key=value: exit, signal, end_ms, phase; written last, atomically
+ *     status     key=value: exit, signal, end_ms, phase (and end, reason,
+ *                tries: issue 33); written last, atomically
+ *     tries      the command's runs so far, while it may run again (retries)
  *     stopped    exists once `gpurun stop` was asked for this job
+ *     notify.log what [notify] command said at the job's end (job_notify.h)
  *     du         key=value: bytes, written once the job has ended
  *     container  key=value: the runtime and image a job in a container
  *                uses, resolved at start (job_container.h)

@@ -390,8 +390,12 @@ static int run_command(struct sup *s, const char *gpus, const char *gpus_shown, 
 		struct step_limit lim = { .grace_s = (int)grace };
 		char n[16];
 		s->tries++;
+		/* The count while it runs, for status: only where there can
+		 * be more than one run (a file is a block of the host's disk
+		 * per job); the status says it at the end either way. */
 		snprintf(n, sizeof(n), "%u", s->tries);
-		job_meta_write(s->dir, "tries", n, NULL);
+		if (retries)
+			job_meta_write(s->dir, "tries", n, NULL);
 		if (limit) {
 			lim.deadline_ms = sup_wall_ms() + (uint64_t)limit * 1000;
 			fmt_duration((uint64_t)limit, lim.shown, sizeof(lim.shown));

@@ -46,6 +46,14 @@
  *  - a wait goes on only once its job has ended or is gone, and then
  *    within a nap; with :ok only after a job that ended done, else it
  *    ends cancelled; a stopped wait ends stopped.
+ * Limits and retries (issue 33): "limit" runs a job with [train]
+ * time_limit or retries under a real supervisor (job_supervise_mode in a
+ * process of its own), sometimes killing it -9 while the command runs
+ * (then the job is stopped as gpurun stop does). Then also:
+ *  - a job at its limit ends timeout (exit 247), SIGKILL reaching one
+ *    that ignores SIGTERM; a failing one ran 1 + retries times, one that
+ *    succeeds on its 2nd run ends done after 2; a killed supervisor's job
+ *    is lost and, once stopped, nothing of it lives.
  * Not root, or no tmpfs: full, fullend and room do nothing and the case
  * for them prints a skip; the rest (log included) runs as before.
  * On a failure the seed is printed and the operation list shrunk to a
@@ -89,10 +97,10 @@
 
 enum op_kind { OP_START, OP_WRITE, OP_FINISH, OP_FAIL, OP_LOSE, OP_EDIT, OP_RM, OP_PRUNE,
 	       OP_GC, OP_TIME, OP_ORPHAN, OP_STOP, OP_RMDIR, OP_FULL, OP_FULLEND, OP_ROOM, OP_LOG,
-	       OP_AFTER, OP_COUNT };
+	       OP_AFTER, OP_LIMIT, OP_COUNT };
 static const char *const op_names[] = { "start", "write", "finish", "fail", "lose", "edit",
 					"rm", "prune", "gc", "time", "orphan", "stop", "rmdir",
-					"full", "fullend", "room", "log", "after" };
+					"full", "fullend", "room", "log", "after", "limit" };
 
 struct op {
 	enum op_kind kind;
@@ -116,6 +124,10 @@ struct mjob {
 	uint64_t out;             /* bytes of output it wrote */
 	uint64_t pending;         /* its supervisor's sup_log_lost (when killed: then) */
 	int last_full;            /* its last output came while the disk was full */
+	int real;                 /* a real supervisor ran it ("limit"): its log
+				     holds gpurun's own lines */
+	int timeout;              /* it ended at its time limit */
+	uint32_t tries;           /* runs of its command ("limit") */
 };
 
 /* A job started --after another (issue 33): its supervisor's wait
@@ -147,6 +159,8 @@ static const char *disk_skip;
 static uint64_t n_fills, n_full_ends, n_lost_bytes;
 /* How the --after waits ended, over all seeds. */
 static uint64_t n_went, n_cancelled, n_wait_stopped;
+/* How the real supervisors' runs ended, over all seeds. */
+static uint64_t n_timeouts, n_retried, n_killed_sups;
 static const struct job_sup_mode model_mode = { .setup_build = 1, .run = 1, .take_gpus = 1 };
 
 static uint64_t rng_next(uint64_t *s)
@@ -526,6 +540,117 @@ static int start_waiter(struct world *w, struct mjob *a, int ok)
 	return 0;
 }
 
+/* limit: a job with [train] time_limit or retries, run by a real
+ * supervisor (job_supervise_mode, in a process of its own) to its end;
+ * sometimes that supervisor is killed -9 while its command runs, and
+ * the job is then stopped as gpurun stop does. */
+static int limit_op(struct world *w, const struct op *o)
+{
+	static const char *const cmds[] = {
+		"sleep 30",                             /* the limit: TERM ends it */
+		"trap '' TERM; sleep 0.2; sleep 0.2; sleep 0.2; sleep 0.2; sleep 0.2; "
+		"sleep 0.2; sleep 0.2; sleep 0.2; sleep 0.2; sleep 30", /* ignores TERM: KILL */
+		"exit 3",                               /* fails every time */
+		"n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n >n; test $n -ge 2", /* 2nd run ok */
+	};
+	unsigned v = o->b % 4, retries = v == 2 ? o->c % 3 : v == 3 ? 2 : 0;
+	int kill9 = v < 2 && o->c % 3 == 0, lockfd, st = 0;
+	struct job_spec spec = { STRVEC_INIT };
+	struct gr_err err = { 0 };
+	char *id = NULL, *dir = NULL, n[16];
+	struct mjob *j;
+	pid_t pid;
+
+	if (w->njobs == MAXJOBS || w->full)
+		return 0;
+	j = &w->jobs[w->njobs];
+	memset(j, 0, sizeof(*j));
+	j->lock_fd = j->gpu_fd = j->log_fd = -1;
+	sv_push(&spec.kv, "command");
+	sv_push(&spec.kv, cmds[v]);
+	sv_push(&spec.kv, "time_limit");
+	sv_push(&spec.kv, v < 2 ? "1" : "0");
+	sv_push(&spec.kv, "stop_grace");
+	sv_push(&spec.kv, v == 1 ? "1" : "0");
+	snprintf(n, sizeof(n), "%u", retries);
+	sv_push(&spec.kv, "retries");
+	sv_push(&spec.kv, n);
+	if (job_create(w->root, w->project, &spec, w->now_ms, &id, &dir, &err) < 0) {
+		job_spec_free(&spec);
+		return fail(w, "job_create: %s", err.msg);
+	}
+	job_spec_free(&spec);
+	snprintf(j->id, sizeof(j->id), "%s", id);
+	free(id);
+	j->created_ms = w->now_ms;
+	j->real = 1;
+	memcpy(j->version, w->version, sizeof(j->version));
+	struct snap_stats ss;
+	int src = job_snapshot(w->project, dir, w->root, NULL, &ss, &err);
+	sv_clear(&ss.env_names);
+	w->njobs++;
+	if (src < 0) {
+		free(dir);
+		return fail(w, "job_snapshot: %s", err.msg);
+	}
+	char *p = job_meta(dir, "lock");
+	lockfd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	free(p);
+	if (lockfd < 0 || flock(lockfd, LOCK_EX) < 0) {
+		free(dir);
+		return fail(w, "cannot hold the lock");
+	}
+	pid = fork();
+	if (pid == 0) {
+		for (int fd = 3; fd < 1024; fd++)
+			if (fd != lockfd)
+				close(fd);
+		_exit(job_supervise_mode(dir, lockfd, -1, &model_mode));
+	}
+	close(lockfd);
+	if (pid < 0) {
+		free(dir);
+		return fail(w, "fork: %s", strerror(errno));
+	}
+	if (kill9) {
+		/* once its command runs */
+		for (int i = 0; i < 500 && !job_meta_exists(dir, "run"); i++)
+			usleep(2000);
+		usleep(100000);
+		kill(pid, SIGKILL);
+	}
+	for (int i = 0; i < 2000 && waitpid(pid, &st, WNOHANG) != pid; i++)
+		usleep(10000);
+	if (kill(pid, 0) == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		free(dir);
+		return fail(w, "the supervisor of job %s (%s) did not end in 20 s", j->id, cmds[v]);
+	}
+	j->ended = 1;
+	if (kill9) {
+		/* lost, its command still running: gpurun stop reaches it */
+		struct strbuf pl = STRBUF_INIT;
+		int rc = job_backend_local.stop(dir, 0, &pl, &err);
+		sb_release(&pl);
+		free(dir);
+		j->lost = 1;
+		n_killed_sups++;
+		return rc < 0 ? fail(w, "stop of lost job %s: %s", j->id, err.msg) : 0;
+	}
+	free(dir);
+	if (v < 2) {
+		j->timeout = 1;
+		n_timeouts++;
+	} else {
+		j->failed = v == 2;
+		j->code = v == 2 ? 3 : 0;
+	}
+	j->tries = v == 2 ? retries + 1 : v == 3 ? 2 : 1;
+	n_retried += j->tries > 1;
+	return 0;
+}
+
 /* after: a new job waits for one (one that ran, ended, was removed or
  * lost), or a waiting one is stopped. */
 static int after_op(struct world *w, const struct op *o)
@@ -582,12 +707,13 @@ static int check_waiters(struct world *w)
 		wt->pid = 0;
 		int want = wt->stopped ? 2 :
 			   !wt->ok ? 0 :
-			   a->removed || a->lost || a->failed ? 1 : 0;
+			   a->removed || a->lost || a->failed || a->timeout ? 1 : 0;
 		int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 		if (code != want)
 			return fail(w, "a job after %s%s (%s) ended its wait with %d, the model says %d",
 				    a->id, wt->ok ? ":ok" : "",
-				    a->removed ? "removed" : a->lost ? "lost" : a->failed ? "failed" : "done",
+				    a->removed ? "removed" : a->lost ? "lost" : a->timeout ? "timeout" :
+				    a->failed ? "failed" : "done",
 				    code, want);
 		n_went += want == 0;
 		n_cancelled += want == 1;
@@ -668,6 +794,9 @@ static int apply(struct world *w, const struct op *o)
 		break;
 	case OP_AFTER:
 		rc = after_op(w, o);
+		break;
+	case OP_LIMIT:
+		rc = limit_op(w, o);
 		break;
 	case OP_RMDIR: {
 		/* The folder of a job whose process runs on is deleted. */
@@ -964,15 +1093,20 @@ static int check(struct world *w, int after_gc, int content)
 			rc = fail(w, "job %s does not load", v[i]->id);
 		} else {
 			const char *st = v[i]->alive ? "running" : v[i]->lost ? "lost" :
-					 v[i]->failed ? "failed" : "done";
+					 v[i]->timeout ? "timeout" : v[i]->failed ? "failed" : "done";
 			if (strcmp(r.state, st))
 				rc = fail(w, "job %s is %s, the model says %s", v[i]->id, r.state, st);
-			if (!rc && v[i]->ended && !v[i]->lost &&
+			if (!rc && v[i]->timeout && job_rec_exit_code(&r) != GR_EXIT_JOB_TIMEOUT)
+				rc = fail(w, "job %s timed out, yet exits %d", v[i]->id, job_rec_exit_code(&r));
+			if (!rc && v[i]->real && !v[i]->lost && r.tries != v[i]->tries)
+				rc = fail(w, "job %s ran %u times, the model says %u", v[i]->id, r.tries,
+					  v[i]->tries);
+			if (!rc && v[i]->ended && !v[i]->lost && !v[i]->timeout &&
 			    (!r.has_status || r.signalled || r.code != v[i]->code))
 				rc = fail(w, "job %s: exit %s%u, it ended with exit %u%s", v[i]->id,
 					  r.signalled ? "signal " : "", r.has_status ? r.code : 0,
 					  v[i]->code, r.has_status ? "" : " (no status)");
-			if (!rc)
+			if (!rc && !v[i]->real)
 				rc = check_log(w, v[i], dir, &r);
 			if (!rc && job_rec_ended(&r) != v[i]->ended)
 				rc = fail(w, "job %s: ended %d, the model says %d", v[i]->id,
@@ -1080,7 +1214,7 @@ static long run(const struct op *ops, size_t n, const unsigned char *skip, char 
 static void gen(uint64_t seed, struct op *ops, size_t n)
 {
 	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-	static const int weights[OP_COUNT] = { 8, 3, 3, 2, 1, 2, 2, 3, 2, 4, 3, 3, 2, 2, 2, 3, 6, 5 };
+	static const int weights[OP_COUNT] = { 8, 3, 3, 2, 1, 2, 2, 3, 2, 4, 3, 3, 2, 2, 2, 3, 6, 5, 2 };
 	int total = 0;
 
 	for (int k = 0; k < OP_COUNT; k++)
@@ -1175,8 +1309,11 @@ static void test_model_fixed_seeds(void)
 	printf("# --after waits: %llu went on, %llu cancelled (:ok of a job that failed, was lost "
 	       "or removed), %llu stopped\n", (unsigned long long)n_went,
 	       (unsigned long long)n_cancelled, (unsigned long long)n_wait_stopped);
+	printf("# real supervisors: %llu timeouts, %llu runs again after a failure, %llu killed -9 "
+	       "and stopped\n", (unsigned long long)n_timeouts, (unsigned long long)n_retried,
+	       (unsigned long long)n_killed_sups);
 	if (n >= 12)
-		CHECK(n_went && n_cancelled && n_wait_stopped);
+		CHECK(n_went && n_cancelled && n_wait_stopped && n_timeouts && n_retried);
 	seeds_run = n;
 }
 
