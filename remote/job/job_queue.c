@@ -342,44 +342,66 @@ static void watch_folder(const char *path, int fd, uid_t uid, void *arg)
 	inotify_add_watch(*(int *)arg, path, IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM);
 }
 
+/* Has what t waits for moved? At the head: the GPU locks differ from
+ * seen. Behind someone: that ticket is gone (or nobody holds it). */
+static int moved(const struct gpu_queue_turn *t, const char *seen)
+{
+	int changed = 0;
+
+	if (t->go) {
+		char *now = gpu_queue_locks_seen();
+		changed = seen && strcmp(now, seen);
+		free(now);
+	} else if (t->watch) {
+		struct ticket e = { 0 };
+		const char *slash = strrchr(t->watch, '/');
+		struct stat st;
+		if (stat(t->watch, &st) < 0)
+			return 1;
+		e.uid = st.st_uid;
+		snprintf(e.name, sizeof(e.name), "%s", slash + 1);
+		e.folder = xstrndup(t->watch, (size_t)(slash - t->watch));
+		changed = !ticket_live(&e, NULL, 0);
+		free(e.folder);
+	}
+	return changed;
+}
+
 void gpu_queue_wait(const struct gpu_queue_turn *t, const char *seen, const char *meta_dir,
 		    int wake_fd, int ms)
 {
-	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC), changed = 0;
+	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 
 	if (in >= 0) {
+		/* The watches first, then a look: what moved before they
+		 * were set is not missed. */
 		if (meta_dir)
 			inotify_add_watch(in, meta_dir, IN_CREATE | IN_MOVED_TO);
-		if (t->go) {
-			/* At the head: any GPU lock let go. Then look again, so
-			 * one let go before the watch was set is not missed. */
-			each_folder(watch_folder, &in);
-			char *now = gpu_queue_locks_seen();
-			changed = seen && strcmp(now, seen);
-			free(now);
-		} else if (t->watch) {
-			/* Behind someone: until that ticket goes. */
-			struct ticket e = { 0 };
-			const char *slash = strrchr(t->watch, '/');
-			struct stat st;
-			if (inotify_add_watch(in, t->watch, IN_CLOSE_WRITE | IN_DELETE_SELF | IN_ATTRIB) < 0 ||
-			    stat(t->watch, &st) < 0) {
-				changed = 1;
-			} else {
-				e.uid = st.st_uid;
-				snprintf(e.name, sizeof(e.name), "%s", slash + 1);
-				e.folder = xstrndup(t->watch, (size_t)(slash - t->watch));
-				changed = !ticket_live(&e, NULL, 0);
-				free(e.folder);
-			}
+		if (t->go)
+			each_folder(watch_folder, &in); /* any GPU lock let go */
+		else if (t->watch && inotify_add_watch(in, t->watch, IN_CLOSE_WRITE | IN_DELETE_SELF |
+							      IN_ATTRIB) < 0) {
+			close(in);
+			return; /* that ticket is gone already */
 		}
-	}
-	if (!changed) {
-		struct pollfd pfd[2] = { { wake_fd, POLLIN, 0 }, { in, POLLIN, 0 } };
-		poll(pfd, 2, ms);
-	}
-	if (in >= 0)
+		if (!moved(t, seen)) {
+			struct pollfd pfd[2] = { { wake_fd, POLLIN, 0 }, { in, POLLIN, 0 } };
+			poll(pfd, 2, ms);
+		}
 		close(in);
+		return;
+	}
+	/* No inotify: fs.inotify.max_user_instances (128 by default) is per
+	 * user, and 200 waiting jobs run out. Look each second, cheaply: one
+	 * ticket, or the locks' few files, and the stop's marker. */
+	char *stopped = meta_dir ? xasprintf("%sstopped", meta_dir) : NULL;
+	for (int left = ms; left > 0; left -= 1000) {
+		struct pollfd pfd = { wake_fd, POLLIN, 0 };
+		if (moved(t, seen) || (stopped && access(stopped, F_OK) == 0) ||
+		    poll(&pfd, 1, left < 1000 ? left : 1000) > 0)
+			break;
+	}
+	free(stopped);
 }
 
 /* ---- the place, for status ---- */

@@ -16,7 +16,9 @@
  * inotify watch on that one file), or, at the head, until a GPU lock is
  * let go (watches on the lock folders), or its own folder changes
  * (`gpurun stop`), with a long timeout as a safety net. So one job's end
- * wakes the few it concerns, not every waiter. Blocking; the supervisor's. */
+ * wakes the few it concerns, not every waiter. Past the user's inotify
+ * instances (128 by default) a waiter looks each second instead, at one
+ * file or the locks' few. Blocking; the supervisor's. */
 #ifndef GR_JOB_QUEUE_H
 #define GR_JOB_QUEUE_H
 

@@ -53,7 +53,7 @@ static void nap_on(const char *const *dirs, size_t n, int ms)
 
 	for (size_t i = 0; in >= 0 && i < n; i++)
 		inotify_add_watch(in, dirs[i], IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_CLOSE_WRITE);
-	if (poll(pfd, 2, ms) > 0 && pfd[0].revents)
+	if (poll(pfd, 2, in < 0 && ms > 1000 ? 1000 : ms) > 0 && pfd[0].revents)
 		sig_wake_drain(&sup_wake);
 	if (in >= 0)
 		close(in);
