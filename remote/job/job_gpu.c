@@ -185,65 +185,100 @@ long long gpu_lock_dir_uid(const char *name)
 	return uid;
 }
 
-/* Who holds lock file name in dfd (owned by uid): "ID" (this user) or
- * "USER:ID" (another), or NULL when nobody. Never follows a link, never
- * blocks on a FIFO, reads only a regular file owned by uid. */
-static char *probe(int dfd, uid_t uid, const char *name)
+int gpu_lock_file_held(int dfd, const char *name, uid_t uid, char *buf, size_t len)
 {
 	struct stat st, st2;
-	char buf[64], *who = NULL;
-	int fd;
+	int fd, held = 0;
 
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) || st.st_uid != uid)
-		return NULL;
+		return 0;
 	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
-		return NULL;
+		return 0;
 	if (fstat(fd, &st2) == 0 && st2.st_ino == st.st_ino && st2.st_dev == st.st_dev &&
 	    flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
-		ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-		buf[n > 0 ? n : 0] = '\0';
-		buf[strcspn(buf, "\n")] = '\0';
-		const char *id = job_id_ok(buf) ? buf : "?";
-		if (uid == geteuid()) {
-			who = xstrdup(id);
-		} else {
-			char user[64];
-			uid_name(uid, user, sizeof(user));
-			who = xasprintf("%s:%s", user, id);
+		held = 1;
+		if (buf && len) {
+			ssize_t n = pread(fd, buf, len - 1, 0);
+			buf[n > 0 ? n : 0] = '\0';
+			buf[strcspn(buf, "\n")] = '\0';
 		}
 	}
 	close(fd);
-	return who;
+	return held;
 }
 
-/* Who holds GPU index, among every user's locks (others_only: every
- * other user's). NULL when nobody. */
-static char *holder(uint32_t index, int others_only)
+/* Who holds lock file name in dfd (owned by uid): "ID" (this user) or
+ * "USER:ID" (another), or NULL when nobody. */
+static char *probe(int dfd, uid_t uid, const char *name)
 {
-	char *base = gpu_lock_base(), name[64], *who = NULL;
+	char buf[64], user[64];
+
+	if (!gpu_lock_file_held(dfd, name, uid, buf, sizeof(buf)))
+		return NULL;
+	const char *id = job_id_ok(buf) ? buf : "?";
+	if (uid == geteuid())
+		return xstrdup(id);
+	uid_name(uid, user, sizeof(user));
+	return xasprintf("%s:%s", user, id);
+}
+
+void gpu_lock_each_folder(int (*fn)(const char *path, int fd, uid_t uid, void *arg), void *arg)
+{
+	char *base = gpu_lock_base();
 	DIR *d = opendir(base);
 	struct dirent *e;
+	int stop = 0;
 
-	snprintf(name, sizeof(name), "gpu-%u.lock", index);
-	while (d && !who && (e = readdir(d))) {
+	while (d && !stop && (e = readdir(d))) {
 		long long uid = gpu_lock_dir_uid(e->d_name);
 		struct stat st;
-		if (uid < 0 || (others_only && (uid_t)uid == geteuid()))
+		if (uid < 0)
 			continue;
 		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			continue;
 		/* A folder that is not in the hands of the uid it is named
 		 * after is nobody's lock: ignored. */
-		if (fstat(fd, &st) == 0 && st.st_uid == (uid_t)uid && !(st.st_mode & 022))
-			who = probe(fd, (uid_t)uid, name);
+		if (fstat(fd, &st) == 0 && st.st_uid == (uid_t)uid && !(st.st_mode & 022)) {
+			char *path = xasprintf("%s/%s", base, e->d_name);
+			stop = fn(path, fd, (uid_t)uid, arg);
+			free(path);
+		}
 		close(fd);
 	}
 	if (d)
 		closedir(d);
 	free(base);
-	return who;
+}
+
+struct holder_arg {
+	const char *name;
+	int others_only;
+	char *who;
+};
+
+static int holder_in(const char *path, int fd, uid_t uid, void *arg)
+{
+	struct holder_arg *h = arg;
+
+	(void)path;
+	if (h->others_only && uid == geteuid())
+		return 0;
+	h->who = probe(fd, uid, h->name);
+	return h->who != NULL;
+}
+
+/* Who holds GPU index, among every user's locks (others_only: every
+ * other user's). NULL when nobody. */
+static char *holder(uint32_t index, int others_only)
+{
+	char name[64];
+	struct holder_arg h = { name, others_only, NULL };
+
+	snprintf(name, sizeof(name), "gpu-%u.lock", index);
+	gpu_lock_each_folder(holder_in, &h);
+	return h.who;
 }
 
 char *gpu_lock_holder(uint32_t index)

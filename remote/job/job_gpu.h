@@ -9,6 +9,7 @@
 #define GR_JOB_GPU_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "err.h"
 #include "util.h"
@@ -77,6 +78,14 @@ char *gpu_lock_base(void);
 int gpu_lock_own_dir(struct gr_err *err);
 long long gpu_lock_dir_uid(const char *name);
 char *gpu_lock_holder(uint32_t index);
+/* fn(path, fd, uid, arg) for every user's lock folder that is in the
+ * hands of the uid it is named after and closed to others (the rest are
+ * nobody's locks), until fn returns non-zero. */
+void gpu_lock_each_folder(int (*fn)(const char *path, int fd, uid_t uid, void *arg), void *arg);
+/* Is name in dfd a regular file of uid's (no link followed, no FIFO
+ * opened) that someone holds flock'ed? 1, and its first line in buf (up
+ * to len; buf may be NULL), else 0. */
+int gpu_lock_file_held(int dfd, const char *name, uid_t uid, char *buf, size_t len);
 
 /* The gpurun job id in pid's environment (GPURUN_JOB_ID), or NULL. */
 char *gpu_pid_job(uint32_t pid);

@@ -45,41 +45,12 @@ static int ticket_cmp(const void *x, const void *y)
 	return strcmp(a->name, b->name);
 }
 
-/* Every user's lock folder that is in the hands of the uid it is named
- * after and closed to others (as job_gpu.c's holder() trusts them): calls
- * fn(folder path, fd, uid) for each. */
-static void each_folder(void (*fn)(const char *path, int fd, uid_t uid, void *arg), void *arg)
-{
-	char *base = gpu_lock_base();
-	DIR *d = opendir(base);
-	struct dirent *e;
-
-	while (d && (e = readdir(d))) {
-		long long uid = gpu_lock_dir_uid(e->d_name);
-		struct stat st;
-		if (uid < 0)
-			continue;
-		int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		if (fstat(fd, &st) == 0 && st.st_uid == (uid_t)uid && !(st.st_mode & 022)) {
-			char *path = xasprintf("%s/%s", base, e->d_name);
-			fn(path, fd, (uid_t)uid, arg);
-			free(path);
-		}
-		close(fd);
-	}
-	if (d)
-		closedir(d);
-	free(base);
-}
-
 struct tickets {
 	struct ticket *v;
 	size_t n;
 };
 
-static void collect(const char *path, int fd, uid_t uid, void *arg)
+static int collect(const char *path, int fd, uid_t uid, void *arg)
 {
 	struct tickets *ts = arg;
 	int dfd = dup(fd);
@@ -89,7 +60,7 @@ static void collect(const char *path, int fd, uid_t uid, void *arg)
 	if (!d) {
 		if (dfd >= 0)
 			close(dfd);
-		return;
+		return 0;
 	}
 	while ((e = readdir(d))) {
 		struct stat st;
@@ -107,12 +78,13 @@ static void collect(const char *path, int fd, uid_t uid, void *arg)
 		t->folder = xstrdup(path);
 	}
 	closedir(d);
+	return 0;
 }
 
 static void tickets_load(struct tickets *ts)
 {
 	*ts = (struct tickets){ 0 };
-	each_folder(collect, ts);
+	gpu_lock_each_folder(collect, ts);
 	if (ts->n > 1)
 		qsort(ts->v, ts->n, sizeof(*ts->v), ticket_cmp);
 }
@@ -126,29 +98,18 @@ static void tickets_free(struct tickets *ts)
 }
 
 /* Is ticket t held (its supervisor alive)? Then 1, and what it waits for
- * in want (up to len). Never follows a link, never blocks. */
+ * in want (up to len; may be NULL). */
 static int ticket_live(const struct ticket *t, char *want, size_t len)
 {
-	char *path = xasprintf("%s/%s", t->folder, t->name);
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), live = 0;
+	int dfd = open(t->folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), live;
 
-	free(path);
-	if (fd < 0)
+	if (dfd < 0)
 		return 0;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == t->uid &&
-	    flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
-		live = 1;
-		if (want && len) {
-			ssize_t n = pread(fd, want, len - 1, 0);
-			want[n > 0 ? n : 0] = '\0';
-			want[strcspn(want, "\n")] = '\0';
-			/* only a count or indices: anything else is a count of 1 */
-			if (!*want || strspn(want, "0123456789,") != strlen(want))
-				snprintf(want, len, "1");
-		}
-	}
-	close(fd);
+	live = gpu_lock_file_held(dfd, t->name, t->uid, want, len);
+	close(dfd);
+	/* only a count or indices: anything else is a count of 1 */
+	if (live && want && len && (!*want || strspn(want, "0123456789,") != strlen(want)))
+		snprintf(want, len, "1");
 	return live;
 }
 
@@ -299,47 +260,41 @@ void gpu_queue_turn_free(struct gpu_queue_turn *t)
 
 /* ---- waiting ---- */
 
-static void locks_of(const char *path, int fd, uid_t uid, void *arg)
+static int locks_of(const char *path, int fd, uid_t uid, void *arg)
 {
 	struct strbuf *sb = arg;
 	int dfd = dup(fd);
 	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
 	struct dirent *e;
+	char id[64];
 
 	(void)path;
 	if (!d) {
 		if (dfd >= 0)
 			close(dfd);
-		return;
+		return 0;
 	}
-	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, "gpu-", 4))
-			continue;
-		int lfd = openat(fd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-		struct stat st;
-		if (lfd < 0)
-			continue;
-		if (fstat(lfd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == uid &&
-		    flock(lfd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK)
-			sb_addf(sb, "%u/%s %llu;", (unsigned)uid, e->d_name, (unsigned long long)st.st_ino);
-		close(lfd);
-	}
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "gpu-", 4) && gpu_lock_file_held(fd, e->d_name, uid, id, sizeof(id)))
+			sb_addf(sb, "%u/%s %s;", (unsigned)uid, e->d_name, id);
 	closedir(d);
+	return 0;
 }
 
 char *gpu_queue_locks_seen(void)
 {
 	struct strbuf sb = STRBUF_INIT;
 
-	each_folder(locks_of, &sb);
+	gpu_lock_each_folder(locks_of, &sb);
 	return sb.buf ? sb_detach(&sb, NULL) : xstrdup("");
 }
 
-static void watch_folder(const char *path, int fd, uid_t uid, void *arg)
+static int watch_folder(const char *path, int fd, uid_t uid, void *arg)
 {
 	(void)fd;
 	(void)uid;
 	inotify_add_watch(*(int *)arg, path, IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM);
+	return 0;
 }
 
 /* Has what t waits for moved? At the head: the GPU locks differ from
@@ -378,7 +333,7 @@ void gpu_queue_wait(const struct gpu_queue_turn *t, const char *seen, const char
 		if (meta_dir)
 			inotify_add_watch(in, meta_dir, IN_CREATE | IN_MOVED_TO);
 		if (t->go)
-			each_folder(watch_folder, &in); /* any GPU lock let go */
+			gpu_lock_each_folder(watch_folder, &in); /* any GPU lock let go */
 		else if (t->watch && inotify_add_watch(in, t->watch, IN_CLOSE_WRITE | IN_DELETE_SELF |
 							      IN_ATTRIB) < 0) {
 			close(in);
