@@ -486,6 +486,16 @@ int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+const char *fmt_ordinal(size_t n, char *buf, size_t bufsz)
+{
+	const char *suf = "th";
+
+	if (n % 100 < 11 || n % 100 > 13)
+		suf = n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+	snprintf(buf, bufsz, "%zu%s", n, suf);
+	return buf;
+}
+
 const char *fmt_size(uint64_t n, char *buf, size_t bufsz)
 {
 	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };

@@ -131,6 +131,8 @@ int parse_ll(const char *s, long long min, long long max, long long *out);
 int parse_size(const char *s, uint64_t *out);
 /* Human size: "1.5 MiB". Returns buf. */
 const char *fmt_size(uint64_t n, char *buf, size_t bufsz);
+/* "1st", "2nd", "3rd", "4th", "11th", "21st"... Returns buf. */
+const char *fmt_ordinal(size_t n, char *buf, size_t bufsz);
 
 /* Monotonic clock in nanoseconds / milliseconds. */
 uint64_t now_ns(void);

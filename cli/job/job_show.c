@@ -279,11 +279,9 @@ void job_show_table(const struct job_rec *recs, size_t n, uint64_t disk_total, s
 		    *recs[i].reason) {
 			char nth[32] = "";
 			if (recs[i].queue_pos)
-				snprintf(nth, sizeof(nth), " (%u%s in line)", recs[i].queue_pos,
-					 recs[i].queue_pos % 100 - 11 < 3 ? "th" :
-					 recs[i].queue_pos % 10 == 1 ? "st" : recs[i].queue_pos % 10 == 2 ? "nd" :
-					 recs[i].queue_pos % 10 == 3 ? "rd" : "th");
-			sb_addf(o, "job %s is queued%s: %s\n", recs[i].id, nth, ts(recs[i].reason));
+				fmt_ordinal(recs[i].queue_pos, nth, sizeof(nth));
+			sb_addf(o, "job %s is queued%s%s%s: %s\n", recs[i].id, *nth ? " (" : "", nth,
+				*nth ? " in line)" : "", ts(recs[i].reason));
 		}
 	if (n)
 		sb_addf(o, "disk used on the host by this project's jobs: %s in all"
@@ -368,9 +366,7 @@ void job_show_detail(const struct job_rec *r, struct strbuf *o)
 	}
 	LINE("gpus", "%s", r->gpus && *r->gpus ? ts(r->gpus) : "not restricted");
 	if (r->queue_pos)
-		LINE("in line", "%u%s for the box's GPUs", r->queue_pos,
-		     r->queue_pos % 100 - 11 < 3 ? "th" : r->queue_pos % 10 == 1 ? "st" :
-		     r->queue_pos % 10 == 2 ? "nd" : r->queue_pos % 10 == 3 ? "rd" : "th");
+		LINE("in line", "%s for the box's GPUs", fmt_ordinal(r->queue_pos, buf, sizeof(buf)));
 	if (r->time_limit)
 		LINE("time limit", "%s a run ([train] time_limit)",
 		     job_fmt_duration(r->time_limit * 1000, d, sizeof(d)));

@@ -387,13 +387,3 @@ size_t gpu_queue_place(const char *job_id)
 	}
 	return 0;
 }
-
-const char *gpu_queue_ordinal(size_t n, char *buf, size_t len)
-{
-	const char *suf = "th";
-
-	if (n % 100 < 11 || n % 100 > 13)
-		suf = n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
-	snprintf(buf, len, "%zu%s", n, suf);
-	return buf;
-}

@@ -68,7 +68,4 @@ void gpu_queue_leave(struct gpu_queue *q);
  * within 500 ms. */
 size_t gpu_queue_place(const char *job_id);
 
-/* "1st", "2nd", "3rd", "11th"... into buf. */
-const char *gpu_queue_ordinal(size_t n, char *buf, size_t len);
-
 #endif

@@ -190,7 +190,7 @@ int sup_take_gpus(struct sup *s, const char *spec, char **gpus, int *restrict_, 
 			else
 				sb_addf(&msg, "%s GPU%s", w, strcmp(w, "1") ? "s" : "");
 		}
-		char *note = xasprintf("queued: %s, %s", gpu_queue_ordinal(t.place, nth, sizeof(nth)),
+		char *note = xasprintf("queued: %s, %s", fmt_ordinal(t.place, nth, sizeof(nth)),
 				       msg.buf);
 		say_wait(s, &last, note, msg.buf);
 		free(note);

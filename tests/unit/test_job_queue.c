@@ -709,16 +709,16 @@ static void test_ordinal(void)
 {
 	char b[32];
 
-	CHECK_STR(gpu_queue_ordinal(1, b, sizeof(b)), "1st");
-	CHECK_STR(gpu_queue_ordinal(2, b, sizeof(b)), "2nd");
-	CHECK_STR(gpu_queue_ordinal(3, b, sizeof(b)), "3rd");
-	CHECK_STR(gpu_queue_ordinal(4, b, sizeof(b)), "4th");
-	CHECK_STR(gpu_queue_ordinal(11, b, sizeof(b)), "11th");
-	CHECK_STR(gpu_queue_ordinal(12, b, sizeof(b)), "12th");
-	CHECK_STR(gpu_queue_ordinal(13, b, sizeof(b)), "13th");
-	CHECK_STR(gpu_queue_ordinal(21, b, sizeof(b)), "21st");
-	CHECK_STR(gpu_queue_ordinal(22, b, sizeof(b)), "22nd");
-	CHECK_STR(gpu_queue_ordinal(111, b, sizeof(b)), "111th");
+	CHECK_STR(fmt_ordinal(1, b, sizeof(b)), "1st");
+	CHECK_STR(fmt_ordinal(2, b, sizeof(b)), "2nd");
+	CHECK_STR(fmt_ordinal(3, b, sizeof(b)), "3rd");
+	CHECK_STR(fmt_ordinal(4, b, sizeof(b)), "4th");
+	CHECK_STR(fmt_ordinal(11, b, sizeof(b)), "11th");
+	CHECK_STR(fmt_ordinal(12, b, sizeof(b)), "12th");
+	CHECK_STR(fmt_ordinal(13, b, sizeof(b)), "13th");
+	CHECK_STR(fmt_ordinal(21, b, sizeof(b)), "21st");
+	CHECK_STR(fmt_ordinal(22, b, sizeof(b)), "22nd");
+	CHECK_STR(fmt_ordinal(111, b, sizeof(b)), "111th");
 }
 
 int main(void)
