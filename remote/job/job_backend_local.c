@@ -78,16 +78,8 @@ static void local_state(const char *dir, struct job_rec *r)
 		r->log_lost = job_kv_u64(&st, "log_lost");
 		free(phase);
 		phase = xstrdup(job_kv_get(&st, "phase") ? job_kv_get(&st, "phase") : "run");
-		const char *end = job_kv_get(&st, "end"), *why = job_kv_get(&st, "reason");
 		r->tries = (uint32_t)job_kv_u64(&st, "tries");
-		if (job_meta_exists(dir, "stopped"))
-			state = "stopped";
-		else if (end && (!strcmp(end, "timeout") || !strcmp(end, "cancelled")))
-			state = end;
-		else
-			state = !r->signalled && r->code == 0 ? "done" : "failed";
-		if (why && *why && strcmp(state, "stopped"))
-			r->reason = xstrdup(why);
+		state = job_meta_exists(dir, "stopped") ? "stopped" : job_status_state(&st, r);
 	} else if (alive) {
 		char *queued = job_meta_text(dir, "queued"), *tries = job_meta_text(dir, "tries");
 		r->tries = (uint32_t)strtoul(tries, NULL, 10);

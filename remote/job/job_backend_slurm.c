@@ -69,21 +69,6 @@ static void from_status(const struct strvec *st, struct job_rec *r)
 	r->tries = (uint32_t)job_kv_u64(st, "tries");
 }
 
-/* The state a status says by itself: how the supervisor ended it
- * ([train] time_limit: timeout; a dependency that failed: cancelled,
- * with the reason), else done or failed by the exit status. */
-static const char *status_state(const struct strvec *st, struct job_rec *r)
-{
-	const char *end = job_kv_get(st, "end"), *why = job_kv_get(st, "reason");
-
-	if (end && (!strcmp(end, "timeout") || !strcmp(end, "cancelled"))) {
-		if (why && *why)
-			set_str(&r->reason, why);
-		return end;
-	}
-	return !r->signalled && r->code == 0 ? "done" : "failed";
-}
-
 static void ended_by_signal(struct job_rec *r, int sig)
 {
 	r->has_status = 1;
@@ -100,7 +85,7 @@ static void state_before_submit(const char *dir, struct job_rec *r, int has_stat
 
 	if (has_status) {
 		from_status(st, r);
-		set_str(&r->state, job_meta_exists(dir, "stopped") ? "stopped" : status_state(st, r));
+		set_str(&r->state, job_meta_exists(dir, "stopped") ? "stopped" : job_status_state(st, r));
 	} else if (alive) {
 		char *queued = job_meta_text(dir, "queued");
 		set_str(&r->state, *queued ? "queued" : !strcmp(phase, "setup") ? "setup" :
@@ -144,7 +129,7 @@ void slurm_map(const struct slurm_info *si, int status_valid, const struct strve
 		set_str(&r->phase, phase);
 	if (!si->known) {
 		if (status_valid) {
-			set_str(&r->state, stopped ? "stopped" : status_state(st, r));
+			set_str(&r->state, stopped ? "stopped" : job_status_state(st, r));
 		} else {
 			set_str(&r->state, "lost");
 			sb_addf(&why, "Slurm no longer knows job %s and the job left no exit status", slurm_id);
@@ -192,7 +177,7 @@ void slurm_map(const struct slurm_info *si, int status_valid, const struct strve
 		else if (!strcmp(s, "NODE_FAIL") || !strcmp(s, "BOOT_FAIL"))
 			set_str(&r->state, "node_fail");
 		else
-			set_str(&r->state, status_state(st, r));
+			set_str(&r->state, job_status_state(st, r));
 		if (!strcmp(s, "OUT_OF_MEMORY"))
 			sb_adds(&why, "out of memory (Slurm: OUT_OF_MEMORY)");
 		else if (!stopped)

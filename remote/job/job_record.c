@@ -125,6 +125,20 @@ static char *job_name_of(const char *dir)
 	return name;
 }
 
+const char *job_status_state(const struct strvec *st, struct job_rec *r)
+{
+	const char *end = job_kv_get(st, "end"), *why = job_kv_get(st, "reason");
+
+	if (end && (!strcmp(end, "timeout") || !strcmp(end, "cancelled"))) {
+		if (why && *why) {
+			free(r->reason);
+			r->reason = xstrdup(why);
+		}
+		return end;
+	}
+	return !r->signalled && r->code == 0 ? "done" : "failed";
+}
+
 int job_load(const char *dir, struct job_rec *r, unsigned flags, struct gr_err *err)
 {
 	struct strvec job = STRVEC_INIT;

@@ -18,6 +18,13 @@
  * job. r's strings are the caller's (job_rec_clear). */
 int job_load(const char *dir, struct job_rec *r, unsigned flags, struct gr_err *err);
 
+/* The state a job's recorded status (key=value lines, st) says by
+ * itself, for the backends: "timeout" ([train] time_limit) or
+ * "cancelled" (its --after job failed) as the supervisor wrote it in
+ * end=, with its reason= into r->reason; else "done" or "failed" by r's
+ * exit status. */
+const char *job_status_state(const struct strvec *st, struct job_rec *r);
+
 /* Bytes job folder dir holds alone (job_house.h: disk use). ended: cache
  * the answer there. */
 uint64_t job_du(const char *dir, int ended);
