@@ -540,6 +540,37 @@ static int start_waiter(struct world *w, struct mjob *a, int ok)
 	return 0;
 }
 
+/* A new job of the model in w->jobs[w->njobs] (counted by the caller),
+ * made as JOB_START's helper makes one: its folder and spec, then the
+ * snapshot of the project through the store. Its folder (the caller's),
+ * or NULL with the failure said. */
+static char *make_job(struct world *w, const struct job_spec *spec)
+{
+	struct mjob *j = &w->jobs[w->njobs];
+	struct gr_err err = { 0 };
+	struct snap_stats ss;
+	char *id = NULL, *dir = NULL;
+
+	memset(j, 0, sizeof(*j));
+	j->lock_fd = j->gpu_fd = j->log_fd = -1;
+	if (job_create(w->root, w->project, spec, w->now_ms, &id, &dir, &err) < 0) {
+		fail(w, "job_create: %s", err.msg);
+		return NULL;
+	}
+	snprintf(j->id, sizeof(j->id), "%s", id);
+	free(id);
+	j->created_ms = w->now_ms;
+	memcpy(j->version, w->version, sizeof(j->version));
+	int src = job_snapshot(w->project, dir, w->root, NULL, &ss, &err);
+	sv_clear(&ss.env_names);
+	if (src < 0) {
+		fail(w, "job_snapshot: %s", err.msg);
+		free(dir);
+		return NULL;
+	}
+	return dir;
+}
+
 /* limit: a job with [train] time_limit or retries, run by a real
  * supervisor (job_supervise_mode, in a process of its own) to its end;
  * sometimes that supervisor is killed -9 while its command runs, and
@@ -557,15 +588,13 @@ static int limit_op(struct world *w, const struct op *o)
 	int kill9 = v < 2 && o->c % 3 == 0, lockfd, st = 0;
 	struct job_spec spec = { STRVEC_INIT };
 	struct gr_err err = { 0 };
-	char *id = NULL, *dir = NULL, n[16];
+	char *dir = NULL, n[16];
 	struct mjob *j;
 	pid_t pid;
 
 	if (w->njobs == MAXJOBS || w->full)
 		return 0;
 	j = &w->jobs[w->njobs];
-	memset(j, 0, sizeof(*j));
-	j->lock_fd = j->gpu_fd = j->log_fd = -1;
 	sv_push(&spec.kv, "command");
 	sv_push(&spec.kv, cmds[v]);
 	sv_push(&spec.kv, "time_limit");
@@ -575,24 +604,12 @@ static int limit_op(struct world *w, const struct op *o)
 	snprintf(n, sizeof(n), "%u", retries);
 	sv_push(&spec.kv, "retries");
 	sv_push(&spec.kv, n);
-	if (job_create(w->root, w->project, &spec, w->now_ms, &id, &dir, &err) < 0) {
-		job_spec_free(&spec);
-		return fail(w, "job_create: %s", err.msg);
-	}
+	dir = make_job(w, &spec);
 	job_spec_free(&spec);
-	snprintf(j->id, sizeof(j->id), "%s", id);
-	free(id);
-	j->created_ms = w->now_ms;
+	if (!dir)
+		return -1;
 	j->real = 1;
-	memcpy(j->version, w->version, sizeof(j->version));
-	struct snap_stats ss;
-	int src = job_snapshot(w->project, dir, w->root, NULL, &ss, &err);
-	sv_clear(&ss.env_names);
 	w->njobs++;
-	if (src < 0) {
-		free(dir);
-		return fail(w, "job_snapshot: %s", err.msg);
-	}
 	char *p = job_meta(dir, "lock");
 	lockfd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	free(p);
@@ -738,24 +755,10 @@ static int apply(struct world *w, const struct op *o)
 		sv_push(&spec.kv, "command");
 		sv_push(&spec.kv, "true");
 		j = &w->jobs[w->njobs];
-		memset(j, 0, sizeof(*j));
-		char *id = NULL;
-		if (job_create(w->root, w->project, &spec, w->now_ms, &id, &dir, &err) < 0) {
-			job_spec_free(&spec);
-			return fail(w, "job_create: %s", err.msg);
-		}
+		dir = make_job(w, &spec);
 		job_spec_free(&spec);
-		snprintf(j->id, sizeof(j->id), "%s", id);
-		free(id);
-		j->created_ms = w->now_ms;
-		memcpy(j->version, w->version, sizeof(j->version));
-		struct snap_stats ss;
-		int src = job_snapshot(w->project, dir, w->root, NULL, &ss, &err);
-		sv_clear(&ss.env_names);
-		if (src < 0) {
-			rc = fail(w, "job_snapshot: %s", err.msg);
-			break;
-		}
+		if (!dir)
+			return -1;
 		/* A live supervisor: it holds the lock and has started the job. */
 		char *p = job_meta(dir, "lock");
 		j->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
