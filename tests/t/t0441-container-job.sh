@@ -231,8 +231,10 @@ for rt in podman docker; do
 		cd "$P" && ini '$rt' "[train]" "command = echo ready; while :; do sleep 0.1; done" &&
 		id=$("$GPURUN" -q train -d) && wait_for has_container '$rt' $id &&
 		# The reaper first: killed after the supervisor, it may remove the
-		# container in between (an OOM kill takes them all at once).
-		pids="$(pgrep -f "gpurun-agent container-reap .*/$id") $(pgrep -f -- "--name=gpurun-$id ") $(pgrep -f "gpurun-agent supervise .*/$id")" &&
+		# container in between; then the supervisor: killed after the
+		# client, it may see the client die and remove the container
+		# itself (an OOM kill takes them all at once).
+		pids="$(pgrep -f "gpurun-agent container-reap .*/$id") $(pgrep -f "gpurun-agent supervise .*/$id") $(pgrep -f -- "--name=gpurun-$id ")" &&
 		echo "killing $pids" && { kill -9 $pids; sleep 2; } && has_container '$rt' $id &&
 		"$GPURUN" status $id >$T/st && test_grep "^$id  lost " $T/st &&
 		test_expect_code 1 "$GPURUN" rm $id 2>$T/err &&
