@@ -272,17 +272,13 @@ int job_list_parse(const void *p, size_t len, struct job_rec **recs, size_t *n,
 	return rc;
 }
 
-int job_list_gpus(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
-		  struct job_rec **recs, size_t *n, uint64_t *disk_total, struct job_gpus *g,
-		  struct gr_err *err)
+int job_list_gpus_raw(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
+		      struct strbuf *list, struct strbuf *gpus, struct gr_err *err)
 {
 	struct strbuf pl = STRBUF_INIT;
 	uint32_t list_id = conn_next_id(c), gpus_id = conn_next_id(c);
 	int rc = 0, got_list = 0, got_gpus = 0;
 
-	*recs = NULL;
-	*n = 0;
-	*g = (struct job_gpus){ 0 };
 	put_str(&pl, project);
 	put_str(&pl, id ? id : "");
 	put_u32(&pl, limit);
@@ -300,17 +296,33 @@ int job_list_gpus(struct gr_conn *c, const char *project, const char *id, uint32
 			rc = conn_error_from_frame(&f, err);
 			break;
 		}
-		if (f.id == gpus_id) {
-			if ((rc = job_gpus_parse(f.payload, f.len, g, err)) < 0)
-				break;
+		if (f.id == gpus_id && !got_gpus) {
+			sb_add(gpus, f.payload, f.len);
 			got_gpus = 1;
-			continue;
+		} else if (f.id == list_id && !got_list) {
+			sb_add(list, f.payload, f.len);
+			got_list = 1;
 		}
-		if ((rc = job_list_parse(f.payload, f.len, recs, n, disk_total, err)) < 0)
-			break;
-		got_list = 1;
 	}
 	sb_release(&pl);
+	return rc < 0 ? rc : 0;
+}
+
+int job_list_gpus(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
+		  struct job_rec **recs, size_t *n, uint64_t *disk_total, struct job_gpus *g,
+		  struct gr_err *err)
+{
+	struct strbuf list = STRBUF_INIT, gpus = STRBUF_INIT;
+	int rc;
+
+	*recs = NULL;
+	*n = 0;
+	*g = (struct job_gpus){ 0 };
+	if ((rc = job_list_gpus_raw(c, project, id, limit, &list, &gpus, err)) == 0 &&
+	    (rc = job_gpus_parse(gpus.buf, gpus.len, g, err)) == 0)
+		rc = job_list_parse(list.buf, list.len, recs, n, disk_total, err);
+	sb_release(&list);
+	sb_release(&gpus);
 	return rc;
 }
 
@@ -600,6 +612,7 @@ int job_gpus_parse(const void *p, size_t n, struct job_gpus *g, struct gr_err *e
 		x->name = get_str(&rd);
 		x->job = get_str(&rd);
 	}
+	g->queued = get_u32(&rd);
 	int rc = rd_done(&rd, err, "JOB_GPUS");
 	if (rc < 0)
 		job_gpus_free(g);

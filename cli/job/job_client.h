@@ -53,6 +53,10 @@ struct job_gpus;
 int job_list_gpus(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
 		  struct job_rec **recs, size_t *n, uint64_t *disk_total, struct job_gpus *g,
 		  struct gr_err *err);
+/* The same two requests, their answers' payloads appended to list and
+ * gpus as they came (a pool's probe hands them to its parent). */
+int job_list_gpus_raw(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
+		      struct strbuf *list, struct strbuf *gpus, struct gr_err *err);
 /* Parse a JOB_LIST answer; every record checked. *recs is the caller's. */
 int job_list_parse(const void *p, size_t len, struct job_rec **recs, size_t *n,
 		   uint64_t *disk_total, struct gr_err *err);
@@ -131,6 +135,7 @@ struct job_gpus {
 	size_t ngpus;
 	struct job_gpu_app *apps;
 	size_t napps;
+	uint32_t queued;        /* jobs of every account waiting in the box's line */
 };
 void job_gpus_payload(struct strbuf *pl, const char *project);
 int job_gpus_parse(const void *p, size_t n, struct job_gpus *g, struct gr_err *err);

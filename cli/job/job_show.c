@@ -221,6 +221,7 @@ void job_show_table(const struct job_rec *recs, size_t n, uint64_t disk_total, s
 	char gr[NAME_COL_MAX + 4];
 	int nw = 4, iw = 0; /* iw: an IMAGE column when a job ran in a container */
 	int gw = 0;         /* gw: a GROUP column when a job is one of a sweep */
+	int hw = 0;         /* hw: a HOST column when the jobs are a pool's */
 
 	for (size_t i = 0; i < n; i++) {
 		int len = recs[i].name ? (int)strlen(recs[i].name) : 0;
@@ -232,11 +233,16 @@ void job_show_table(const struct job_rec *recs, size_t n, uint64_t disk_total, s
 		len = recs[i].image ? (int)strlen(recs[i].image) : 0;
 		if (len > iw)
 			iw = len > IMAGE_COL_MAX ? IMAGE_COL_MAX : len < 5 ? 5 : len;
+		len = recs[i].host ? (int)strlen(recs[i].host) : 0;
+		if (len > hw)
+			hw = len > NAME_COL_MAX ? NAME_COL_MAX : len < 4 ? 4 : len;
 	}
 	if (!n)
 		sb_adds(o, "no jobs for this project yet\n");
 	else {
 		sb_addf(o, "%-20s  %-9s  %-*s  ", "JOB", "STATE", nw, "NAME");
+		if (hw)
+			sb_addf(o, "%-*s  ", hw, "HOST");
 		if (gw)
 			sb_addf(o, "%-*s  ", gw, "GROUP");
 		sb_addf(o, "%-19s  %-8s  %-4s  %9s  %-4s  %-9s  ", "STARTED", "DURATION", "EXIT",
@@ -255,6 +261,9 @@ void job_show_table(const struct job_rec *recs, size_t n, uint64_t disk_total, s
 		/* The id and name passed job_rec_check; the rest is the host's text. */
 		sb_addf(o, "%-20s  %-9s  %-*s  ", r->id, ts(r->state), nw,
 			r->name && *r->name ? shorten(r->name, NAME_COL_MAX, nm) : "-");
+		if (hw)
+			sb_addf(o, "%-*s  ", hw, r->host && *r->host
+				? ts(shorten(r->host, NAME_COL_MAX, gr)) : "-");
 		if (gw)
 			sb_addf(o, "%-*s  ", gw, r->group && *r->group
 				? shorten(r->group, NAME_COL_MAX, gr) : "-");
@@ -289,6 +298,50 @@ void job_show_table(const struct job_rec *recs, size_t n, uint64_t disk_total, s
 			fmt_size(disk_total, sz, sizeof(sz)));
 }
 
+void job_show_gpus_boxes(const struct job_box *b, size_t nb, struct strbuf *o)
+{
+	int hw = 4;
+
+	for (size_t k = 0; k < nb; k++) {
+		int len = (int)strlen(b[k].host);
+		if (len > hw)
+			hw = len > NAME_COL_MAX ? NAME_COL_MAX : len;
+	}
+	sb_addf(o, "\n%-*s  %-3s  %-24s  %4s  %-19s  %s\n", hw, "HOST", "GPU", "NAME", "UTIL",
+		"MEMORY (MiB)", "JOB");
+	for (size_t k = 0; k < nb; k++) {
+		const struct job_gpus *g = b[k].g;
+		char h[NAME_COL_MAX + 4];
+		shorten(b[k].host, NAME_COL_MAX, h);
+		if (b[k].error || !g || !g->have_smi) {
+			sb_addf(o, "%-*s  %-3s  %s\n", hw, ts(h), "-",
+				b[k].error ? ts(b[k].error)
+				: g && g->error && *g->error ? ts(g->error) : "no nvidia-smi on the host");
+			continue;
+		}
+		for (size_t i = 0; i < g->ngpus; i++) {
+			const struct job_gpu *x = &g->gpus[i];
+			char mem[40];
+			snprintf(mem, sizeof(mem), "%llu / %llu", (unsigned long long)x->mem_used,
+				 (unsigned long long)x->mem_total);
+			sb_addf(o, "%-*s  %-3u  %-24.24s  %3u%%  %-19s  %s\n", hw, ts(h), x->index,
+				ts(x->name), x->util, mem,
+				x->locked_by && *x->locked_by ? ts(x->locked_by) : "-");
+			for (size_t j = 0; j < g->napps; j++) {
+				const struct job_gpu_app *a = &g->apps[j];
+				if (strcmp(a->gpu_uuid, x->uuid))
+					continue;
+				sb_addf(o, "%-*s       pid %u %s, %llu MiB%s%s\n", hw, "", a->pid,
+					ts(a->name), (unsigned long long)a->mem, *a->job ? ", job " : "",
+					ts(a->job));
+			}
+		}
+		if (g->queued)
+			sb_addf(o, "%-*s       %u job%s waiting in its line\n", hw, ts(h), g->queued,
+				g->queued == 1 ? "" : "s");
+	}
+}
+
 void job_show_gpus(const struct job_gpus *g, struct strbuf *o)
 {
 	if (!g->have_smi) {
@@ -321,7 +374,7 @@ void job_show_detail(const struct job_rec *r, struct strbuf *o)
 		"id", "state", "name", "command", "command_is_argv", "git_commit", "git_branch",
 		"git_dirty", "git_diff", "created_ms", "start_ms", "end_ms", "has_status",
 		"signalled", "code", "gpus", "pid", "dir", "log_size", "now_ms", "disk_bytes", "image",
-		"runtime", "after", "group", "time_limit", "retries", "tries", "queue_pos", NULL,
+		"runtime", "after", "group", "time_limit", "retries", "tries", "queue_pos", "host", NULL,
 	};
 	char t[32], sz[32], d[32], buf[32];
 	struct strbuf end = STRBUF_INIT;
@@ -329,6 +382,8 @@ void job_show_detail(const struct job_rec *r, struct strbuf *o)
 #define LINE(label, ...) do { sb_addf(o, "%-12s ", label); sb_addf(o, __VA_ARGS__); sb_adds(o, "\n"); } while (0)
 	sb_adds(o, "\n");
 	LINE("name", "%s", r->name && *r->name ? r->name : "-");
+	if (r->host && *r->host)
+		LINE("host", "%s (of the pool)", ts(r->host));
 	if (r->group && *r->group)
 		LINE("group", "%s (a sweep: 'gpurun status %s' lists its jobs)", r->group, r->group);
 	if (r->after && *r->after) { /* "ID" or "ID:ok" (job_rec_check) */
@@ -426,9 +481,51 @@ static void json_auto(const struct job_rec *r, struct strbuf *o)
 	}
 }
 
-void job_show_json(const struct job_rec *recs, size_t n, uint64_t disk_total,
-		   const struct job_gpus *g, struct strbuf *o)
+/* One GPU's object; host: the pool's box it is on, or NULL. */
+static void json_gpu(const struct job_gpus *g, const struct job_gpu *x, const char *host,
+		     struct strbuf *o)
 {
+	sb_addf(o, "{\"index\": %u, \"uuid\": ", x->index);
+	json_str(o, x->uuid);
+	if (host) {
+		sb_adds(o, ", \"host\": ");
+		json_str(o, host);
+	}
+	sb_adds(o, ", \"name\": ");
+	json_str(o, x->name);
+	sb_addf(o, ", \"utilization\": %u, \"memory_used_mib\": %llu, \"memory_total_mib\": %llu, \"job\": ",
+		x->util, (unsigned long long)x->mem_used, (unsigned long long)x->mem_total);
+	if (x->locked_by && *x->locked_by)
+		json_str(o, x->locked_by);
+	else
+		sb_adds(o, "null");
+	sb_adds(o, ", \"processes\": [");
+	int first = 1;
+	for (size_t j = 0; j < g->napps; j++) {
+		const struct job_gpu_app *a = &g->apps[j];
+		if (strcmp(a->gpu_uuid, x->uuid))
+			continue;
+		sb_addf(o, "%s{\"pid\": %u, \"memory_mib\": %llu, \"name\": ", first ? "" : ", ",
+			a->pid, (unsigned long long)a->mem);
+		json_str(o, a->name);
+		sb_adds(o, ", \"job\": ");
+		if (*a->job)
+			json_str(o, a->job);
+		else
+			sb_adds(o, "null");
+		sb_adds(o, "}");
+		first = 0;
+	}
+	sb_adds(o, "]}");
+}
+
+void job_show_json_boxes(const struct job_rec *recs, size_t n, const struct job_box *b,
+			 size_t nb, const char *pool, struct strbuf *o)
+{
+	uint64_t disk_total = 0;
+	size_t ngpus = 0;
+	int smi = 0, many = pool != NULL;
+
 	sb_adds(o, "{\n  \"jobs\": [");
 	for (size_t i = 0; i < n; i++) {
 		const struct job_rec *r = &recs[i];
@@ -462,43 +559,58 @@ void job_show_json(const struct job_rec *recs, size_t n, uint64_t disk_total,
 		sb_adds(o, "}");
 	}
 	sb_adds(o, n ? "\n  ],\n" : "],\n");
-	sb_addf(o, "  \"disk_total_bytes\": %llu,\n", (unsigned long long)disk_total);
-	sb_addf(o, "  \"nvidia_smi\": %s,\n  \"gpus\": ", g && g->have_smi ? "true" : "false");
-	if (!g || !g->have_smi) {
-		sb_adds(o, "null\n}\n");
-		return;
+	for (size_t k = 0; k < nb; k++) {
+		disk_total += b[k].disk_total;
+		if (b[k].g && b[k].g->have_smi) {
+			smi = 1;
+			ngpus += b[k].g->ngpus;
+		}
 	}
-	sb_adds(o, "[");
-	for (size_t i = 0; i < g->ngpus; i++) {
-		const struct job_gpu *x = &g->gpus[i];
-		sb_addf(o, "%s\n    {\"index\": %u, \"uuid\": ", i ? "," : "", x->index);
-		json_str(o, x->uuid);
-		sb_adds(o, ", \"name\": ");
-		json_str(o, x->name);
-		sb_addf(o, ", \"utilization\": %u, \"memory_used_mib\": %llu, \"memory_total_mib\": %llu, \"job\": ",
-			x->util, (unsigned long long)x->mem_used, (unsigned long long)x->mem_total);
-		if (x->locked_by && *x->locked_by)
-			json_str(o, x->locked_by);
+	sb_addf(o, "  \"disk_total_bytes\": %llu,\n", (unsigned long long)disk_total);
+	sb_addf(o, "  \"nvidia_smi\": %s,\n  \"gpus\": ", smi ? "true" : "false");
+	if (!smi) {
+		sb_adds(o, "null");
+	} else {
+		size_t shown = 0;
+		sb_adds(o, "[");
+		for (size_t k = 0; k < nb; k++) {
+			const struct job_gpus *g = b[k].g;
+			for (size_t i = 0; g && g->have_smi && i < g->ngpus; i++) {
+				sb_adds(o, shown++ ? ",\n    " : "\n    ");
+				json_gpu(g, &g->gpus[i], many ? b[k].host : NULL, o);
+			}
+		}
+		sb_adds(o, ngpus ? "\n  ]" : "]");
+	}
+	if (many) {
+		/* A pool: which boxes answered, and what each said. */
+		sb_adds(o, ",\n  \"pool\": ");
+		if (*pool)
+			json_str(o, pool);
 		else
 			sb_adds(o, "null");
-		sb_adds(o, ", \"processes\": [");
-		int first = 1;
-		for (size_t j = 0; j < g->napps; j++) {
-			const struct job_gpu_app *a = &g->apps[j];
-			if (strcmp(a->gpu_uuid, x->uuid))
-				continue;
-			sb_addf(o, "%s{\"pid\": %u, \"memory_mib\": %llu, \"name\": ", first ? "" : ", ",
-				a->pid, (unsigned long long)a->mem);
-			json_str(o, a->name);
-			sb_adds(o, ", \"job\": ");
-			if (*a->job)
-				json_str(o, a->job);
+		sb_adds(o, ",\n  \"hosts\": [");
+		for (size_t k = 0; k < nb; k++) {
+			sb_adds(o, k ? ",\n    {\"host\": " : "\n    {\"host\": ");
+			json_str(o, b[k].host);
+			sb_adds(o, ", \"error\": ");
+			if (b[k].error)
+				json_str(o, b[k].error);
 			else
 				sb_adds(o, "null");
-			sb_adds(o, "}");
-			first = 0;
+			sb_addf(o, ", \"disk_total_bytes\": %llu, \"nvidia_smi\": %s, \"queued\": %u}",
+				(unsigned long long)b[k].disk_total,
+				b[k].g && b[k].g->have_smi ? "true" : "false", b[k].g ? b[k].g->queued : 0);
 		}
-		sb_adds(o, "]}");
+		sb_adds(o, nb ? "\n  ]" : "]");
 	}
-	sb_adds(o, g->ngpus ? "\n  ]\n}\n" : "]\n}\n");
+	sb_adds(o, "\n}\n");
+}
+
+void job_show_json(const struct job_rec *recs, size_t n, uint64_t disk_total,
+		   const struct job_gpus *g, struct strbuf *o)
+{
+	struct job_box b = { .g = g, .disk_total = disk_total };
+
+	job_show_json_boxes(recs, n, &b, 1, NULL, o);
 }

@@ -36,6 +36,20 @@ void job_show_table(const struct job_rec *recs, size_t n, uint64_t disk_total, s
 void job_show_detail(const struct job_rec *r, struct strbuf *o);
 /* The host's GPUs, utilisation, memory and processes. */
 void job_show_gpus(const struct job_gpus *g, struct strbuf *o);
+/* One box of a pool as status shows it: what it answered, or why not. */
+struct job_box {
+	const char *host;
+	const char *error;          /* it did not answer: why; else NULL */
+	const struct job_gpus *g;   /* its GPUs; NULL when it did not answer */
+	uint64_t disk_total;        /* the project's jobs' disk there */
+};
+/* The GPUs of every box of a pool in one table, a HOST column first. */
+void job_show_gpus_boxes(const struct job_box *b, size_t nb, struct strbuf *o);
+/* `status --json` of a pool (pool: its name, "" for an inline list): as
+ * job_show_json, each GPU with its "host", and "pool" and "hosts" (each
+ * box's error, disk and line) added. pool NULL: one host, no such keys. */
+void job_show_json_boxes(const struct job_rec *recs, size_t n, const struct job_box *b,
+			 size_t nb, const char *pool, struct strbuf *o);
 /* `status --json`: the jobs, the disk in all and the GPUs (g may be NULL). */
 void job_show_json(const struct job_rec *recs, size_t n, uint64_t disk_total,
 		   const struct job_gpus *g, struct strbuf *o);

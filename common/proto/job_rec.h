@@ -80,7 +80,10 @@
 	X(group, STR, AUTO)          /* the sweep it belongs to (job_name_ok) */ \
 	X(time_limit, U64, AUTO)     /* seconds its command may run; 0: none */ \
 	X(retries, U32, AUTO)        /* runs again after a failure, at most */ \
-	X(tries, U32, AUTO)          /* the command's runs so far */
+	X(tries, U32, AUTO)          /* the command's runs so far */       \
+	/* host pools (issue 34) */                                          \
+	X(host, STR, AUTO)           /* the pool's box that holds it: set by \
+					the client, never by the agent */
 
 #define JR_CTYPE_STR char *
 #define JR_CTYPE_U64 uint64_t

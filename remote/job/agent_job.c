@@ -25,6 +25,7 @@
 #include "job_container.h"
 #include "job_glob.h"
 #include "job_gpu.h"
+#include "job_queue.h"
 #include "job_house.h"
 #include "job_proc.h"
 #include "job_record.h"
@@ -508,6 +509,7 @@ static int gpus_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *err
 		put_str(pl, g.apps[i].name);
 		put_str(pl, g.apps[i].job ? g.apps[i].job : "");
 	}
+	put_u32(pl, (uint32_t)gpu_queue_waiting());
 	gpu_report_free(&g);
 	return 0;
 }

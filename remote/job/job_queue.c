@@ -361,6 +361,18 @@ void gpu_queue_wait(const struct gpu_queue_turn *t, const char *seen, const char
 
 /* ---- the place, for status ---- */
 
+size_t gpu_queue_waiting(void)
+{
+	struct tickets ts;
+	size_t n = 0;
+
+	tickets_load(&ts);
+	for (size_t i = 0; i < ts.n; i++)
+		n += ticket_live(&ts.v[i], NULL, 0) != 0;
+	tickets_free(&ts);
+	return n;
+}
+
 size_t gpu_queue_place(const char *job_id)
 {
 	static struct tickets cache;

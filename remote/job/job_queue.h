@@ -67,5 +67,8 @@ void gpu_queue_leave(struct gpu_queue *q);
  * when it holds no live one. One scan of the folders serves every call
  * within 500 ms. */
 size_t gpu_queue_place(const char *job_id);
+/* How many jobs, of every account, wait in the box's line now (a pool's
+ * client picks the box with the shortest). */
+size_t gpu_queue_waiting(void);
 
 #endif
