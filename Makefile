@@ -37,8 +37,12 @@ SANFLAGS :=
 endif
 
 CLIENT_LIBS := $(shell pkg-config --libs libssh2 libarchive libzstd inih 2>/dev/null || echo -lssh2 -larchive -lzstd -linih) -lrsync -lb2 -lcrypto -lpthread -lutil
-AGENT_STATIC_LIBS := -Wl,--start-group -larchive -lrsync -lb2 -lnettle -lacl -llzma \
-	-lzstd -llz4 -lbz2 -lz -lxml2 -licuuc -licudata -lstdc++ -lm -lpthread -ldl -Wl,--end-group
+# The static agent needs only these: it reads tar+zstd and writes pax,
+# and --gc-sections drops the libarchive code that would call libxml2,
+# ICU, nettle, acl, lzma, lz4, bz2 or zlib (measured: with the old, longer
+# list the same libarchive members came in; the rest was dead weight). So
+# a cross build needs only these four -dev:ARCH packages (install-deps.sh).
+AGENT_STATIC_LIBS := -Wl,--start-group -larchive -lrsync -lb2 -lzstd -Wl,--end-group
 AGENT_DYN_LIBS := -larchive -lrsync -lzstd -lb2 -lpthread
 
 COMMON_SRC := $(wildcard common/*.c common/*/*.c)
