@@ -37,8 +37,12 @@ SANFLAGS :=
 endif
 
 CLIENT_LIBS := $(shell pkg-config --libs libssh2 libarchive libzstd inih 2>/dev/null || echo -lssh2 -larchive -lzstd -linih) -lrsync -lb2 -lcrypto -lpthread -lutil
-AGENT_STATIC_LIBS := -Wl,--start-group -larchive -lrsync -lb2 -lnettle -lacl -llzma \
-	-lzstd -llz4 -lbz2 -lz -lxml2 -licuuc -licudata -lstdc++ -lm -lpthread -ldl -Wl,--end-group
+# The static agent needs only these: it reads tar+zstd and writes pax,
+# and --gc-sections drops the libarchive code that would call libxml2,
+# ICU, nettle, acl, lzma, lz4, bz2 or zlib (measured: with the old, longer
+# list the same libarchive members came in; the rest was dead weight). So
+# a cross build needs only these four -dev:ARCH packages (install-deps.sh).
+AGENT_STATIC_LIBS := -Wl,--start-group -larchive -lrsync -lb2 -lzstd -Wl,--end-group
 AGENT_DYN_LIBS := -larchive -lrsync -lzstd -lb2 -lpthread
 
 COMMON_SRC := $(wildcard common/*.c common/*/*.c)
@@ -49,9 +53,21 @@ AGENT_HEADERS := $(wildcard common/*.h common/*/*.h remote/*/*.h)
 
 # The agent's identity: a hash of everything it is built from (remote/,
 # common/, this Makefile; nothing of the client). The client carries the
-# same value, so a changed agent is uploaded again.
+# same value, so a changed agent is uploaded again. One value for every
+# agent a client carries (this machine's and the cross one, which build/
+# and build-san/ share), so it leaves SAN out: the host's cache names the
+# architecture too, and the cksum the boot script checks tells a SAN agent
+# from a release one.
 AGENT_HASH := $(shell cat $(sort $(AGENT_SRC) $(COMMON_SRC) $(AGENT_HEADERS)) remote/main.c Makefile | \
-	{ cat; echo "$(SAN)"; } | sha256sum | cut -c1-16)
+	sha256sum | cut -c1-16)
+
+# Every client carries agents for linux-x86_64 and linux-aarch64: this
+# machine's (in $(O)) and the other one, cross-compiled once, static and
+# without sanitizers, into $(XO), which build/ and build-san/ both embed.
+AGENT_ARCH := $(shell uname -m)
+CROSS_ARCH := $(if $(filter aarch64,$(AGENT_ARCH)),x86_64,aarch64)
+CROSS_CC   ?= $(CROSS_ARCH)-linux-gnu-gcc
+XO         := build-$(CROSS_ARCH)
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/%.o)
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(O)/%.o) $(O)/agent_blob.o
@@ -67,8 +83,9 @@ ALL_CFLAGS := $(CPPFLAGS) $(CLIENT_INC) -I$(O)/gen $(CFLAGS) $(WARN) $(SANFLAGS)
 # The hash lives in a generated header rewritten only when it changes, so
 # exactly the objects that include it are rebuilt and client and agent agree.
 HASH_H := $(O)/gen/agent_hash.h
-$(shell mkdir -p $(O)/gen; echo '#define GR_AGENT_HASH "$(AGENT_HASH)"' > $(HASH_H).new; \
-	cmp -s $(HASH_H).new $(HASH_H) || mv $(HASH_H).new $(HASH_H); rm -f $(HASH_H).new)
+$(foreach h,$(HASH_H) $(XO)/gen/agent_hash.h,$(shell mkdir -p $(dir $(h)); \
+	echo '#define GR_AGENT_HASH "$(AGENT_HASH)"' > $(h).new; \
+	cmp -s $(h).new $(h) || mv $(h).new $(h); rm -f $(h).new))
 
 .PHONY: all test unit-bins demo bench soak fuzz-soak deps deps-check clean install kernels completions man
 all: deps-check $(O)/gpurun $(O)/gpurun-agent
@@ -108,18 +125,41 @@ else
 	strip $@
 endif
 
-# What the client expects the uploaded agent file to be (POSIX cksum: CRC
+# The cross agent: static, -O2, no sanitizers whatever SAN says; built
+# once here for build/ and build-san/ alike.
+XAGENT_OBJ := $(patsubst %.c,$(XO)/obj/%.o,$(AGENT_SRC) $(COMMON_SRC) remote/main.c)
+$(XO)/obj/%.o: %.c | deps-check
+	@mkdir -p $(@D)
+	$(CROSS_CC) $(CPPFLAGS) $(AGENT_INC) -I$(XO)/gen -O2 $(WARN) -std=gnu11 -MMD -MP \
+		-ffunction-sections -fdata-sections -c $< -o $@
+
+$(XO)/gpurun-agent: $(XAGENT_OBJ)
+	$(CROSS_CC) -static -Wl,--gc-sections -o $@ $^ $(AGENT_STATIC_LIBS) 2>&1 | \
+		{ grep -v 'statically linked applications requires at runtime' | grep -v 'in function' >&2 || true; }
+	@test -x $@
+	$(CROSS_ARCH)-linux-gnu-strip $@
+
+# What the client expects each uploaded agent file to be (POSIX cksum: CRC
 # and size), checked on the host before it runs (cli/conn/conn.c).
-$(O)/gen/agent_sum.h: $(O)/gpurun-agent
-	printf '#define GR_AGENT_CKSUM "%s"\n' "$$(cksum < $< | cut -d' ' -f1,2)" > $@.tmp && mv $@.tmp $@
+$(O)/gen/agent_sum.h: $(O)/gpurun-agent $(XO)/gpurun-agent
+	{ printf '#define GR_AGENT_CKSUM_%s "%s"\n' \
+		$(AGENT_ARCH) "$$(cksum < $(O)/gpurun-agent | cut -d' ' -f1,2)" \
+		$(CROSS_ARCH) "$$(cksum < $(XO)/gpurun-agent | cut -d' ' -f1,2)"; } > $@.tmp && mv $@.tmp $@
 $(O)/cli/conn/conn.o $(O)/fuzz-obj/cli/conn/conn.o: $(O)/gen/agent_sum.h
 
 $(O)/agent.gz: $(O)/gpurun-agent
 	gzip -9n -c $< > $@.tmp && mv $@.tmp $@
 
-$(O)/agent_blob.o: $(O)/agent.gz
-	printf '.section .rodata\n.global gr_agent_blob\n.global gr_agent_blob_end\n.balign 16\ngr_agent_blob:\n.incbin "%s"\ngr_agent_blob_end:\n.section .note.GNU-stack,"",@progbits\n' \
-		$(O)/agent.gz > $(O)/agent_blob.S
+$(XO)/agent.gz: $(XO)/gpurun-agent
+	gzip -9n -c $< > $@.tmp && mv $@.tmp $@
+
+# Both agents, gzip'd, as gr_agent_blob_ARCH .. gr_agent_blob_ARCH_end.
+$(O)/agent_blob.o: $(O)/agent.gz $(XO)/agent.gz
+	for b in $(AGENT_ARCH):$(O)/agent.gz $(CROSS_ARCH):$(XO)/agent.gz; do \
+		printf '.section .rodata\n.global gr_agent_blob_%s\n.global gr_agent_blob_%s_end\n.balign 16\ngr_agent_blob_%s:\n.incbin "%s"\ngr_agent_blob_%s_end:\n' \
+			$${b%%:*} $${b%%:*} $${b%%:*} $${b#*:} $${b%%:*}; \
+	done > $(O)/agent_blob.S
+	printf '.section .note.GNU-stack,"",@progbits\n' >> $(O)/agent_blob.S
 	$(CC) -c $(O)/agent_blob.S -o $@
 
 $(O)/libgr.a: $(CLIENT_OBJ) $(COMMON_OBJ)
@@ -274,7 +314,7 @@ print-%:
 	@echo '$($*)'
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san $(XO)
 	-$(MAKE) -C kernels clean
 
--include $(shell find build build-san -name '*.d' 2>/dev/null)
+-include $(shell find build build-san $(XO) -name '*.d' 2>/dev/null)

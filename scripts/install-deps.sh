@@ -27,6 +27,26 @@ slurmctld slurmd slurm-client munge slurmdbd mariadb-server"
 # registry. busybox-static conflicts with busybox: either one will do.
 # uidmap: newuidmap/newgidmap, for rootless podman (a non-root account).
 pkgs="$pkgs strace"
+
+# Every gpurun carries agents for linux-x86_64 and linux-aarch64: the
+# other architecture's is built with Debian's cross compiler against the
+# static libraries of Debian's packages for it (multiarch: dpkg learns the
+# architecture before apt-get update, below). Only the four the agent
+# links (the Makefile's AGENT_STATIC_LIBS). Test: qemu-user-static and
+# binfmt-support run that agent here (tests/t/t0112-aarch64-agent.sh),
+# file tells what a binary is built for.
+case $(dpkg --print-architecture) in
+amd64) xdeb=arm64 xgnu=aarch64 ;;
+arm64) xdeb=amd64 xgnu=x86-64 ;;
+*) xdeb= ;;
+esac
+if [ -n "$xdeb" ]; then
+	pkgs="$pkgs gcc-$xgnu-linux-gnu"
+	for p in libarchive-dev librsync-dev libb2-dev libzstd-dev; do
+		pkgs="$pkgs $p:$xdeb"
+	done
+fi
+pkgs="$pkgs qemu-user-static binfmt-support file"
 pkgs="$pkgs podman runc catatonit uidmap docker.io"
 if ! dpkg-query -W -f='${Status}' busybox 2>/dev/null | grep -q 'install ok installed'; then
 	pkgs="$pkgs busybox-static"
@@ -72,6 +92,10 @@ echo "install-deps: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
 # Wait for another apt/dpkg (a second checkout installing at once) rather than fail.
 APT="apt-get -o DPkg::Lock::Timeout=900"
+case "$missing" in
+*":$xdeb"*)
+	dpkg --print-foreign-architectures | grep -qx "$xdeb" || $SUDO dpkg --add-architecture "$xdeb" ;;
+esac
 $SUDO $APT update -qq >&2
 # shellcheck disable=SC2086
 $SUDO $APT install -y -qq --no-install-recommends $missing >&2

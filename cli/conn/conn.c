@@ -1,14 +1,14 @@
 /* Framed connection to the agent, and its bootstrap: one round trip runs
  * the cached agent, or says it needs one; then the gzip-compressed agent
- * (embedded in gpurun at build time) is written to a temp name and renamed,
- * so two first connections at once cannot corrupt it. */
+ * for the host's architecture (gpurun embeds one per architecture at build
+ * time) is written to a temp name and renamed, so two first connections at
+ * once cannot corrupt it. */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
 
 #include "conn.h"
 #include "forward.h"
@@ -17,7 +17,36 @@
 #include "agent_hash.h"
 #include "agent_sum.h"
 
-extern const unsigned char gr_agent_blob[], gr_agent_blob_end[];
+/* The agents this gpurun carries (the Makefile's agent_blob.o and
+ * agent_sum.h), named as `uname -m` names their architecture on Linux. */
+extern const unsigned char gr_agent_blob_x86_64[], gr_agent_blob_x86_64_end[];
+extern const unsigned char gr_agent_blob_aarch64[], gr_agent_blob_aarch64_end[];
+
+static const struct agent_build {
+	const char *arch;
+	const unsigned char *blob, *end;
+	const char *cksum; /* POSIX cksum of the agent file: CRC and size */
+} agent_builds[] = {
+	{ "x86_64", gr_agent_blob_x86_64, gr_agent_blob_x86_64_end, GR_AGENT_CKSUM_x86_64 },
+	{ "aarch64", gr_agent_blob_aarch64, gr_agent_blob_aarch64_end, GR_AGENT_CKSUM_aarch64 },
+};
+#define NBUILDS (sizeof(agent_builds) / sizeof(agent_builds[0]))
+
+static size_t blob_size(const struct agent_build *b) { return (size_t)(b->end - b->blob); }
+
+/* The agent for a host that says `uname -s` OS and `uname -m` ARCH, or
+ * NULL. Linux only; arm64 is another name for aarch64. */
+static const struct agent_build *agent_for(const char *os, const char *arch)
+{
+	if (strcmp(os, "Linux"))
+		return NULL;
+	if (!strcmp(arch, "arm64"))
+		arch = "aarch64";
+	for (size_t i = 0; i < NBUILDS; i++)
+		if (!strcmp(agent_builds[i].arch, arch))
+			return &agent_builds[i];
+	return NULL;
+}
 
 /* What the host can make us hold. Unparsed input: one whole frame and a
  * little more while we read frames (conn_wait then has a frame to hand
@@ -48,6 +77,7 @@ struct gr_conn {
 	size_t npend_bytes; /* bytes in pend (payloads and headers) */
 	struct strbuf held; /* payload of the last pending frame handed out */
 	int verbose;
+	char boot_arch[32];           /* the architecture the boot script chose */
 	tr_say_fn say;                /* notices (conn_opts.say) */
 	void *say_arg;
 	const struct conn_opts *opts; /* during conn_open only */
@@ -61,42 +91,61 @@ struct gr_conn {
 
 static char *conn_bootstrap_script(const char *hash)
 {
-	size_t size = (size_t)(gr_agent_blob_end - gr_agent_blob);
 	/* GPURUN_AGENT_UNCHECKED=1: run the file there as it is (an agent
 	 * wrapped in strace or time on the host, as the tests do); the
 	 * permission check stays. */
 	const char *unchecked = getenv("GPURUN_AGENT_UNCHECKED");
 	int check = !(unchecked && !strcmp(unchecked, "1"));
-	char *same = check ? xasprintf("[ \"$(cksum < \"$a\" | cut -d' ' -f1,2)\" = '%s' ]",
-				       GR_AGENT_CKSUM)
-			   : xstrdup("true");
+	struct strbuf arches = STRBUF_INIT;
 	char *script;
+
+	/* One case per agent carried: its cksum and its gzip'd size. */
+	for (size_t i = 0; i < NBUILDS; i++)
+		sb_addf(&arches, "'Linux %s') k='%s' n=%zu;; ", agent_builds[i].arch,
+			agent_builds[i].cksum, blob_size(&agent_builds[i]));
 
 	/* POSIX sh only: nothing may be assumed on the host but sshd. A
 	 * login banner or noisy rc file may print before us, so the client
 	 * looks for the GPURUN- lines and skips anything else.
-	 * The agent runs as the user: the file and every folder down to it
-	 * from the home folder must be the user's (or root's) and writable
-	 * by nobody else (OpenSSH's StrictModes), or another account could
-	 * have put its own program there (issue 29). And its content must
-	 * be what this gpurun uploads (POSIX cksum, 4 ms for the agent: a
-	 * file damaged since, or left by another build under the same name,
-	 * is sent again, atomically, never run). find -H looks through a
-	 * symlinked ~/.cache to what it names. */
+	 * The host's `uname -m` chooses the agent, cached under a name with
+	 * the architecture in it: a home shared by x86_64 and aarch64 hosts
+	 * keeps one of each. A platform this gpurun has no agent for says
+	 * so at once ("need"), and the client refuses it.
+	 * The cache is ${XDG_CACHE_HOME:-$HOME/.cache}/gpurun (XDG: a
+	 * relative XDG_CACHE_HOME is ignored). The agent runs as the user:
+	 * the file and every folder down to it from the home folder (from /
+	 * for a cache outside it) must be the user's (or root's) and
+	 * writable by nobody else (OpenSSH's StrictModes), or another
+	 * account could have put its own program there (issue 29); ck lists
+	 * those folders, in a function so its `set --` leaves the script's
+	 * "$@" alone. And its content must be what this gpurun uploads
+	 * (POSIX cksum, 4 ms for the agent: a file damaged since, or left
+	 * by another build under the same name, is sent again, atomically,
+	 * never run). find -H looks through a symlinked folder it is given
+	 * (~/.cache, say) to what it names. */
 	script = xasprintf(
-		"d=\"$HOME/.cache/gpurun\"; a=\"$d/agent-%s\"; "
-		"w=$(find -H \"$HOME\" \"$HOME/.cache\" \"$d\" \"$a\" -prune \\( ! -user \"$(id -u)\" ! -user 0 "
-		"-o -perm -020 -o -perm -002 \\) -print 2>/dev/null | head -n 1); "
+		"s=$(uname -s); m=$(uname -m); case $m in arm64) m=aarch64;; esac; "
+		"case \"$s $m\" in %s*) echo; echo \"GPURUN-BOOT need $s $m\"; exit 3;; esac; "
+		"c=${XDG_CACHE_HOME:-}; case $c in /*) ;; *) c=\"$HOME/.cache\";; esac; "
+		"d=\"$c/gpurun\"; a=\"$d/agent-%s-$m\"; "
+		"ck() { r=${c#\"$HOME\"/}; if [ \"$r\" = \"$c\" ]; then p=; r=${c#/}; set -- /; "
+		"else p=$HOME; set -- \"$HOME\"; fi; "
+		"while [ -n \"$r\" ]; do p=\"$p/${r%%%%/*}\"; set -- \"$@\" \"$p\"; "
+		"case $r in */*) r=${r#*/};; *) r=;; esac; done; "
+		"find -H \"$@\" \"$d\" \"$a\" -prune \\( ! -user \"$(id -u)\" ! -user 0 "
+		"-o -perm -020 -o -perm -002 \\) -print 2>/dev/null | head -n 1; }; "
+		"w=$(ck); "
 		"if [ -n \"$w\" ]; then echo; echo \"GPURUN-BOOT unsafe $w\"; exit 6; fi; "
 		"if [ -x \"$a\" ] && %s; then "
-		"echo; echo 'GPURUN-BOOT have'; exec \"$a\" serve \"$@\"; fi; "
-		"echo; echo \"GPURUN-BOOT need $(uname -s) $(uname -m)\"; "
+		"echo; echo \"GPURUN-BOOT have $m\"; exec \"$a\" serve \"$@\"; fi; "
+		"echo; echo \"GPURUN-BOOT need $s $m\"; "
 		"read -r ans || exit 3; [ \"$ans\" = send ] || exit 3; "
 		"(umask 077 && mkdir -p \"$d\") || exit 4; t=\"$a.tmp.$$\"; "
-		"if head -c %zu | gzip -dc > \"$t\" && chmod 755 \"$t\" && mv -f \"$t\" \"$a\"; "
-		"then exec \"$a\" serve \"$@\"; fi; rm -f \"$t\"; echo 'GPURUN-BOOT failed'; exit 5",
-		hash, same, size);
-	free(same);
+		"if head -c $n | gzip -dc > \"$t\" && chmod 755 \"$t\" && mv -f \"$t\" \"$a\"; "
+		"then exec \"$a\" serve \"$@\"; fi; rm -f \"$t\"; echo \"GPURUN-BOOT failed $d\"; exit 5",
+		arches.buf, hash,
+		check ? "[ \"$(cksum < \"$a\" | cut -d' ' -f1,2)\" = \"$k\" ]" : "true");
+	sb_release(&arches);
 	return script;
 }
 
@@ -538,27 +587,40 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 			goto out;
 		if (!strncmp(line.buf, "GPURUN-AGENT ", 13))
 			break;
-		if (!strcmp(line.buf, "GPURUN-BOOT have") || !line.len)
+		if (!line.len)
 			continue;
+		if (!strncmp(line.buf, "GPURUN-BOOT have ", 17)) {
+			snprintf(c->boot_arch, sizeof(c->boot_arch), "%s", line.buf + 17);
+			continue;
+		}
 		if (!strncmp(line.buf, "GPURUN-BOOT need ", 17)) {
-			struct utsname u;
-			char want[160];
-			uname(&u);
-			snprintf(want, sizeof(want), "%s %s", u.sysname, u.machine);
-			if (strcmp(line.buf + 17, want)) {
+			/* "need OS ARCH": the host's uname -s and uname -m. */
+			char *os = line.buf + 17, *arch = strchr(os, ' ');
+			const struct agent_build *b = NULL;
+			if (arch) {
+				*arch++ = '\0';
+				b = agent_for(os, arch);
+			}
+			if (!b) {
+				struct strbuf have = STRBUF_INIT;
+				for (size_t i = 0; i < NBUILDS; i++)
+					sb_addf(&have, "%s'Linux %s'", !i ? "" : i + 1 < NBUILDS ? ", " : " and ",
+						agent_builds[i].arch);
 				raw_send(c, "abort\n", 6);
 				conn_flush_idle(c, BOOT_IDLE_MS, NULL);
 				rc = gr_errf(err, GR_EUNSUPP,
-					     "the host is '%s'; this gpurun carries an agent for '%s' only",
-					     ts(line.buf + 17), want);
-				gr_hintf(err, "use 'transport = openssh' with a gpurun built on that platform, or build gpurun there");
+					     "the host is '%s%s%s'; this gpurun carries agents for %s only",
+					     ts(os), arch ? " " : "", arch ? ts(arch) : "", have.buf);
+				gr_hintf(err, "gpurun runs jobs on Linux hosts, x86_64 or aarch64");
+				sb_release(&have);
 				goto out;
 			}
+			snprintf(c->boot_arch, sizeof(c->boot_arch), "%s", b->arch);
 			if (c->verbose)
-				say(c, "uploading agent %s (%zu bytes) to %s", GR_AGENT_HASH,
-				    (size_t)(gr_agent_blob_end - gr_agent_blob), c->t->desc);
+				say(c, "uploading agent %s for %s (%zu bytes) to %s", GR_AGENT_HASH,
+				    b->arch, blob_size(b), c->t->desc);
 			raw_send(c, "send\n", 5);
-			raw_send(c, gr_agent_blob, (size_t)(gr_agent_blob_end - gr_agent_blob));
+			raw_send(c, b->blob, blob_size(b));
 			/* Bounded too: a host that stops taking the upload fails it. */
 			if ((rc = conn_flush_idle(c, BOOT_IDLE_MS, err)) < 0)
 				goto out;
@@ -571,8 +633,9 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 			gr_hintf(err, "check what is in it, then 'chmod go-w' it on the host (and make it yours)");
 			goto out;
 		}
-		if (!strcmp(line.buf, "GPURUN-BOOT failed")) {
-			rc = gr_errf(err, GR_EAGENT, "could not install the agent in ~/.cache/gpurun on %s",
+		if (!strncmp(line.buf, "GPURUN-BOOT failed", 18)) {
+			rc = gr_errf(err, GR_EAGENT, "could not install the agent in '%s' on %s",
+				     line.buf[18] == ' ' ? ts(line.buf + 19) : "~/.cache/gpurun",
 				     c->t->desc);
 			gr_hintf(err, "check free space and permissions there; 'gpurun doctor' checks both");
 			goto out;
@@ -629,6 +692,23 @@ out:
 	return rc;
 }
 
+/* The agent must run as the architecture the boot script chose for it
+ * (HELLO's arch is its own uname -m): else the host runs another file
+ * than the one gpurun sent for it, or lied about what it is. */
+static int check_arch(struct gr_conn *c, struct gr_err *err)
+{
+	const char *arch = c->hello.arch ? c->hello.arch : "";
+
+	if (!c->boot_arch[0])
+		return 0;
+	if (!strcmp(arch, "arm64"))
+		arch = "aarch64";
+	if (!strcmp(arch, c->boot_arch))
+		return 0;
+	return gr_errf(err, GR_EAGENT, "the agent on %s runs as '%s', but the host said it is '%s'",
+		       c->t->desc, ts(arch), ts(c->boot_arch));
+}
+
 /* The bootstrap command's argument: the caller's first frames, in hex
  * (the agent's `serve HEX`). Too many go the usual way, after HELLO. */
 static void early_arg(void *arg, struct strbuf *out)
@@ -681,7 +761,8 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 		return rc;
 	}
 	c->last_io = now_ms();
-	if ((rc = bootstrap(c, err)) < 0 || (rc = hello(c, err)) < 0) {
+	if ((rc = bootstrap(c, err)) < 0 || (rc = hello(c, err)) < 0 ||
+	    (rc = check_arch(c, err)) < 0) {
 		conn_close(c);
 		return rc;
 	}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A lying gpurun agent, for the hostile-host tests (tests/t/t0600-*).
 
-Installed as $HOME/.cache/gpurun/agent-<HASH>, where the bootstrap runs
+Installed as $HOME/.cache/gpurun/agent-<HASH>-<ARCH>, where the bootstrap runs
 the agent from, it starts the real agent ($HOSTILE_REAL_AGENT) and stands
 between it and gpurun, speaking the frames of common/proto/PROTOCOL.md: the real
 agent does the work (sync, builds, jobs), and what it answers is rewritten

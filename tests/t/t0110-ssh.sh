@@ -23,12 +23,16 @@ fingerprint_of() { ssh-keygen -lf "$TRASH/sshd-$1/hostkey.pub" | cut -d' ' -f2; 
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 # The sshds start here, not in a case: cases run in subshells, and the
-# ports they set are needed below. "arm" pretends to be an aarch64 host.
-mkdir -p "$TRASH/fakebin" "$TRASH/arm-home" "$TRASH/gpuhost-home/rproj" "$TRASH/p"
-printf '#!/bin/sh\ncase "$1" in -m) echo aarch64;; *) exec /bin/uname "$@";; esac\n' > "$TRASH/fakebin/uname"
+# ports they set are needed below. "riscv" pretends to be a riscv64 host
+# (gpurun carries agents for x86_64 and aarch64 only).
+mkdir -p "$TRASH/fakebin" "$TRASH/riscv-home" "$TRASH/gpuhost-home/rproj" "$TRASH/p"
+printf '#!/bin/sh\ncase "$1" in -m) echo riscv64;; *) exec /bin/uname "$@";; esac\n' > "$TRASH/fakebin/uname"
 chmod +x "$TRASH/fakebin/uname"
 start_sshd gpuhost && start_sshd jump "LogLevel DEBUG1" &&
-	start_sshd arm "SetEnv PATH=$TRASH/fakebin:/usr/bin:/bin HOME=$TRASH/arm-home" || {
+	start_sshd riscv "SetEnv PATH=$TRASH/fakebin:/usr/bin:/bin HOME=$TRASH/riscv-home" &&
+	start_sshd xdgin "SetEnv HOME=$TRASH/xdgin-home XDG_CACHE_HOME=$TRASH/xdgin-home/my/cache" &&
+	start_sshd xdgrel "SetEnv HOME=$TRASH/xdgrel-home XDG_CACHE_HOME=my/cache" &&
+	start_sshd xdgout "SetEnv HOME=$TRASH/xdgout-home XDG_CACHE_HOME=$TRASH/outside/cache" || {
 	echo "not ok - $TEST_NAME: start the test sshds"
 	test_done
 }
@@ -401,10 +405,54 @@ test_expect_success 'a banner from the remote shell does not confuse the bootstr
 	rm "$TRASH/gpuhost-home/.profile" "$TRASH/gpuhost-home/.bashrc"
 '
 
-test_expect_success 'an unsupported remote architecture: one message and a hint' '
-	trust_sshd arm &&
-	cd "$P" && test_expect_code 255 "$GPURUN" --host arm exec true 2>err &&
-	test_grep "the host is .Linux aarch64." err && test_grep "^hint: " err
+test_expect_success 'an unsupported remote architecture: one message naming what gpurun carries, and a hint' '
+	trust_sshd riscv &&
+	cd "$P" && test_expect_code 255 "$GPURUN" --host riscv exec true 2>err &&
+	test_grep "the host is .Linux riscv64.; this gpurun carries agents for .Linux x86_64. and .Linux aarch64. only" err &&
+	test_grep "^hint: " err && ! test -e "$TRASH/riscv-home/.cache"
+'
+
+# The first folder from / down to $1 that is another user's or that group
+# or others can write (what the boot script refuses), or nothing.
+first_unsafe() {
+	_p= && for _c in / $(echo "${1#/}" | tr / " "); do
+		_p=${_p%/}/$_c && [ "$_c" = / ] && _p=/
+		[ -d "$_p" ] || break
+		case $(stat -c '%u %A' "$_p") in
+		"$(id -u) "?????w* | "$(id -u) "????????w* | "0 "?????w* | "0 "????????w*) echo "$_p"; return ;;
+		"$(id -u) "* | "0 "*) ;;
+		*) echo "$_p"; return ;;
+		esac
+	done
+}
+
+test_expect_success 'XDG_CACHE_HOME: the agent is cached there, and every folder down to it is checked' '
+	trust_sshd xdgin && cd "$P" && mkdir -p "$TRASH/xdgin-home/rproj" &&
+	"$GPURUN" --host xdgin exec true &&
+	test -x "$TRASH/xdgin-home/my/cache/gpurun/agent-$("$GPURUN" --version | sed -n "s/.*(agent \([0-9a-f]*\),.*/\1/p")-$(uname -m)" &&
+	! test -e "$TRASH/xdgin-home/.cache" &&
+	chmod g+w "$TRASH/xdgin-home/my" && test_expect_code 255 "$GPURUN" --host xdgin exec true 2>err;
+	rc=$?; chmod g-w "$TRASH/xdgin-home/my" && test $rc = 0 &&
+	test_grep "refusing to run the agent .*$TRASH/xdgin-home/my. can be written by another user" err &&
+	"$GPURUN" --host xdgin exec true
+'
+
+test_expect_success 'XDG_CACHE_HOME: a relative one is ignored (~/.cache/gpurun)' '
+	trust_sshd xdgrel && cd "$P" && mkdir -p "$TRASH/xdgrel-home/rproj" &&
+	"$GPURUN" --host xdgrel exec true && ls "$TRASH/xdgrel-home/.cache/gpurun/"agent-*-$(uname -m) &&
+	! test -e "$TRASH/xdgrel-home/my"
+'
+
+test_expect_success 'XDG_CACHE_HOME outside the home: the folders from / down are checked' '
+	trust_sshd xdgout && cd "$P" && mkdir -p "$TRASH/xdgout-home/rproj" "$TRASH/outside" &&
+	bad=$(first_unsafe "$TRASH/outside/cache") && say "first unsafe folder: ${bad:-none}" &&
+	if [ -n "$bad" ]; then
+		test_expect_code 255 "$GPURUN" --host xdgout exec true 2>err &&
+		test_grep "refusing to run the agent .*.$bad. can be written by another user" err &&
+		! test -e "$TRASH/outside/cache"
+	else
+		"$GPURUN" --host xdgout exec true && ls "$TRASH/outside/cache/gpurun/"agent-*
+	fi
 '
 
 test_expect_success 'doctor: every check passes against the test sshd' '

@@ -17,8 +17,8 @@ PTY="python3 $TOP/tests/helpers/pty_run.py"
 HASH=$("$GPURUN" --version | sed -n 's/.*(agent \([0-9a-f]*\),.*/\1/p')
 # The "agent" the bootstrap runs is the proxy; it runs the real one.
 mkdir -p "$HOME/.cache/gpurun"
-cp "$TOP/tests/helpers/hostile_agent.py" "$HOME/.cache/gpurun/agent-$HASH"
-chmod 755 "$HOME/.cache/gpurun/agent-$HASH"
+cp "$TOP/tests/helpers/hostile_agent.py" "$HOME/.cache/gpurun/agent-$HASH-$(uname -m)"
+chmod 755 "$HOME/.cache/gpurun/agent-$HASH-$(uname -m)"
 export HOSTILE_REAL_AGENT=$BUILD/gpurun-agent
 # The hostile agent is not the file gpurun uploads: run it all the same.
 export GPURUN_AGENT_UNCHECKED=1
