@@ -239,6 +239,8 @@ const char *cfgk_check_rdir(const char *v, struct strbuf *norm)
 		return "only '~' and '~/' are expanded; write the path out";
 	if (v[0] != '/' && v[0] != '~')
 		return "must be absolute (/scratch/me/jobs) or below ~ (~/jobs)";
+	if (strlen(v) > 1024)
+		return "a folder's path of at most 1024 bytes, please";
 	return NULL;
 }
 
