@@ -19,7 +19,8 @@ enum gr_transport_kind {
 enum gr_key_type {
 	GR_KEY_STRING,  /* free text */
 	GR_KEY_PATH,    /* text; a leading ~ means $HOME (expanded on load) */
-	GR_KEY_RPATH,   /* a path on the remote host; ~ left for the agent */
+	GR_KEY_RPATH,   /* a path on the remote host; ~ left for the agent; "" only
+			   when that is the default */
 	GR_KEY_ENUM,    /* one of values[] */
 	GR_KEY_BOOL,    /* true/false, yes/no, on/off, 1/0 */
 	GR_KEY_INT,     /* integer in [min, max] */

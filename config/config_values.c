@@ -466,7 +466,7 @@ int cfgk_normalize(const struct gr_config_key *k, const char *raw, struct strbuf
 		}
 		break;
 	case GR_KEY_RPATH:
-		if (!*raw) {
+		if (!*raw && *k->def) { /* a default that is "" may be asked for again */
 			sb_adds(why, "must not be empty");
 			return -1;
 		}
