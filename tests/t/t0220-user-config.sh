@@ -7,8 +7,10 @@
 # could change it.
 . "$(dirname "$0")/../lib.sh"
 
-P=$TRASH/proj RH=$TRASH/gpuhost-home HC=$TRASH/host-cache
-# The host's sessions get XDG_CACHE_HOME (sshd's SetEnv, as a site would).
+P=$TRASH/proj RH=$TRASH/gpuhost-home HC=$TRASH/gpuhost-home/xdg-cache
+# The host's sessions get XDG_CACHE_HOME (sshd's SetEnv, as a site would);
+# below the home: the boot script refuses a cache below /tmp (others can
+# write /tmp, sticky or not).
 start_sshd gpuhost "SetEnv HOME=$RH XDG_CACHE_HOME=$HC" || exit 1
 trust_sshd gpuhost
 unset XDG_CONFIG_HOME XDG_CACHE_HOME
