@@ -1,7 +1,9 @@
-/* Loading gpurun.ini: found like git finds .git, parsed with inih (fed by
- * our own line reader, so every key knows its line and inih's multi-line
- * and inline-comment rules never apply), then GPURUN_* environment, then
- * command-line flags. Every value remembers where it came from. */
+/* Loading gpurun.ini: the user config first, then the project's file
+ * (found like git finds .git), both parsed with inih (fed by our own line
+ * reader, so every key knows its line and inih's multi-line and
+ * inline-comment rules never apply), then GPURUN_* environment, then
+ * command-line flags. Every value remembers where it came from; [remote]
+ * host is expanded into its hosts ([pools]) once they are all read. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ini.h>
@@ -22,10 +24,24 @@ struct val {
 	int line;      /* first file line that set it */
 };
 
+/* A [pools] entry: NAME = hosts. */
+struct pool {
+	char *name;
+	char *text;    /* the hosts, joined by one space (cfgk_check_host) */
+	char *origin;  /* "~/.config/gpurun/config:4" */
+	int layer;     /* LAYER_USER or LAYER_FILE */
+	int line;
+};
+
 struct priv {
 	size_t n;
 	struct val *v;
 	char *disp;    /* the file as messages name it: "gpurun.ini", "../gpurun.ini" */
+	char *user_disp; /* the user config as messages name it ("~/.config/gpurun/config") */
+	struct pool *pools;
+	size_t npools;
+	struct strvec hosts; /* [remote] host expanded (resolve_hosts) */
+	char *pool;          /* the pool it named, or "" */
 };
 
 static const struct gr_config_key *key_at(int i)
@@ -52,7 +68,7 @@ static void store(struct priv *p, int i, const char *text, int layer, const char
 					    : xstrdup(*text ? text : v->text);
 		free(v->text);
 		v->text = t;
-		if (layer == LAYER_FILE) {
+		if (layer == LAYER_FILE || layer == LAYER_USER) {
 			char *o = xasprintf("%s,%d", v->origin, line);
 			free(v->origin);
 			v->origin = o;
@@ -101,11 +117,15 @@ static void set_str(char **field, const char *v)
 static void fill(struct gr_config *c)
 {
 	const struct priv *p = c->origins;
-	const char *host = text_of(p, "remote.host"), *t = text_of(p, "remote.transport");
+	const char *t = text_of(p, "remote.transport");
 
 	free(c->remote.host);
-	c->remote.host = *host ? xstrdup(host) : NULL;
+	c->remote.host = p->hosts.n ? xstrdup(p->hosts.v[0]) : NULL;
+	c->remote.hosts = p->hosts.v;
+	c->remote.nhosts = p->hosts.n;
+	set_str(&c->remote.pool, p->pool ? p->pool : "");
 	set_str(&c->remote.path, text_of(p, "remote.path"));
+	set_str(&c->remote.jobs_dir, text_of(p, "remote.jobs_dir"));
 	c->remote.transport = !strcmp(t, "local") ? GR_TRANSPORT_LOCAL :
 			      !strcmp(t, "openssh") ? GR_TRANSPORT_OPENSSH : GR_TRANSPORT_LIBSSH2;
 	set_str(&c->remote.identity, text_of(p, "remote.identity"));
@@ -164,10 +184,76 @@ static void fill(struct gr_config *c)
 	config_split_words(text_of(p, "slurm.options"), &c->slurm.options);
 }
 
+/* ---- [remote] host and [pools] ----------------------------------------- */
+
+static struct pool *pool_find(const struct priv *p, const char *name)
+{
+	for (size_t i = 0; i < p->npools; i++)
+		if (!strcmp(p->pools[i].name, name))
+			return &p->pools[i];
+	return NULL;
+}
+
+/* Expand [remote] host into p->hosts and p->pool, with the checks that
+ * can only be made once every file is read (a pool may be defined in the
+ * user config and named by the project). 0, or -1 with why, hint and
+ * where (the origin to blame) set. */
+static int resolve_hosts(struct priv *p, struct strbuf *why, struct strbuf *hint,
+			 const char **where)
+{
+	const struct val *hv = &p->v[cfgk_find_dotted("remote.host")];
+	struct strvec toks = STRVEC_INIT;
+	const struct pool *pool = NULL;
+	int rc = -1;
+
+	for (size_t i = 0; i < p->npools; i++) {
+		split_list(&toks, p->pools[i].text);
+		for (size_t j = 0; j < toks.n; j++)
+			if (pool_find(p, toks.v[j])) {
+				sb_addf(why, "pool '%s' lists '%s', which is a pool too", p->pools[i].name,
+					toks.v[j]);
+				sb_addf(hint, "a pool lists hosts, not pools: write out the hosts of '%s'",
+					toks.v[j]);
+				*where = p->pools[i].origin;
+				goto out;
+			}
+	}
+	split_list(&toks, hv->text);
+	for (size_t j = 0; j < toks.n; j++) {
+		const struct pool *q = pool_find(p, toks.v[j]);
+		if (q && toks.n > 1) {
+			sb_addf(why, "host lists '%s', which is a pool (%s)", q->name, q->origin);
+			sb_addf(hint, "name a pool alone (host = %s), or list hosts only", q->name);
+			*where = hv->origin;
+			goto out;
+		}
+		pool = q;
+	}
+	sv_clear(&p->hosts);
+	free(p->pool);
+	p->pool = xstrdup(pool ? pool->name : "");
+	split_list(&p->hosts, pool ? pool->text : hv->text);
+	if (p->hosts.n > 1 && !strcmp(text_of(p, "remote.scheduler"), "slurm")) {
+		sb_addf(why, "host names %zu hosts%s%s%s, but scheduler = slurm (%s) takes one: a pool "
+			"is for plain SSH hosts; a Slurm cluster is reached through one login host",
+			p->hosts.n, pool ? " (pool '" : "", pool ? pool->name : "", pool ? "')" : "",
+			p->v[cfgk_find_dotted("remote.scheduler")].origin);
+		sb_adds(hint, "set [remote] host to the cluster's login node");
+		*where = hv->origin;
+		goto out;
+	}
+	rc = 0;
+out:
+	sv_clear(&toks);
+	return rc;
+}
+
 /* ---- the file ----------------------------------------------------------- */
 
 struct pctx {
 	struct gr_config *cfg;
+	const char *disp;    /* the file as messages name it */
+	int layer;           /* LAYER_USER or LAYER_FILE */
 	const char *buf;
 	size_t len, pos;
 	int lineno;          /* the line last handed to inih */
@@ -188,8 +274,7 @@ static int perr(struct pctx *pc, const char *fmt, ...)
 	va_start(ap, fmt);
 	sb_vaddf(&sb, fmt, ap);
 	va_end(ap);
-	gr_errf(&pc->err, GR_ECONFIG, "%s:%d: %s", ((struct priv *)pc->cfg->origins)->disp,
-		pc->lineno, sb.buf);
+	gr_errf(&pc->err, GR_ECONFIG, "%s:%d: %s", pc->disp, pc->lineno, sb.buf);
 	sb_release(&sb);
 	pc->err_line = pc->lineno;
 	return 1;
@@ -218,7 +303,7 @@ static void check_header(struct pctx *pc)
 		return;   /* inih reports it as malformed */
 	name = trimmed(pc->raw + 1, (size_t)(close - pc->raw - 1));
 	rest = trimmed(close + 1, pc->rawlen - (size_t)(close + 1 - pc->raw));
-	if (!cfgk_section_known(name)) {
+	if (!cfgk_section_known(name) && strcmp(name, "pools")) {
 		perr(pc, "unknown section [%s]", name);
 		cfgk_hint_section(name, &hint);
 	} else if (*rest && *rest != '#' && *rest != ';') {
@@ -274,6 +359,43 @@ static char *reader(char *str, int num, void *stream)
 	return str;
 }
 
+/* "NAME = hosts" in [pools]: checked like [remote] host; the project's
+ * NAME replaces the user config's. */
+static void define_pool(struct pctx *pc, const char *name, const char *val)
+{
+	struct priv *p = pc->cfg->origins;
+	struct strbuf norm = STRBUF_INIT, why = STRBUF_INIT;
+	struct pool *q = pool_find(p, name);
+	const char *bad = cfgk_check_pool_name(name);
+
+	if (bad) {
+		perr(pc, "invalid pool name '%s': %s", name, bad);
+	} else if (q && q->layer == pc->layer) {
+		perr(pc, "duplicate pool '%s' in [pools] (already defined on line %d)", name, q->line);
+		gr_hintf(&pc->err, "define each pool once, with all its hosts on one line");
+	} else if (cfgk_normalize(key_at(cfgk_find_dotted("remote.host")), val, &norm, &why) < 0) {
+		perr(pc, "invalid hosts '%s' for pool '%s': %s", val, name, why.buf);
+	} else if (!norm.len) {
+		perr(pc, "pool '%s' is empty", name);
+		gr_hintf(&pc->err, "list its hosts: %s = box1 box2", name);
+	} else {
+		if (!q) {
+			p->pools = xrealloc(p->pools, (p->npools + 1) * sizeof(*p->pools));
+			q = &p->pools[p->npools++];
+			q->name = xstrdup(name);
+		} else {
+			free(q->text);
+			free(q->origin);
+		}
+		q->text = xstrdup(norm.buf);
+		q->origin = xasprintf("%s:%d", pc->disp, pc->lineno);
+		q->layer = pc->layer;
+		q->line = pc->lineno;
+	}
+	sb_release(&norm);
+	sb_release(&why);
+}
+
 static int handler(void *user, const char *section, const char *name, const char *value)
 {
 	struct pctx *pc = user;
@@ -312,6 +434,10 @@ static int handler(void *user, const char *section, const char *name, const char
 			 hint.len ? hint.buf : "put it under a section header such as [remote]");
 		goto out;
 	}
+	if (!strcmp(section, "pools")) {
+		define_pool(pc, key, val);
+		goto out;
+	}
 	if (!cfgk_section_known(section))
 		goto out;   /* reported at the section header */
 	if ((i = cfgk_find(section, key)) < 0) {
@@ -321,7 +447,17 @@ static int handler(void *user, const char *section, const char *name, const char
 			gr_hintf(&pc->err, "%s", hint.buf);
 		goto out;
 	}
-	if (p->v[i].layer == LAYER_FILE && key_at(i)->type != GR_KEY_LIST) {
+	if (pc->layer == LAYER_USER && key_at(i)->project_only) {
+		perr(pc, "'%s' in [%s] names one project's own folder: it belongs in that project's "
+		     "gpurun.ini, not in the user config", key, section);
+		struct strbuf env = STRBUF_INIT;
+		cfgk_env_name(key_at(i), &env);
+		gr_hintf(&pc->err, "every project would share it; remove it here (%s or -o %s.%s "
+			 "still set it for one command)", env.buf, section, key);
+		sb_release(&env);
+		goto out;
+	}
+	if (p->v[i].layer == pc->layer && key_at(i)->type != GR_KEY_LIST) {
 		perr(pc, "duplicate key '%s' in [%s] (already set on line %d)", key, section,
 		     p->v[i].line);
 		gr_hintf(&pc->err, "a key may be set once; only list keys add up");
@@ -331,8 +467,8 @@ static int handler(void *user, const char *section, const char *name, const char
 		perr(pc, "invalid value '%s' for '%s' in [%s]: %s", val, key, section, why.buf);
 		goto out;
 	}
-	origin = xasprintf("%s:%d", p->disp, pc->lineno);
-	store(p, i, norm.buf, LAYER_FILE, origin, pc->lineno);
+	origin = xasprintf("%s:%d", pc->disp, pc->lineno);
+	store(p, i, norm.buf, pc->layer, origin, pc->lineno);
 out:
 	free(key);
 	free(val);
@@ -343,25 +479,27 @@ out:
 	return 1;
 }
 
-static int load_file(struct gr_config *c, struct gr_err *err)
+/* Parse path (messages say disp) into layer. */
+static int load_file(struct gr_config *c, const char *path, const char *disp, int layer,
+		     struct gr_err *err)
 {
-	struct priv *p = c->origins;
 	struct strbuf buf = STRBUF_INIT;
 	struct pctx pc;
 	int r, rc = 0;
 
-	/* by the name messages use: as given to -c, or relative to the cwd */
-	if (read_file(p->disp, &buf, err) < 0) {
+	if (read_file(path, &buf, err) < 0) {
 		err->code = GR_ECONFIG;
 		return GR_ECONFIG;
 	}
 	memset(&pc, 0, sizeof(pc));
 	pc.cfg = c;
+	pc.disp = disp;
+	pc.layer = layer;
 	pc.buf = buf.buf ? buf.buf : "";
 	pc.len = buf.len;
 	r = ini_parse_stream(reader, &pc, handler, &pc);
 	if (r < 0) {
-		rc = gr_errf(err, GR_ECONFIG, "cannot parse '%s': out of memory", p->disp);
+		rc = gr_errf(err, GR_ECONFIG, "cannot parse '%s': out of memory", disp);
 	} else if (r > 0 && (!pc.err_line || r < pc.err_line)) {
 		/* a line inih could not read: find it again for the message */
 		const char *s = pc.buf, *end = pc.buf + pc.len, *nl;
@@ -374,7 +512,7 @@ static int load_file(struct gr_config *c, struct gr_err *err)
 			n--;
 		rc = gr_errf(err, GR_ECONFIG,
 			     "%s:%d: malformed line '%.*s': expected '[section]' or 'key = value'",
-			     p->disp, r, (int)(n > 80 ? 80 : n), s);
+			     disp, r, (int)(n > 80 ? 80 : n), s);
 		gr_hintf(err, "%s", *s == '[' ? "a section header looks like [remote]"
 				: "comments start with '#' or ';' at the beginning of a line");
 	} else if (pc.err_line) {
@@ -386,6 +524,70 @@ static int load_file(struct gr_config *c, struct gr_err *err)
 }
 
 /* ---- finding it --------------------------------------------------------- */
+
+/* The user config: $XDG_CONFIG_HOME/gpurun/config (only an absolute
+ * XDG_CONFIG_HOME counts, as the XDG spec says), else
+ * ~/.config/gpurun/config; NULL without a home. *disp: with ~ for $HOME. */
+static char *user_config_path(char **disp)
+{
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+	size_t hl = home ? strlen(home) : 0;
+	char *path;
+
+	*disp = NULL;
+	if (xdg && xdg[0] == '/')
+		path = xasprintf("%s/gpurun/config", xdg);
+	else if (home && home[0] == '/')
+		path = xasprintf("%s%s.config/gpurun/config", home, home[hl - 1] == '/' ? "" : "/");
+	else
+		return NULL;
+	while (hl > 1 && home[hl - 1] == '/')
+		hl--;
+	if (hl > 1 && !strncmp(path, home, hl) && path[hl] == '/')
+		*disp = xasprintf("~%s", path + hl);
+	else
+		*disp = xstrdup(path);
+	return path;
+}
+
+/* Load the user config into LAYER_USER, if there is one: missing is
+ * fine, anything else that stops reading it is an error naming it. */
+static int load_user(struct gr_config *c, struct gr_err *err)
+{
+	struct priv *p = c->origins;
+	char *disp = NULL, *path = user_config_path(&disp);
+	struct stat st;
+	int rc = 0;
+
+	if (!path)
+		return 0;
+	if (stat(path, &st) < 0) {
+		if (errno != ENOENT && errno != ENOTDIR) {
+			rc = gr_errf(err, GR_ECONFIG, "cannot read the user config '%s': %s", disp,
+				     strerror(errno));
+			gr_hintf(err, "fix its permissions, or move it away to go without one");
+		}
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = gr_errf(err, GR_ECONFIG, "cannot read the user config '%s': not a file", disp);
+		gr_hintf(err, "the user config is a file in gpurun.ini's syntax; move this away");
+		goto out;
+	}
+	if ((rc = load_file(c, path, disp, LAYER_USER, err)) < 0) {
+		if (!strncmp(err->msg, "cannot open", 11))
+			gr_hintf(err, "fix its permissions, or move it away to go without one");
+		goto out;
+	}
+	c->user_file = path;
+	path = NULL;
+	p->user_disp = disp;
+	disp = NULL;
+out:
+	free(path);
+	free(disp);
+	return rc;
+}
 
 static int find_ini(const char *cwd, char **abs, char **disp)
 {
@@ -468,7 +670,10 @@ int config_load(struct gr_config **out, const char *file, int allow_missing,
 		store(p, (int)i, def, LAYER_DEFAULT, "default", 0);
 		free(def);
 	}
-	if (c->file && (rc = load_file(c, err)) < 0)
+	if ((rc = load_user(c, err)) < 0)
+		goto out;
+	/* by the name messages use: as given to -c, or relative to the cwd */
+	if (c->file && (rc = load_file(c, p->disp, p->disp, LAYER_FILE, err)) < 0)
 		goto out;
 
 	for (size_t i = 0; i < p->n; i++) {
@@ -494,6 +699,18 @@ int config_load(struct gr_config **out, const char *file, int allow_missing,
 			goto out;
 	}
 	cfgk_env_warnings(environ, &c->warnings);
+	{
+		struct strbuf why = STRBUF_INIT, hint = STRBUF_INIT;
+		const char *where = "";
+		if (resolve_hosts(p, &why, &hint, &where) < 0) {
+			rc = gr_errf(err, GR_ECONFIG, "%s: %s", where, why.buf);
+			gr_hintf(err, "%s", hint.buf);
+		}
+		sb_release(&why);
+		sb_release(&hint);
+		if (rc < 0)
+			goto out;
+	}
 	fill(c);
 	*out = c;
 	c = NULL;
@@ -521,7 +738,29 @@ int config_set(struct gr_config *cfg, const char *key, const char *value,
 		rc = gr_errf(err, GR_EUSAGE, "%s: invalid value '%s' for %s: %s", origin, value, key,
 			     why.buf);
 	} else {
+		struct val old = p->v[i];
+		const char *where = "";
+
+		old.text = xstrdup(old.text);
+		old.origin = xstrdup(old.origin);
 		store(p, i, norm.buf, LAYER_FLAG, origin, 0);
+		if (resolve_hosts(p, &why, &hint, &where) < 0) {
+			/* a refused value changes nothing */
+			rc = gr_errf(err, GR_EUSAGE, "%s: %s", origin, why.buf);
+			if (strcmp(where, origin))
+				sb_addf(&hint, "%s(the other value is from %s)", hint.len ? " " : "",
+					where);
+			gr_hintf(err, "%s", hint.buf);
+			free(p->v[i].text);
+			free(p->v[i].origin);
+			p->v[i] = old;
+			sb_reset(&why);
+			sb_reset(&hint);
+			resolve_hosts(p, &why, &hint, &where);
+		} else {
+			free(old.text);
+			free(old.origin);
+		}
 		fill(cfg);
 	}
 	sb_release(&norm);
@@ -537,6 +776,12 @@ int config_get(const struct gr_config *cfg, const char *key, struct strbuf *valu
 	struct strbuf hint = STRBUF_INIT;
 	int i = cfgk_find_dotted(key);
 
+	if (!strncmp(key, "pools.", 6) && pool_find(p, key + 6)) {
+		sb_adds(value, pool_find(p, key + 6)->text);
+		if (origin)
+			*origin = pool_find(p, key + 6)->origin;
+		return 0;
+	}
 	if (i < 0 && !strchr(key, '.')) {
 		/* a bare name, when only one section has it */
 		size_t n, found = 0;
@@ -598,6 +843,11 @@ void config_dump(const struct gr_config *cfg, struct strbuf *out, int json)
 			json_str(out, cfg->file);
 		else
 			sb_adds(out, "null");
+		sb_adds(out, ",\n  \"user_file\": ");
+		if (cfg->user_file)
+			json_str(out, cfg->user_file);
+		else
+			sb_adds(out, "null");
 		sb_adds(out, ",\n  \"root\": ");
 		json_str(out, cfg->root);
 		sb_adds(out, ",\n  \"keys\": {\n");
@@ -612,7 +862,17 @@ void config_dump(const struct gr_config *cfg, struct strbuf *out, int json)
 			sb_addf(out, "}%s\n", i + 1 < p->n ? "," : "");
 			free(name);
 		}
-		sb_adds(out, "  }\n}\n");
+		sb_adds(out, "  },\n  \"pools\": {");
+		for (size_t i = 0; i < p->npools; i++) {
+			sb_adds(out, i ? ",\n    " : "\n    ");
+			json_str(out, p->pools[i].name);
+			sb_adds(out, ": {\"value\": ");
+			json_value(out, &(struct gr_config_key){ .type = GR_KEY_LIST }, p->pools[i].text);
+			sb_adds(out, ", \"origin\": ");
+			json_str(out, p->pools[i].origin);
+			sb_adds(out, "}");
+		}
+		sb_adds(out, p->npools ? "\n  }\n}\n" : "}\n}\n");
 		return;
 	}
 	for (size_t i = 0; i < p->n; i++) {
@@ -621,12 +881,25 @@ void config_dump(const struct gr_config *cfg, struct strbuf *out, int json)
 		t = t ? t : 2;
 		vw = t > vw ? t : vw;
 	}
+	for (size_t i = 0; i < p->npools; i++) {
+		size_t n = strlen("pools.") + strlen(p->pools[i].name), t = strlen(p->pools[i].text);
+		kw = n > kw ? n : kw;
+		vw = t > vw ? t : vw;
+	}
 	vw = vw > 40 ? 40 : vw;
 	sb_addf(out, "# %s\n", cfg->file ? cfg->file : "no gpurun.ini: defaults and environment");
+	if (cfg->user_file)
+		sb_addf(out, "# user config %s\n", p->user_disp);
 	for (size_t i = 0; i < p->n; i++) {
 		char *name = xasprintf("%s.%s", k[i].section, k[i].name);
 		const char *t = *p->v[i].text ? p->v[i].text : "\"\"";
 		sb_addf(out, "%-*s  %-*s  %s\n", (int)kw, name, (int)vw, t, p->v[i].origin);
+		free(name);
+	}
+	for (size_t i = 0; i < p->npools; i++) {
+		char *name = xasprintf("pools.%s", p->pools[i].name);
+		sb_addf(out, "%-*s  %-*s  %s\n", (int)kw, name, (int)vw, p->pools[i].text,
+			p->pools[i].origin);
 		free(name);
 	}
 }
@@ -705,10 +978,20 @@ void config_free(struct gr_config *cfg)
 		}
 		free(p->v);
 		free(p->disp);
+		free(p->user_disp);
+		for (size_t i = 0; i < p->npools; i++) {
+			free(p->pools[i].name);
+			free(p->pools[i].text);
+			free(p->pools[i].origin);
+		}
+		free(p->pools);
+		sv_clear(&p->hosts);
+		free(p->pool);
 		free(p);
 	}
-	free(cfg->file); free(cfg->root);
+	free(cfg->file); free(cfg->root); free(cfg->user_file);
 	free(cfg->remote.host); free(cfg->remote.path); free(cfg->remote.identity);
+	free(cfg->remote.pool); free(cfg->remote.jobs_dir);
 	free(cfg->remote.known_hosts); free(cfg->build.command); free(cfg->train.command);
 	free(cfg->train.gpus); free(cfg->hooks.pre_push);
 	free(cfg->notify.command); free(cfg->notify.local);

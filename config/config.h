@@ -1,6 +1,7 @@
 /* gpurun.ini: the schema (one table of keys that also drives `gpurun init`,
  * `gpurun config`, help and completions), loading with inih, and the
- * precedence defaults < file < GPURUN_* environment < command line. */
+ * precedence defaults < user config (~/.config/gpurun/config) < the
+ * project's gpurun.ini < GPURUN_* environment < command line. */
 #ifndef GR_CONFIG_H
 #define GR_CONFIG_H
 
@@ -18,7 +19,8 @@ enum gr_transport_kind {
 enum gr_key_type {
 	GR_KEY_STRING,  /* free text */
 	GR_KEY_PATH,    /* text; a leading ~ means $HOME (expanded on load) */
-	GR_KEY_RPATH,   /* a path on the remote host; ~ left for the agent */
+	GR_KEY_RPATH,   /* a path on the remote host; ~ left for the agent; "" only
+			   when that is the default */
 	GR_KEY_ENUM,    /* one of values[] */
 	GR_KEY_BOOL,    /* true/false, yes/no, on/off, 1/0 */
 	GR_KEY_INT,     /* integer in [min, max] */
@@ -39,7 +41,13 @@ struct gr_config_key {
 	 * why not ("must not start with '-'"). May leave a normalised value in
 	 * norm (e.g. "0, 2" -> "0,2"); norm is empty otherwise. */
 	const char *(*check)(const char *value, struct strbuf *norm);
+	/* Names this project's own things (its folder on the host): refused
+	 * in the user config, where every project would share it. */
+	int project_only;
 };
+
+/* [remote] host names at most this many hosts (a list or a pool). */
+#define GR_HOSTS_MAX 64
 
 /* The whole schema, in template order; *n gets the count. */
 const struct gr_config_key *config_keys(size_t *n);
@@ -67,10 +75,21 @@ int config_duration(const char *v, uint64_t *secs, const char **why);
 
 struct gr_config {
 	char *file;  /* the gpurun.ini in use, or NULL when none was found */
+	char *user_file; /* the user config loaded (absolute), or NULL when none */
 	char *root;  /* the folder holding it (the project root); else cwd */
 	struct {
-		char *host;        /* ssh alias, [user@]host[:port], or "local" */
+		char *host;        /* ssh alias, [user@]host[:port], or "local": the
+				      first of hosts (NULL when none is set) */
+		/* [remote] host as a list: "a b c" inline, or the name of a
+		 * [pools] entry expanded. NULL-terminated; nhosts >= 1 when
+		 * host is set, 0 when not; each validated like a single host,
+		 * no duplicates, at most GR_HOSTS_MAX. */
+		char **hosts;
+		size_t nhosts;
+		char *pool;        /* the [pools] name host gave, else "" (inline or unset) */
 		char *path;        /* project folder on the host (remote ~ kept) */
+		char *jobs_dir;    /* host folder for job folders (remote ~ kept); ""
+				      = the agent's ${XDG_CACHE_HOME:-~/.cache}/gpurun/jobs */
 		int transport;     /* enum gr_transport_kind */
 		char *identity;    /* extra identity file, ~ expanded; may be "" */
 		char *known_hosts; /* known_hosts file, ~ expanded; "" = ssh's */
@@ -142,8 +161,13 @@ struct gr_config {
 	void *origins;             /* private: where each value came from */
 };
 
-/* Find and load the configuration. file: -c FILE (may be NULL: search
- * cwd and its parents for gpurun.ini, as git finds .git). No gpurun.ini
+/* Find and load the configuration. First the user config:
+ * $XDG_CONFIG_HOME/gpurun/config (XDG_CONFIG_HOME only when absolute),
+ * else $HOME/.config/gpurun/config; the same sections and keys as
+ * gpurun.ini (less the project_only ones) plus [pools]; origins read
+ * "~/.config/gpurun/config:3". Missing is fine; unreadable or broken is
+ * GR_ECONFIG naming it. Then the project's file. file: -c FILE (may be
+ * NULL: search cwd and its parents for gpurun.ini, as git finds .git). No gpurun.ini
  * found is GR_ECONFIG ("no gpurun.ini in '<cwd>' or any parent folder",
  * hint: run 'gpurun init'), unless allow_missing, in which case defaults
  * (and environment) are loaded and cfg->file is NULL. A -c FILE that does
@@ -166,7 +190,12 @@ struct gr_config {
 int config_load(struct gr_config **out, const char *file, int allow_missing,
 		struct gr_err *err);
 
-/* Set "section.key" from the command line (origin e.g. "--host" or "-o");
+/* [pools] (either file): "NAME = host host ...", a NAME that [remote]
+ * host may give alone to mean those hosts. A pool lists hosts, never
+ * another pool; an empty one is refused; the project's NAME replaces
+ * the user config's. With scheduler = slurm, host must be one host.
+ *
+ * Set "section.key" from the command line (origin e.g. "--host" or "-o");
  * validated like the file. Replaces a file or environment value; a list
  * set twice on the command line adds up, anything else: the last wins.
  * Errors are GR_EUSAGE (a bad command line) and name the flag. */

@@ -6,7 +6,7 @@
 #include "config.h"
 
 /* Where a value came from, lowest precedence first. */
-enum { LAYER_DEFAULT, LAYER_FILE, LAYER_ENV, LAYER_FLAG };
+enum { LAYER_DEFAULT, LAYER_USER, LAYER_FILE, LAYER_ENV, LAYER_FLAG };
 
 /* Index of section/name or "section.key" in config_keys(), or -1. */
 int cfgk_find(const char *section, const char *name);
@@ -56,6 +56,9 @@ void cfgk_env_warnings(char *const *envp, struct strvec *out);
  * config_keys.c: NULL if v is good (its canonical text in norm), else
  * why not. */
 const char *cfgk_check_host(const char *v, struct strbuf *norm);
+const char *cfgk_check_rdir(const char *v, struct strbuf *norm);
+/* A [pools] name: letters, digits, '.', '_', '-'; NULL if good, else why not. */
+const char *cfgk_check_pool_name(const char *name);
 const char *cfgk_check_gpus(const char *v, struct strbuf *norm);
 const char *cfgk_check_pull(const char *v, struct strbuf *norm);
 const char *cfgk_check_text(const char *v, struct strbuf *norm);

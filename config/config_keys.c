@@ -22,10 +22,13 @@ static const char *const notify_local_values[] = { "auto", "bell", "desktop", "n
 
 static const struct gr_config_key keys[] = {
 	{ .section = "remote", .name = "host", .type = GR_KEY_STRING, .def = "",
-	  .help = "ssh alias or [user@]host[:port] of the GPU machine ('local': this machine)",
+	  .help = "ssh alias or [user@]host[:port] ('local': this machine); several, or a [pools] name",
 	  .example = "gpu-box", .check = cfgk_check_host },
 	{ .section = "remote", .name = "path", .type = GR_KEY_RPATH, .def = "~/gpurun/<project>",
-	  .help = "project folder on the host; ~ is the remote home" },
+	  .help = "project folder on the host; ~ is the remote home", .project_only = 1 },
+	{ .section = "remote", .name = "jobs_dir", .type = GR_KEY_RPATH, .def = "",
+	  .help = "host folder for job folders (default ~/.cache/gpurun/jobs); a change hides older jobs",
+	  .example = "/scratch/me/gpurun-jobs", .check = cfgk_check_rdir },
 	{ .section = "remote", .name = "transport", .type = GR_KEY_ENUM, .def = "libssh2",
 	  .values = transport_values,
 	  .help = "how to reach the host: libssh2 (built in), openssh (the ssh command) or local" },
@@ -383,12 +386,17 @@ void cfgk_hint_section(const char *section, struct strbuf *hint)
 			sb_addf(hint, "did you mean [%s]?", keys[i].section);
 			return;
 		}
+	if (is_typo(section, "pools")) {
+		sb_adds(hint, "did you mean [pools]?");
+		return;
+	}
 	sb_adds(hint, "sections:");
 	for (size_t i = 0; i < GR_ARRAY_SIZE(keys); i++)
 		if (strcmp(prev, keys[i].section)) {
 			sb_addf(hint, " [%s]", keys[i].section);
 			prev = keys[i].section;
 		}
+	sb_adds(hint, " [pools]");
 }
 
 void cfgk_hint_dotted(const char *key, struct strbuf *hint)

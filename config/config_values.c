@@ -131,15 +131,15 @@ static const char *check_port(const char *p)
 	return NULL;
 }
 
-const char *cfgk_check_host(const char *v, struct strbuf *norm)
+/* One host of [remote] host (or of a pool): NULL if good, else why not. */
+static const char *check_one_host(const char *v)
 {
 	const char *at, *h;
 
-	(void)norm;
-	if (!*v)
-		return NULL;
 	if (v[0] == '-')
 		return "must not start with '-'";
+	if (v[0] == '#' || v[0] == ';')
+		return "a '#' or ';' after a value is part of it (comments go on their own line)";
 	for (const char *p = v; *p; p++) {
 		if (isspace((unsigned char)*p) || iscntrl((unsigned char)*p))
 			return "must not contain whitespace (comments go on their own line)";
@@ -168,6 +168,79 @@ const char *cfgk_check_host(const char *v, struct strbuf *norm)
 			return "the host name before ':' is missing";
 		return check_port(colon + 1);
 	}
+	return NULL;
+}
+
+/* [remote] host and a [pools] entry: hosts (or one pool name, resolved by
+ * config.c once every file is read), separated by blanks or commas as in
+ * list keys; kept joined by one space. */
+const char *cfgk_check_host(const char *v, struct strbuf *norm)
+{
+	static char msg[512];
+	struct strvec hosts = STRVEC_INIT;
+	const char *why = NULL;
+
+	for (const char *p = v; *p;) {
+		size_t len;
+		p += strspn(p, " \t,");
+		len = strcspn(p, " \t,");
+		if (len)
+			sv_pushf(&hosts, "%.*s", (int)len, p);
+		p += len;
+	}
+	for (size_t i = 0; i < hosts.n && !why; i++) {
+		const char *bad = check_one_host(hosts.v[i]);
+		if (bad && hosts.n == 1) {
+			why = bad;
+		} else if (bad) {
+			snprintf(msg, sizeof(msg), "'%.200s': %s", hosts.v[i], bad);
+			why = msg;
+		}
+		for (size_t j = 0; j < i && !why; j++)
+			if (!strcmp(hosts.v[i], hosts.v[j])) {
+				snprintf(msg, sizeof(msg), "'%.200s' is listed twice; name each host once",
+					 hosts.v[i]);
+				why = msg;
+			}
+	}
+	if (!why && hosts.n > GR_HOSTS_MAX) {
+		snprintf(msg, sizeof(msg), "%zu hosts, at most %d: split them over projects",
+			 hosts.n, GR_HOSTS_MAX);
+		why = msg;
+	}
+	for (size_t i = 0; i < hosts.n && !why; i++)
+		sb_addf(norm, "%s%s", i ? " " : "", hosts.v[i]);
+	sv_clear(&hosts);
+	return why;
+}
+
+const char *cfgk_check_pool_name(const char *name)
+{
+	if (!*name)
+		return "a pool needs a name";
+	if (name[0] == '-' || strlen(name) > 64)
+		return "a pool's name is 1 to 64 letters, digits, '.', '_' or '-', not '-' first";
+	for (const char *p = name; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("._-", *p))
+			return "a pool's name is 1 to 64 letters, digits, '.', '_' or '-', not '-' first";
+	return NULL;
+}
+
+/* A folder on the host: absolute, or ~/... (the agent expands ~); "" is
+ * the default. */
+const char *cfgk_check_rdir(const char *v, struct strbuf *norm)
+{
+	(void)norm;
+	if (!*v)
+		return NULL;
+	if (control_chars(v))
+		return control_chars(v);
+	if (v[0] == '~' && v[1] && v[1] != '/')
+		return "only '~' and '~/' are expanded; write the path out";
+	if (v[0] != '/' && v[0] != '~')
+		return "must be absolute (/scratch/me/jobs) or below ~ (~/jobs)";
+	if (strlen(v) > 1024)
+		return "a folder's path of at most 1024 bytes, please";
 	return NULL;
 }
 
@@ -393,7 +466,7 @@ int cfgk_normalize(const struct gr_config_key *k, const char *raw, struct strbuf
 		}
 		break;
 	case GR_KEY_RPATH:
-		if (!*raw) {
+		if (!*raw && *k->def) { /* a default that is "" may be asked for again */
 			sb_adds(why, "must not be empty");
 			return -1;
 		}

@@ -150,12 +150,12 @@ static void command_keys(const struct gr_cmd *c, FILE *out)
 	}
 	if (c->needs & CMD_CONFIG) {
 		struct strbuf line = STRBUF_INIT;
-		sb_adds(&line, "The host comes from the [remote] keys");
+		/* The pointer first, so no wrap splits it however many keys follow. */
+		sb_adds(&line, "The host comes from the [remote] keys (see 'gpurun help config')");
 		for (size_t i = 0, k = 0; i < n; i++)
 			if (!strcmp(keys[i].section, "remote"))
-				sb_addf(&line, "%s%s", k++ ? ", " : " (", keys[i].name);
-		sb_adds(&line, strstr(line.buf, " (") ? "): see 'gpurun help config'." :
-			": see 'gpurun help config'.");
+				sb_addf(&line, "%s%s", k++ ? ", " : ": ", keys[i].name);
+		sb_adds(&line, ".");
 		fputc('\n', out);
 		fill(line.buf, out);
 		sb_release(&line);
@@ -230,14 +230,20 @@ void help_config(FILE *out)
 
 	fprintf(out,
 		"config keys ('gpurun init' writes them all, commented). A value comes\n"
-		"from, the later winning: the default, gpurun.ini (found in this folder or\n"
-		"a parent, or -c FILE), the environment (GPURUN_<SECTION>_<KEY>), and the\n"
-		"command line (-o section.key=VALUE, --host).\n");
+		"from, the later winning: the default, the user config\n"
+		"($XDG_CONFIG_HOME/gpurun/config or ~/.config/gpurun/config: every key but\n"
+		"remote.path), gpurun.ini (found in this folder or a parent, or -c FILE),\n"
+		"the environment (GPURUN_<SECTION>_<KEY>), and the command line\n"
+		"(-o section.key=VALUE, --host).\n");
 	for (size_t i = 0; i < n; i++) {
 		if (!i || strcmp(keys[i].section, keys[i - 1].section))
 			fprintf(out, "\n[%s]\n", keys[i].section);
 		key_lines(&keys[i], out);
 	}
+	if (n)
+		fprintf(out, "\n[pools]\n"
+			"  NAME = HOST HOST ...          hosts, in either file\n"
+			"      [remote] host = NAME means those hosts; a pool lists hosts, not pools\n");
 	if (!n)
 		fprintf(out, "\n(this build carries no key schema)\n");
 }

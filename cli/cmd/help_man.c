@@ -181,9 +181,12 @@ void help_man(FILE *out)
 	block(out, help_exit_codes);
 	fputs(".SH FILES\n"
 	      ".TP\n.I gpurun.ini\nthe project's configuration\n"
+	      ".TP\n.I ~/.config/gpurun/config\nyour defaults for every project, below gpurun.ini "
+	      "($XDG_CONFIG_HOME/gpurun/config when set)\n"
 	      ".TP\n.I .gpurun/\ngpurun's local state in the project: stat cache, signatures, job list\n"
 	      ".TP\n.I runs/JOB/\na job's artifacts, pulled back\n"
-	      ".TP\n.I ~/.cache/gpurun/\non the host: the agent, and each job's folder\n"
+	      ".TP\n.I ~/.cache/gpurun/\non the host: the agent, and each job's folder "
+	      "($XDG_CACHE_HOME/gpurun/ for the jobs when set; [remote] jobs_dir moves them)\n"
 	      ".SH SEE ALSO\n"
 	      ".BR ssh (1),\n.BR ssh_config (5),\n.BR git (1),\n.BR rsync (1)\n", out);
 	sb_release(&sb);

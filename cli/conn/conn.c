@@ -82,6 +82,7 @@ struct gr_conn {
 	void *say_arg;
 	const struct conn_opts *opts; /* during conn_open only */
 	struct strbuf later;          /* early frames too many for the command */
+	char *jobs_dir;               /* [remote] jobs_dir, for our HELLO (during conn_open) */
 	struct fwd *fwd;              /* forwarded ports, served while waiting */
 	uint64_t fwd_at;              /* now_ms() when they were last served */
 	struct pollfd *pfd;           /* wait_io's array */
@@ -709,27 +710,44 @@ static int check_arch(struct gr_conn *c, struct gr_err *err)
 		       c->t->desc, ts(arch), ts(c->boot_arch));
 }
 
-/* The bootstrap command's argument: the caller's first frames, in hex
- * (the agent's `serve HEX`). Too many go the usual way, after HELLO. */
+/* Our HELLO: the version and what the agent must know before any request
+ * ([remote] jobs_dir). Id 0: a notice, not answered (PROTOCOL.md). It is
+ * the first frame of the command's argument, so the agent has it before
+ * the caller's first requests, wherever those travel. */
+static void client_hello(struct gr_conn *c, struct strbuf *frames)
+{
+	struct strbuf pl = STRBUF_INIT;
+
+	put_u32(&pl, GR_PROTO_VERSION);
+	put_str(&pl, c->jobs_dir ? c->jobs_dir : "");
+	proto_frame_append(frames, GR_MSG_HELLO, GR_F_END, 0, pl.buf, pl.len);
+	sb_release(&pl);
+}
+
+/* The bootstrap command's argument: our HELLO and the caller's first
+ * frames, in hex (the agent's `serve HEX`). Too many go the usual way,
+ * after the agent's HELLO. */
 static void early_arg(void *arg, struct strbuf *out)
 {
 	static const char hex[] = "0123456789abcdef";
 	struct gr_conn *c = arg;
-	struct strbuf frames = STRBUF_INIT;
+	struct strbuf frames = STRBUF_INIT, theirs = STRBUF_INIT;
 
-	c->opts->early(c->opts->early_arg, c, &frames);
-	if (frames.len > CONN_EARLY_MAX) {
-		sb_add(&c->later, frames.buf, frames.len);
-	} else {
-		sb_grow(out, 2 * frames.len);
-		for (size_t i = 0; i < frames.len; i++) {
-			unsigned char b = (unsigned char)frames.buf[i];
-			sb_add(out, &hex[b >> 4], 1);
-			sb_add(out, &hex[b & 15], 1);
-		}
-		if (frames.len)
-			gr_trace("conn: %zu bytes of requests in the command", frames.len);
+	client_hello(c, &frames);
+	if (c->opts && c->opts->early)
+		c->opts->early(c->opts->early_arg, c, &theirs);
+	if (theirs.len && frames.len + theirs.len > CONN_EARLY_MAX)
+		sb_add(&c->later, theirs.buf, theirs.len);
+	else if (theirs.len)
+		sb_add(&frames, theirs.buf, theirs.len);
+	sb_release(&theirs);
+	sb_grow(out, 2 * frames.len);
+	for (size_t i = 0; i < frames.len; i++) {
+		unsigned char b = (unsigned char)frames.buf[i];
+		sb_add(out, &hex[b >> 4], 1);
+		sb_add(out, &hex[b & 15], 1);
 	}
+	gr_trace("conn: %zu bytes of requests in the command", frames.len);
 	sb_release(&frames);
 }
 
@@ -748,8 +766,8 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 	c->say_arg = o ? o->say_arg : NULL;
 	to = (struct tr_opts){ o ? o->accept_new : 0, c->verbose, c->say, c->say_arg };
 	c->opts = o;
-	if (o && o->early)
-		cmd.late = early_arg;
+	c->jobs_dir = xstrdup(cfg && cfg->remote.jobs_dir ? cfg->remote.jobs_dir : "");
+	cmd.late = early_arg;
 	if (o && o->fwd)
 		cmd.fwd = fwd_specs(o->fwd, &cmd.nfwd);
 	rc = transport_open(&c->t, cfg, &cmd, &to, err);
@@ -757,6 +775,7 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 	free(script);
 	if (rc < 0) {
 		sb_release(&c->later);
+		free(c->jobs_dir);
 		free(c);
 		return rc;
 	}
@@ -800,5 +819,6 @@ void conn_close(struct gr_conn *c)
 	free(c->hello.hash);
 	free(c->hello.arch);
 	free(c->hello.home);
+	free(c->jobs_dir);
 	free(c);
 }

@@ -79,6 +79,30 @@ const char *agent_home(void)
 	return h && *h ? h : "/";
 }
 
+const char *agent_cache_dir(void)
+{
+	static char *dir;
+	const char *x = getenv("XDG_CACHE_HOME");
+
+	if (!dir)
+		dir = x && x[0] == '/' ? xasprintf("%s/gpurun", x)
+				       : xasprintf("%s/.cache/gpurun", agent_home());
+	return dir;
+}
+
+static char *jobs_dir_conf;
+
+const char *agent_jobs_dir_conf(void)
+{
+	return jobs_dir_conf ? jobs_dir_conf : "";
+}
+
+void agent_jobs_dir_set(const char *dir)
+{
+	free(jobs_dir_conf);
+	jobs_dir_conf = xstrdup(dir ? dir : "");
+}
+
 char *agent_path(const char *p)
 {
 	if (p[0] == '~' && (p[1] == '\0' || p[1] == '/'))
@@ -547,18 +571,24 @@ static void send_hello(struct agent *a, uint32_t id)
 	sb_release(&pl);
 }
 
+/* The client's HELLO: its version and what the agent must know before any
+ * request (PROTOCOL.md). Sent with id 0, first, it is a notice: the
+ * agent's own HELLO already said who it is, so nothing answers it. */
 static int h_hello(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
 {
 	uint32_t v = get_u32(rd);
+	char *jobs_dir = get_str(rd);
+	int rc = rd_done(rd, err, "HELLO");
 
-	if (rd->bad)
-		return gr_errf(err, GR_EPROTO, "protocol error: malformed HELLO");
-	if (v != GR_PROTO_VERSION)
-		return gr_errf(err, GR_EPROTO,
-			       "protocol version %u is not supported (agent speaks %u)",
-			       v, GR_PROTO_VERSION);
-	send_hello(a, id);
-	return 0;
+	if (rc == 0 && v != GR_PROTO_VERSION)
+		rc = gr_errf(err, GR_EPROTO, "protocol version %u is not supported (agent speaks %u)",
+			     v, GR_PROTO_VERSION);
+	if (rc == 0 && jobs_dir)
+		agent_jobs_dir_set(jobs_dir);
+	if (rc == 0 && id)
+		send_hello(a, id);
+	free(jobs_dir);
+	return rc;
 }
 
 static int h_ping(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)

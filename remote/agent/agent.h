@@ -96,6 +96,13 @@ char *agent_path(const char *p);
 
 /* The agent's $HOME (never NULL). */
 const char *agent_home(void);
+/* Where the agent keeps its own files on the host: $XDG_CACHE_HOME/gpurun
+ * when XDG_CACHE_HOME is absolute, else $HOME/.cache/gpurun. */
+const char *agent_cache_dir(void);
+/* [remote] jobs_dir as this connection's HELLO said ("" = not set: the
+ * default, agent_cache_dir()/jobs). Never NULL. */
+const char *agent_jobs_dir_conf(void);
+void agent_jobs_dir_set(const char *dir);
 
 /* The rest of the folder's face (they include this header first). */
 #include "agent_helper.h"

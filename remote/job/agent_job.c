@@ -316,7 +316,8 @@ static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_er
 	/* Another user's folder would run their code (a planted GNUmakefile). */
 	if ((rc = safe_dir_check_path(s.full, 1, NULL, err)) < 0)
 		goto out;
-	s.root = job_root(s.project);
+	if ((rc = job_root(s.project, &s.root, err)) < 0)
+		goto out;
 	rc = agent_helper_start(a, rid, 0, 0, start_fn, &s, err);
 out:
 	sv_clear(&persist);
@@ -339,7 +340,8 @@ static int h_list(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err
 
 	if (rc < 0)
 		goto out;
-	root = job_root(project);
+	if ((rc = job_root(project, &root, err)) < 0)
+		goto out;
 	if (*want) {
 		char *id = NULL;
 		rc = job_resolve(root, want, &id, err);

@@ -13,15 +13,45 @@
 #include "job_record.h"
 #include "job_store.h"
 
-char *job_root(const char *project)
+int job_base(char **out, struct gr_err *err)
 {
-	char *full = agent_path(project), *base;
+	const char *conf = agent_jobs_dir_conf();
+	char *dir;
+	int rc;
+
+	*out = NULL;
+	if (!*conf)
+		dir = xasprintf("%s/jobs", agent_cache_dir());
+	else if (conf[0] == '/' || (conf[0] == '~' && (conf[1] == '\0' || conf[1] == '/')))
+		dir = agent_path(conf);
+	else
+		return gr_errf(err, GR_EINVAL, "[remote] jobs_dir '%s' is not an absolute path",
+			       conf);
+	if ((rc = safe_dir_check_path(dir, 1, NULL, err)) < 0) {
+		/* Only the message crosses the wire: say there which key moves it. */
+		gr_err_prefix(err, "%s", *conf ? "[remote] jobs_dir"
+				   : "the jobs folder ([remote] jobs_dir moves it)");
+		free(dir);
+		return rc;
+	}
+	*out = dir;
+	return 0;
+}
+
+int job_root(const char *project, char **root, struct gr_err *err)
+{
+	char *full, *base, *jobs;
 	char real[PATH_MAX];
-	const char *use = realpath(full, real) ? real : full;
 	uint32_t h = 2166136261u; /* FNV-1a: a stable key per project path */
 	struct strbuf key = STRBUF_INIT;
-	char *out;
+	const char *use;
+	int rc;
 
+	*root = NULL;
+	if ((rc = job_base(&jobs, err)) < 0)
+		return rc;
+	full = agent_path(project);
+	use = realpath(full, real) ? real : full;
 	for (const char *p = use; *p; p++)
 		h = (h ^ (uint8_t)*p) * 16777619u;
 	base = strrchr(use, '/');
@@ -34,10 +64,11 @@ char *job_root(const char *project)
 	}
 	if (key.buf[0] == '.')
 		key.buf[0] = '_';
-	out = xasprintf("%s/.cache/gpurun/jobs/%s-%08x", agent_home(), key.buf, h);
+	*root = xasprintf("%s/%s-%08x", jobs, key.buf, h);
 	sb_release(&key);
 	free(full);
-	return out;
+	free(jobs);
+	return 0;
 }
 
 /* Read "str project, str id" and find the job's folder. */
@@ -46,10 +77,8 @@ int agent_find_job(struct gr_rd *rd, char **dir, struct gr_err *err)
 	char *project = get_str(rd), *want = get_str(rd), *root = NULL, *id = NULL;
 	int rc = rd->bad ? gr_errf(err, GR_EPROTO, "protocol error: malformed job request") : 0;
 
-	if (rc == 0) {
-		root = job_root(project);
+	if (rc == 0 && (rc = job_root(project, &root, err)) == 0)
 		rc = job_resolve(root, want, &id, err);
-	}
 	if (rc == 0)
 		*dir = xasprintf("%s/%s", root, id);
 	if (rc == GR_ENOTFOUND && want) {

@@ -71,8 +71,8 @@ int agent_job_rm(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err 
 		free(id);
 	}
 	if ((rc = rd_done(rd, err, "JOB_RM")) == 0) {
-		s.root = job_root(project);
-		rc = agent_helper_start(a, rid, 0, 0, rm_fn, &s, err);
+		if ((rc = job_root(project, &s.root, err)) == 0)
+			rc = agent_helper_start(a, rid, 0, 0, rm_fn, &s, err);
 	}
 	free(project);
 	free(s.root);
@@ -114,8 +114,8 @@ int agent_job_prune(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_e
 	if (s.older_s > (1ULL << 40))
 		rd->bad = 1;
 	if ((rc = rd_done(rd, err, "JOB_PRUNE")) == 0) {
-		s.root = job_root(project);
-		rc = agent_helper_start(a, rid, 0, 0, prune_fn, &s, err);
+		if ((rc = job_root(project, &s.root, err)) == 0)
+			rc = agent_helper_start(a, rid, 0, 0, prune_fn, &s, err);
 	}
 	free(project);
 	free(s.root);

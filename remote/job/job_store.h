@@ -6,7 +6,8 @@
  * compile it in.
  *
  * Layout: a project's jobs live in its jobs root,
- * $HOME/.cache/gpurun/jobs/<project key>/ (agent_job.c: job_root):
+ * <jobs base>/<project key>/ (agent_job_find.c: job_root), the base being
+ * [remote] jobs_dir or ${XDG_CACHE_HOME:-$HOME/.cache}/gpurun/jobs:
  *   <id>/      a job's folder: its working directory and GPURUN_JOB_DIR.
  *              It holds the job's snapshot of the project (job_snap.h),
  *              the persistent paths as links into the project folder, and

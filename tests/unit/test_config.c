@@ -1,7 +1,8 @@
-/* gpurun.ini: every key type, precedence (default < file < environment <
- * flags) with origins, the parent-folder search, -c, every error path
- * with file:line, inih's edges (long lines, inline ';', indentation,
- * CRLF, BOM) and the template `gpurun init` writes loading back. */
+/* gpurun.ini: every key type, precedence (default < user config < file <
+ * environment < flags) with origins, the parent-folder search, -c, every
+ * error path with file:line, inih's edges (long lines, inline ';',
+ * indentation, CRLF, BOM), host lists and [pools], and the template
+ * `gpurun init` writes loading back. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -350,7 +351,7 @@ static void test_errors(void)
 		{ "[remote]\ngpus = 2\n", "gpurun.ini:2: unknown key 'gpus' in [remote]",
 		  "'gpus' belongs in [train]" },
 		{ "[remote]\nflavour = x\n", "gpurun.ini:2: unknown key 'flavour' in [remote]",
-		  "keys in [remote]: host path transport identity known_hosts connect_timeout scheduler" },
+		  "keys in [remote]: host path jobs_dir transport identity known_hosts connect_timeout scheduler" },
 		{ "# c\n[remot]\nhost = x\n", "gpurun.ini:2: unknown section [remot]",
 		  "did you mean [remote]?" },
 		{ "[gpu]\n", "gpurun.ini:1: unknown section [gpu]",
@@ -396,7 +397,31 @@ static void test_errors(void)
 		{ "[remote]\nhost = a\n\nhost = b\n",
 		  "gpurun.ini:4: duplicate key 'host' in [remote] (already set on line 2)", NULL },
 		{ "[remote]\nhost = gpu # my box\n", "gpurun.ini:2: invalid value 'gpu # my box' "
-		  "for 'host' in [remote]: must not contain whitespace", NULL },
+		  "for 'host' in [remote]: '#': a '#' or ';' after a value is part of it (comments go "
+		  "on their own line)", NULL },
+		{ "[remote]\nhost = a b a\n", "gpurun.ini:2: invalid value 'a b a' for 'host' in "
+		  "[remote]: 'a' is listed twice; name each host once", NULL },
+		{ "[remote]\nhost = a -oProxyCommand=x\n", "'-oProxyCommand=x': must not start "
+		  "with '-'", NULL },
+		{ "[remote]\njobs_dir = scratch/jobs\n", "gpurun.ini:2: invalid value 'scratch/jobs' "
+		  "for 'jobs_dir' in [remote]: must be absolute (/scratch/me/jobs) or below ~", NULL },
+		{ "[remote]\njobs_dir = ~bob/jobs\n", "only '~' and '~/' are expanded", NULL },
+		{ "[pools]\nlab =\n", "gpurun.ini:2: pool 'lab' is empty", "list its hosts: lab = box1 box2" },
+		{ "[pools]\nlab = a\nlab = b\n", "gpurun.ini:3: duplicate pool 'lab' in [pools] "
+		  "(already defined on line 2)", NULL },
+		{ "[pools]\nl@b = a\n", "gpurun.ini:2: invalid pool name 'l@b'", NULL },
+		{ "[pools]\nlab = a b a\n", "gpurun.ini:2: invalid hosts 'a b a' for pool 'lab': "
+		  "'a' is listed twice", NULL },
+		{ "[pools]\nlab = a\nbig = lab c\n", "gpurun.ini:3: pool 'big' lists 'lab', which is "
+		  "a pool too", "a pool lists hosts, not pools: write out the hosts of 'lab'" },
+		{ "[remote]\nhost = lab c\n[pools]\nlab = a b\n", "gpurun.ini:2: host lists 'lab', "
+		  "which is a pool (gpurun.ini:4)", "name a pool alone (host = lab), or list hosts only" },
+		{ "[remote]\nhost = a b\nscheduler = slurm\n", "gpurun.ini:2: host names 2 hosts, but "
+		  "scheduler = slurm (gpurun.ini:3) takes one: a pool is for plain SSH hosts; a Slurm "
+		  "cluster is reached through one login host",
+		  "set [remote] host to the cluster's login node" },
+		{ "[remote]\nhost = lab\nscheduler = slurm\n[pools]\nlab = a b\n",
+		  "gpurun.ini:2: host names 2 hosts (pool 'lab'), but scheduler = slurm", NULL },
 		{ "[remote]\nhost = -oProxyCommand=evil\n", "must not start with '-'", NULL },
 		{ "[remote]\nhost = box:99999\n", "the port must be a number from 1 to 65535", NULL },
 		{ "[remote]\npath =\n", "gpurun.ini:2: invalid value '' for 'path' in [remote]: "
@@ -465,9 +490,35 @@ static void test_env_and_flag_errors(void)
 	CHECK_EQ_INT(config_set(c, "remote.transport", "telnet", "-o", &err), GR_EUSAGE);
 	CHECK_STR(err.msg, "-o: invalid value 'telnet' for remote.transport: expected libssh2, "
 		  "openssh or local");
-	CHECK_EQ_INT(config_set(c, "remote.host", "a b", "--host", &err), GR_EUSAGE);
-	CHECK(!strncmp(err.msg, "--host: invalid value 'a b' for remote.host", 43));
+	CHECK_EQ_INT(config_set(c, "remote.host", "a \"b", "--host", &err), GR_EUSAGE);
+	CHECK(!strncmp(err.msg, "--host: invalid value 'a \"b' for remote.host", 44));
 	CHECK_STR(c->remote.host, "x");   /* a refused value changes nothing */
+	CHECK_EQ_INT(config_set(c, "remote.host", "a b a", "--host", &err), GR_EUSAGE);
+	CHECK(strstr(err.msg, "'a' is listed twice") != NULL);
+	CHECK_EQ_INT(config_set(c, "remote.scheduler", "slurm", "-o", &err), 0);
+	CHECK_EQ_INT(config_set(c, "remote.host", "a b", "--host", &err), GR_EUSAGE);
+	CHECK_STR(err.msg, "--host: host names 2 hosts, but scheduler = slurm (-o) takes one: a pool "
+		  "is for plain SSH hosts; a Slurm cluster is reached through one login host");
+	CHECK_STR(c->remote.host, "x");
+	CHECK_EQ_INT(c->remote.nhosts, 1);
+	config_free(c);
+	/* too many hosts */
+	{
+		struct strbuf many = STRBUF_INIT;
+		for (int i = 0; i < GR_HOSTS_MAX + 1; i++)
+			sb_addf(&many, "h%d ", i);
+		CHECK(config_load(&c, NULL, 0, &err) == 0);
+		if (!c)
+			return;
+		CHECK_EQ_INT(config_set(c, "remote.host", many.buf, "--host", &err), GR_EUSAGE);
+		CHECK(strstr(err.msg, "65 hosts, at most 64") != NULL);
+		sb_reset(&many);
+		for (int i = 0; i < GR_HOSTS_MAX; i++)
+			sb_addf(&many, "h%d ", i);
+		CHECK_EQ_INT(config_set(c, "remote.host", many.buf, "--host", &err), 0);
+		CHECK_EQ_INT(c->remote.nhosts, GR_HOSTS_MAX);
+		sb_release(&many);
+	}
 	config_free(c);
 }
 
@@ -595,6 +646,266 @@ static void test_dump(void)
 	config_free(c);
 }
 
+static void no_user_config(void)
+{
+	char *x = xasprintf("%s/no-xdg", T);
+	setenv("XDG_CONFIG_HOME", x, 1);
+	free(x);
+}
+
+static void user_config(const char *text)
+{
+	char *d = xasprintf("%s/xdg/gpurun", T), *path = xasprintf("%s/config", d);
+
+	mkdir_p(d, 0755, NULL);
+	if (text)
+		write_text(path, text, strlen(text));
+	else
+		unlink(path);
+	free(d);
+	free(path);
+}
+
+/* The user config: below the project's file, above the defaults, with
+ * origins that name it; XDG_CONFIG_HOME or ~/.config; missing is fine,
+ * broken and unreadable are errors naming it. */
+static void test_user_config(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+	struct strbuf out = STRBUF_INIT;
+	char *xdg = xasprintf("%s/xdg", T), *home = xasprintf("%s/uhome", T);
+	const char *o;
+
+	setenv("XDG_CONFIG_HOME", xdg, 1);
+	user_config("# mine\n[remote]\nhost = box1\njobs_dir = /scratch/me/jobs\n[train]\n"
+		    "gpus = 2\nstop_grace = 30\n[sync]\nexclude = *.ckpt\nexclude = wandb/\n");
+	ini("user", "[train]\ngpus = 1\n");
+	cd("user");
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (!c) {
+		fprintf(stderr, "  %s\n", err.msg);
+		goto out;
+	}
+	char *uf = xasprintf("%s/gpurun/config", xdg);
+	CHECK_STR(c->user_file, uf);
+	CHECK_STR(c->remote.host, "box1");
+	CHECK_STR(get(c, "remote.host", &o), "box1");
+	CHECK(!strncmp(o, uf, strlen(uf)) && !strcmp(o + strlen(uf), ":3")); /* not below $HOME */
+	CHECK_STR(c->remote.jobs_dir, "/scratch/me/jobs");
+	CHECK_EQ_INT(c->train.stop_grace, 30);
+	CHECK_STR(c->train.gpus, "1");                 /* the project's file wins */
+	CHECK_STR(get(c, "train.gpus", &o), "1");
+	CHECK_STR(o, "gpurun.ini:2");
+	CHECK_STR(get(c, "sync.exclude", &o), "*.ckpt wandb/");
+	CHECK(strstr(o, "gpurun/config:9,10") != NULL); /* list lines add up there too */
+	config_dump(c, &out, 1);
+	CHECK(strstr(out.buf, "\"user_file\": ") != NULL);
+	CHECK(strstr(out.buf, "\"train.stop_grace\": {\"value\": 30, \"origin\": ") != NULL);
+	config_free(c);
+	free(uf);
+
+	/* environment over both; the user config is read with -c too */
+	setenv("GPURUN_TRAIN_STOP_GRACE", "5", 1);
+	CHECK(config_load(&c, "gpurun.ini", 0, &err) == 0);
+	clear_env();
+	if (c) {
+		CHECK_EQ_INT(c->train.stop_grace, 5);
+		CHECK_STR(c->remote.host, "box1");
+		config_free(c);
+	}
+
+	/* ~/.config/gpurun/config when XDG_CONFIG_HOME is unset or relative */
+	setenv("HOME", home, 1);
+	setenv("XDG_CONFIG_HOME", "rel/xdg", 1);
+	{
+		char *d = xasprintf("%s/.config/gpurun", home), *p = xasprintf("%s/config", d);
+		mkdir_p(d, 0755, NULL);
+		write_text(p, "[remote]\nhost = homebox\n", strlen("[remote]\nhost = homebox\n"));
+		CHECK(config_load(&c, NULL, 0, &err) == 0);
+		if (c) {
+			CHECK_STR(get(c, "remote.host", &o), "homebox");
+			CHECK_STR(o, "~/.config/gpurun/config:2");
+			sb_reset(&out);
+			config_dump(c, &out, 0);
+			CHECK(strstr(out.buf, "# user config ~/.config/gpurun/config\n") != NULL);
+			config_free(c);
+		}
+		/* broken: file:line as the user config is named */
+		write_text(p, "[remote]\nhots = x\n", strlen("[remote]\nhots = x\n"));
+		CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
+		CHECK_STR(err.msg, "~/.config/gpurun/config:2: unknown key 'hots' in [remote]");
+		write_text(p, "[remote]\npath = ~/all\n", strlen("[remote]\npath = ~/all\n"));
+		CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
+		CHECK(!strncmp(err.msg, "~/.config/gpurun/config:2: 'path' in [remote] names one "
+			       "project's own folder", 64));
+		/* unreadable (as root every file is readable: a folder then) */
+		unlink(p);
+		mkdir(p, 0755);
+		CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
+		CHECK_STR(err.msg, "cannot read the user config '~/.config/gpurun/config': not a file");
+		rmdir(p);
+		if (geteuid() != 0) {
+			write_text(p, "[remote]\nhost = x\n", strlen("[remote]\nhost = x\n"));
+			chmod(p, 0);
+			CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
+			CHECK(strstr(err.msg, "~/.config/gpurun/config") != NULL);
+			unlink(p);
+		}
+		/* missing: fine */
+		CHECK(config_load(&c, NULL, 0, &err) == 0);
+		if (!c)
+			fprintf(stderr, "  %s\n", err.msg);
+		if (c) {
+			CHECK(c->user_file == NULL);
+			CHECK(c->remote.host == NULL);  /* ini("user") has none */
+			config_free(c);
+		}
+		free(d);
+		free(p);
+	}
+out:
+	setenv("XDG_CONFIG_HOME", xdg, 1);
+	user_config(NULL);
+	no_user_config();
+	sb_release(&out);
+	free(xdg);
+	free(home);
+}
+
+/* [remote] host as a list or a pool, and [pools] in either file. */
+static void test_pools(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+	char *xdg = xasprintf("%s/xdg", T);
+	const char *o;
+	struct strbuf out = STRBUF_INIT;
+
+	setenv("XDG_CONFIG_HOME", xdg, 1);
+	user_config(NULL);
+	/* inline, blanks or commas as in list keys */
+	ini("pools", "[remote]\nhost = box1, box2\tlocal\n");
+	cd("pools");
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (!c)
+		goto out;
+	CHECK_STR(c->remote.host, "box1");
+	CHECK_EQ_INT(c->remote.nhosts, 3);
+	CHECK_STR(c->remote.hosts[0], "box1");
+	CHECK_STR(c->remote.hosts[2], "local");
+	CHECK(c->remote.hosts[3] == NULL);
+	CHECK_STR(c->remote.pool, "");
+	CHECK_STR(get(c, "remote.host", NULL), "box1 box2 local");
+	/* --host takes the same forms */
+	CHECK(config_set(c, "remote.host", "one", "--host", &err) == 0);
+	CHECK_EQ_INT(c->remote.nhosts, 1);
+	CHECK_STR(c->remote.pool, "");
+	config_free(c);
+
+	/* a pool in the user config, named by the project */
+	user_config("[pools]\nlab = box1 box2 box3\nsolo = s1\n");
+	ini("pools", "[remote]\nhost = lab\n");
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (!c) {
+		fprintf(stderr, "  %s\n", err.msg);
+		goto out;
+	}
+	CHECK_STR(c->remote.host, "box1");
+	CHECK_EQ_INT(c->remote.nhosts, 3);
+	CHECK_STR(c->remote.hosts[1], "box2");
+	CHECK_STR(c->remote.pool, "lab");
+	CHECK_STR(get(c, "pools.lab", &o), "box1 box2 box3");
+	CHECK(strstr(o, "gpurun/config:2") != NULL);
+	config_dump(c, &out, 0);
+	CHECK(strstr(out.buf, "\npools.lab ") != NULL);
+	sb_reset(&out);
+	config_dump(c, &out, 1);
+	CHECK(strstr(out.buf, "\"lab\": {\"value\": [\"box1\", \"box2\", \"box3\"], \"origin\": ") != NULL);
+	/* -o and --host name pools too; a one-host pool keeps its name */
+	CHECK(config_set(c, "remote.host", "solo", "-o", &err) == 0);
+	CHECK_EQ_INT(c->remote.nhosts, 1);
+	CHECK_STR(c->remote.host, "s1");
+	CHECK_STR(c->remote.pool, "solo");
+	CHECK(config_set(c, "remote.host", "lab", "--host", &err) == 0);
+	CHECK_EQ_INT(c->remote.nhosts, 3);
+	CHECK_EQ_INT(config_set(c, "remote.host", "lab box9", "--host", &err), GR_EUSAGE);
+	CHECK(strstr(err.msg, "--host: host lists 'lab', which is a pool") != NULL);
+	CHECK_EQ_INT(c->remote.nhosts, 3);   /* unchanged */
+	CHECK_EQ_INT(config_set(c, "remote.scheduler", "slurm", "-o", &err), GR_EUSAGE);
+	CHECK(strstr(err.msg, "host names 3 hosts (pool 'lab')") != NULL);
+	CHECK(strstr(err.hint, "(the other value is from --host)") != NULL);
+	CHECK_STR(get(c, "remote.scheduler", NULL), "none");
+	config_free(c);
+
+	/* the project's pool replaces the user config's of the same name */
+	ini("pools", "[remote]\nhost = lab\n[pools]\nlab = p1 p2\n");
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (c) {
+		CHECK_EQ_INT(c->remote.nhosts, 2);
+		CHECK_STR(c->remote.host, "p1");
+		CHECK_STR(get(c, "pools.lab", &o), "p1 p2");
+		CHECK_STR(o, "gpurun.ini:4");
+		config_free(c);
+	}
+	/* a pool naming a pool of the other file */
+	ini("pools", "[remote]\nhost = big\n[pools]\nbig = lab x\n");
+	CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
+	CHECK_STR(err.msg, "gpurun.ini:4: pool 'big' lists 'lab', which is a pool too");
+	/* the slurm refusal from the user config's pool */
+	ini("pools", "[remote]\nhost = lab\nscheduler = slurm\n");
+	CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
+	CHECK(strstr(err.msg, "a Slurm cluster is reached through one login host") != NULL);
+	/* a one-host pool is fine with slurm */
+	ini("pools", "[remote]\nhost = solo\nscheduler = slurm\n");
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	config_free(c);
+	c = NULL;
+	/* the environment's host can be a pool too */
+	ini("pools", "[train]\ngpus = 1\n");
+	setenv("GPURUN_REMOTE_HOST", "lab", 1);
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	clear_env();
+	if (c) {
+		CHECK_EQ_INT(c->remote.nhosts, 3);
+		CHECK_STR(c->remote.pool, "lab");
+		config_free(c);
+	}
+	/* no host: nothing */
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (c) {
+		CHECK(c->remote.host == NULL);
+		CHECK_EQ_INT(c->remote.nhosts, 0);
+		CHECK_STR(c->remote.pool, "");
+		config_free(c);
+	}
+out:
+	user_config(NULL);
+	no_user_config();
+	sb_release(&out);
+	free(xdg);
+}
+
+/* `gpurun init` writes the template, never the user config's values. */
+static void test_init_ignores_user_config(void)
+{
+	struct gr_err err = { 0 };
+	struct strbuf text = STRBUF_INIT;
+	char *xdg = xasprintf("%s/xdg", T), *p = xasprintf("%s/initu/gpurun.ini", T);
+
+	setenv("XDG_CONFIG_HOME", xdg, 1);
+	user_config("[remote]\nhost = secretbox\n[train]\ncommand = my-user-default\n");
+	cd("initu");
+	CHECK(config_write_template("gpurun.ini", &err) == 0);
+	CHECK(read_file(p, &text, &err) == 0);
+	CHECK(text.buf && !strstr(text.buf, "secretbox") && !strstr(text.buf, "my-user-default"));
+	user_config(NULL);
+	no_user_config();
+	sb_release(&text);
+	free(xdg);
+	free(p);
+}
+
 /* [slurm] options: words as sh splits them, nothing expanded. */
 static void test_split_words(void)
 {
@@ -621,7 +932,7 @@ static void test_schema(void)
 	size_t n;
 	const struct gr_config_key *k = config_keys(&n);
 	static const char *const want[] = {
-		"remote.host", "remote.path", "remote.transport", "remote.identity",
+		"remote.host", "remote.path", "remote.jobs_dir", "remote.transport", "remote.identity",
 		"remote.known_hosts", "remote.connect_timeout", "remote.scheduler", "sync.exclude", "sync.warn_size",
 		"sync.delta_min", "sync.include_git", "sync.preserve_perms", "sync.include",
 		"setup.command", "setup.inputs", "build.command", "train.command", "train.shell",
@@ -682,6 +993,7 @@ int main(void)
 		return 1;
 	}
 	clear_env();
+	no_user_config(); /* none but the ones the cases write */
 	RUN(test_schema);
 	RUN(test_duration);
 	RUN(test_split_words);
@@ -696,6 +1008,9 @@ int main(void)
 	RUN(test_inih_edges);
 	RUN(test_template_round_trip);
 	RUN(test_dump);
+	RUN(test_user_config);
+	RUN(test_pools);
+	RUN(test_init_ignores_user_config);
 	if (chdir("/") < 0)
 		perror("chdir");
 	if (!t_failed_cases) {

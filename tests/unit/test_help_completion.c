@@ -11,10 +11,10 @@
 
 static const char *const transports[] = { "libssh2", "openssh", "local", NULL };
 static const struct gr_config_key keys[] = {
-	{ "remote", "host", GR_KEY_STRING, "", NULL, 0, 0, "ssh alias, user@host:port, or local", NULL, NULL },
-	{ "remote", "transport", GR_KEY_ENUM, "libssh2", transports, 0, 0, "how to reach\tthe\nhost", NULL, NULL },
-	{ "sync", "include_git", GR_KEY_BOOL, "false", NULL, 0, 0, "send .git/ too", NULL, NULL },
-	{ "train", "gpus", GR_KEY_STRING, "all", NULL, 0, 0, "which GPUs", NULL, NULL },
+	{ "remote", "host", GR_KEY_STRING, "", NULL, 0, 0, "ssh alias, user@host:port, or local", NULL, NULL, 0 },
+	{ "remote", "transport", GR_KEY_ENUM, "libssh2", transports, 0, 0, "how to reach\tthe\nhost", NULL, NULL, 0 },
+	{ "sync", "include_git", GR_KEY_BOOL, "false", NULL, 0, 0, "send .git/ too", NULL, NULL, 0 },
+	{ "train", "gpus", GR_KEY_STRING, "all", NULL, 0, 0, "which GPUs", NULL, NULL, 0 },
 };
 static const struct complete_src src = { keys, 4, 1700000000 };
 
