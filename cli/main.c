@@ -10,6 +10,7 @@
 #include "agent_hash.h"
 #include "ctx.h"
 #include "gpurun.h"
+#include "pool.h"
 
 #ifndef GR_VERSION
 #define GR_VERSION "0.1.0"
@@ -103,7 +104,7 @@ int main(int argc, char **argv)
 		case G_ACCEPT_NEW: ctx.accept_new = 1; break;
 		case G_VERBOSE: ctx.verbose++; break;
 		case G_QUIET: ctx.quiet = 1; break;
-		case G_COLOR: color = st.arg; break;
+		case G_COLOR: color = ctx.color_arg = st.arg; break;
 		case G_VERSION:
 			printf("gpurun %s (agent %s, protocol %d)\n", GR_VERSION, GR_AGENT_HASH,
 			       GR_PROTO_VERSION);
@@ -134,6 +135,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	ctx.cmd = gr_find_command(st.args.v[0]);
+	if (!ctx.cmd && !strcmp(st.args.v[0], pool_probe_cmd.name))
+		ctx.cmd = &pool_probe_cmd;
 	if (!ctx.cmd) {
 		gr_errf(&ctx.err, GR_EUSAGE, "'%s' is not a gpurun command", st.args.v[0]);
 		if ((near = help_suggest(st.args.v[0])) && gr_find_command(near))
@@ -162,8 +165,12 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < ctx.cfg->warnings.n && !ctx.quiet; i++)
 			fprintf(stderr, "gpurun: warning: %s\n", ctx.cfg->warnings.v[i]);
 	}
-	/* The command sees argv from its own name on. */
-	rc = ctx.cmd->fn((int)st.args.n, st.args.v, &ctx);
+	/* The command sees argv from its own name on; on a pool, through the
+	 * pool (pool.h), which runs it on the boxes it concerns. */
+	if (pool_wants(&ctx))
+		rc = pool_main(&ctx, (int)st.args.n, st.args.v);
+	else
+		rc = ctx.cmd->fn((int)st.args.n, st.args.v, &ctx);
 	gr_trace("%s: done", ctx.cmd->name);
 	goto out;
 fail:

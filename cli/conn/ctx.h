@@ -25,6 +25,7 @@ struct gr_ctx {
 	const char *config_file;   /* -c FILE */
 	struct strvec overrides;   /* -o section.key=value, in order */
 	int accept_new;            /* --accept-new-host-key */
+	const char *color_arg;     /* --color's value as given, or NULL */
 	const struct gr_cmd *cmd;  /* the command running */
 	struct fwd *fwd;           /* ports forwarded while connected (-L), or NULL */
 };

@@ -293,9 +293,9 @@ void job_show_table(const struct job_rec *recs, size_t n, uint64_t disk_total, s
 				*nth ? " in line)" : "", ts(recs[i].reason));
 		}
 	if (n)
-		sb_addf(o, "disk used on the host by this project's jobs: %s in all"
+		sb_addf(o, "disk used on the %s by this project's jobs: %s in all"
 			" (what each job holds alone, plus the files their snapshots share)\n",
-			fmt_size(disk_total, sz, sizeof(sz)));
+			hw ? "pool's hosts" : "host", fmt_size(disk_total, sz, sizeof(sz)));
 }
 
 void job_show_gpus_boxes(const struct job_box *b, size_t nb, struct strbuf *o)
