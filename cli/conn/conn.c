@@ -116,8 +116,11 @@ static char *conn_bootstrap_script(const char *hash)
 	 * relative XDG_CACHE_HOME is ignored). The agent runs as the user:
 	 * the file and every folder down to it from the home folder (from /
 	 * for a cache outside it) must be the user's (or root's) and
-	 * writable by nobody else (OpenSSH's StrictModes), or another
-	 * account could have put its own program there (issue 29); ck lists
+	 * writable by nobody else (OpenSSH's StrictModes; a folder above
+	 * the cache may be a sticky one like /tmp, where others can add
+	 * names but not take over ours, as the agent's safe_dir.c allows),
+	 * or another account could have put its own program there (issue
+	 * 29); ck lists
 	 * those folders, in a function so its `set --` leaves the script's
 	 * "$@" alone. And its content must be what this gpurun uploads
 	 * (POSIX cksum, 4 ms for the agent: a file damaged since, or left
@@ -133,8 +136,10 @@ static char *conn_bootstrap_script(const char *hash)
 		"else p=$HOME; set -- \"$HOME\"; fi; "
 		"while [ -n \"$r\" ]; do p=\"$p/${r%%%%/*}\"; set -- \"$@\" \"$p\"; "
 		"case $r in */*) r=${r#*/};; *) r=;; esac; done; "
-		"find -H \"$@\" \"$d\" \"$a\" -prune \\( ! -user \"$(id -u)\" ! -user 0 "
-		"-o -perm -020 -o -perm -002 \\) -print 2>/dev/null | head -n 1; }; "
+		"{ find -H \"$@\" -prune \\( ! -user \"$(id -u)\" ! -user 0 "
+		"-o \\( -perm -020 -o -perm -002 \\) ! -perm -1000 \\) -print; "
+		"find -H \"$d\" \"$a\" -prune \\( ! -user \"$(id -u)\" ! -user 0 "
+		"-o -perm -020 -o -perm -002 \\) -print; } 2>/dev/null | head -n 1; }; "
 		"w=$(ck); "
 		"if [ -n \"$w\" ]; then echo; echo \"GPURUN-BOOT unsafe $w\"; exit 6; fi; "
 		"if [ -x \"$a\" ] && %s; then "

@@ -413,12 +413,14 @@ test_expect_success 'an unsupported remote architecture: one message naming what
 '
 
 # The first folder from / down to $1 that is another user's or that group
-# or others can write (what the boot script refuses), or nothing.
+# or others can write and is not sticky (what the boot script refuses),
+# or nothing.
 first_unsafe() {
 	_p= && for _c in / $(echo "${1#/}" | tr / " "); do
 		_p=${_p%/}/$_c && [ "$_c" = / ] && _p=/
 		[ -d "$_p" ] || break
 		case $(stat -c '%u %A' "$_p") in
+		"$(id -u) "?????????t | "0 "?????????t) ;;
 		"$(id -u) "?????w* | "$(id -u) "????????w* | "0 "?????w* | "0 "????????w*) echo "$_p"; return ;;
 		"$(id -u) "* | "0 "*) ;;
 		*) echo "$_p"; return ;;
@@ -453,6 +455,18 @@ test_expect_success 'XDG_CACHE_HOME outside the home: the folders from / down ar
 	else
 		"$GPURUN" --host xdgout exec true && ls "$TRASH/outside/cache/gpurun/"agent-*
 	fi
+'
+
+test_expect_success 'XDG_CACHE_HOME below a sticky folder (/tmp): allowed, as the agent allows it' '
+	sticky=$(mktemp -d /tmp/gpurun-sticky.XXXXXX) && chmod 1777 "$sticky" &&
+	test_atexit "rm -rf $sticky" &&
+	cd "$P" && "$GPURUN" -o "remote.host=xdgin" exec true &&
+	sed -i "s|^SetEnv HOME=$TRASH/xdgin-home XDG_CACHE_HOME=.*|SetEnv HOME=$TRASH/xdgin-home XDG_CACHE_HOME=$sticky/cache|" "$TRASH/sshd-xdgin/sshd_config" &&
+	kill -HUP "$(cat "$TRASH/sshd-xdgin/sshd.pid")" && sleep 0.5 &&
+	"$GPURUN" --host xdgin exec true && ls "$sticky/cache/gpurun/"agent-*-$(uname -m) &&
+	chmod 777 "$sticky" && test_expect_code 255 "$GPURUN" --host xdgin exec true 2>err;
+	rc=$?; chmod 1777 "$sticky"; test $rc = 0 &&
+	test_grep "refusing to run the agent .*$sticky. can be written by another user" err
 '
 
 test_expect_success 'doctor: every check passes against the test sshd' '
