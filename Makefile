@@ -13,6 +13,7 @@
 #   make PORTABLE=1 the client with every POSIX fallback of compat/ forced
 #                   on (what macOS and the BSDs get), in build-portable/
 #                   (build-portable-san/ with SAN=1); the agent as always
+#   make test-portable  every test against PORTABLE=1 SAN=1
 
 CC      ?= cc
 CLANG   ?= clang
@@ -245,6 +246,18 @@ test: deps-check
 	$(MAKE) all
 	$(MAKE) SAN=1 all unit-bins
 	tests/run.sh build-san
+
+# The same against the client with compat/'s fallbacks (PORTABLE=1).
+.PHONY: test-portable clean-portable
+test-portable: deps-check
+	$(MAKE) PORTABLE=1 SAN=1 all unit-bins
+	tests/run.sh build-portable-san
+
+clean: clean-portable
+clean-portable:
+	rm -rf build-portable build-portable-san
+
+-include $(shell find build-portable build-portable-san -name '*.d' 2>/dev/null)
 
 unit-bins: $(UNIT_BIN) $(HELPER_BIN) $(FUZZ_BIN)
 
