@@ -83,6 +83,8 @@ CROSS_CC   ?= $(CROSS_ARCH)-linux-gnu-gcc
 XO         := build-$(CROSS_ARCH)
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/%.o)
+# What common/ calls under PORTABLE=1 (the helpers link common/ alone).
+COMPAT_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard compat/*.c))
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(O)/%.o) $(O)/agent_blob.o
 AGENT_LIB_OBJ := $(AGENT_SRC:%.c=$(O)/agent-obj/%.o) $(COMMON_SRC:%.c=$(O)/agent-obj/%.o)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
@@ -201,9 +203,9 @@ $(BOTH_UNIT): $(O)/tests/%: tests/unit/%.c $(O)/libgr.a $(O)/libagent.a
 
 $(O)/tests/%: tests/helpers/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(COMMON_OBJ) $(CLIENT_LIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(COMMON_OBJ) $(COMPAT_OBJ) $(CLIENT_LIBS)
 
-$(HELPER_BIN): $(COMMON_OBJ)
+$(HELPER_BIN): $(COMMON_OBJ) $(COMPAT_OBJ)
 
 # scan_dump prints what scan_tree would sync: it needs the client library.
 $(O)/tests/scan_dump: tests/helpers/scan_dump.c $(O)/libgr.a
