@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agent_hash.h"
+#include "compat.h"
 #include "ctx.h"
 #include "gpurun.h"
 #include "pool.h"
@@ -77,6 +78,7 @@ int main(int argc, char **argv)
 	const char *host = NULL, *color = "auto", *near;
 	int rc, id;
 
+	compat_set_argv0(argv[0]);
 	gr_trace_init();
 
 	/* The shells' completion scripts ask here; nothing else runs. */

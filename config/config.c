@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "compat.h" /* environ: macOS declares it nowhere */
 #include "config_int.h"
 
 struct val {
