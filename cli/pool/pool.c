@@ -16,7 +16,7 @@
 #include "job.h"
 #include "pool.h"
 #include "proto.h"
-#include "sync_index.h"
+#include "sync.h"
 
 #define PROBE_MAGIC "GRPOOL1\n"
 #define PROBE_OUT_MAX (64u << 20) /* a box's job list and GPUs, at most */
