@@ -236,8 +236,15 @@ test: deps-check
 
 unit-bins: $(UNIT_BIN) $(HELPER_BIN) $(FUZZ_BIN)
 
-demo: all
-	tests/demo.sh $(O)
+# Quiet until the story starts: the build (and any package install before
+# it) goes to $(O)/demo-build.log; only its tail shows, when it fails.
+demo:
+	@mkdir -p $(O) && printf 'demo: building gpurun (output in %s) ...\n' $(O)/demo-build.log && \
+	if ! $(MAKE) --no-print-directory all >$(O)/demo-build.log 2>&1; then \
+		tail -n 40 $(O)/demo-build.log >&2; \
+		echo "demo: the build failed (the lines above end $(O)/demo-build.log)" >&2; exit 1; \
+	fi
+	@tests/demo.sh $(O)
 
 bench: all $(HELPER_BIN)
 	tests/bench/run.sh $(O)
