@@ -1029,7 +1029,10 @@ static void test_list_quoting(void)
 		      "\"plain/\", \"it's/\", \"x\", \"y,z/\"]") != NULL);
 	sb_reset(&out);
 
-	/* -o: quotes and '\ ' are not kept; repeated -o add up */
+	/* -o: the same words (unquoted, a blank separates two paths); quotes
+	 * and '\ ' are not kept; repeated -o add up */
+	CHECK(config_set(c, "artifacts.pull", "my data/", NULL, &err) == 0);
+	CHECK_EQ_INT(c->artifacts.pull.n, 2);
 	CHECK(config_set(c, "train.persist", "'my data/'", NULL, &err) == 0);
 	CHECK(c->train.persist.n == 1 && !strcmp(c->train.persist.v[0], "my data/"));
 	CHECK(config_set(c, "train.persist", "\"other dir/\"", NULL, &err) == 0);
