@@ -263,8 +263,15 @@ clean-portable:
 
 unit-bins: $(UNIT_BIN) $(HELPER_BIN) $(FUZZ_BIN)
 
-demo: all
-	tests/demo.sh $(O)
+# Quiet until the story starts: the build (and any package install before
+# it) goes to $(O)/demo-build.log; only its tail shows, when it fails.
+demo:
+	@mkdir -p $(O) && printf 'demo: building gpurun (output in %s) ...\n' $(O)/demo-build.log && \
+	if ! $(MAKE) --no-print-directory all >$(O)/demo-build.log 2>&1; then \
+		tail -n 40 $(O)/demo-build.log >&2; \
+		echo "demo: the build failed (the lines above end $(O)/demo-build.log)" >&2; exit 1; \
+	fi
+	@tests/demo.sh $(O)
 
 bench: all $(HELPER_BIN)
 	tests/bench/run.sh $(O)
@@ -320,6 +327,7 @@ install: all
 	install -D -m 644 completions/_gpurun $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_gpurun
 	install -D -m 644 completions/gpurun.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/gpurun.fish
 	install -D -m 644 cli/cmd/gpurun.1 $(DESTDIR)$(PREFIX)/share/man/man1/gpurun.1
+	install -D -m 644 cli/cmd/gpurun.ini.5 $(DESTDIR)$(PREFIX)/share/man/man5/gpurun.ini.5
 
 # completions/ holds what `gpurun completion SHELL` prints (the scripts live
 # in cli/cmd/completion_scripts.c); tests/t/t0500-completion.sh fails if they differ.
@@ -328,10 +336,12 @@ completions: $(O)/gpurun
 	$(O)/gpurun completion zsh > completions/_gpurun
 	$(O)/gpurun completion fish > completions/gpurun.fish
 
-# cli/cmd/gpurun.1 is what `gpurun __man` prints, from the same tables as help;
-# tests/t/t0511-man.sh fails if they differ.
+# cli/cmd/gpurun.1 and gpurun.ini.5 are what `gpurun __man` and `gpurun __man 5`
+# print, from the same tables as help; tests/t/t0511-man.sh fails if they
+# differ, t0212 if an example in them (or in the README) does not load.
 man: $(O)/gpurun
 	$(O)/gpurun __man > cli/cmd/gpurun.1
+	$(O)/gpurun __man 5 > cli/cmd/gpurun.ini.5
 
 PREFIX ?= /usr/local
 

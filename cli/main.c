@@ -84,9 +84,13 @@ int main(int argc, char **argv)
 	/* The shells' completion scripts ask here; nothing else runs. */
 	if (argc > 1 && !strcmp(argv[1], "__complete"))
 		return complete_main(argc - 1, argv + 1);
-	/* The man page (make man writes cli/cmd/gpurun.1 from it). */
+	/* The man pages (make man writes cli/cmd/gpurun.1 and gpurun.ini.5). */
 	if (argc == 2 && !strcmp(argv[1], "__man")) {
 		help_man(stdout);
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "__man") && !strcmp(argv[2], "5")) {
+		help_man_ini(stdout);
 		return 0;
 	}
 	gr_getopt_init(&st, argc, argv);

@@ -72,8 +72,10 @@ void help_overview(FILE *out);
 void help_exit_codes(FILE *out);
 void help_config(FILE *out);
 void help_environment(FILE *out);
-/* gpurun(1) in roff, from the same tables (help_man.c; `gpurun __man`). */
+/* gpurun(1) and gpurun.ini(5) in roff, from the same tables (help_man.c;
+ * `gpurun __man`, `gpurun __man 5`). */
 void help_man(FILE *out);
+void help_man_ini(FILE *out);
 /* "usage: gpurun NAME [OPTIONS] ARGS" without a newline, into sb. */
 void help_usage_line(const struct gr_cmd *c, struct strbuf *sb);
 /* The command or topic closest to a mistyped name, or NULL when none is
