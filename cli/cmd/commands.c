@@ -14,7 +14,7 @@ const struct gr_opt gr_global_opts[] = {
 	{ G_VERBOSE, "verbose", 'v', OPT_FLAG, NULL, "say more (repeat for more)", NULL, 0, 0, 0 },
 	{ G_QUIET, "quiet", 'q', OPT_FLAG, NULL, "say nothing but errors", NULL, 0, 0, 0 },
 	{ G_COLOR, "color", 0, OPT_ENUM, "WHEN", "colour on stderr; auto: only on a terminal, not under NO_COLOR", color_values, 0, 0, 0 },
-	{ G_VERSION, "version", 0, OPT_FLAG, NULL, "print gpurun's version", NULL, 0, 0, 0 },
+	{ G_VERSION, "version", 'V', OPT_FLAG, NULL, "print gpurun's version", NULL, 0, 0, 0 },
 	{ 0 },
 };
 
@@ -197,6 +197,9 @@ const struct gr_cmd gr_commands[] = {
 	  "  bash: echo 'source <(gpurun completion bash)' >> ~/.bashrc\n"
 	  "  zsh:  echo 'source <(gpurun completion zsh)' >> ~/.zshrc  (after compinit)\n"
 	  "  fish: gpurun completion fish > ~/.config/fish/completions/gpurun.fish", COMPLETE_CHOICE },
+	{ "version", cmd_version, 0, cmd_version_opts, "",
+	  "print gpurun's version (as --version and -V do)",
+	  NULL, COMPLETE_NONE },
 	{ "help", cmd_help, 0, cmd_help_opts, "[COMMAND|TOPIC]",
 	  "show help for gpurun, a command, or a topic",
 	  NULL, COMPLETE_CMD },
