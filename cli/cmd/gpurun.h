@@ -100,6 +100,10 @@ int cmd_prune(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_hook(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_completion(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_help(int argc, char **argv, struct gr_ctx *ctx);
+/* cmd_version.c: `gpurun version`, and the line --version and -V print. */
+int cmd_version(int argc, char **argv, struct gr_ctx *ctx);
+extern const struct gr_opt cmd_version_opts[];
+void gr_print_version(FILE *out);
 
 extern const struct gr_opt cmd_init_opts[], cmd_config_opts[], cmd_exec_opts[],
 	cmd_shell_opts[], cmd_forward_opts[],

@@ -150,7 +150,9 @@ void help_man(FILE *out)
 	      "agent is uploaded once per version. Help for a command is also\n"
 	      "\\fBgpurun help\\fR \\fICOMMAND\\fR or \\fBgpurun\\fR \\fICOMMAND\\fR \\fB\\-\\-help\\fR.\n"
 	      ".SH GLOBAL OPTIONS\n"
-	      "They go before the command.\n", out);
+	      "They go before or after the command, up to \\fB\\-\\-\\fR (for \\fBexec\\fR and\n"
+	      "\\fBtrain\\fR, up to the command they run); a command's own option of the\n"
+	      "same name wins. A bad command line exits 252.\n", out);
 	for (const struct gr_opt *o = gr_global_opts; o->id; o++)
 		opt_entry(out, o);
 	fputs(".TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nshow help\n", out);
