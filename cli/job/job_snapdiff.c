@@ -127,7 +127,7 @@ int job_snap_parse(const void *p, size_t len, struct snap_side *a, struct snap_s
 	*b = (struct snap_side){ .conf = STRVEC_INIT };
 	rd_init(&rd, p, len);
 	if (side_get(&rd, a, &bad, &badpath) < 0 || side_get(&rd, b, &bad, &badpath) < 0 ||
-	    (rd.n && (bad = "trailing bytes")))
+	    (rd.bad && (bad = "cut short")) || (rd.n && (bad = "trailing bytes")))
 		return gr_errf(err, GR_EPROTO, "the host sent a malformed snapshot listing (%s%s%s%s); "
 			       "refusing it", bad, badpath ? ": '" : "", badpath ? ts(badpath) : "",
 			       badpath ? "'" : "");

@@ -57,13 +57,10 @@ int job_rerun_spec(const char *project, struct job_spec *spec, char **from, stru
 		if (rc == GR_ENOTFOUND)
 			gr_hintf(err, "a job removed from the host (gpurun rm, prune, [jobs] keep) "
 				 "took its snapshot with it");
-		gr_err_prefix(err, "cannot rerun '%s'", want);
 		goto out;
 	}
-	if ((rc = need_record(dir, id, err)) < 0 || (rc = job_spec_read(dir, &old, err)) < 0) {
-		gr_err_prefix(err, "cannot rerun it");
+	if ((rc = need_record(dir, id, err)) < 0 || (rc = job_spec_read(dir, &old, err)) < 0)
 		goto out;
-	}
 	/* Its spec as it is, but what names it and what it waited for: the
 	 * rerun starts now (it does not wait for an --after job again), runs
 	 * setup only if needed, and says which job it repeats. */
