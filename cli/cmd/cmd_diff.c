@@ -12,7 +12,6 @@
 
 #include "gpurun.h"
 #include "job.h"
-#include "job_snapdiff.h"
 
 enum { O_STAT = 1 };
 

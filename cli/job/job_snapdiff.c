@@ -12,7 +12,7 @@
 #include "job_proto.h"
 #include "job_snapdiff.h"
 #include "sync_manifest.h"
-#include "term_filter.h"
+#include "term.h"
 
 extern char **environ;
 

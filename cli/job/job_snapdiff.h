@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "conn.h"
+#include "ctx.h"
 #include "err.h"
 #include "util.h"
 
