@@ -250,12 +250,84 @@ static int run_sweep(struct gr_ctx *ctx, const struct train_run *tr,
 	return rc;
 }
 
+/* A job just started (train, rerun): with detach, print its id and
+ * leave it; else follow its log as train does (Ctrl-C asks, [artifacts]
+ * interval pulls meanwhile, [notify] local at its end), say how it ended,
+ * pull its artifacts, and return its exit code. Both remove the jobs
+ * beyond [jobs] keep. */
+int train_follow(struct gr_ctx *ctx, const char *id, const char *name, int detach,
+		 int stop_int, int raw)
+{
+	struct attach_result res = { 0 };
+	char *dest = NULL;
+	int rc;
+
+	char named[GR_JOB_NAME_MAX + 8] = "";
+	if (name)
+		snprintf(named, sizeof(named), " (%s)", name);
+	if (detach) {
+		keep_jobs(ctx);
+		printf("%s\n", id);
+		if (!ctx->quiet)
+			fprintf(stderr, "gpurun: started job %s%s\nhint: follow it with 'gpurun logs -f %s'\n",
+				id, named, name ? name : id);
+		rc = 0;
+		goto out;
+	}
+	if (!ctx->quiet)
+		fprintf(stderr, "gpurun: started job %s%s\n", id, named);
+	ctx_forward_say(ctx);
+
+	dest = xasprintf("%s/runs/%s", ctx->cfg->root, id);
+	struct attach_opts ao = {
+		.id = id, .follow = 1, .out_fd = 1, .filter = !raw && isatty(1),
+		.on_interrupt = ATTACH_INT_ASK,
+		.stop_on_interrupt = stop_int, .pull = &ctx->cfg->artifacts.pull,
+		.pull_interval = ctx->cfg->artifacts.interval, .pull_dest = dest,
+		.notify_end = 1,
+	};
+	rc = job_attach(ctx, &ao, &res);
+	if (res.rec.id)
+		job_cache_update(ctx->cfg->root, &res.rec, 1);
+	if (rc < 0) {
+		gr_hintf(&ctx->err, "the job may still be running: 'gpurun logs -f %s'", id);
+		goto out;
+	}
+	if (res.detached) {
+		job_print_detached(ctx, id, name);
+		keep_jobs(ctx);
+		rc = GR_EXIT_DETACHED;
+		goto out;
+	}
+	if (res.interrupted) {
+		rc = GR_EXIT_INTERRUPTED;
+		goto out;
+	}
+	struct strbuf end = STRBUF_INIT;
+	job_describe_end(&res.rec, &end);
+	if (!ctx->quiet || job_rec_exit_code(&res.rec) != 0)
+		fprintf(stderr, "gpurun: job %s%s %s\n", id, named, end.buf);
+	sb_release(&end);
+	rc = job_rec_exit_code(&res.rec);
+	if (ctx->cfg->artifacts.pull.n && job_pull_artifacts(ctx, id) < 0) {
+		gr_report(ctx);
+		if (rc == 0)
+			rc = GR_EXIT_SYNC;
+	}
+	if (res.stop_asked)
+		rc = GR_EXIT_INTERRUPTED;
+	keep_jobs(ctx);
+out:
+	job_rec_clear(&res.rec);
+	free(dest);
+	return rc;
+}
+
 int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 {
 	struct gr_getopt st;
 	struct sync_opts so = { 0 };
 	struct sync_stats ss;
-	struct attach_result res = { 0 };
 	struct strvec spec = STRVEC_INIT, fwd = STRVEC_INIT;
 	struct train_run tr = { STRVEC_INIT, STRVEC_INIT, NULL, NULL, NULL, NULL };
 	struct job_rec *others = NULL;
@@ -263,7 +335,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	struct train_sweep sw = { 0 };
 	size_t nothers = 0;
 	int detach = 0, stop_int = 0, force_setup = 0, raw = 0, yes = 0, id_opt, rc;
-	char *id = NULL, *dest = NULL, *warn = NULL, *after = NULL, *group = NULL;
+	char *id = NULL, *warn = NULL, *after = NULL, *group = NULL;
 	const char *sweep_file = NULL, *after_arg = NULL;
 
 	gr_getopt_init(&st, argc, argv);
@@ -389,69 +461,13 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	job_cache_update(ctx->cfg->root, &rec, 1);
 	say_others(ctx, others, nothers);
 	job_recs_free(others, nothers);
-	char named[GR_JOB_NAME_MAX + 8] = "";
-	if (tr.name)
-		snprintf(named, sizeof(named), " (%s)", tr.name);
-	if (detach) {
-		keep_jobs(ctx);
-		printf("%s\n", id);
-		if (!ctx->quiet)
-			fprintf(stderr, "gpurun: started job %s%s\nhint: follow it with 'gpurun logs -f %s'\n",
-				id, named, tr.name ? tr.name : id);
-		rc = 0;
-		goto out;
-	}
-	if (!ctx->quiet)
-		fprintf(stderr, "gpurun: started job %s%s\n", id, named);
-	ctx_forward_say(ctx);
-
-	dest = xasprintf("%s/runs/%s", ctx->cfg->root, id);
-	struct attach_opts ao = {
-		.id = id, .follow = 1, .out_fd = 1, .filter = !raw && isatty(1),
-		.on_interrupt = ATTACH_INT_ASK,
-		.stop_on_interrupt = stop_int, .pull = &ctx->cfg->artifacts.pull,
-		.pull_interval = ctx->cfg->artifacts.interval, .pull_dest = dest,
-		.notify_end = 1,
-	};
-	rc = job_attach(ctx, &ao, &res);
-	if (res.rec.id)
-		job_cache_update(ctx->cfg->root, &res.rec, 1);
-	if (rc < 0) {
-		gr_hintf(&ctx->err, "the job may still be running: 'gpurun logs -f %s'", id);
-		goto out;
-	}
-	if (res.detached) {
-		job_print_detached(ctx, id, tr.name);
-		keep_jobs(ctx);
-		rc = GR_EXIT_DETACHED;
-		goto out;
-	}
-	if (res.interrupted) {
-		rc = GR_EXIT_INTERRUPTED;
-		goto out;
-	}
-	struct strbuf end = STRBUF_INIT;
-	job_describe_end(&res.rec, &end);
-	if (!ctx->quiet || job_rec_exit_code(&res.rec) != 0)
-		fprintf(stderr, "gpurun: job %s%s %s\n", id, named, end.buf);
-	sb_release(&end);
-	rc = job_rec_exit_code(&res.rec);
-	if (ctx->cfg->artifacts.pull.n && job_pull_artifacts(ctx, id) < 0) {
-		gr_report(ctx);
-		if (rc == 0)
-			rc = GR_EXIT_SYNC;
-	}
-	if (res.stop_asked)
-		rc = GR_EXIT_INTERRUPTED;
-	keep_jobs(ctx);
+	rc = train_follow(ctx, id, tr.name, detach, stop_int, raw);
 out:
-	job_rec_clear(&res.rec);
 	train_sweep_free(&sw);
 	free(after);
 	free(group);
 	sv_clear(&tr.argv);
 	sv_clear(&tr.env);
-	free(dest);
 	free(id);
 	return rc;
 }

@@ -146,6 +146,25 @@ const struct gr_cmd gr_commands[] = {
 	  "[notify] local says (a bell, or a desktop notification). A sweep's\n"
 	  "GROUP prints each job's log after a '==> ID (NAME) <==' line; -f\n"
 	  "follows one job, not a group.", COMPLETE_JOB },
+	{ "rerun", cmd_rerun, CMD_CONFIG, cmd_rerun_opts, "[JOB]",
+	  "run a job again, exactly: its code, command, environment and limits",
+	  "Starts a new job from JOB's snapshot on the host (not the local tree,\n"
+	  "which is not synced), with its command and words, environment (sweep\n"
+	  "variables included), setup and build, GPUs, time limit, retries,\n"
+	  "container image and backend (Slurm too); only the id is new, and its\n"
+	  "record's rerun_of names JOB. JOB is an id, a name or a prefix (default:\n"
+	  "the latest); the new job keeps its name unless --name gives one. It\n"
+	  "does not wait for JOB's --after job again. Follows the log as train\n"
+	  "does (--detach: print the id). A job removed from the host, or started\n"
+	  "before gpurun kept a record of snapshots, cannot be rerun.", COMPLETE_JOB },
+	{ "diff", cmd_diff, CMD_CONFIG, cmd_diff_opts, "JOB_A [JOB_B]",
+	  "show how two jobs' code and config differ",
+	  "A unified diff, as git diff shows one, from JOB_A's snapshot to JOB_B's\n"
+	  "(the code each ran, as the host keeps it): files added, removed, their\n"
+	  "mode or text changed; binary files as 'Binary files ... differ'. First\n"
+	  "the config each ran with: spec lines, command, the NAMES of its\n"
+	  "environment (never the values). Without JOB_B, JOB_A against the\n"
+	  "latest job. Texts over 1 MiB are named, not shown. --stat: a summary.", COMPLETE_JOB },
 	{ "status", cmd_status, CMD_CONFIG, cmd_status_opts, "[JOB|GROUP]",
 	  "list jobs and the host's GPUs",
 	  "Shows the 20 newest jobs (--all: every one): state (starting, setup,\n"

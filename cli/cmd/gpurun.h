@@ -60,6 +60,13 @@ int sync_failed(struct gr_ctx *ctx, int rc);
  * with ctx->err set. */
 int job_pull_artifacts(struct gr_ctx *ctx, const char *id);
 
+/* cmd_train.c, for train and rerun: a job just started; with detach
+ * print its id and leave it, else follow its log, say how it ended and
+ * pull its artifacts; [jobs] keep either way. Returns the exit code (the
+ * job's) or a GR_E* code with ctx->err set. */
+int train_follow(struct gr_ctx *ctx, const char *id, const char *name, int detach,
+		 int stop_int, int raw);
+
 /* help.c */
 struct help_topic {
 	const char *name;     /* `gpurun help NAME` */
@@ -92,6 +99,8 @@ int cmd_doctor(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_sync(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_train(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_logs(int argc, char **argv, struct gr_ctx *ctx);
+int cmd_rerun(int argc, char **argv, struct gr_ctx *ctx);
+int cmd_diff(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_status(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_stop(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_pull(int argc, char **argv, struct gr_ctx *ctx);
@@ -111,6 +120,7 @@ extern const struct gr_opt cmd_init_opts[], cmd_config_opts[], cmd_exec_opts[],
 	cmd_status_opts[], cmd_stop_opts[], cmd_pull_opts[], cmd_rm_opts[], cmd_prune_opts[],
 	cmd_hook_opts[],
 	cmd_completion_opts[], cmd_help_opts[];
+extern const struct gr_opt cmd_rerun_opts[], cmd_diff_opts[];
 
 /* The shells' completion scripts ask `gpurun __complete ...` (completion.c). */
 int complete_main(int argc, char **argv);

@@ -1,7 +1,7 @@
 /* The face of cli/job/ to the commands: the client half of the job
  * requests (job_client.h), how a job looks on screen (job_show.h),
- * following one (job_attach.h), exec (remote_exec.h) and the train spec
- * (train_spec.h). */
+ * following one (job_attach.h), exec (remote_exec.h), the train spec
+ * (train_spec.h) and two jobs' snapshots compared (job_snapdiff.h). */
 #ifndef GR_JOB_H
 #define GR_JOB_H
 
@@ -10,5 +10,6 @@
 #include "job_attach.h"
 #include "remote_exec.h"
 #include "train_spec.h"
+#include "job_snapdiff.h"
 
 #endif

@@ -52,6 +52,9 @@ int job_rec_check(const struct job_rec *r, struct gr_err *err)
 			rc = gr_errf(err, GR_EPROTO, "the host sent an invalid 'after' '%s' for job %s; "
 				     "refusing it", ts(r->after), r->id);
 	}
+	if (rc == 0 && r->rerun_of && *r->rerun_of && !job_id_ok(r->rerun_of))
+		rc = gr_errf(err, GR_EPROTO, "the host sent an invalid 'rerun_of' '%s' for job %s; "
+			     "refusing it", ts(r->rerun_of), r->id);
 	if (rc == 0 && (!job_hex_ok(r->git_commit, 40, 64) || !job_hex_ok(r->git_diff, 64, 64)))
 		rc = gr_errf(err, GR_EPROTO, "the host sent a malformed commit for job %s", r->id);
 	/* The image is the user's own [container] image (the agent refused

@@ -518,6 +518,7 @@ static const struct {
 	{ "status", M_STATUS }, { "train", M_TRAIN }, { "logs", M_JOB },   { "stop", M_JOB },
 	{ "pull", M_JOB },      { "rm", M_JOBS },     { "exec", M_LATEST }, { "shell", M_LATEST },
 	{ "forward", M_LATEST }, { "sync", M_EACH },  { "prune", M_EACH },  { "doctor", M_EACH },
+	{ "rerun", M_JOB },
 };
 
 static enum mode mode_of(const struct gr_cmd *cmd)

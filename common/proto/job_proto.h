@@ -58,6 +58,19 @@ enum gr_job_msg {
 	 * a->c OK: u32 n, n x (str key, str value): what a job's container
 	 * would get on this host (job_container.h, job_ctr_check) */
 	GR_MSG_CONTAINER_CHECK = 0x4c,
+	/* rerun and diff: a job's snapshot (PROTOCOL.md, "Snapshots").
+	 * c->a: str project, str job_a, str job_b (each as JOB_STATUS
+	 * resolves it). a->c: DATA frames: for each job in turn, str id,
+	 * u32 nconf, nconf x str line (its spec as "key = value", env as
+	 * "env NAME": never a value), u32 n, n x (str path, u8 type ('f',
+	 * 'l', 'd'), u32 mode, u64 size, str hash); then OK (empty). */
+	GR_MSG_JOB_SNAP_LIST = 0x4d,
+	/* c->a: str project, str id (full), u32 n, n x str path: paths of
+	 * its snapshot. a->c OK: u32 n, n x (u8 got, bytes content): a
+	 * regular file's bytes, a link's target; got 0: not sent (gone,
+	 * not in the snapshot, over JOB_SNAP_FILE_MAX, or past
+	 * JOB_SNAP_READ_MAX in all). */
+	GR_MSG_JOB_SNAP_READ = 0x4e,
 	/* artifacts: c->a: str project, str id, u32 npat, str pattern...,
 	 * u32 nhave, nhave x (str path, u64 size, i64 mtime_s, u32 mtime_ns).
 	 * Patterns are relative to the job's working directory.
@@ -94,6 +107,14 @@ enum gr_job_msg {
  * delta against the copy the client sent the signature of: "SIZE HASH",
  * the file's size (decimal) and content hash (64 hex digits). */
 #define GR_ART_DELTA_XATTR "gpurun.delta"
+
+/* diff: the largest file whose text is compared, and what one
+ * JOB_SNAP_READ answer holds at most (under GR_FRAME_MAX). A snapshot's
+ * file above JOB_SNAP_HASH_MAX is not hashed: its "hash" is its
+ * identity on the host (inode, size, mtime), equal only for one file. */
+#define JOB_SNAP_FILE_MAX (1u << 20)
+#define JOB_SNAP_READ_MAX (3u << 20)
+#define JOB_SNAP_HASH_MAX (256ull << 20)
 
 /* JOB_START's spec keys: X(name, LIST or ONE). A LIST key may repeat.
  * The agent refuses keys it does not know and a ONE key given twice; it
@@ -149,7 +170,11 @@ enum gr_job_msg {
 	X(stop_grace, ONE)         /* seconds from SIGTERM to SIGKILL at the limit */ \
 	X(notify_command, ONE)     /* [notify] command, run on the host at the end */ \
 	X(after, ONE)              /* start after this job ends: "ID" or "ID:ok" */ \
-	X(group, ONE)              /* the sweep this job is one of (job_name_ok) */
+	X(group, ONE)              /* the sweep this job is one of (job_name_ok) */ \
+	/* rerun: the job whose snapshot and spec this one repeats. From the \
+	 * client: only with name, which it may change; the agent fills in \
+	 * the rest from that job's spec. */                                \
+	X(rerun_of, ONE)
 
 /* Put one spec pair. */
 static inline void job_spec_put(struct strbuf *b, const char *key, const char *value)

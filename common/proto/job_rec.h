@@ -83,7 +83,9 @@
 	X(tries, U32, AUTO)          /* the command's runs so far */       \
 	/* host pools (issue 34) */                                          \
 	X(host, STR, AUTO)           /* the pool's box that holds it: set by \
-					the client, never by the agent */
+					the client, never by the agent */ \
+	/* rerun */                                                          \
+	X(rerun_of, STR, AUTO)       /* the job it reruns (gpurun rerun) */
 
 #define JR_CTYPE_STR char *
 #define JR_CTYPE_U64 uint64_t

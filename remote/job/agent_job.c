@@ -30,6 +30,7 @@
 #include "job_proc.h"
 #include "job_record.h"
 #include "job_snap.h"
+#include "job_snaplist.h"
 #include "job_steps.h"
 #include "job_store.h"
 
@@ -119,6 +120,7 @@ static int job_name_claim(const char *root, const char *name, struct gr_err *err
 struct start_arg {
 	char *project, *full, *root;
 	struct job_spec spec;
+	char *from; /* rerun: the folder of the job whose snapshot it takes */
 };
 
 /* In a helper: the job's folder, its snapshot, then its backend. */
@@ -130,7 +132,7 @@ static int start_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *er
 	const struct job_backend *be = job_backend_find(job_spec_get(&s->spec, "backend",
 								      JOB_BACKEND_DEFAULT));
 	struct snap_stats ss;
-	char *id = NULL, *dir = NULL, *warn = NULL, *ctr_warn = NULL;
+	char *id = NULL, *dir = NULL, *warn = NULL, *ctr_warn = NULL, *from_warn = NULL;
 	uint32_t nothers = 0;
 	int rc;
 
@@ -149,10 +151,14 @@ static int start_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *er
 			     (uint64_t)now.tv_nsec / 1000000, &id, &dir, err)) < 0)
 		goto out;
 	job_spec_list(&s->spec, "persist", &persist);
-	rc = job_snapshot(s->full, dir, s->root, &persist, &ss, err);
+	ss.env_names = (struct strvec)STRVEC_INIT;
+	rc = s->from ? job_snap_rerun(s->from, dir, &from_warn, err)
+		     : job_snapshot(s->full, dir, s->root, &persist, &ss, err);
 	sv_clear(&ss.env_names);
+	if (rc == 0)
+		rc = job_snap_record(dir, err);
 	if (rc < 0) {
-		gr_err_prefix(err, "cannot snapshot the project");
+		gr_err_prefix(err, s->from ? "cannot copy the job's snapshot" : "cannot snapshot the project");
 		goto fail;
 	}
 	if ((rc = job_ctr_prepare(dir, s->full, &ctr_warn, err)) < 0)
@@ -176,6 +182,11 @@ static int start_fn(void *arg, int data_fd, struct strbuf *pl, struct gr_err *er
 		free(d);
 	}
 	warn = logout_kill_warning();
+	if (from_warn) {
+		char *both = warn ? xasprintf("%s; %s", from_warn, warn) : xstrdup(from_warn);
+		free(warn);
+		warn = both;
+	}
 	if (ctr_warn) {
 		char *both = warn ? xasprintf("%s; %s", warn, ctr_warn) : xstrdup(ctr_warn);
 		free(warn);
@@ -199,6 +210,7 @@ out:
 	free(dir);
 	free(warn);
 	free(ctr_warn);
+	free(from_warn);
 	return rc;
 }
 
@@ -259,7 +271,7 @@ static int check_spec_33(const struct job_spec *spec, struct gr_err *err)
 
 static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
 {
-	struct start_arg s = { get_str(rd), NULL, NULL, { STRVEC_INIT } };
+	struct start_arg s = { get_str(rd), NULL, NULL, { STRVEC_INIT }, NULL };
 	struct strvec persist = STRVEC_INIT;
 	struct stat st;
 	uint32_t n = get_u32(rd);
@@ -277,6 +289,10 @@ static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_er
 		free(v);
 	}
 	if ((rc = rd_done(rd, err, "JOB_START")) < 0 || (rc = job_spec_check(&s.spec, err)) < 0)
+		goto out;
+	/* A rerun: from here on the spec is the old job's (agent_job_snap.c). */
+	if (job_spec_get(&s.spec, "rerun_of", NULL) &&
+	    (rc = job_rerun_spec(s.project, &s.spec, &s.from, err)) < 0)
 		goto out;
 	if (!*job_spec_get(&s.spec, "command", "")) {
 		rc = gr_errf(err, GR_EINVAL, "no [train] command to run");
@@ -324,6 +340,7 @@ out:
 	free(s.project);
 	free(s.full);
 	free(s.root);
+	free(s.from);
 	job_spec_free(&s.spec);
 	return rc;
 }
@@ -538,6 +555,8 @@ const struct agent_handler agent_job_handlers[] = {
 	{ GR_MSG_JOB_PRUNE, "job-prune", agent_job_prune },
 	{ GR_MSG_JOB_ENV, "job-env", agent_job_env },
 	{ GR_MSG_CONTAINER_CHECK, "container-check", agent_ctr_check },
+	{ GR_MSG_JOB_SNAP_LIST, "job-snap-list", agent_job_snap_list },
+	{ GR_MSG_JOB_SNAP_READ, "job-snap-read", agent_job_snap_read },
 	{ GR_MSG_PROBE, "probe", agent_job_probe },
 	{ 0, NULL, NULL },
 };

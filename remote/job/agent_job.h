@@ -26,6 +26,13 @@ int agent_ctr_check(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_e
 /* PROBE, in agent_probe.c. */
 int agent_job_probe(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
 
+/* In agent_job_snap.c: rerun and diff. job_rerun_spec turns a JOB_START
+ * spec naming rerun_of (and maybe name) into that job's spec, *from its
+ * folder (new), whose snapshot the new job gets (job_snaplist.h). */
+int agent_job_snap_list(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
+int agent_job_snap_read(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err);
+int job_rerun_spec(const char *project, struct job_spec *spec, char **from, struct gr_err *err);
+
 /* The job requests, and the other modes of the agent binary (the job
  * supervisor, the reaper): the exit status, or -1 when argv names none. */
 extern const struct agent_handler agent_job_handlers[];

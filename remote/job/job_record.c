@@ -108,6 +108,7 @@ static void job_load_spec(const char *dir, struct job_rec *r)
 		r->group = xstrdup(job_spec_get(&sp, "group", ""));
 		r->time_limit = strtoull(job_spec_get(&sp, "time_limit", "0"), NULL, 10);
 		r->retries = (uint32_t)strtoul(job_spec_get(&sp, "retries", "0"), NULL, 10);
+		r->rerun_of = xstrdup(job_spec_get(&sp, "rerun_of", ""));
 	}
 	sv_clear(&argv);
 	job_spec_free(&sp);

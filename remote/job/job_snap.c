@@ -72,6 +72,15 @@ static int copy_into(struct snap *s, int in, int dfd, const char *name, mode_t m
 	return rc;
 }
 
+int job_snap_copy_file(int in, int dfd, const char *name, mode_t mode,
+		       const struct timespec *mtime, const char *rel, uint64_t *bytes,
+		       struct gr_err *err)
+{
+	struct snap s = { .err = err };
+
+	return copy_into(&s, in, dfd, name, mode, mtime, rel, bytes);
+}
+
 /* Link the store's copy of manifest entry e (whose file in the project
  * is open as in) to name in dfd: 1 linked, 0 not possible (copy it
  * instead), <0 error. An object is named by content, mode and mtime,

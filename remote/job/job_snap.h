@@ -37,6 +37,8 @@
 #define GR_JOB_SNAP_H
 
 #include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include "err.h"
 #include "util.h"
@@ -66,6 +68,14 @@ int job_snapshot(const char *project, const char *dst, const char *root,
  * added (copied, linked, envs). */
 int job_snapshot_add_made(const char *project, const char *dst, const char *root,
 			  const struct strvec *persist, struct snap_stats *st, struct gr_err *err);
+
+/* Copy the open file in into a new file name in dfd (never over one),
+ * with mode and mtime, as a snapshot copies a file made on the host
+ * (rerun: job_snaplist.h). bytes: what was copied is added. rel names it
+ * in messages. */
+int job_snap_copy_file(int in, int dfd, const char *name, mode_t mode,
+		       const struct timespec *mtime, const char *rel, uint64_t *bytes,
+		       struct gr_err *err);
 
 /* 1 if the folder name in dfd is a Python environment (pyvenv.cfg, or a
  * conda prefix's conda-meta/). */
