@@ -20,6 +20,7 @@
 enum { O_DETACH = 1, O_STOP_INT, O_RAW, O_SETUP, O_FORWARD, O_ENV, O_NAME, O_YES, O_SWEEP,
        O_SWEEP_FILE, O_AFTER };
 
+enum { O_JSON = 100 }; /* --json: its own line, the table's last */
 const struct gr_opt cmd_train_opts[] = {
 	{ O_DETACH, "detach", 'd', OPT_FLAG, NULL, "return once the job has started; print its id", NULL, 0, 0, 0 },
 	{ O_STOP_INT, "stop-on-interrupt", 0, OPT_FLAG, NULL, "Ctrl-C stops the job instead of asking", NULL, 0, 0, 0 },
@@ -32,6 +33,7 @@ const struct gr_opt cmd_train_opts[] = {
 	{ O_SWEEP_FILE, "sweep-file", 0, OPT_STRING, "FILE", "one job per line of FILE: NAME=VALUE words as in [train] env", NULL, 0, 0, COMPLETE_FILE },
 	{ O_AFTER, "after", 0, OPT_STRING, "JOB[:ok]", "start once JOB has ended (:ok: only if it succeeded)", NULL, 0, 0, COMPLETE_JOB },
 	{ O_YES, "yes", 'y', OPT_FLAG, NULL, "sync even above [sync] warn_size without asking", NULL, 0, 0, 0 },
+	{ O_JSON, "json", 0, OPT_FLAG, NULL, "events as JSON lines on stdout (synced, queued, started, log, pulled, ended)", NULL, 0, 0, 0 },
 	{ 0 },
 };
 
@@ -260,6 +262,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	struct train_sweep sw = { 0 };
 	size_t nothers = 0;
 	int detach = 0, stop_int = 0, force_setup = 0, raw = 0, yes = 0, id_opt, rc;
+	int json = 0;
 	char *id = NULL, *dest = NULL, *warn = NULL, *after = NULL, *group = NULL;
 	const char *sweep_file = NULL, *after_arg = NULL;
 
@@ -293,6 +296,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 			sweep_file = st.arg;
 		if (id_opt == O_AFTER)
 			after_arg = st.arg;
+		json |= id_opt == O_JSON;
 	}
 	/* The command's words, exactly as given: never joined and split again. */
 	for (size_t i = 0; i < st.args.n; i++)
@@ -302,9 +306,9 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		id_opt = train_run_check(&tr, &ctx->err);
 	if (id_opt == 0)
 		id_opt = train_sweep_build(&sweeps, sweep_file, &sw, &ctx->err);
-	if (id_opt == 0 && sw.n && fwd.n)
-		id_opt = gr_errf(&ctx->err, GR_EUSAGE, "--forward needs a job to follow; "
-				 "a sweep follows none");
+	if (id_opt == 0 && sw.n && (fwd.n || json))
+		id_opt = gr_errf(&ctx->err, GR_EUSAGE, "%s needs a job to follow; "
+				 "a sweep follows none", json ? "--json" : "--forward");
 	sv_clear(&sweeps);
 	if (id_opt < 0) {
 		sv_clear(&fwd);
@@ -343,6 +347,8 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		rc = sync_failed(ctx, rc);
 		goto out;
 	}
+	if (json)
+		job_event_synced(&ss); /* a closed stdout: the log's writes say it */
 	if ((rc = ctx_connect(ctx)) < 0)
 		goto out;
 	if (sw.n) {
@@ -388,7 +394,10 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		snprintf(named, sizeof(named), " (%s)", tr.name);
 	if (detach) {
 		keep_jobs(ctx);
-		printf("%s\n", id);
+		if (json)
+			job_event_detached(id);
+		else
+			printf("%s\n", id);
 		if (!ctx->quiet)
 			fprintf(stderr, "gpurun: started job %s%s\nhint: follow it with 'gpurun logs -f %s'\n",
 				id, named, tr.name ? tr.name : id);
@@ -405,7 +414,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		.on_interrupt = ATTACH_INT_ASK,
 		.stop_on_interrupt = stop_int, .pull = &ctx->cfg->artifacts.pull,
 		.pull_interval = ctx->cfg->artifacts.interval, .pull_dest = dest,
-		.notify_end = 1,
+		.notify_end = 1, .json = json,
 	};
 	rc = job_attach(ctx, &ao, &res);
 	if (res.rec.id)
@@ -414,6 +423,8 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		gr_hintf(&ctx->err, "the job may still be running: 'gpurun logs -f %s'", id);
 		goto out;
 	}
+	if (json && (res.detached || res.interrupted))
+		job_event_detached(id);
 	if (res.detached) {
 		job_print_detached(ctx, id, tr.name);
 		keep_jobs(ctx);
@@ -430,11 +441,17 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		fprintf(stderr, "gpurun: job %s%s %s\n", id, named, end.buf);
 	sb_release(&end);
 	rc = job_rec_exit_code(&res.rec);
-	if (ctx->cfg->artifacts.pull.n && job_pull_artifacts(ctx, id) < 0) {
+	struct art_stats got = { 0 };
+	if (ctx->cfg->artifacts.pull.n && job_pull_artifacts(ctx, id, &got) < 0) {
 		gr_report(ctx);
 		if (rc == 0)
 			rc = GR_EXIT_SYNC;
+	} else if (json && got.extracted) {
+		job_event_pulled(id, &got);
 	}
+	art_stats_release(&got);
+	if (json)
+		job_event_ended(&res.rec);
 	if (res.stop_asked)
 		rc = GR_EXIT_INTERRUPTED;
 	keep_jobs(ctx);

@@ -57,8 +57,9 @@ int sync_failed(struct gr_ctx *ctx, int rc);
 /* cmd_pull.c, for pull and train: pull job id's artifacts into
  * <project>/runs/<id>/ and say on stderr what came, or, when no file
  * matched, what the job wrote. One reconnect is tried. 0 or a GR_E* code
- * with ctx->err set. */
-int job_pull_artifacts(struct gr_ctx *ctx, const char *id);
+ * with ctx->err set. got: NULL, or what came (the caller releases it). */
+struct art_stats;
+int job_pull_artifacts(struct gr_ctx *ctx, const char *id, struct art_stats *got);
 
 /* help.c */
 struct help_topic {
