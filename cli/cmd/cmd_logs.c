@@ -4,7 +4,9 @@
  * status. A sweep's GROUP: each job's log after a header line, oldest
  * first; -f is refused there (one status to exit with, one log to follow:
  * interleaved lines of several trainings, their progress bars included,
- * are unreadable), and names the jobs to follow one by one. */
+ * are unreadable), and names the jobs to follow one by one. --json: the
+ * log as NDJSON `log` events on stdout, and with -f the job's `queued`,
+ * `started` and `ended` (or `detached`) too (job_attach.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>

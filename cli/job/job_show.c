@@ -531,12 +531,12 @@ void job_show_json_argv(const struct job_rec *r, struct strbuf *o)
 }
 
 /* A Unix ms time as "KEY": RFC 3339 and "KEY_unix_ms": the number, both
- * null when unknown (0) and nullable. */
-static void json_when(struct strbuf *o, const char *key, uint64_t ms, int nullable)
+ * null when unknown or not yet (0). */
+static void json_when(struct strbuf *o, const char *key, uint64_t ms)
 {
 	sb_addf(o, ", \"%s\": ", key);
 	json_add_time(o, ms);
-	if (ms || !nullable)
+	if (ms)
 		sb_addf(o, ", \"%s_unix_ms\": %llu", key, (unsigned long long)ms);
 	else
 		sb_addf(o, ", \"%s_unix_ms\": null", key);
@@ -599,9 +599,9 @@ void job_show_json_boxes(const struct job_rec *recs, size_t n, const struct job_
 		json_str(o, r->command);
 		sb_adds(o, ", \"argv\": ");
 		job_show_json_argv(r, o);
-		json_when(o, "created", r->created_ms, 0);
-		json_when(o, "start", r->start_ms, 1);
-		json_when(o, "end", r->end_ms, 1);
+		json_when(o, "created", r->created_ms);
+		json_when(o, "start", r->start_ms);
+		json_when(o, "end", r->end_ms);
 		sb_addf(o, ", \"duration_s\": %.3f", (double)duration(r) / 1000);
 		if (r->has_status && r->signalled)
 			sb_addf(o, ", \"exit_code\": %d, \"signal\": %u", job_rec_exit_code(r), r->code);
