@@ -10,6 +10,10 @@
 #                   each fuzz target for FUZZ_SECONDS (default 300)
 #   make fuzz-soak  only that last part
 #   make deps       install the Debian packages the build and tests need
+#   make PORTABLE=1 the client with every POSIX fallback of compat/ forced
+#                   on (what macOS and the BSDs get), in build-portable/
+#                   (build-portable-san/ with SAN=1); the agent as always
+#   make test-portable  every test against PORTABLE=1 SAN=1
 
 CC      ?= cc
 CLANG   ?= clang
@@ -21,12 +25,19 @@ CPPFLAGS += -D_GNU_SOURCE
 # including the other's header does not compile. common/ is exactly what
 # both compile: utilities and errors, the wire (proto/) and the delta
 # engine (delta/).
-COMMON_DIRS := common common/proto common/delta
+COMMON_DIRS := common common/proto common/delta compat
 CLIENT_DIRS := $(COMMON_DIRS) config $(sort $(dir $(wildcard cli/*/*.h)))
 AGENT_DIRS  := $(COMMON_DIRS) $(sort $(dir $(wildcard remote/*/*.h)))
 CLIENT_INC  := $(patsubst %/,%,$(CLIENT_DIRS:%=-I%))
 AGENT_INC   := $(patsubst %/,%,$(AGENT_DIRS:%=-I%))
 SAN     ?=
+
+# PORTABLE=1: compat.h's GR_PORTABLE, for the client's objects and unit
+# tests only (ALL_CFLAGS); a build folder of its own.
+ifeq ($(PORTABLE),1)
+O       ?= build-portable$(if $(filter 1,$(SAN)),-san)
+PORTABLE_FLAGS := -DGR_PORTABLE
+endif
 
 ifeq ($(SAN),1)
 O       ?= build-san
@@ -46,10 +57,12 @@ AGENT_STATIC_LIBS := -Wl,--start-group -larchive -lrsync -lb2 -lzstd -Wl,--end-g
 AGENT_DYN_LIBS := -larchive -lrsync -lzstd -lb2 -lpthread
 
 COMMON_SRC := $(wildcard common/*.c common/*/*.c)
-CLIENT_SRC := $(wildcard cli/*/*.c) $(wildcard config/*.c)
+# compat/: the client's; common/ and the agent see only compat.h (whose
+# calls are inline on Linux), so its header counts in the agent's hash.
+CLIENT_SRC := $(wildcard cli/*/*.c) $(wildcard config/*.c) $(wildcard compat/*.c)
 # The agent's library (everything but main, so unit tests link it).
 AGENT_SRC  := $(wildcard remote/*/*.c)
-AGENT_HEADERS := $(wildcard common/*.h common/*/*.h remote/*/*.h)
+AGENT_HEADERS := $(wildcard common/*.h common/*/*.h compat/*.h remote/*/*.h)
 
 # The agent's identity: a hash of everything it is built from (remote/,
 # common/, this Makefile; nothing of the client). The client carries the
@@ -70,6 +83,8 @@ CROSS_CC   ?= $(CROSS_ARCH)-linux-gnu-gcc
 XO         := build-$(CROSS_ARCH)
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/%.o)
+# What common/ calls under PORTABLE=1 (the helpers link common/ alone).
+COMPAT_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard compat/*.c))
 CLIENT_OBJ := $(CLIENT_SRC:%.c=$(O)/%.o) $(O)/agent_blob.o
 AGENT_LIB_OBJ := $(AGENT_SRC:%.c=$(O)/agent-obj/%.o) $(COMMON_SRC:%.c=$(O)/agent-obj/%.o)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
@@ -78,7 +93,7 @@ HELPER_SRC := $(wildcard tests/helpers/*.c)
 HELPER_BIN := $(HELPER_SRC:tests/helpers/%.c=$(O)/tests/%)
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 
-ALL_CFLAGS := $(CPPFLAGS) $(CLIENT_INC) -I$(O)/gen $(CFLAGS) $(WARN) $(SANFLAGS) -std=gnu11 -MMD -MP
+ALL_CFLAGS := $(CPPFLAGS) $(PORTABLE_FLAGS) $(CLIENT_INC) -I$(O)/gen $(CFLAGS) $(WARN) $(SANFLAGS) -std=gnu11 -MMD -MP
 
 # The hash lives in a generated header rewritten only when it changes, so
 # exactly the objects that include it are rebuilt and client and agent agree.
@@ -188,9 +203,9 @@ $(BOTH_UNIT): $(O)/tests/%: tests/unit/%.c $(O)/libgr.a $(O)/libagent.a
 
 $(O)/tests/%: tests/helpers/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(COMMON_OBJ) $(CLIENT_LIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(COMMON_OBJ) $(COMPAT_OBJ) $(CLIENT_LIBS)
 
-$(HELPER_BIN): $(COMMON_OBJ)
+$(HELPER_BIN): $(COMMON_OBJ) $(COMPAT_OBJ)
 
 # scan_dump prints what scan_tree would sync: it needs the client library.
 $(O)/tests/scan_dump: tests/helpers/scan_dump.c $(O)/libgr.a
@@ -234,10 +249,29 @@ test: deps-check
 	$(MAKE) SAN=1 all unit-bins
 	tests/run.sh build-san
 
+# The same against the client with compat/'s fallbacks (PORTABLE=1).
+.PHONY: test-portable clean-portable
+test-portable: deps-check
+	$(MAKE) PORTABLE=1 SAN=1 all unit-bins
+	tests/run.sh build-portable-san
+
+clean: clean-portable
+clean-portable:
+	rm -rf build-portable build-portable-san
+
+-include $(shell find build-portable build-portable-san -name '*.d' 2>/dev/null)
+
 unit-bins: $(UNIT_BIN) $(HELPER_BIN) $(FUZZ_BIN)
 
-demo: all
-	tests/demo.sh $(O)
+# Quiet until the story starts: the build (and any package install before
+# it) goes to $(O)/demo-build.log; only its tail shows, when it fails.
+demo:
+	@mkdir -p $(O) && printf 'demo: building gpurun (output in %s) ...\n' $(O)/demo-build.log && \
+	if ! $(MAKE) --no-print-directory all >$(O)/demo-build.log 2>&1; then \
+		tail -n 40 $(O)/demo-build.log >&2; \
+		echo "demo: the build failed (the lines above end $(O)/demo-build.log)" >&2; exit 1; \
+	fi
+	@tests/demo.sh $(O)
 
 bench: all $(HELPER_BIN)
 	tests/bench/run.sh $(O)
@@ -293,6 +327,7 @@ install: all
 	install -D -m 644 completions/_gpurun $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_gpurun
 	install -D -m 644 completions/gpurun.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/gpurun.fish
 	install -D -m 644 cli/cmd/gpurun.1 $(DESTDIR)$(PREFIX)/share/man/man1/gpurun.1
+	install -D -m 644 cli/cmd/gpurun.ini.5 $(DESTDIR)$(PREFIX)/share/man/man5/gpurun.ini.5
 
 # completions/ holds what `gpurun completion SHELL` prints (the scripts live
 # in cli/cmd/completion_scripts.c); tests/t/t0500-completion.sh fails if they differ.
@@ -301,10 +336,12 @@ completions: $(O)/gpurun
 	$(O)/gpurun completion zsh > completions/_gpurun
 	$(O)/gpurun completion fish > completions/gpurun.fish
 
-# cli/cmd/gpurun.1 is what `gpurun __man` prints, from the same tables as help;
-# tests/t/t0511-man.sh fails if they differ.
+# cli/cmd/gpurun.1 and gpurun.ini.5 are what `gpurun __man` and `gpurun __man 5`
+# print, from the same tables as help; tests/t/t0511-man.sh fails if they
+# differ, t0212 if an example in them (or in the README) does not load.
 man: $(O)/gpurun
 	$(O)/gpurun __man > cli/cmd/gpurun.1
+	$(O)/gpurun __man 5 > cli/cmd/gpurun.ini.5
 
 PREFIX ?= /usr/local
 

@@ -7,14 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent_hash.h"
+#include "compat.h"
 #include "ctx.h"
 #include "gpurun.h"
 #include "pool.h"
-
-#ifndef GR_VERSION
-#define GR_VERSION "0.1.0"
-#endif
 
 static int is_tty(int fd)
 {
@@ -70,62 +66,108 @@ static int apply_overrides(struct gr_ctx *ctx)
 	return 0;
 }
 
+/* What the global options set, until the command is known. */
+struct globals {
+	const char *host, *color;
+	int verbose_seen, quiet_seen; /* the words, for the -q/-v clash */
+};
+
+/* One global option (gr_global_opts' id, arg its value), wherever it was
+ * typed. 0, 1 when it answered (--version, --help), or GR_EUSAGE. */
+static int global_opt(struct gr_ctx *ctx, struct globals *g, int id, const char *arg)
+{
+	switch (id) {
+	case G_CONFIG: ctx->config_file = arg; break;
+	case G_CHDIR:
+		/* In order, as git's -C: -C a -C b is a/b. */
+		if (chdir(arg) < 0)
+			return gr_errf(&ctx->err, GR_EUSAGE, "cannot change to '%s': %s", arg,
+				       strerror(errno));
+		break;
+	case G_SET: sv_push(&ctx->overrides, arg); break;
+	case G_HOST: g->host = arg; break;
+	case G_ACCEPT_NEW: ctx->accept_new = 1; break;
+	case G_VERBOSE: ctx->verbose++; break;
+	case G_QUIET: ctx->quiet = 1; break;
+	case G_COLOR: g->color = ctx->color_arg = arg; break;
+	case G_VERSION:
+		gr_print_version(stdout);
+		return 1;
+	case OPT_HELP:
+		help_overview(stdout);
+		return 1;
+	}
+	return 0;
+}
+
+/* Colour and progress only on a terminal, never under NO_COLOR or a dumb
+ * terminal; --color=always|never overrides. */
+static void set_color(struct gr_ctx *ctx, const struct globals *g)
+{
+	if (!strcmp(g->color, "always"))
+		ctx->color = 1;
+	else if (!strcmp(g->color, "auto"))
+		ctx->color = is_tty(2) && !env_set("NO_COLOR") &&
+			     !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"));
+	else
+		ctx->color = 0;
+	ctx->interactive = is_tty(0) && is_tty(2);
+	ctx->progress = is_tty(2) && !getenv("CI") && !env_set("NO_COLOR") && !ctx->quiet;
+}
+
+/* Parse st's options with the global table until it stops: 0, 1 when an
+ * option answered, or GR_EUSAGE with err set. */
+static int parse_globals(struct gr_ctx *ctx, struct globals *g, struct gr_getopt *st)
+{
+	int id, rc;
+
+	while ((id = gr_getopt(st, gr_global_opts, &ctx->err)) > 0) {
+		if (id == G_VERBOSE)
+			g->verbose_seen = 1;
+		if (id == G_QUIET)
+			g->quiet_seen = 1;
+		if ((rc = global_opt(ctx, g, id, st->arg)) != 0)
+			return rc;
+	}
+	return id;
+}
+
 int main(int argc, char **argv)
 {
 	struct gr_ctx ctx = { 0 };
-	struct gr_getopt st;
-	const char *host = NULL, *color = "auto", *near;
-	int rc, id;
+	struct gr_getopt st, gst;
+	struct globals g = { .color = "auto" };
+	struct strvec cmd_argv = STRVEC_INIT, glob = STRVEC_INIT;
+	const char *near;
+	int rc;
 
+	compat_set_argv0(argv[0]);
 	gr_trace_init();
+	gr_getopt_init(&gst, 0, NULL);
 
 	/* The shells' completion scripts ask here; nothing else runs. */
 	if (argc > 1 && !strcmp(argv[1], "__complete"))
 		return complete_main(argc - 1, argv + 1);
-	/* The man page (make man writes cli/cmd/gpurun.1 from it). */
+	/* The man pages (make man writes cli/cmd/gpurun.1 and gpurun.ini.5). */
 	if (argc == 2 && !strcmp(argv[1], "__man")) {
 		help_man(stdout);
 		return 0;
 	}
-	gr_getopt_init(&st, argc, argv);
-	st.stop_at_positional = 1; /* options after the command are the command's */
-	while ((id = gr_getopt(&st, gr_global_opts, &ctx.err)) > 0) {
-		switch (id) {
-		case G_CONFIG: ctx.config_file = st.arg; break;
-		case G_CHDIR:
-			if (chdir(st.arg) < 0) {
-				gr_errf(&ctx.err, GR_EUSAGE, "cannot change to '%s': %s", st.arg,
-					strerror(errno));
-				goto fail;
-			}
-			break;
-		case G_SET: sv_push(&ctx.overrides, st.arg); break;
-		case G_HOST: host = st.arg; break;
-		case G_ACCEPT_NEW: ctx.accept_new = 1; break;
-		case G_VERBOSE: ctx.verbose++; break;
-		case G_QUIET: ctx.quiet = 1; break;
-		case G_COLOR: color = ctx.color_arg = st.arg; break;
-		case G_VERSION:
-			printf("gpurun %s (agent %s, protocol %d)\n", GR_VERSION, GR_AGENT_HASH,
-			       GR_PROTO_VERSION);
-			rc = 0;
-			goto out;
-		case OPT_HELP:
-			help_overview(stdout);
-			rc = 0;
-			goto out;
-		}
+	if (argc == 3 && !strcmp(argv[1], "__man") && !strcmp(argv[2], "5")) {
+		help_man_ini(stdout);
+		return 0;
 	}
-	/* Colour and progress only on a terminal, never under NO_COLOR or a
-	 * dumb terminal; --color=always|never overrides. */
-	if (!strcmp(color, "always"))
-		ctx.color = 1;
-	else if (!strcmp(color, "auto"))
-		ctx.color = is_tty(2) && !env_set("NO_COLOR") &&
-			    !(getenv("TERM") && !strcmp(getenv("TERM"), "dumb"));
-	ctx.interactive = is_tty(0) && is_tty(2);
-	ctx.progress = is_tty(2) && !getenv("CI") && !env_set("NO_COLOR") && !ctx.quiet;
-	if (id < 0) {
+	/* The global options before the command; those after it are found
+	 * once the command's table says which words are its own. */
+	gr_getopt_init(&st, argc, argv);
+	st.stop_at_positional = 1;
+	rc = parse_globals(&ctx, &g, &st);
+	set_color(&ctx, &g);
+	if (rc == 1) {
+		rc = 0;
+		goto out;
+	}
+	if (rc < 0) {
 		gr_hintf(&ctx.err, "usage: gpurun [GLOBAL OPTIONS] COMMAND [OPTIONS] [ARGS] (see 'gpurun help')");
 		goto fail;
 	}
@@ -145,7 +187,31 @@ int main(int argc, char **argv)
 			gr_hintf(&ctx.err, "see 'gpurun help' for the list");
 		goto fail;
 	}
-	if ((rc = precheck(&ctx, (int)st.args.n, st.args.v)) != 0) {
+	/* The rest of the global options, wherever they were typed before
+	 * "--" (and, for exec and train, before the command they run). */
+	sv_push(&glob, "gpurun"); /* gr_getopt's argv[0] */
+	gr_opts_split((int)st.args.n, st.args.v, ctx.cmd->opts, gr_global_opts,
+		      !!(ctx.cmd->needs & CMD_PASSTHROUGH), &cmd_argv, &glob);
+	gr_getopt_init(&gst, (int)glob.n, glob.v);
+	rc = parse_globals(&ctx, &g, &gst);
+	set_color(&ctx, &g);
+	if (rc == 1) {
+		rc = 0;
+		goto out;
+	}
+	if (rc < 0) {
+		rc = gr_usage_error(&ctx);
+		goto out;
+	}
+	/* -q says nothing but errors, -v more: both at once means one is a
+	 * mistake (a script's -q and a user's -v); say so rather than pick. */
+	if (g.quiet_seen && g.verbose_seen) {
+		gr_errf(&ctx.err, GR_EUSAGE, "-q (--quiet) and -v (--verbose) cannot be used together");
+		gr_hintf(&ctx.err, "drop one of them");
+		rc = GR_EUSAGE;
+		goto out;
+	}
+	if ((rc = precheck(&ctx, (int)cmd_argv.n, cmd_argv.v)) != 0) {
 		if (rc == 1) {
 			help_command(ctx.cmd, stdout);
 			rc = 0;
@@ -158,7 +224,7 @@ int main(int argc, char **argv)
 				 !(ctx.cmd->needs & CMD_CONFIG), &ctx.err);
 		if (rc < 0)
 			goto fail;
-		if (host && (rc = config_set(ctx.cfg, "remote.host", host, "--host", &ctx.err)) < 0)
+		if (g.host && (rc = config_set(ctx.cfg, "remote.host", g.host, "--host", &ctx.err)) < 0)
 			goto fail;
 		if ((rc = apply_overrides(&ctx)) < 0)
 			goto fail;
@@ -168,9 +234,9 @@ int main(int argc, char **argv)
 	/* The command sees argv from its own name on; on a pool, through the
 	 * pool (pool.h), which runs it on the boxes it concerns. */
 	if (pool_wants(&ctx))
-		rc = pool_main(&ctx, (int)st.args.n, st.args.v);
+		rc = pool_main(&ctx, (int)cmd_argv.n, cmd_argv.v);
 	else
-		rc = ctx.cmd->fn((int)st.args.n, st.args.v, &ctx);
+		rc = ctx.cmd->fn((int)cmd_argv.n, cmd_argv.v, &ctx);
 	gr_trace("%s: done", ctx.cmd->name);
 	goto out;
 fail:
@@ -188,5 +254,8 @@ out:
 	config_free(ctx.cfg);
 	sv_clear(&ctx.overrides);
 	gr_getopt_release(&st);
+	gr_getopt_release(&gst);
+	sv_clear(&cmd_argv);
+	sv_clear(&glob);
 	return rc;
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "sig_wake.h"
 
 static struct sig_wake *volatile current;
@@ -33,7 +34,7 @@ int sig_wake_start(struct sig_wake *w, const int *sigs, size_t n, int flags)
 		errno = EINVAL;
 		return -1;
 	}
-	if (pipe2(w->fd, O_CLOEXEC | O_NONBLOCK) < 0)
+	if (compat_pipe_cloexec(w->fd, 1) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		w->sigs[i] = sigs[i];

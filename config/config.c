@@ -1,8 +1,8 @@
 /* Loading gpurun.ini: the user config first, then the project's file
  * (found like git finds .git), both parsed with inih (fed by our own line
  * reader, so every key knows its line and inih's multi-line and
- * inline-comment rules never apply), then GPURUN_* environment, then
- * command-line flags. Every value remembers where it came from; [remote]
+ * inline-comment rules never apply: comments after a value are git
+ * config's, value_of), then GPURUN_* environment, then command-line flags. Every value remembers where it came from; [remote]
  * host is expanded into its hosts ([pools]) once they are all read. */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "compat.h" /* environ: macOS declares it nowhere */
 #include "config_int.h"
 
 struct val {
@@ -83,14 +84,12 @@ static void store(struct priv *p, int i, const char *text, int layer, const char
 	v->line = line;
 }
 
+/* The words of a list's canonical text (quoted where needed by
+ * cfgk_normalize, so config_words reads it back). */
 static void split_list(struct strvec *sv, const char *text)
 {
-	char *dup = xstrdup(text), *save = NULL, *w;
-
 	sv_clear(sv);
-	for (char *s = dup; (w = strtok_r(s, " ", &save)); s = NULL)
-		sv_push(sv, w);
-	free(dup);
+	config_words(text, ",", sv, NULL);
 }
 
 static int int_of(const struct priv *p, const char *dotted)
@@ -359,6 +358,40 @@ static char *reader(char *str, int num, void *stream)
 	return str;
 }
 
+/* A value as written after '=', without its comment: as git config
+ * reads a value, a '#' or ';' after a blank starts a comment, which goes
+ * with the blanks before it; inside '...' or "..." (where \" does not
+ * close) and after a \ they are part of the value. Blanks around are
+ * trimmed. */
+static char *value_of(const char *s, size_t n)
+{
+	char q = 0;
+	int blank = 1; /* right after the '=' counts as after a blank */
+
+	while (n && (*s == ' ' || *s == '\t')) {
+		s++;
+		n--;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (q) {
+			if (c == q)
+				q = 0;
+			else if (q == '"' && c == '\\' && i + 1 < n)
+				i++;
+		} else if ((c == '#' || c == ';') && blank) {
+			n = i;
+			break;
+		} else if (c == '\'' || c == '"') {
+			q = c;
+		} else if (c == '\\' && i + 1 < n) {
+			i++;
+		}
+		blank = !q && (c == ' ' || c == '\t');
+	}
+	return trimmed(s, n);
+}
+
 /* "NAME = hosts" in [pools]: checked like [remote] host; the project's
  * NAME replaces the user config's. */
 static void define_pool(struct pctx *pc, const char *name, const char *val)
@@ -406,9 +439,11 @@ static int handler(void *user, const char *section, const char *name, const char
 	char *key = NULL, *val = NULL, *origin = NULL;
 	int i;
 
-	(void)value;  /* ours comes from the whole line: inih truncates names */
-	/* and cuts values at " ;". A build with INI_CALL_HANDLER_ON_NEW_SECTION
-	 * calls us for headers too (name NULL): check_header has seen those. */
+	(void)value;  /* ours comes from the whole line: inih truncates names, */
+	/* and its inline comments (" ;" only, quotes or not, as it was built)
+	 * are not git's: value_of strips ours. A build with
+	 * INI_CALL_HANDLER_ON_NEW_SECTION calls us for headers too (name
+	 * NULL): check_header has seen those. */
 	if (!name || pc->err_line)
 		return 1;
 	if (!eq || (colon && colon < eq)) {
@@ -417,7 +452,7 @@ static int handler(void *user, const char *section, const char *name, const char
 		return 1;
 	}
 	key = trimmed(pc->raw, (size_t)(eq - pc->raw));
-	val = trimmed(eq + 1, pc->rawlen - (size_t)(eq + 1 - pc->raw));
+	val = value_of(eq + 1, pc->rawlen - (size_t)(eq + 1 - pc->raw));
 	if (!*key) {
 		perr(pc, "malformed line '%.*s': no key before '='", (int)pc->rawlen, pc->raw);
 		goto out;
@@ -514,7 +549,7 @@ static int load_file(struct gr_config *c, const char *path, const char *disp, in
 			     "%s:%d: malformed line '%.*s': expected '[section]' or 'key = value'",
 			     disp, r, (int)(n > 80 ? 80 : n), s);
 		gr_hintf(err, "%s", *s == '[' ? "a section header looks like [remote]"
-				: "comments start with '#' or ';' at the beginning of a line");
+				: "comments start with '#' or ';' (after a value: with a blank before)");
 	} else if (pc.err_line) {
 		*err = pc.err;
 		rc = GR_ECONFIG;

@@ -174,11 +174,13 @@ struct gr_config {
  * not exist is always an error.
  *
  * The file: "[section]" headers and "key = value" lines; comments are
- * lines starting with '#' or ';' (a '#' or ';' after a value is part of
- * the value: commands may contain them); values run to the end of the
- * line, no quoting, no continuation lines (leading whitespace is
- * ignored). A key may appear once, except list keys, whose lines add up
- * ("exclude =" empties a list). Unknown sections and keys, bad values and
+ * lines starting with '#' or ';', and, as in git config, a '#' or ';'
+ * after a blank in a value starts one (inside '...' or "..." it is the
+ * value's); values run to the end of the line, no continuation lines
+ * (leading whitespace is ignored). List keys (and [remote] host) are
+ * words as [train] env takes them: blanks or commas between, '...',
+ * "..." and \ as in a shell. A key may appear once, except list keys,
+ * whose lines add up ("exclude =" empties a list). Unknown sections and keys, bad values and
  * malformed lines are GR_ECONFIG errors "FILE:LINE: ...".
  *
  * Then GPURUN_<SECTION>_<KEY> environment variables (empty ones are

@@ -195,8 +195,9 @@ void cfgk_template(struct strbuf *out, const char *project, const struct cfg_pro
 		"# the project), and whatever the job writes; [artifacts] pull names files\n"
 		"# there, as the job sees them.\n"
 		"#\n"
-		"# Comments are lines starting with '#' or ';'. A value runs to the end of its\n"
-		"# line as written (no quotes, no inline comments). '~' in a local path is your\n"
+		"# Comments start with '#' or ';', on a line of their own or after a value\n"
+		"# (with a blank before; inside quotes they are the value's). List values are\n"
+		"# words as in a shell: 'my data/' is one path. '~' in a local path is your\n"
 		"# home folder. Precedence: defaults < this file < GPURUN_<SECTION>_<KEY>\n"
 		"# environment variables < the command line (-o section.key=value, --host).\n");
 	for (size_t i = 0; i < n; i++) {

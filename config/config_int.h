@@ -25,6 +25,17 @@ void cfgk_hint_dotted(const char *key, struct strbuf *hint);
 int cfgk_normalize(const struct gr_config_key *k, const char *raw, struct strbuf *out,
 		   struct strbuf *why);
 
+/* Split s into words as a shell would, nothing expanded: blanks and any
+ * character of seps ("" or ",") separate; '...' keeps everything, "..."
+ * all but \" \\ \$ \` (the backslash goes), and outside quotes \ keeps
+ * the next character. '' is an empty word. [train] env, every list key,
+ * [remote] host and the options keys are read by it. Words are appended
+ * to out (may be NULL: only check). 0, or -1 with why (may be NULL) set. */
+int config_words(const char *s, const char *seps, struct strvec *out, struct strbuf *why);
+/* Append w to out so that config_words reads it back as one word: as it
+ * is when plain, else in '...' ('\'' for a quote). */
+void config_quote_word(struct strbuf *out, const char *w);
+
 /* The default of k as text, with "<project>" replaced by project. */
 char *cfgk_default(const struct gr_config_key *k, const char *project);
 

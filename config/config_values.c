@@ -49,18 +49,24 @@ int config_env_word_ok(const char *kv, struct strbuf *why)
 	return 0;
 }
 
-int config_env_parse(const char *s, struct strvec *out, struct strbuf *why)
+/* The one splitter of shell-like words ([train] env, list keys, [slurm]
+ * and [container] options): blanks (and any of seps) separate words;
+ * '...' keeps everything; "..." keeps everything but \" \\ \$ \`, whose
+ * backslash goes; outside quotes a backslash keeps the next character.
+ * Nothing is expanded. '' is an empty word. */
+int config_words(const char *s, const char *seps, struct strvec *out, struct strbuf *why)
 {
 	struct strbuf w = STRBUF_INIT;
 	int rc = 0;
 
 	for (const char *p = s; rc == 0;) {
 		int have = 0;
-		p += strspn(p, " \t");
+		while (*p == ' ' || *p == '\t' || (*p && strchr(seps, *p)))
+			p++;
 		if (!*p)
 			break;
 		sb_reset(&w);
-		while (*p && *p != ' ' && *p != '\t' && rc == 0) {
+		while (*p && *p != ' ' && *p != '\t' && !strchr(seps, *p) && rc == 0) {
 			have = 1;
 			if (*p == '\'') {
 				const char *end = strchr(p + 1, '\'');
@@ -96,14 +102,48 @@ int config_env_parse(const char *s, struct strvec *out, struct strbuf *why)
 				p++;
 			}
 		}
-		if (rc == 0 && have) {
-			if (config_env_word_ok(w.buf ? w.buf : "", why) < 0)
-				rc = -1;
-			else if (out)
-				sv_push(out, w.buf);
-		}
+		if (rc == 0 && have && out)
+			sv_push(out, w.buf ? w.buf : "");
 	}
 	sb_release(&w);
+	return rc;
+}
+
+void config_quote_word(struct strbuf *out, const char *w)
+{
+	if (*w && !strpbrk(w, " \t,'\"\\") && *w != '#' && *w != ';') {
+		sb_adds(out, w);
+		return;
+	}
+	sb_adds(out, "'");
+	for (const char *p = w; *p; p++) {
+		if (*p == '\'')
+			sb_adds(out, "'\\''");
+		else
+			sb_add(out, p, 1);
+	}
+	sb_adds(out, "'");
+}
+
+/* The words of a list key's canonical text (cfgk_normalize made it, so
+ * it splits). */
+static void list_words(const char *v, struct strvec *out)
+{
+	config_words(v, ",", out, NULL);
+}
+
+int config_env_parse(const char *s, struct strvec *out, struct strbuf *why)
+{
+	struct strvec words = STRVEC_INIT;
+	int rc = config_words(s, "", &words, why);
+
+	for (size_t i = 0; i < words.n && rc == 0; i++) {
+		if (config_env_word_ok(words.v[i], why) < 0)
+			rc = -1;
+		else if (out)
+			sv_push(out, words.v[i]);
+	}
+	sv_clear(&words);
 	return rc;
 }
 
@@ -139,12 +179,12 @@ static const char *check_one_host(const char *v)
 	if (v[0] == '-')
 		return "must not start with '-'";
 	if (v[0] == '#' || v[0] == ';')
-		return "a '#' or ';' after a value is part of it (comments go on their own line)";
+		return "must not start with '#' or ';' (a comment starts after a blank)";
 	for (const char *p = v; *p; p++) {
 		if (isspace((unsigned char)*p) || iscntrl((unsigned char)*p))
-			return "must not contain whitespace (comments go on their own line)";
+			return "must not contain whitespace";
 		if (*p == '"' || *p == '\'')
-			return "must not contain quotes (values are taken literally)";
+			return "must not contain quotes";
 	}
 	if (!strncmp(v, "ssh://", 6))
 		return NULL;
@@ -172,22 +212,25 @@ static const char *check_one_host(const char *v)
 }
 
 /* [remote] host and a [pools] entry: hosts (or one pool name, resolved by
- * config.c once every file is read), separated by blanks or commas as in
- * list keys; kept joined by one space. */
+ * config.c once every file is read), words as in list keys (blanks or
+ * commas between); kept joined by one space. */
 const char *cfgk_check_host(const char *v, struct strbuf *norm)
 {
 	static char msg[512];
 	struct strvec hosts = STRVEC_INIT;
+	struct strvec words = STRVEC_INIT;
+	struct strbuf split = STRBUF_INIT;
 	const char *why = NULL;
 
-	for (const char *p = v; *p;) {
-		size_t len;
-		p += strspn(p, " \t,");
-		len = strcspn(p, " \t,");
-		if (len)
-			sv_pushf(&hosts, "%.*s", (int)len, p);
-		p += len;
+	if (config_words(v, ",", &words, &split) < 0) {
+		snprintf(msg, sizeof(msg), "%s", split.buf);
+		why = msg;
 	}
+	for (size_t i = 0; i < words.n; i++)
+		if (*words.v[i]) /* '' names nothing, as in list keys */
+			sv_push(&hosts, words.v[i]);
+	sv_clear(&words);
+	sb_release(&split);
 	for (size_t i = 0; i < hosts.n && !why; i++) {
 		const char *bad = check_one_host(hosts.v[i]);
 		if (bad && hosts.n == 1) {
@@ -292,11 +335,13 @@ size_t config_job_dir_prefix(const char *glob)
 
 const char *cfgk_check_pull(const char *v, struct strbuf *norm)
 {
-	char *dup = xstrdup(v), *save = NULL, *w;
+	struct strvec words = STRVEC_INIT;
 	const char *why = NULL;
 
 	(void)norm;
-	for (char *s = dup; !why && (w = strtok_r(s, " ", &save)); s = NULL) {
+	list_words(v, &words);
+	for (size_t i = 0; !why && i < words.n; i++) {
+		const char *w = words.v[i];
 		w += config_job_dir_prefix(w);
 		if (w[0] == '/')
 			why = "globs must be relative to the job folder, not absolute";
@@ -304,7 +349,7 @@ const char *cfgk_check_pull(const char *v, struct strbuf *norm)
 			if (!strncmp(c, "..", 2) && (c[2] == '/' || c[2] == '\0'))
 				why = "globs must stay inside the job folder (no '..')";
 	}
-	free(dup);
+	sv_clear(&words);
 	return why;
 }
 
@@ -321,11 +366,13 @@ static const char *check_relative(const char *w, const char *what)
 
 const char *cfgk_check_persist(const char *v, struct strbuf *norm)
 {
-	char *dup = xstrdup(v), *save = NULL, *w;
+	struct strvec words = STRVEC_INIT;
 	const char *why = NULL;
 
 	(void)norm;
-	for (char *s = dup; !why && (w = strtok_r(s, " ", &save)); s = NULL) {
+	list_words(v, &words);
+	for (size_t i = 0; !why && i < words.n; i++) {
+		const char *w = words.v[i];
 		why = check_relative(w, "persistent paths must be relative to the project, without '..'");
 		if (!why && strpbrk(w, "*?[\\"))
 			why = "persistent paths are paths, not patterns";
@@ -335,19 +382,21 @@ const char *cfgk_check_persist(const char *v, struct strbuf *norm)
 			     !strncmp(w, "./", 2) || strstr(w, "/./")))
 			why = "write each persistent path plainly (like checkpoints/)";
 	}
-	free(dup);
+	sv_clear(&words);
 	return why;
 }
 
 const char *cfgk_check_inputs(const char *v, struct strbuf *norm)
 {
-	char *dup = xstrdup(v), *save = NULL, *w;
+	struct strvec words = STRVEC_INIT;
 	const char *why = NULL;
 
 	(void)norm;
-	for (char *s = dup; !why && (w = strtok_r(s, " ", &save)); s = NULL)
-		why = check_relative(w, "setup inputs must be relative to the project, without '..'");
-	free(dup);
+	list_words(v, &words);
+	for (size_t i = 0; !why && i < words.n; i++)
+		why = check_relative(words.v[i],
+				     "setup inputs must be relative to the project, without '..'");
+	sv_clear(&words);
 	return why;
 }
 
@@ -510,16 +559,23 @@ int cfgk_normalize(const struct gr_config_key *k, const char *raw, struct strbuf
 		}
 		sb_adds(out, raw);
 		break;
-	case GR_KEY_LIST:
-		for (const char *p = raw; *p; ) {
-			size_t len;
-			p += strspn(p, " \t,");
-			len = strcspn(p, " \t,");
-			if (len)
-				sb_addf(out, "%s%.*s", out->len ? " " : "", (int)len, p);
-			p += len;
+	case GR_KEY_LIST: {
+		/* words as [train] env takes them, blanks or commas between;
+		 * kept re-quoted where needed, so config_words reads them back */
+		struct strvec w = STRVEC_INIT;
+		if (config_words(raw, ",", &w, why) < 0) {
+			sv_clear(&w);
+			return -1;
 		}
+		for (size_t i = 0; i < w.n; i++)
+			if (*w.v[i]) {
+				if (out->len)
+					sb_adds(out, " ");
+				config_quote_word(out, w.v[i]);
+			}
+		sv_clear(&w);
 		break;
+	}
 	}
 checked:
 	if (k->check && (bad = k->check(out->buf ? out->buf : "", &norm))) {
@@ -542,38 +598,16 @@ done:
 
 const char *config_split_words(const char *v, struct strvec *out)
 {
-	struct strbuf w = STRBUF_INIT;
-	int in_word = 0;
-	char q = 0;
+	static char msg[64];
+	struct strbuf why = STRBUF_INIT;
+	const char *bad = NULL;
 
-	for (const char *c = v; *c; c++) {
-		if (q) {
-			if (*c == q)
-				q = 0;
-			else if (q == '"' && *c == '\\' && (c[1] == '"' || c[1] == '\\'))
-				sb_add(&w, ++c, 1);
-			else
-				sb_add(&w, c, 1);
-		} else if (*c == '\'' || *c == '"') {
-			q = *c;
-			in_word = 1;
-		} else if (*c == '\\' && c[1]) {
-			sb_add(&w, ++c, 1);
-			in_word = 1;
-		} else if (*c == ' ' || *c == '\t') {
-			if (in_word && out)
-				sv_push(out, w.buf ? w.buf : "");
-			sb_reset(&w);
-			in_word = 0;
-		} else {
-			sb_add(&w, c, 1);
-			in_word = 1;
-		}
+	if (config_words(v, "", out, &why) < 0) {
+		snprintf(msg, sizeof(msg), "%s", why.buf);
+		bad = msg;
 	}
-	if (in_word && !q && out)
-		sv_push(out, w.buf ? w.buf : "");
-	sb_release(&w);
-	return q ? "a quote is not closed" : NULL;
+	sb_release(&why);
+	return bad;
 }
 
 const char *cfgk_check_image(const char *v, struct strbuf *norm)
@@ -596,12 +630,13 @@ const char *cfgk_check_options(const char *v, struct strbuf *norm)
 
 const char *cfgk_check_mounts(const char *v, struct strbuf *norm)
 {
-	char *dup = xstrdup(v), *save = NULL, *w;
+	struct strvec words = STRVEC_INIT;
 	const char *why = NULL;
 
 	(void)norm;
-	for (char *s = dup; !why && (w = strtok_r(s, " ", &save)); s = NULL) {
-		char *c1 = strchr(w, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+	list_words(v, &words);
+	for (size_t i = 0; !why && i < words.n; i++) {
+		const char *w = words.v[i], *c1 = strchr(w, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
 		if (c1 == w)
 			why = "a mount needs its host path: SRC[:DST[:ro]]";
 		else if (c1 && c1[1] != '/')
@@ -609,7 +644,7 @@ const char *cfgk_check_mounts(const char *v, struct strbuf *norm)
 		else if (c2 && strcmp(c2 + 1, "ro") && strcmp(c2 + 1, "rw"))
 			why = "a mount ends with :ro or :rw, if anything";
 	}
-	free(dup);
+	sv_clear(&words);
 	return why;
 }
 

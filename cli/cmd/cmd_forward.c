@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "ctx.h"
 #include "gpurun.h"
 
@@ -100,7 +101,7 @@ int cmd_forward(int argc, char **argv, struct gr_ctx *ctx)
 	if (!ctx->quiet)
 		fprintf(stderr, "gpurun: press Ctrl-C to stop forwarding\n");
 
-	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+	if (compat_pipe_cloexec(sig_pipe, 1) < 0)
 		return gr_errf(&ctx->err, GR_EIO, "pipe: %s", strerror(errno));
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, &old_int);

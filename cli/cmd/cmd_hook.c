@@ -12,13 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "completion.h"
 #include "gpurun.h"
 #include "job.h"
 #include "sync.h"
 #include "transport.h"
-
-extern char **environ;
 
 const struct gr_opt cmd_hook_opts[] = { { 0 } };
 
@@ -254,7 +253,6 @@ static int hook_install(struct gr_ctx *ctx)
 	char self[PATH_MAX], *root = NULL, *where = NULL;
 	struct stat st;
 	int rc, chained = 0;
-	ssize_t n;
 
 	if ((rc = locate(&p, &ctx->err)) < 0)
 		goto out;
@@ -283,11 +281,8 @@ static int hook_install(struct gr_ctx *ctx)
 		gr_hintf(&ctx->err, "move it back to 'pre-push' or out of the hooks folder, then try again");
 		goto out;
 	}
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0 || (size_t)n >= sizeof(self) - 1)
+	if (!compat_self_exe(self, sizeof(self)))
 		snprintf(self, sizeof(self), "gpurun");
-	else
-		self[n] = 0;
 	hook_script(&script, self, ctx->config_file ? "-c" : "-C", where);
 	if ((rc = mkdir_p(p.hooks, 0755, &ctx->err)) < 0)
 		goto out;

@@ -20,14 +20,17 @@
 enum { O_DETACH = 1, O_STOP_INT, O_RAW, O_SETUP, O_FORWARD, O_ENV, O_NAME, O_YES, O_SWEEP,
        O_SWEEP_FILE, O_AFTER };
 
+enum { O_ENV_FILE = 64 }; /* apart from the list above, for easy merges */
 enum { O_JSON = 100 }; /* --json: its own line, the table's last */
+
 const struct gr_opt cmd_train_opts[] = {
 	{ O_DETACH, "detach", 'd', OPT_FLAG, NULL, "return once the job has started; print its id", NULL, 0, 0, 0 },
 	{ O_STOP_INT, "stop-on-interrupt", 0, OPT_FLAG, NULL, "Ctrl-C stops the job instead of asking", NULL, 0, 0, 0 },
 	{ O_RAW, "raw", 0, OPT_FLAG, NULL, "on a terminal too, pass the log's bytes (setup and build included) unfiltered", NULL, 0, 0, 0 },
 	{ O_SETUP, "setup", 0, OPT_FLAG, NULL, "run [setup] command even if it and its inputs did not change", NULL, 0, 0, 0 },
 	{ O_FORWARD, "forward", 'L', OPT_STRING, "PORT[:HOST]:HOSTPORT", "forward a local port to the host while attached (as ssh -L; repeatable)", NULL, 0, 0, 0 },
-	{ O_ENV, "env", 'e', OPT_STRING, "NAME=VALUE", "set a variable in the job's environment (repeatable; after [train] env)", NULL, 0, 0, 0 },
+	{ O_ENV, "env", 'e', OPT_STRING, "NAME[=VALUE]", "set a variable in the job's environment; NAME alone: its value here (repeatable; after [train] env)", NULL, 0, 0, 0 },
+	{ O_ENV_FILE, "env-file", 0, OPT_STRING, "FILE", "set the variables of a dotenv FILE (NAME=VALUE lines), read here, never synced", NULL, 0, 0, COMPLETE_FILE },
 	{ O_NAME, "name", 0, OPT_STRING, "NAME", "name the job; the name works wherever a job id does (a sweep: its group)", NULL, 0, 0, 0 },
 	{ O_SWEEP, "sweep", 0, OPT_STRING, "NAME=V1,V2,...", "one job per value, in NAME and as {NAME} in CMD's words (repeatable: every combination)", NULL, 0, 0, 0 },
 	{ O_SWEEP_FILE, "sweep-file", 0, OPT_STRING, "FILE", "one job per line of FILE: NAME=VALUE words as in [train] env", NULL, 0, 0, COMPLETE_FILE },
@@ -284,8 +287,11 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 			force_setup = 1;
 		if (id_opt == O_FORWARD)
 			sv_push(&fwd, st.arg);
-		if (id_opt == O_ENV)
-			sv_push(&tr.env, st.arg);
+		/* The values are secrets from here on (train_spec.h). */
+		if (id_opt == O_ENV && (id_opt = train_env_arg(st.arg, &tr.env, &ctx->err)) < 0)
+			break;
+		if (id_opt == O_ENV_FILE && (id_opt = train_env_file(st.arg, &tr.env, &ctx->err)) < 0)
+			break;
 		if (id_opt == O_NAME)
 			tr.name = st.arg;
 		if (id_opt == O_YES)

@@ -14,7 +14,7 @@ const struct gr_opt gr_global_opts[] = {
 	{ G_VERBOSE, "verbose", 'v', OPT_FLAG, NULL, "say more (repeat for more)", NULL, 0, 0, 0 },
 	{ G_QUIET, "quiet", 'q', OPT_FLAG, NULL, "say nothing but errors", NULL, 0, 0, 0 },
 	{ G_COLOR, "color", 0, OPT_ENUM, "WHEN", "colour on stderr; auto: only on a terminal, not under NO_COLOR", color_values, 0, 0, 0 },
-	{ G_VERSION, "version", 0, OPT_FLAG, NULL, "print gpurun's version", NULL, 0, 0, 0 },
+	{ G_VERSION, "version", 'V', OPT_FLAG, NULL, "print gpurun's version", NULL, 0, 0, 0 },
 	{ 0 },
 };
 
@@ -90,7 +90,13 @@ const struct gr_cmd gr_commands[] = {
 	  "CMD [ARGS...] after the options replaces [train] command for this run:\n"
 	  "the words are passed as they are (as exec does), never through a shell\n"
 	  "(with [train] shell = login, the login shell sets up the environment,\n"
-	  "then runs them as \"$@\"). --env NAME=VALUE adds to [train] env.\n"
+	  "then runs them as \"$@\"). --env NAME=VALUE adds to [train] env;\n"
+	  "--env NAME passes NAME's value from here (as docker run -e NAME), and\n"
+	  "--env-file FILE the NAME=VALUE lines of a dotenv FILE read here (# and\n"
+	  "blank lines, export, quotes; never synced). Keep secrets (tokens, keys)\n"
+	  "off the command line that way: no value of the job's environment is\n"
+	  "shown (status, --json, -v) or kept on the host where another account\n"
+	  "could read it; only the job's processes see them.\n"
 	  "--name NAME names the job: the name works wherever a job id does (logs,\n"
 	  "status, stop, pull, rm), means its newest job, and is refused while\n"
 	  "another job of that name has not ended. Each job records the local git\n"
@@ -197,6 +203,9 @@ const struct gr_cmd gr_commands[] = {
 	  "  bash: echo 'source <(gpurun completion bash)' >> ~/.bashrc\n"
 	  "  zsh:  echo 'source <(gpurun completion zsh)' >> ~/.zshrc  (after compinit)\n"
 	  "  fish: gpurun completion fish > ~/.config/fish/completions/gpurun.fish", COMPLETE_CHOICE },
+	{ "version", cmd_version, 0, cmd_version_opts, "",
+	  "print gpurun's version (as --version and -V do)",
+	  NULL, COMPLETE_NONE },
 	{ "help", cmd_help, 0, cmd_help_opts, "[COMMAND|TOPIC]",
 	  "show help for gpurun, a command, or a topic",
 	  NULL, COMPLETE_CMD },

@@ -1,6 +1,6 @@
 /* The completion engine behind `gpurun __complete`: walks the typed words
  * the way main.c and gr_getopt parse them (global options, the command, its
- * options, positionals) and answers from the tables, so every shell offers
+ * options and the global ones after it, positionals) and answers from the tables, so every shell offers
  * exactly the flags, values and keys this gpurun accepts. */
 #include <errno.h>
 #include <limits.h>
@@ -370,16 +370,33 @@ static void complete_options(struct cstate *s, const struct gr_opt *opts)
 	add(s, "--help", "show help");
 }
 
-/* words[*i] is an option word. Returns the option that takes the next word
- * as its value, or NULL; an inline value ("--x=v", "-Cdir") is passed to
- * note() instead. */
-static const struct gr_opt *skip_option(const struct gr_opt *opts, const char *w,
-					const struct gr_opt **inl_opt, const char **inl)
+/* The entry that names letter/word w: the command's table first (its own
+ * option of a name wins, as gr_opts_split decides), then the global one;
+ * *global says which. */
+static const struct gr_opt *lookup2(const struct gr_opt *opts, const struct gr_opt *globals,
+				    const char *w, int *global)
+{
+	const struct gr_opt *o = gr_opt_lookup(opts, w);
+
+	*global = 0;
+	if (!o && globals && (o = gr_opt_lookup(globals, w)))
+		*global = 1;
+	return o;
+}
+
+/* w is an option word. Returns the option that takes the next word as
+ * its value, or NULL; an inline value ("--x=v", "-Cdir") is passed back
+ * in *inl_opt and *inl instead. *global: the option returned (or
+ * *inl_opt) is a global one. */
+static const struct gr_opt *skip_option(const struct gr_opt *opts, const struct gr_opt *globals,
+					const char *w, const struct gr_opt **inl_opt,
+					const char **inl, int *global)
 {
 	*inl_opt = NULL;
 	*inl = NULL;
+	*global = 0;
 	if (w[1] == '-') {
-		const struct gr_opt *o = gr_opt_lookup(opts, w);
+		const struct gr_opt *o = lookup2(opts, globals, w, global);
 		const char *eq = strchr(w, '=');
 		if (!o || o->type == OPT_FLAG)
 			return NULL;
@@ -392,10 +409,10 @@ static const struct gr_opt *skip_option(const struct gr_opt *opts, const char *w
 	}
 	for (const char *p = w + 1; *p; p++) {
 		char one[3] = { '-', *p, 0 };
-		const struct gr_opt *o = gr_opt_lookup(opts, one);
-		if (!o)
+		const struct gr_opt *o = *p == 'h' ? NULL : lookup2(opts, globals, one, global);
+		if (!o && *p != 'h')
 			return NULL;
-		if (o->type == OPT_FLAG)
+		if (!o || o->type == OPT_FLAG)
 			continue;
 		if (p[1]) {
 			*inl_opt = o;
@@ -416,10 +433,12 @@ static void note_global(struct cstate *s, const struct gr_opt *o, const char *va
 }
 
 /* The word under the cursor starts with '-': an option, or "--x=value". */
-static void complete_dash(struct cstate *s, const struct gr_opt *opts, const struct gr_cmd *cmd)
+static void complete_dash(struct cstate *s, const struct gr_opt *opts, const struct gr_opt *globals,
+			  const struct gr_cmd *cmd)
 {
 	const char *w = s->cur;
-	const struct gr_opt *o = gr_opt_lookup(opts, w);
+	int global;
+	const struct gr_opt *o = lookup2(opts, globals, w, &global);
 	struct strbuf pre = STRBUF_INIT;
 
 	if (o && o->type != OPT_FLAG) {
@@ -432,7 +451,7 @@ static void complete_dash(struct cstate *s, const struct gr_opt *opts, const str
 			sb_add(&pre, w, (size_t)(val - w));
 			s->prefix = pre.buf;
 			s->cur = val;
-			complete_value(s, o, o->complete, cmd);
+			complete_value(s, o, o->complete, global ? NULL : cmd);
 			sb_release(&pre);
 			return;
 		}
@@ -447,7 +466,7 @@ void complete_words(const struct complete_src *src, int n, char **words,
 	const struct gr_opt *o, *inl_opt;
 	const struct gr_cmd *cmd;
 	const char *inl;
-	int i = 0, last = n > 0 ? n - 1 : 0, positionals = 0, opts_done = 0;
+	int i = 0, last = n > 0 ? n - 1 : 0, positionals = 0, opts_done = 0, global;
 
 	/* Global options, as main.c parses them, up to the command. */
 	while (i < last) {
@@ -458,7 +477,7 @@ void complete_words(const struct complete_src *src, int n, char **words,
 		}
 		if (w[0] != '-' || !w[1])
 			break;
-		o = skip_option(gr_global_opts, w, &inl_opt, &inl);
+		o = skip_option(gr_global_opts, NULL, w, &inl_opt, &inl, &global);
 		if (inl_opt)
 			note_global(&s, inl_opt, inl);
 		if (!o) {
@@ -474,7 +493,7 @@ void complete_words(const struct complete_src *src, int n, char **words,
 	}
 	if (i == last) {
 		if (s.cur[0] == '-' && (i == 0 || strcmp(words[i - 1], "--")))
-			complete_dash(&s, gr_global_opts, NULL);
+			complete_dash(&s, gr_global_opts, NULL, NULL);
 		else
 			for (const struct gr_cmd *c = gr_commands; c->name; c++)
 				add(&s, c->name, c->summary);
@@ -495,17 +514,22 @@ void complete_words(const struct complete_src *src, int n, char **words,
 				opts_done = 1;
 			continue;
 		}
-		o = skip_option(cmd->opts, w, &inl_opt, &inl);
+		/* Global options are taken here too (gr_opts_split). */
+		o = skip_option(cmd->opts, gr_global_opts, w, &inl_opt, &inl, &global);
+		if (inl_opt && global)
+			note_global(&s, inl_opt, inl);
 		if (!o)
 			continue;
 		if (i + 1 == last) {
-			complete_value(&s, o, o->complete, cmd);
+			complete_value(&s, o, o->complete, global ? NULL : cmd);
 			return;
 		}
+		if (global)
+			note_global(&s, o, words[i + 1]);
 		i++;
 	}
 	if (!opts_done && s.cur[0] == '-') {
-		complete_dash(&s, cmd->opts, cmd);
+		complete_dash(&s, cmd->opts, gr_global_opts, cmd);
 		return;
 	}
 	if (!positionals)

@@ -73,8 +73,10 @@ void help_overview(FILE *out);
 void help_exit_codes(FILE *out);
 void help_config(FILE *out);
 void help_environment(FILE *out);
-/* gpurun(1) in roff, from the same tables (help_man.c; `gpurun __man`). */
+/* gpurun(1) and gpurun.ini(5) in roff, from the same tables (help_man.c;
+ * `gpurun __man`, `gpurun __man 5`). */
 void help_man(FILE *out);
+void help_man_ini(FILE *out);
 /* "usage: gpurun NAME [OPTIONS] ARGS" without a newline, into sb. */
 void help_usage_line(const struct gr_cmd *c, struct strbuf *sb);
 /* The command or topic closest to a mistyped name, or NULL when none is
@@ -99,6 +101,10 @@ int cmd_prune(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_hook(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_completion(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_help(int argc, char **argv, struct gr_ctx *ctx);
+/* cmd_version.c: `gpurun version`, and the line --version and -V print. */
+int cmd_version(int argc, char **argv, struct gr_ctx *ctx);
+extern const struct gr_opt cmd_version_opts[];
+void gr_print_version(FILE *out);
 
 extern const struct gr_opt cmd_init_opts[], cmd_config_opts[], cmd_exec_opts[],
 	cmd_shell_opts[], cmd_forward_opts[],

@@ -176,8 +176,14 @@ void help_command(const struct gr_cmd *c, FILE *out)
 		opt_line(o, out);
 	fprintf(out, "  %-*s %s\n", OPT_COL, "-h, --help", "show this help");
 	command_keys(c, out);
-	fprintf(out, "\nGlobal options (-C DIR, -c FILE, -o KEY=VALUE, -v, -q, ...) go before the\n"
-		"command; see 'gpurun help'.\n");
+	struct strbuf tail = STRBUF_INIT;
+	sb_addf(&tail, "Global options (-C DIR, -c FILE, -o KEY=VALUE, --host HOST, -v, -q, ...) go "
+		"before or after the command%s; see 'gpurun help'. A bad command line exits %d.",
+		c->needs & CMD_PASSTHROUGH ? " (before CMD: every word from CMD on is CMD's)" : "",
+		GR_EXIT_USAGE);
+	fputc('\n', out);
+	fill(tail.buf, out);
+	sb_release(&tail);
 }
 
 void help_overview(FILE *out)
@@ -194,8 +200,12 @@ void help_overview(FILE *out)
 	fprintf(out, "\nhelp topics:\n");
 	for (const struct help_topic *t = help_topics; t->name; t++)
 		fprintf(out, "  %-12s %s\n", t->name, t->summary);
-	fprintf(out, "\nSee 'gpurun help COMMAND' or 'gpurun COMMAND --help' for a command, and\n"
-		"'gpurun help TOPIC' for a topic.\n");
+	fprintf(out, "\nGlobal options go before or after the command, up to '--' (for exec and\n"
+		"train, up to the command they run): gpurun status -v, gpurun -v status.\n"
+		"A command's own option of the same name wins. A bad command line exits\n"
+		"%d ('gpurun help exit-codes').\n"
+		"\nSee 'gpurun help COMMAND' or 'gpurun COMMAND --help' for a command, and\n"
+		"'gpurun help TOPIC' for a topic.\n", GR_EXIT_USAGE);
 }
 
 /* README.md's "Exit codes" section is this output, verbatim (checked by

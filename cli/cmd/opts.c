@@ -136,3 +136,97 @@ const struct gr_opt *gr_opt_lookup(const struct gr_opt *opts, const char *word)
 			return p;
 	return NULL;
 }
+
+/* The entry of opts with long name name[0..len), or NULL. */
+static const struct gr_opt *find_long(const struct gr_opt *opts, const char *name, size_t len)
+{
+	for (const struct gr_opt *p = opts; p && p->id; p++)
+		if (p->lng && strlen(p->lng) == len && !strncmp(p->lng, name, len))
+			return p;
+	return NULL;
+}
+
+static const struct gr_opt *find_short(const struct gr_opt *opts, char c)
+{
+	for (const struct gr_opt *p = opts; p && p->id; p++)
+		if (p->shrt && p->shrt == c)
+			return p;
+	return NULL;
+}
+
+static const struct gr_opt help_opt = { OPT_HELP, "help", 'h', OPT_FLAG, NULL, NULL, NULL, 0, 0, 0 };
+
+void gr_opts_split(int argc, char **argv, const struct gr_opt *cmd_opts,
+		   const struct gr_opt *globals, int passthrough, struct strvec *cmd,
+		   struct strvec *glob)
+{
+	int i = 1;
+
+	if (argc > 0)
+		sv_push(cmd, argv[0]);
+	while (i < argc) {
+		const char *a = argv[i++];
+		if (!strcmp(a, "--")) {
+			i--;
+			break;
+		}
+		if (a[0] != '-' || !a[1]) { /* a positional */
+			sv_push(cmd, a);
+			if (passthrough)
+				break;
+			continue;
+		}
+		if (a[1] == '-') {
+			const char *name = a + 2, *eq = strchr(name, '=');
+			size_t len = eq ? (size_t)(eq - name) : strlen(name);
+			const struct gr_opt *o = len == 4 && !strncmp(name, "help", 4) ? &help_opt
+						 : find_long(cmd_opts, name, len);
+			struct strvec *to = cmd;
+			if (!o && (o = find_long(globals, name, len)))
+				to = glob;
+			sv_push(to, a);
+			/* Its value, when it takes one and none is inline: the
+			 * next word, whatever it looks like (gr_getopt's way). */
+			if (o && o->type != OPT_FLAG && !eq && i < argc)
+				sv_push(to, argv[i++]);
+			continue;
+		}
+		/* A cluster: each letter to the table that names it, the
+		 * command's first; a letter that takes a value takes the
+		 * rest of the word, or else the next word. */
+		struct strbuf kept = STRBUF_INIT;
+		const char *next_for_cmd = NULL;
+		for (const char *p = a + 1; *p; p++) {
+			const struct gr_opt *o = *p == 'h' ? &help_opt : find_short(cmd_opts, *p);
+			if (o || !(o = find_short(globals, *p))) {
+				/* The command's, or nobody's: the command reports it. */
+				if (!kept.len)
+					sb_adds(&kept, "-");
+				if (!o || o->type != OPT_FLAG) {
+					sb_adds(&kept, p);
+					if (o && !p[1] && i < argc)
+						next_for_cmd = argv[i++];
+					break;
+				}
+				sb_add(&kept, p, 1);
+				continue;
+			}
+			char one[3] = { '-', *p, 0 };
+			sv_push(glob, one);
+			if (o->type == OPT_FLAG)
+				continue;
+			if (p[1])
+				sv_push(glob, p + 1);
+			else if (i < argc)
+				sv_push(glob, argv[i++]);
+			break;
+		}
+		if (kept.len)
+			sv_push(cmd, kept.buf);
+		if (next_for_cmd)
+			sv_push(cmd, next_for_cmd);
+		sb_release(&kept);
+	}
+	for (; i < argc; i++)
+		sv_push(cmd, argv[i]);
+}

@@ -66,4 +66,21 @@ void gr_getopt_release(struct gr_getopt *st);
  * not in any table and is not found here. */
 const struct gr_opt *gr_opt_lookup(const struct gr_opt *opts, const char *word);
 
+/* Global options anywhere before "--" (as git's -C and kubectl's -n
+ * are, and docker's and gh's flags): split argv, a command's words from
+ * its name on, into the command's words (cmd, argv[0] first, in order)
+ * and those of the global options (glob: each option word, then its
+ * value as a word of its own when it was not inline), for gr_getopt to
+ * parse each with its own table. A word the command's table (or
+ * -h/--help) names is the command's: its own option of the same name
+ * wins; so is a value it takes from the next word. A word neither table
+ * names stays with the command, which reports it. A cluster that mixes
+ * both ("-tv") is split. From "--" on, and with passthrough from the
+ * first positional on (exec's remote command: `exec ls -v` passes -v to
+ * ls), every word is the command's as it is. cmd and glob are the
+ * caller's to sv_clear. */
+void gr_opts_split(int argc, char **argv, const struct gr_opt *cmd_opts,
+		   const struct gr_opt *globals, int passthrough, struct strvec *cmd,
+		   struct strvec *glob);
+
 #endif

@@ -22,30 +22,9 @@ void gr_report(const struct gr_ctx *ctx)
 		fprintf(stderr, "%shint:%s %s\n", yellow, reset, ts(ctx->err.hint));
 }
 
-/* "unknown option '-v'" for an option that is global: say where it goes. */
-static int global_option_hint(struct gr_ctx *ctx)
-{
-	static const char pre[] = "unknown option '";
-	char word[64];
-	const char *p = ctx->err.msg, *end;
-
-	if (strncmp(p, pre, sizeof(pre) - 1))
-		return 0;
-	p += sizeof(pre) - 1;
-	if (!(end = strchr(p, '\'')) || (size_t)(end - p) >= sizeof(word))
-		return 0;
-	memcpy(word, p, (size_t)(end - p));
-	word[end - p] = 0;
-	if (!gr_opt_lookup(gr_global_opts, word))
-		return 0;
-	gr_hintf(&ctx->err, "'%s' is a global option: put it before the command (gpurun %s %s ...)",
-		 word, word, ctx->cmd->name);
-	return 1;
-}
-
 int gr_usage_error(struct gr_ctx *ctx)
 {
-	if (ctx->cmd && !ctx->err.hint[0] && !global_option_hint(ctx)) {
+	if (ctx->cmd && !ctx->err.hint[0]) {
 		struct strbuf sb = STRBUF_INIT;
 		help_usage_line(ctx->cmd, &sb);
 		gr_hintf(&ctx->err, "%s (see 'gpurun %s --help')", sb.buf, ctx->cmd->name);

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "forward.h"
 #include "transport.h"
 
@@ -146,7 +147,7 @@ static int listen_spec(struct fwd *f, size_t si, int keep_open, struct gr_err *e
 		return gr_errf(err, GR_EUSAGE, "cannot listen on %s port %d: %s", s->bind, s->lport,
 			       gai_strerror(rc));
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+		int fd = compat_socket_cloexec(ai->ai_family, ai->ai_socktype, 0, 1), one = 1;
 		if (fd < 0) {
 			last = errno;
 			continue;
@@ -306,7 +307,7 @@ void fwd_free(struct fwd *f)
 static void accept_all(struct fwd *f, const struct listener *l)
 {
 	while (f->ntun < FWD_MAX_CONNS) {
-		int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = compat_accept_cloexec(l->fd, NULL, NULL, 1);
 		if (fd < 0)
 			return; /* EAGAIN, or a connection that went away */
 		if (!f->ops) {
@@ -416,7 +417,7 @@ static int pump(struct fwd *f, struct tunnel *tu)
 		}
 	}
 	if (tu->down_off < tu->down_len) {
-		r = send(tu->lfd, tu->down + tu->down_off, tu->down_len - tu->down_off, MSG_NOSIGNAL);
+		r = compat_send_nosignal(tu->lfd, tu->down + tu->down_off, tu->down_len - tu->down_off, 0);
 		if (r > 0) {
 			tu->down_off += (size_t)r;
 			progress = 1;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compat.h"
 #include "gitindex.h"
 #include "util.h"
 
@@ -146,7 +147,7 @@ int gitindex_read(struct gitindex *ix, const char *path, int hashlen, struct gr_
 	}
 	/* The index is sorted already; sort again so lookups never depend on
 	 * a writer getting it right. */
-	qsort_r(off, n, sizeof(*off), ix_cmp, names.buf ? names.buf : "");
+	compat_qsort_r(off, n, sizeof(*off), ix_cmp, names.buf ? names.buf : "");
 	ix->names = sb_detach(&names, NULL);
 	ix->off = off;
 	ix->n = n;

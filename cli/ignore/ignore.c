@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "gitconfig.h"
 #include "gitindex.h"
 #include "ignore.h"
@@ -260,7 +261,7 @@ static void ig_set_builtin(struct ignore_match *why, const char *source, const c
 static int ig_decide(struct ignore *ig, const char *path, size_t len, int is_dir,
 		     struct ignore_match *why)
 {
-	const char *slash = memrchr(path, '/', len);
+	const char *slash = compat_memrchr(path, '/', len);
 	const char *base = slash ? slash + 1 : path;
 	const struct ig_pattern *x;
 	struct ig_dir *d;
@@ -336,7 +337,7 @@ int ig_persist_match(struct ignore *ig, const char *path, size_t len, struct ign
 int ig_include_match(struct ignore *ig, const char *path, size_t len, int is_dir,
 		     struct ignore_match *why)
 {
-	const char *slash = memrchr(path, '/', len);
+	const char *slash = compat_memrchr(path, '/', len);
 	const char *base = slash ? slash + 1 : path;
 	const struct ig_pattern *x;
 
@@ -381,7 +382,7 @@ const struct ig_pattern *ig_overridden(struct ignore *ig, const char *path, size
 				       int is_dir, const struct ignore_match *m,
 				       struct ignore_match *out)
 {
-	const char *slash = memrchr(path, '/', len);
+	const char *slash = compat_memrchr(path, '/', len);
 	const char *base = slash ? slash + 1 : path;
 	struct ig_list *lists[64];
 	size_t nl = 0;
@@ -425,7 +426,7 @@ const struct ig_pattern *ig_overridden(struct ignore *ig, const char *path, size
 int ig_check_len(struct ignore *ig, const char *path, size_t len, int is_dir,
 		 struct ignore_match *why)
 {
-	const char *slash = memrchr(path, '/', len);
+	const char *slash = compat_memrchr(path, '/', len);
 	const char *base = slash ? slash + 1 : path;
 	size_t blen = len - (size_t)(base - path);
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "ignore_int.h"
 #include "scan.h"
 
@@ -65,7 +66,7 @@ static int scan_add(struct scan_ctx *c, int dfd, const char *name, const struct 
 	e.type = S_ISDIR(st->st_mode) ? SCAN_DIR : S_ISLNK(st->st_mode) ? SCAN_SYMLINK : SCAN_FILE;
 	e.mode = st->st_mode & 0777;
 	e.size = e.type == SCAN_DIR ? 0 : (uint64_t)st->st_size;
-	e.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	e.mtime_ns = (int64_t)st->st_mtime * 1000000000 + GR_ST_MTIME_NSEC(st);
 	e.ino = st->st_ino;
 	e.dev = st->st_dev;
 	if (e.type == SCAN_SYMLINK) {

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "git_info.h"
 #include "util.h"
 
@@ -44,7 +45,7 @@ static int git_run(const char *root, const char *const *args, git_sink sink, voi
 			sv_push(&env, *e);
 	sv_push(&env, "GIT_OPTIONAL_LOCKS=0");
 	sv_push(&env, "LC_ALL=C");
-	if (pipe2(out, O_CLOEXEC) < 0) {
+	if (compat_pipe_cloexec(out, 0) < 0) {
 		sv_clear(&av);
 		sv_clear(&env);
 		return -1;
@@ -63,7 +64,7 @@ static int git_run(const char *root, const char *const *args, git_sink sink, voi
 		dup2(out[1], 1);
 		dup2(null, 2);
 		signal(SIGPIPE, SIG_DFL);
-		execvpe("git", av.v, env.v);
+		compat_execvpe("git", av.v, env.v);
 		_exit(127);
 	}
 	close(out[1]);

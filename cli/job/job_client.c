@@ -189,11 +189,17 @@ int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *
 		*others = NULL;
 		*nothers = 0;
 	}
+	/* The spec's "env" values are secrets (train_spec.h): they travel in
+	 * this request on the open channel, and nowhere else: never offered
+	 * to the bootstrap command (conn_opts.early: argv on the host, which
+	 * every account's ps shows), never traced, and the agent keeps them
+	 * in the job's 0600 spec file only. */
 	put_str(&pl, project);
 	put_u32(&pl, (uint32_t)(spec->n / 2));
 	for (size_t i = 0; i + 1 < spec->n; i += 2)
 		job_spec_put(&pl, spec->v[i], spec->v[i + 1]);
 	rc = conn_request_intr(c, GR_MSG_JOB_START, pl.buf, pl.len, &rep, intr_fd, err);
+	explicit_bzero(pl.buf, pl.len);
 	if (rc == 0) {
 		struct job_rec *recs = NULL;
 		size_t n = 0;

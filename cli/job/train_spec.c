@@ -9,7 +9,6 @@
 
 int train_run_check(const struct train_run *tr, struct gr_err *err)
 {
-	struct strbuf why = STRBUF_INIT;
 	int rc = 0;
 
 	if (tr->name && !job_name_ok(tr->name)) {
@@ -18,14 +17,8 @@ int train_run_check(const struct train_run *tr, struct gr_err *err)
 			 "at most %d (so it is never taken for a job id)", GR_JOB_NAME_MAX);
 		return rc;
 	}
-	for (size_t i = 0; i < tr->env.n && rc == 0; i++)
-		if (config_env_word_ok(tr->env.v[i], &why) < 0) {
-			rc = gr_errf(err, GR_EUSAGE, "--env %s", why.buf);
-			gr_hintf(err, "write --env NAME=VALUE, one variable each time");
-		}
-	if (rc == 0 && tr->argv.n && !*tr->argv.v[0])
+	if (tr->argv.n && !*tr->argv.v[0])
 		rc = gr_errf(err, GR_EUSAGE, "the command to run is empty");
-	sb_release(&why);
 	return rc;
 }
 

@@ -13,15 +13,16 @@
 
 struct train_run {
 	struct strvec argv;  /* train -- CMD ARGS; empty: [train] command */
-	struct strvec env;   /* --env K=V, in order */
+	struct strvec env;   /* --env and --env-file as NAME=VALUE, in order
+				(train_env_arg, train_env_file): secrets */
 	const char *name;    /* --name (a sweep: the job's own), or NULL */
 	const char *group;   /* the sweep's group, or NULL */
 	const char *after;   /* "ID" or "ID:ok" (resolved --after), or NULL */
 	const struct strvec *vars; /* a sweep job's NAME=VALUE, or NULL */
 };
 
-/* Check what the command line gave (names, K=V words): 0, or GR_EUSAGE
- * with err set. */
+/* Check what the command line gave (the name, the command): 0, or
+ * GR_EUSAGE with err set. (--env words are checked as they come.) */
 int train_run_check(const struct train_run *tr, struct gr_err *err);
 
 /* Add to spec (pairs): the argv and its display as the command (in place
@@ -37,6 +38,36 @@ int train_spec_add(const struct gr_config *cfg, const struct train_run *tr, stru
 int train_spec_add_job(const struct gr_config *cfg, const struct train_run *tr,
 		       struct strvec *spec, struct gr_err *err);
 void train_spec_add_git(const struct gr_config *cfg, struct strvec *spec);
+
+/* Secrets. A job's environment ([train] env, --env NAME=VALUE, --env
+ * NAME, --env-file) may hold API tokens and keys, so every value of it,
+ * inline ones included (one rule is easier to trust than two), travels
+ * only in the job's spec: JOB_START's payload over the channel, never the
+ * bootstrap command (argv on the host: every account's ps sees it), and
+ * the host keeps it in the job's `spec` file (0600, in a 0700 folder);
+ * the record, `status` (table, JOB, --json), -v and traces show none of
+ * it; the job's processes get them in their environment. A value given
+ * inline is on this machine's command line (ps) and a [train] env in
+ * gpurun.ini is synced with the project: --env NAME and --env-file are
+ * the ways to keep one off both.
+ *
+ * --env WORD onto env: NAME=VALUE as given (config_env_word_ok), or NAME
+ * alone: NAME's value in this environment (as docker run -e NAME), any
+ * bytes. 0, or GR_EUSAGE with err set (a bad word, or NAME not set here:
+ * the message names it). */
+int train_env_arg(const char *word, struct strvec *env, struct gr_err *err);
+/* --env-file FILE onto env, in the file's order (later wins): dotenv
+ * lines, read here and never sent as a file: NAME=VALUE, blank lines
+ * and # comments, an optional "export " first, VALUE unquoted (to the
+ * end of the line, less a " #" comment and blanks around), 'single
+ * quoted' (as it is) or "double quoted" (\n \r \t \\ \" \' \$
+ * escapes), quoted ones over several lines too; no ${VAR} expansion; a
+ * NAME alone takes its value from here (docker's --env-file). At most
+ * 1 MiB. 0, or GR_EUSAGE with err set to "FILE:LINE: why" for a bad line. */
+int train_env_file(const char *path, struct strvec *env, struct gr_err *err);
+/* train_env_file's parser, on text already read; file names it in errors. */
+int train_env_parse(const char *file, const char *text, size_t len, struct strvec *env,
+		    struct gr_err *err);
 
 /* A sweep: the jobs it makes, each a list of NAME=VALUE (in order: the
  * --sweep-file line's, then one per --sweep flag). */

@@ -2,6 +2,7 @@
  * merged (pool.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,10 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "job.h"
 #include "pool.h"
 #include "proto.h"
-#include "sync_index.h"
+#include "sync.h"
 
 #define PROBE_MAGIC "GRPOOL1\n"
 #define PROBE_OUT_MAX (64u << 20) /* a box's job list and GPUs, at most */
@@ -22,10 +24,19 @@
 
 /* ---- the children ---- */
 
-/* This program again (the children must be the same build as we are). */
+/* This program again (the children must be the same build as we are):
+ * Linux's /proc/self/exe is the very file even if a rebuild replaced it;
+ * elsewhere its path (compat.h), which names what is there now; when
+ * unknown, "" (execv fails with ENOENT, reported as any failure). */
 static const char *self_exe(void)
 {
+#if defined(GR_HAVE_PROC_SELF_EXE)
 	return "/proc/self/exe";
+#else
+	static char path[PATH_MAX];
+
+	return compat_self_exe(path, sizeof(path)) ? path : "";
+#endif
 }
 
 /* `gpurun GLOBAL OPTIONS --host HOST`: the caller's global options, less

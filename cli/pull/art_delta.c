@@ -16,6 +16,7 @@
 #include "art_delta.h"
 #include "art_limits.h"
 #include "art_sigcache.h"
+#include "compat.h"
 #include "pull_below.h"
 #include "job_proto.h"
 #include "sync_apply.h"
@@ -136,9 +137,9 @@ static int find_basis(const char *dest, const char *path, struct stat *st, char 
 		char *root = xasprintf("%s/%s", runs, de->d_name);
 		struct stat s2;
 		int f2 = art_open_under(root, path, &s2);
-		if (f2 >= 0 && (fd < 0 || s2.st_mtim.tv_sec > st->st_mtim.tv_sec ||
-				(s2.st_mtim.tv_sec == st->st_mtim.tv_sec &&
-				 s2.st_mtim.tv_nsec > st->st_mtim.tv_nsec))) {
+		if (f2 >= 0 && (fd < 0 || s2.st_mtime > st->st_mtime ||
+				(s2.st_mtime == st->st_mtime &&
+				 GR_ST_MTIME_NSEC(&s2) > GR_ST_MTIME_NSEC(st)))) {
 			if (fd >= 0)
 				close(fd);
 			fd = f2;
@@ -461,10 +462,10 @@ static int basis_same(const struct art_basis *b)
 	struct stat st;
 
 	return b->leaves && fstat(b->fd, &st) == 0 && st.st_size == b->st.st_size &&
-	       st.st_mtim.tv_sec == b->st.st_mtim.tv_sec &&
-	       st.st_mtim.tv_nsec == b->st.st_mtim.tv_nsec &&
-	       st.st_ctim.tv_sec == b->st.st_ctim.tv_sec &&
-	       st.st_ctim.tv_nsec == b->st.st_ctim.tv_nsec && st.st_ino == b->st.st_ino;
+	       st.st_mtime == b->st.st_mtime &&
+	       GR_ST_MTIME_NSEC(&st) == GR_ST_MTIME_NSEC(&b->st) &&
+	       st.st_ctime == b->st.st_ctime &&
+	       GR_ST_CTIME_NSEC(&st) == GR_ST_CTIME_NSEC(&b->st) && st.st_ino == b->st.st_ino;
 }
 
 /* The signature of the file a delta just made (fd, renamed into place):
@@ -564,8 +565,7 @@ int art_delta_entry(struct archive *in, struct archive_entry *e, const char *fin
 			/* Writeback as it is made (as for whole files, pull.c):
 			 * the fsync before the rename finds little left. */
 			if (dp.out - wb_done >= (8u << 20)) {
-				(void)sync_file_range(fd, (off_t)wb_done, (off_t)(dp.out - wb_done),
-						      SYNC_FILE_RANGE_WRITE);
+				compat_writeback(fd, (off_t)wb_done, (off_t)(dp.out - wb_done));
 				wb_done = dp.out;
 			}
 			if (zi.pos == zi.size && zo.pos < zo.size)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "art_sigcache.h"
+#include "compat.h"
 #include "sync_manifest.h"
 #include "util.h"
 
@@ -31,8 +32,8 @@ static void put64(uint8_t *p, uint64_t v)
 static void hdr_of(const struct stat *st, uint32_t block, struct hdr *h)
 {
 	*h = (struct hdr){ (uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
-			   (uint64_t)st->st_mtim.tv_sec, (uint64_t)st->st_mtim.tv_nsec,
-			   (uint64_t)st->st_ctim.tv_sec, (uint64_t)st->st_ctim.tv_nsec,
+			   (uint64_t)st->st_mtime, (uint64_t)GR_ST_MTIME_NSEC(st),
+			   (uint64_t)st->st_ctime, (uint64_t)GR_ST_CTIME_NSEC(st),
 			   block ? ((uint64_t)st->st_size + block - 1) / block : 0, block };
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "art_delta.h"
+#include "compat.h"
 #include "config.h"
 #include "job_proto.h"
 #include "pull.h"
@@ -78,7 +79,7 @@ static int pull_start(struct gr_conn *c, const char *project, const char *id,
 			return rc;
 		}
 	}
-	if (pipe2(dp, O_CLOEXEC) < 0 || pipe2(rp, O_CLOEXEC) < 0) {
+	if (compat_pipe_cloexec(dp, 0) < 0 || compat_pipe_cloexec(rp, 0) < 0) {
 		int e = errno;
 		if (dp[0] >= 0) {
 			close(dp[0]);
@@ -93,7 +94,7 @@ static int pull_start(struct gr_conn *c, const char *project, const char *id,
 	/* Room for bursts: with 64 KiB, gpurun stalled on the extractor's
 	 * every pause (a page-cache write, a new file), and the stream with
 	 * it. Best effort: the default size works, only slower. */
-	(void)fcntl(dp[1], F_SETPIPE_SZ, 1 << 20);
+	compat_pipe_grow(dp[1], 1 << 20);
 	pid = fork();
 	if (pid < 0) {
 		close(dp[0]); close(dp[1]); close(rp[0]); close(rp[1]);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "job_proto.h"
 #include "pull_below.h"
 
@@ -155,8 +156,8 @@ static int have_one(const char *p, const struct stat *st, int flag, struct FTW *
 		have->big = 1;
 	put_str(&have->files, rel);
 	put_u64(&have->files, (uint64_t)st->st_size);
-	put_u64(&have->files, (uint64_t)st->st_mtim.tv_sec);
-	put_u32(&have->files, (uint32_t)st->st_mtim.tv_nsec);
+	put_u64(&have->files, (uint64_t)st->st_mtime);
+	put_u32(&have->files, (uint32_t)GR_ST_MTIME_NSEC(st));
 	have->nfiles++;
 	return 0;
 }

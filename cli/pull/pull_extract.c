@@ -15,6 +15,7 @@
 
 #include "art_delta.h"
 #include "art_limits.h"
+#include "compat.h"
 #include "job_proto.h"
 #include "pull_below.h"
 #include "pull_extract.h"
@@ -175,13 +176,14 @@ static int fsync_path(const char *path, struct gr_err *err)
 }
 
 /* Make the renames under dest durable: one syncfs of its file system
- * (cheaper than an fsync of every folder a pull touched). */
+ * (cheaper than an fsync of every folder a pull touched; see compat.h for
+ * what the fallback promises). */
 static void sync_dest(const char *dest)
 {
 	int fd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd >= 0) {
-		syncfs(fd);
+		(void)compat_syncfs(fd);
 		close(fd);
 	}
 }
@@ -356,8 +358,7 @@ int art_extract_fd(int fd, const char *dest, struct art_limits *lim, uint32_t *f
 			if ((uint64_t)off == got)
 				got += len;
 			if (wb >= 0 && got - wb_done >= WRITEBACK_STEP) {
-				(void)sync_file_range(wb, (off_t)wb_done, (off_t)(got - wb_done),
-						      SYNC_FILE_RANGE_WRITE);
+				compat_writeback(wb, (off_t)wb_done, (off_t)(got - wb_done));
 				wb_done = got;
 			}
 		}

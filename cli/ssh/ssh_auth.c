@@ -12,6 +12,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "ssh_int.h"
 
 struct idkey {
@@ -29,7 +30,7 @@ static void idkey_release(struct idkey *k)
 {
 	free(k->path);
 	if (k->priv.buf)
-		explicit_bzero(k->priv.buf, k->priv.alloc);
+		compat_explicit_bzero(k->priv.buf, k->priv.alloc);
 	sb_release(&k->priv);
 	free(k->pubtext);
 	sb_release(&k->blob);
@@ -231,7 +232,7 @@ static int ask_passphrase(const char *path, int again, char *buf, size_t size)
 	for (size_t i = 0; i < GR_ARRAY_SIZE(sigs); i++)
 		sigaction(sigs[i], &old[i], NULL);
 	if (got_signal) {
-		explicit_bzero(buf, size);
+		compat_explicit_bzero(buf, size);
 		raise(got_signal);
 	}
 	return rc;
@@ -344,7 +345,7 @@ static int try_key(struct ssh_hop *h, struct idkey *k, struct strbuf *tried, str
 				rc = 0;
 				break;
 			}
-			explicit_bzero(pass, sizeof(pass));
+			compat_explicit_bzero(pass, sizeof(pass));
 			rc = ask_passphrase(k->path, asked > 0, pass, sizeof(pass));
 			if (rc == GR_ECANCEL) {
 				rc = gr_errf(err, GR_ECANCEL, "interrupted while asking for the passphrase of '%s'",
@@ -403,7 +404,7 @@ static int try_key(struct ssh_hop *h, struct idkey *k, struct strbuf *tried, str
 		}
 		locked = 1;
 	}
-	explicit_bzero(pass, sizeof(pass));
+	compat_explicit_bzero(pass, sizeof(pass));
 	return rc;
 }
 

@@ -33,6 +33,7 @@
 #include <libssh2.h>
 #include <openssl/evp.h>
 
+#include "compat.h"
 #include "ssh_int.h"
 #include "util.h"
 
@@ -88,7 +89,7 @@ static void ks_drop(EVP_CIPHER_CTX *ctx)
 	struct keystream *ks = ks_of(ctx);
 
 	if (ks) {
-		explicit_bzero(ks, sizeof(*ks));
+		compat_explicit_bzero(ks, sizeof(*ks));
 		free(ks);
 		EVP_CIPHER_CTX_set_app_data(ctx, NULL);
 	}

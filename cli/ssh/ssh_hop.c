@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "ssh_int.h"
 
 static ssh_observer_fn observer;
@@ -88,7 +89,7 @@ size_t ssh_hop_queued(const struct ssh_hop *h)
 int ssh_hop_flush(struct ssh_hop *h)
 {
 	while (ssh_hop_queued(h) && !h->out_err) {
-		ssize_t w = send(h->fd, h->out.buf + h->out_off, ssh_hop_queued(h), MSG_NOSIGNAL);
+		ssize_t w = compat_send_nosignal(h->fd, h->out.buf + h->out_off, ssh_hop_queued(h), 0);
 		if (w > 0)
 			h->out_off += (size_t)w;
 		else if (w < 0 && errno == EINTR)
@@ -112,7 +113,7 @@ int ssh_hop_wait(struct ssh_hop *h, uint64_t deadline, struct gr_err *err)
 {
 	int dir = libssh2_session_block_directions(h->s);
 	struct pollfd p = { h->fd, POLLIN, 0 };
-	int ms = -1, one = 1;
+	int ms = -1;
 
 	/* Sends never block (send_cb): libssh2 only ever waits to read. */
 	(void)dir;
@@ -122,7 +123,7 @@ int ssh_hop_wait(struct ssh_hop *h, uint64_t deadline, struct gr_err *err)
 	 * packet (the channel's confirmation, right after its host-keys
 	 * notice) waited 40 ms in Nagle's algorithm. Not a TCP socket
 	 * (ProxyCommand, ProxyJump): harmless failure. */
-	setsockopt(h->fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+	compat_tcp_quickack(h->fd);
 	if (ssh_hop_queued(h))
 		p.events |= POLLOUT;
 	if (deadline) {
@@ -162,7 +163,7 @@ static ssize_t send_cb(libssh2_socket_t fd, const void *buf, size_t len, int fla
 	if (ssh_hop_flush(h) < 0)
 		return -h->out_err;
 	if (!ssh_hop_queued(h)) {
-		ssize_t w = send(fd, buf, len, flags | MSG_NOSIGNAL);
+		ssize_t w = compat_send_nosignal(fd, buf, len, flags);
 		if (w < 0 && errno != EAGAIN && errno != EINTR) {
 			h->out_err = errno;
 			return -h->out_err;

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "ssh_int.h"
 
 static void tcp_tune(int fd)
@@ -95,8 +96,7 @@ int ssh_net_tcp(struct ssh_hop *h, struct gr_err *err)
 	detail = NULL;
 
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			    ai->ai_protocol);
+		fd = compat_socket_cloexec(ai->ai_family, ai->ai_socktype, ai->ai_protocol, 1);
 		if (fd < 0) {
 			last = errno;
 			continue;
@@ -144,7 +144,7 @@ int ssh_net_proxy_command(struct ssh_hop *h, struct gr_err *err)
 	pid_t pid;
 	char *detail;
 
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+	if (compat_socketpair_cloexec(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
 		return gr_errf(err, GR_EIO, "socketpair: %s", strerror(errno));
 	pid = fork();
 	if (pid < 0) {
@@ -250,7 +250,7 @@ static void *pump_main(void *arg)
 			}
 		}
 		if (down_off < down_len) {
-			r = send(p->local, down + down_off, down_len - down_off, MSG_NOSIGNAL);
+			r = compat_send_nosignal(p->local, down + down_off, down_len - down_off, 0);
 			if (r > 0) {
 				down_off += (size_t)r;
 				progress = 1;
@@ -361,7 +361,7 @@ int ssh_pump_start(struct ssh_hop *via, struct ssh_hop *next, struct gr_err *err
 			return rc;
 		}
 	}
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+	if (compat_socketpair_cloexec(AF_UNIX, SOCK_STREAM, 0, sv) < 0) {
 		rc = gr_errf(err, GR_EIO, "socketpair: %s", strerror(errno));
 		libssh2_channel_free(ch);
 		return rc;
@@ -372,7 +372,7 @@ int ssh_pump_start(struct ssh_hop *via, struct ssh_hop *next, struct gr_err *err
 	p->local = sv[1];
 	set_nonblock(sv[0], 1);
 	set_nonblock(sv[1], 1);
-	if (pipe2(p->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+	if (compat_pipe_cloexec(p->wake, 1) < 0) {
 		rc = gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));
 		goto fail;
 	}

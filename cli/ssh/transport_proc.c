@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "transport.h"
 
 struct proc_transport {
@@ -138,7 +139,7 @@ static int tcp_open(struct gr_transport *t, const char *host, int port, struct t
 		return gr_errf(err, GR_EREMOTE, "cannot resolve '%s': %s", host, gai_strerror(rc));
 	/* This machine is the host: a connect is as quick as the answer. */
 	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+		fd = compat_socket_cloexec(ai->ai_family, ai->ai_socktype, 0, 0);
 		if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
 			last = errno;
 			close(fd);
@@ -170,7 +171,7 @@ static ssize_t tcp_read(struct gr_transport *t, struct tr_tunnel *tu, void *buf,
 static ssize_t tcp_write(struct gr_transport *t, struct tr_tunnel *tu, const void *buf,
 			 size_t n, struct gr_err *err)
 {
-	ssize_t w = send(tu->fd, buf, n, MSG_NOSIGNAL);
+	ssize_t w = compat_send_nosignal(tu->fd, buf, n, 0);
 
 	(void)t;
 	if (w >= 0)
@@ -251,9 +252,9 @@ static int spawn(struct gr_transport **out, const struct gr_transport_ops *ops,
 	struct proc_transport *p;
 	pid_t pid;
 
-	if (pipe2(in, O_CLOEXEC) < 0)
+	if (compat_pipe_cloexec(in, 0) < 0)
 		return gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));
-	if (pipe2(outp, O_CLOEXEC) < 0) {
+	if (compat_pipe_cloexec(outp, 0) < 0) {
 		close(in[0]);
 		close(in[1]);
 		return gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "sync_apply.h"
 #include "sync_proto.h"
 #include "util.h"
@@ -63,15 +64,15 @@ static uint64_t be(const uint8_t *p, size_t n)
 
 static int do_copy(struct dapply *d, uint64_t pos, uint64_t len)
 {
-	loff_t src = (loff_t)pos, dst = (loff_t)d->out;
+	off_t src = (off_t)pos, dst = (off_t)d->out;
 	uint64_t left = len;
 
 	errno = 0;
 	if (pos > d->base_size || len > d->base_size - pos || len > d->max_out - d->out)
 		return fail(d, "the delta copies outside the old file");
 	while (left) {
-		ssize_t r = copy_file_range(d->basefd, &src, d->outfd, &dst,
-					    left > (1u << 28) ? (1u << 28) : (size_t)left, 0);
+		ssize_t r = compat_copy_file_range(d->basefd, &src, d->outfd, &dst,
+						   left > (1u << 28) ? (1u << 28) : (size_t)left);
 		if (r > 0) {
 			left -= (uint64_t)r;
 			busy();
@@ -348,7 +349,7 @@ void sync_leaves_save(int statefd, const uint8_t hash[SM_HASH_LEN], const uint8_
 	if (dfd < 0)
 		return;
 	sm_hex(hash, hex);
-	snprintf(tmp, sizeof(tmp), SYNC_TMP_PREFIX "leaves-%ld", (long)gettid());
+	snprintf(tmp, sizeof(tmp), SYNC_TMP_PREFIX "leaves-%llu", compat_thread_id());
 	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd >= 0) {
 		/* A cache: lost on a crash is fine, a torn file is checked on load. */

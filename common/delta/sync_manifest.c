@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <zstd.h>
 
+#include "compat.h"
 #include "proto.h"
 #include "sync_manifest.h"
 
@@ -131,7 +132,7 @@ void sm_sort(struct sm_list *l)
 	uint32_t *to = xmalloc(l->n * sizeof(*to)); /* to[k]: the entry for place k */
 	for (size_t k = 0; k < l->n; k++)
 		to[k] = (uint32_t)k;
-	qsort_r(to, l->n, sizeof(*to), cmp_index, l->e);
+	compat_qsort_r(to, l->n, sizeof(*to), cmp_index, l->e);
 	for (size_t k = 0; k < l->n; k++) {
 		if (to[k] == k)
 			continue;

@@ -159,6 +159,11 @@ void job_spec_list(const struct job_spec *s, const char *key, struct strvec *out
 			sv_push(out, s->kv.v[i + 1]);
 }
 
+/* 0600, in the job's 0700 folder: the spec holds the job's environment
+ * values, secrets (API tokens; the client's train_spec.h). They are read
+ * back only to start the job's processes; none of them goes into the
+ * meta files the record is built from (job, command, state, ... 0644),
+ * so neither status nor another account sees them. */
 int job_spec_write(const char *dir, const struct job_spec *s, struct gr_err *err)
 {
 	struct strbuf b = STRBUF_INIT;

@@ -110,7 +110,7 @@ test_expect_success 'time_limit: SIGTERM, the job ends timeout, exit 247; SIGKIL
 	test_grep "reached its time limit (\[train\] time_limit = 1s)" err &&
 	id=$(head -n1 .gpurun/jobs | cut -f1) && "$GPURUN" status --json "$id" >js &&
 	test_grep "\"state\": \"timeout\"" js && test_grep "\"time_limit_s\": 1" js &&
-	ini "[train]" "command = trap \"echo ignored\" TERM; while :; do sleep 0.1; done # t0422-$$" "time_limit = 1s" "stop_grace = 1" &&
+	ini "[train]" "command = trap \"echo ignored\" TERM; while :; do sleep 0.1; done; : t0422-$$" "time_limit = 1s" "stop_grace = 1" &&
 	start=$(date +%s) && test_expect_code 247 "$GPURUN" train >out 2>err && end=$(date +%s) &&
 	test_grep -x ignored out && test $((end - start)) -lt 10 &&
 	! pgrep -af "t0422-$$"

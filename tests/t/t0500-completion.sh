@@ -219,6 +219,13 @@ for sh in bash bash-plain zsh zsh-sourced fish; do
 		offers $sh "gpurun --host " local gpubox trainer lab &&
 		offers $sh "gpurun --host g" gpubox
 	'
+	test_expect_success "$sh: global options after the command complete and are skipped" '
+		offers $sh "gpurun status --host " local gpubox trainer lab &&
+		offers $sh "gpurun status --color " auto always never &&
+		offers $sh "gpurun logs -C proj 20240610" 20240610-090000-a3d1 &&
+		cd proj &&
+		offers $sh "gpurun logs --host gpubox -v 2024061" 20240611-120501-b7c0 20240610-090000-a3d1
+	'
 done
 
 test_expect_success 'without gpurun on PATH, TAB offers nothing and prints no error' '

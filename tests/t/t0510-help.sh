@@ -75,11 +75,45 @@ test_expect_success 'usage errors end with the synopsis' '
 	test_expect_code 252 "$GPURUN" 2>err && test_grep "^usage: gpurun" err
 '
 
-test_expect_success 'a global option after the command says where it goes' '
-	test_expect_code 252 "$GPURUN" hook -v install 2>err &&
-	test_grep "^hint: .-v. is a global option: put it before the command (gpurun -v hook" err &&
-	test_expect_code 252 "$GPURUN" completion --quiet bash 2>err &&
-	test_grep "^hint: .--quiet. is a global option" err
+test_expect_success 'global options work after the command too, up to --' '
+	"$GPURUN" -C proj config remote.host > a &&
+	"$GPURUN" config remote.host -C proj > b && test_cmp a b &&
+	"$GPURUN" config -C proj --host elsewhere remote.host > c &&
+	test_grep -x elsewhere c &&
+	"$GPURUN" config remote.host --host=box2 -C proj > c && test_grep -x box2 c &&
+	"$GPURUN" config -C proj -o remote.host=box3 remote.host > c && test_grep -x box3 c &&
+	"$GPURUN" hook -v --help > h && test_grep "^usage: gpurun hook" h &&
+	"$GPURUN" completion --quiet bash > /dev/null &&
+	"$GPURUN" completion bash --color=never > /dev/null &&
+	test_expect_code 252 "$GPURUN" status --color=sometimes 2>err &&
+	test_grep "must be one of auto, always, never" err &&
+	test_expect_code 252 "$GPURUN" config -C proj remote.host --host 2>err &&
+	test_grep "option .--host. needs a value" err &&
+	test_expect_code 252 "$GPURUN" help -- -v 2>err &&
+	test_grep "no help for .-v." err
+'
+
+test_expect_success 'version, -V and --version print the same line' '
+	"$GPURUN" --version > a && "$GPURUN" -V > b && "$GPURUN" version > c &&
+	"$GPURUN" status --version > d &&
+	test_cmp a b && test_cmp a c && test_cmp a d &&
+	test_grep "^gpurun [0-9][^ ]* (agent [0-9a-f]*, protocol [0-9]*)$" a &&
+	test_expect_code 252 "$GPURUN" version extra 2>err &&
+	test_grep "version takes no arguments" err
+'
+
+test_expect_success '-q with -v is refused, in any order and cluster' '
+	for args in "-q -v status" "-qv status" "-vq status" "status -q -v" \
+		    "-v status --quiet" "status -vq" "--verbose --quiet help"; do
+		test_expect_code 252 "$GPURUN" $args 2>err &&
+		test_grep "^gpurun: -q (--quiet) and -v (--verbose) cannot be used together" err ||
+		{ say "not refused: $args"; exit 1; }
+	done
+'
+
+test_expect_success 'usage text says a bad command line exits 252' '
+	"$GPURUN" help > h && test_grep "A bad command line exits" h && test_grep "^252 " h &&
+	"$GPURUN" status --help > h && tr "\n" " " < h | grep -q "A bad command line exits 252"
 '
 
 test_expect_success 'a bad option is a usage error even outside a project' '
@@ -87,8 +121,8 @@ test_expect_success 'a bad option is a usage error even outside a project' '
 	test_expect_code 252 "$GPURUN" logs --bogus 2>err &&
 	test_grep "^gpurun: unknown option .--bogus." err &&
 	test_grep "^hint: usage: gpurun logs \[OPTIONS\] \[JOB|GROUP\]" err &&
-	test_expect_code 252 "$GPURUN" sync -v 2>err &&
-	test_grep "^hint: .-v. is a global option: put it before the command (gpurun -v sync" err
+	test_expect_code 252 "$GPURUN" sync -v --bogus 2>err &&
+	test_grep "^gpurun: unknown option .--bogus." err
 '
 
 test_expect_success 'exec passes --help after its command on to the host' '
@@ -98,6 +132,18 @@ test_expect_success 'exec passes --help after its command on to the host' '
 	test_grep -x "remote-got --help" out &&
 	"$GPURUN" exec sh -c "echo remote-got \$1" sh --help > out &&
 	test_grep -x "remote-got --help" out
+'
+
+test_expect_success 'exec: global options before its command are gpurun'"'"'s, after it the command'"'"'s' '
+	cd proj &&
+	"$GPURUN" exec sh -c "echo remote-got \$1 \$2" sh -v --host > out 2>err &&
+	test_grep -x "remote-got -v --host" out &&
+	"$GPURUN" exec -q --host local sh -c "echo remote-got \$1" sh -q > out &&
+	test_grep -x "remote-got -q" out &&
+	"$GPURUN" exec --color=never -- sh -c "echo remote-got \$1" sh -V > out &&
+	test_grep -x "remote-got -V" out &&
+	test_expect_code 252 "$GPURUN" exec -qv sh -c true 2>err &&
+	test_grep "cannot be used together" err
 '
 
 # Colour: under a pty (script(1)) unless NO_COLOR (non-empty) or TERM=dumb;

@@ -1,7 +1,8 @@
 /* gpurun.ini: every key type, precedence (default < user config < file <
  * environment < flags) with origins, the parent-folder search, -c, every
- * error path with file:line, inih's edges (long lines, inline ';',
- * indentation, CRLF, BOM), host lists and [pools], and the template
+ * error path with file:line, inih's edges (long lines, indentation, CRLF,
+ * BOM), comments after values as git config has them, list keys quoted as
+ * [train] env is, host lists and [pools], and the template
  * `gpurun init` writes loading back. */
 #include <errno.h>
 #include <fcntl.h>
@@ -103,7 +104,7 @@ static void test_every_type(void)
 	    "delta_min = 10k\n"
 	    "include_git = yes\n"
 	    "[build]\n"
-	    "command = make -j4 ; echo done # not a comment\n"
+	    "command = make -j4; echo done ; a comment, as in git config\n"
 	    "[train]\n"
 	    "command = python train.py --out \"$GPURUN_JOB_DIR\"\n"
 	    "gpus = 0, 2\n"
@@ -137,7 +138,7 @@ static void test_every_type(void)
 	CHECK_EQ_INT(c->sync.warn_size, 1572864);
 	CHECK_EQ_INT(c->sync.delta_min, 10240);
 	CHECK_EQ_INT(c->sync.include_git, 1);
-	CHECK_STR(c->build.command, "make -j4 ; echo done # not a comment");
+	CHECK_STR(c->build.command, "make -j4; echo done");
 	CHECK_STR(c->train.command, "python train.py --out \"$GPURUN_JOB_DIR\"");
 	CHECK_STR(c->train.gpus, "0,2");
 	CHECK_EQ_INT(c->train.stop_grace, 3);
@@ -364,7 +365,7 @@ static void test_errors(void)
 		{ "[slurm]\naccount = --uid=0\n", "gpurun.ini:2: invalid value '--uid=0' for "
 		  "'account' in [slurm]: must not start with '-'", NULL },
 		{ "[slurm]\noptions = --comment='a b\n", "gpurun.ini:2: invalid value "
-		  "'--comment='a b' for 'options' in [slurm]: a quote is not closed", NULL },
+		  "'--comment='a b' for 'options' in [slurm]: a ' is not closed", NULL },
 		{ "[remote]\nscheduler = pbs\n", "gpurun.ini:2: invalid value 'pbs' for 'scheduler' "
 		  "in [remote]: expected none or slurm", NULL },
 		{ "host = x\n[remote]\n", "gpurun.ini:1: key 'host' is outside any section",
@@ -396,9 +397,20 @@ static void test_errors(void)
 		{ "[remote] host = x\n", "gpurun.ini:1: unexpected text after [remote]", NULL },
 		{ "[remote]\nhost = a\n\nhost = b\n",
 		  "gpurun.ini:4: duplicate key 'host' in [remote] (already set on line 2)", NULL },
-		{ "[remote]\nhost = gpu # my box\n", "gpurun.ini:2: invalid value 'gpu # my box' "
-		  "for 'host' in [remote]: '#': a '#' or ';' after a value is part of it (comments go "
-		  "on their own line)", NULL },
+		{ "[remote]\nhost = gpu,#box\n", "gpurun.ini:2: invalid value 'gpu,#box' "
+		  "for 'host' in [remote]: '#box': must not start with '#' or ';' (a comment starts "
+		  "after a blank)", NULL },
+		{ "[remote]\nhost = 'my box'\n", "must not contain whitespace", NULL },
+		{ "[remote]\nhost = 'box\n", "gpurun.ini:2: invalid value ''box' for 'host' in "
+		  "[remote]: a ' is not closed", NULL },
+		/* a comment inside quotes is part of the value: the quote stays open */
+		{ "[train]\npersist = 'a # b\n", "gpurun.ini:2: invalid value ''a # b' for 'persist' "
+		  "in [train]: a ' is not closed", NULL },
+		{ "[train]\nenv = A=\"x ; y\n", "a \" is not closed", NULL },
+		{ "[sync]\nexclude = a\\\n", "gpurun.ini:2: invalid value 'a\\' for 'exclude' in "
+		  "[sync]: a \\ ends the value", NULL },
+		{ "[train]\npersist = 'a b'/../c\n", "persistent paths must be relative to the "
+		  "project, without '..'", NULL },
 		{ "[remote]\nhost = a b a\n", "gpurun.ini:2: invalid value 'a b a' for 'host' in "
 		  "[remote]: 'a' is listed twice; name each host once", NULL },
 		{ "[remote]\nhost = a -oProxyCommand=x\n", "'-oProxyCommand=x': must not start "
@@ -534,7 +546,7 @@ static void test_inih_edges(void)
 
 	for (int i = 0; i < 40; i++)
 		sb_addf(&longcmd, "step%02d && ", i);
-	sb_adds(&longcmd, "echo ok ; echo still-the-value");
+	sb_adds(&longcmd, "echo ok; echo still-the-value");
 	sb_adds(&text, "\xEF\xBB\xBF; a comment\r\n"
 		       "   # an indented comment\r\n"
 		       "[remote]\r\n"
@@ -542,7 +554,7 @@ static void test_inih_edges(void)
 		       "\r\n"
 		       "\tpath = /srv/p\r\n"
 		       "[train]\r\n");
-	sb_addf(&text, "command = %s\r\n", longcmd.buf);
+	sb_addf(&text, "command = %s  ; past inih's buffer\r\n", longcmd.buf);
 	sb_adds(&text, "  [sync]  \r\n"
 		       "exclude = a   \r\n"
 		       "  exclude = b\r\n");
@@ -886,6 +898,170 @@ out:
 	free(xdg);
 }
 
+/* Comments after a value, as git config reads them: '#' or ';' after a
+ * blank starts one (the blanks before it go too); in '...' or "...",
+ * after a backslash, or without a blank before, they are the value's.
+ * The user config is read by the same parser. */
+static void test_inline_comments(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+	char *xdg = xasprintf("%s/xdg", T);
+	const char *o;
+
+	setenv("XDG_CONFIG_HOME", xdg, 1);
+	user_config("[sync]\nexclude = *.ckpt   # checkpoints stay on the host\n"
+		    "[slurm]\npartition = gpu ; the default one\n");
+	ini("comments",
+	    "[remote] ; the host\n"
+	    "host = cluster-login          ; any ssh alias, ProxyJump included\n"
+	    "path = ~/gpurun/myproj        # on the shared filesystem\n"
+	    "scheduler = slurm\t# tab before\n"
+	    "[train]\n"
+	    "command = echo \"a ; b # c\" 'd # e' f\\ #g x#y z;w   # the real comment\n"
+	    "env = A=\"x # y\" B='1 ; 2' C=3 ; comment\n"
+	    "gpus = 4                      ; per node: --gres=gpu:4\n"
+	    "persist = a/ # b/\n"
+	    "[build]\n"
+	    "command = # nothing to build\n"
+	    "[notify]\n"
+	    "command = curl -d \"$GPURUN_JOB_NAME: done\" https://ntfy.sh/x#frag\n"
+	    "[pools]\n"
+	    "lab = box1 box2 # two of them\n");
+	cd("comments");
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (!c) {
+		fprintf(stderr, "  %s\n", err.msg);
+		goto out;
+	}
+	CHECK_STR(c->remote.host, "cluster-login");
+	CHECK_EQ_INT(c->remote.nhosts, 1);
+	CHECK_STR(c->remote.path, "~/gpurun/myproj");
+	CHECK_EQ_INT(c->slurm_on, 1);
+	CHECK_STR(c->train.command, "echo \"a ; b # c\" 'd # e' f\\ #g x#y z;w");
+	CHECK_STR(c->train.env, "A=\"x # y\" B='1 ; 2' C=3");
+	CHECK_STR(c->train.gpus, "4");
+	CHECK_EQ_INT(c->train.persist.n, 1);
+	CHECK_STR(c->build.command, "");
+	CHECK_STR(get(c, "build.command", &o), "");
+	CHECK_STR(o, "gpurun.ini:11");
+	CHECK_STR(c->notify.command, "curl -d \"$GPURUN_JOB_NAME: done\" https://ntfy.sh/x#frag");
+	CHECK_STR(get(c, "pools.lab", NULL), "box1 box2");
+	/* the user config: the same rules */
+	CHECK_EQ_INT(c->sync.exclude.n, 1);
+	if (c->sync.exclude.n == 1)
+		CHECK_STR(c->sync.exclude.v[0], "*.ckpt");
+	CHECK_STR(c->slurm.partition, "gpu");
+	config_free(c);
+	c = NULL;
+	/* -o and the environment have no comments: the text is the value */
+	ini("comments", "[remote]\nhost = box\n");
+	setenv("GPURUN_BUILD_COMMAND", "make # all", 1);
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	unsetenv("GPURUN_BUILD_COMMAND");
+	if (!c)
+		goto out;
+	CHECK_STR(c->build.command, "make # all");
+	CHECK(config_set(c, "train.command", "run ; x", NULL, &err) == 0);
+	CHECK_STR(c->train.command, "run ; x");
+	config_free(c);
+out:
+	user_config(NULL);
+	no_user_config();
+	free(xdg);
+}
+
+/* List keys take words as [train] env does: '...', "...", backslash;
+ * blanks or commas between; in the file, the environment and -o alike;
+ * read back from the canonical text that `gpurun config` shows. */
+static void test_list_quoting(void)
+{
+	struct gr_config *c = NULL;
+	struct gr_err err = { 0 };
+	struct strbuf out = STRBUF_INIT;
+	const char *o;
+
+	ini("lists",
+	    "[remote]\nhost = \"box1\", 'box2' box3\n"
+	    "[train]\n"
+	    "persist = 'my data/' \"ck pts/\" a\\ b/,plain/ \"it's/\" '' x,'y,z'/\n"
+	    "[sync]\n"
+	    "exclude = 'a b' c\n"
+	    "exclude = \"#notes\" ';x'\n"
+	    "include = 'data sets/'\n"
+	    "[setup]\ninputs = 'req s.txt'\n"
+	    "[artifacts]\npull = 'out dir/*.bin' \"a\\\"b\"\n"
+	    "[container]\nmounts = '/data sets:/data:ro'\n");
+	cd("lists");
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	if (!c) {
+		fprintf(stderr, "  %s\n", err.msg);
+		return;
+	}
+	CHECK_EQ_INT(c->remote.nhosts, 3);
+	CHECK_STR(get(c, "remote.host", NULL), "box1 box2 box3");
+	static const char *const want[] = { "my data/", "ck pts/", "a b/", "plain/", "it's/",
+					    "x", "y,z/" };
+	CHECK_EQ_INT(c->train.persist.n, GR_ARRAY_SIZE(want));
+	for (size_t i = 0; i < c->train.persist.n && i < GR_ARRAY_SIZE(want); i++)
+		CHECK_STR(c->train.persist.v[i], want[i]);
+	CHECK_STR(get(c, "train.persist", &o),
+		  "'my data/' 'ck pts/' 'a b/' plain/ 'it'\\''s/' x 'y,z/'");
+	CHECK_STR(o, "gpurun.ini:4");
+	CHECK_EQ_INT(c->sync.exclude.n, 4);
+	if (c->sync.exclude.n == 4) {
+		CHECK_STR(c->sync.exclude.v[0], "a b");
+		CHECK_STR(c->sync.exclude.v[2], "#notes");
+		CHECK_STR(c->sync.exclude.v[3], ";x");
+	}
+	CHECK_STR(get(c, "sync.exclude", &o), "'a b' c '#notes' ';x'");
+	CHECK_STR(o, "gpurun.ini:6,7");
+	CHECK(c->sync.include.n == 1 && !strcmp(c->sync.include.v[0], "data sets/"));
+	CHECK(c->setup.inputs.n == 1 && !strcmp(c->setup.inputs.v[0], "req s.txt"));
+	CHECK_EQ_INT(c->artifacts.pull.n, 2);
+	if (c->artifacts.pull.n == 2) {
+		CHECK_STR(c->artifacts.pull.v[0], "out dir/*.bin");
+		CHECK_STR(c->artifacts.pull.v[1], "a\"b");
+	}
+	CHECK(c->container.mounts.n == 1 && !strcmp(c->container.mounts.v[0], "/data sets:/data:ro"));
+	config_dump(c, &out, 1);
+	CHECK(strstr(out.buf, "\"train.persist\": {\"value\": [\"my data/\", \"ck pts/\", \"a b/\", "
+		      "\"plain/\", \"it's/\", \"x\", \"y,z/\"]") != NULL);
+	sb_reset(&out);
+
+	/* -o: the same words (unquoted, a blank separates two paths); quotes
+	 * and '\ ' are not kept; repeated -o add up */
+	CHECK(config_set(c, "artifacts.pull", "my data/", NULL, &err) == 0);
+	CHECK_EQ_INT(c->artifacts.pull.n, 2);
+	CHECK(config_set(c, "train.persist", "'my data/'", NULL, &err) == 0);
+	CHECK(c->train.persist.n == 1 && !strcmp(c->train.persist.v[0], "my data/"));
+	CHECK(config_set(c, "train.persist", "\"other dir/\"", NULL, &err) == 0);
+	CHECK(c->train.persist.n == 2 && !strcmp(c->train.persist.v[1], "other dir/"));
+	CHECK(config_set(c, "train.persist", "third\\ one/ b/", NULL, &err) == 0);
+	CHECK(c->train.persist.n == 4 && !strcmp(c->train.persist.v[2], "third one/"));
+	CHECK(config_set(c, "sync.exclude", "\"a b\",c", NULL, &err) == 0);
+	CHECK(c->sync.exclude.n == 2 && !strcmp(c->sync.exclude.v[0], "a b"));
+	CHECK(config_set(c, "train.persist", "'open", NULL, &err) == GR_EUSAGE);
+	CHECK(strstr(err.msg, "-o: invalid value ''open' for train.persist: a ' is not closed") != NULL);
+	CHECK(c->train.persist.n == 4);   /* a refused value changes nothing */
+	CHECK(config_set(c, "remote.host", "'b1' \"b2\"", "--host", &err) == 0);
+	CHECK_EQ_INT(c->remote.nhosts, 2);
+	CHECK_STR(c->remote.hosts[1], "b2");
+	config_free(c);
+	c = NULL;
+
+	/* the environment takes the same words */
+	ini("lists", "[remote]\nhost = box\n");
+	setenv("GPURUN_TRAIN_PERSIST", "'my data/' b/", 1);
+	CHECK(config_load(&c, NULL, 0, &err) == 0);
+	unsetenv("GPURUN_TRAIN_PERSIST");
+	if (c) {
+		CHECK(c->train.persist.n == 2 && !strcmp(c->train.persist.v[0], "my data/"));
+		config_free(c);
+	}
+	sb_release(&out);
+}
+
 /* `gpurun init` writes the template, never the user config's values. */
 static void test_init_ignores_user_config(void)
 {
@@ -1011,6 +1187,8 @@ int main(void)
 	RUN(test_user_config);
 	RUN(test_pools);
 	RUN(test_init_ignores_user_config);
+	RUN(test_inline_comments);
+	RUN(test_list_quoting);
 	if (chdir("/") < 0)
 		perror("chdir");
 	if (!t_failed_cases) {
