@@ -49,7 +49,7 @@ test_expect_success 'a project on an sshd; a job that waits for a go file' '
 test_expect_success 'train --json: synced, started, the log as lines, pulled, ended; exit status kept' '
 	cd "$P" && rm -f go &&
 	test_expect_code 3 $EV ev.json --go "$P/go" --go-after started -- \
-		"$GPURUN" train --json -- python3 job.py "$P/go" 3 "$(printf "\377\001")" 2>err &&
+		"$GPURUN" train --json -- python3 job.py "$P/go" 3 "$(printf "\377\001")" "a,b c" "" 2>err &&
 	python3 - ev.json <<-\PY
 	import json, sys
 	ev = json.load(open(sys.argv[1]))
@@ -94,7 +94,7 @@ test_expect_success 'status --json: schema 1, RFC 3339 times, argv and gpus as a
 	    assert t.match(j[k]), (k, j[k])
 	    assert isinstance(j[k + "_unix_ms"], int), j
 	assert j["start_unix_ms"] <= j["end_unix_ms"], j
-	assert j["argv"][:2] == ["python3", "job.py"] and j["argv"][3:] == ["3", "\ufffd\x01"], j["argv"]
+	assert j["argv"][:2] == ["python3", "job.py"] and j["argv"][3:] == ["3", "\ufffd\x01", "a,b c", ""], j["argv"]
 	assert j["command_is_argv"] is True and j["gpus"] is None, j
 	assert isinstance(j["duration_s"], float) and "time_limit_s" in j and "time_limit" not in j, j
 	assert j["exit_code"] == 3 and j["state"] == "failed", j
