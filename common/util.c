@@ -166,10 +166,12 @@ size_t utf8_len(const void *s, size_t n)
 	return need + 1;
 }
 
-void json_str(struct strbuf *sb, const char *s)
+void json_strn(struct strbuf *sb, const void *s, size_t n)
 {
+	const unsigned char *p = s, *end = p + n;
+
 	sb_add(sb, "\"", 1);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+	for (; p < end; p++) {
 		if (*p == '"' || *p == '\\')
 			sb_addf(sb, "\\%c", *p);
 		else if (*p == '\n')
@@ -183,7 +185,8 @@ void json_str(struct strbuf *sb, const char *s)
 		else {
 			/* JSON is UTF-8: a byte that is not, is U+FFFD; a C1
 			 * control is escaped like the C0 ones. */
-			size_t len = utf8_len(p, strnlen((const char *)p, 4));
+			size_t left = (size_t)(end - p);
+			size_t len = utf8_len(p, left < 4 ? left : 4);
 			if (!len)
 				sb_adds(sb, "\\ufffd");
 			else if (len == 2 && p[0] == 0xc2 && p[1] <= 0x9f)
@@ -194,6 +197,11 @@ void json_str(struct strbuf *sb, const char *s)
 		}
 	}
 	sb_add(sb, "\"", 1);
+}
+
+void json_str(struct strbuf *sb, const char *s)
+{
+	json_strn(sb, s ? s : "", s ? strlen(s) : 0);
 }
 
 char *sb_detach(struct strbuf *sb, size_t *len)

@@ -42,11 +42,17 @@ void sb_release(struct strbuf *sb);
  * (a stray or missing continuation byte, an overlong form, a surrogate,
  * past U+10FFFF). */
 size_t utf8_len(const void *s, size_t n);
-/* Append s (NULL: "") as a JSON string: quoted, '"' and '\\' escaped, \n
- * and \t as such, every other control byte (C0, DEL, and C1 written as
- * UTF-8) as \u00XX, and each byte that is not part of valid UTF-8 as
- * \ufffd, so the result is valid JSON and tells a terminal nothing. The
- * one writer of JSON strings (status --json, config --json). */
+/* Append the n bytes at s (NUL included) as a JSON string: quoted, '"'
+ * and '\\' escaped, \n and \t as such, every other control byte (C0 with
+ * NUL, DEL, and C1 written as UTF-8) as \u00XX, and each byte that is not
+ * part of valid UTF-8 (a stray or missing continuation byte, an overlong
+ * form, a surrogate, past U+10FFFF) as \ufffd, one for each such byte; so
+ * the result is valid JSON and valid UTF-8, tells a terminal nothing,
+ * and a string that is valid UTF-8 parses back to exactly its bytes. The one
+ * writer of JSON strings: every --json of the client goes through it
+ * (tests/fuzz/fuzz_json.c checks all of this). */
+void json_strn(struct strbuf *sb, const void *s, size_t n);
+/* json_strn of the C string s (NULL: ""). */
 void json_str(struct strbuf *sb, const char *s);
 /* Hand the buffer to the caller (who frees it); sb is left empty. */
 char *sb_detach(struct strbuf *sb, size_t *len);

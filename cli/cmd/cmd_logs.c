@@ -4,7 +4,9 @@
  * status. A sweep's GROUP: each job's log after a header line, oldest
  * first; -f is refused there (one status to exit with, one log to follow:
  * interleaved lines of several trainings, their progress bars included,
- * are unreadable), and names the jobs to follow one by one. */
+ * are unreadable), and names the jobs to follow one by one. --json: the
+ * log as NDJSON `log` events on stdout, and with -f the job's `queued`,
+ * `started` and `ended` (or `detached`) too (job_attach.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -12,12 +14,13 @@
 #include "gpurun.h"
 #include "job.h"
 
-enum { O_FOLLOW = 1, O_TAIL, O_RAW };
+enum { O_FOLLOW = 1, O_TAIL, O_RAW, O_JSON };
 
 const struct gr_opt cmd_logs_opts[] = {
 	{ O_FOLLOW, "follow", 'f', OPT_FLAG, NULL, "keep printing as the job writes, until it ends", NULL, 0, 0, 0 },
 	{ O_TAIL, "tail", 'n', OPT_INT, "N", "start with the last N lines", NULL, 0, 100000000, 0 },
 	{ O_RAW, "raw", 0, OPT_FLAG, NULL, "on a terminal too, pass every byte (escape sequences included)", NULL, 0, 0, 0 },
+	{ O_JSON, "json", 0, OPT_FLAG, NULL, "events as JSON lines on stdout: log lines (with -f: queued, started, ended)", NULL, 0, 0, 0 },
 	{ 0 },
 };
 
@@ -55,7 +58,7 @@ int cmd_logs(int argc, char **argv, struct gr_ctx *ctx)
 	struct job_rec r = { 0 };
 	struct job_pick p = { 0 };
 	struct attach_result res = { 0 };
-	int follow = 0, raw = 0, opt, rc;
+	int follow = 0, raw = 0, json = 0, opt, rc;
 	long long tail = 0;
 
 	gr_getopt_init(&st, argc, argv);
@@ -71,6 +74,8 @@ int cmd_logs(int argc, char **argv, struct gr_ctx *ctx)
 			tail = st.num;
 		if (opt == O_RAW)
 			raw = 1;
+		if (opt == O_JSON)
+			json = 1;
 	}
 	if (opt == 0 && st.args.n > 1)
 		opt = gr_errf(&ctx->err, GR_EUSAGE, "logs takes at most one job");
@@ -97,6 +102,13 @@ int cmd_logs(int argc, char **argv, struct gr_ctx *ctx)
 		job_pick_free(&p);
 		return rc;
 	}
+	if (p.group && json) {
+		rc = gr_errf(&ctx->err, GR_EUSAGE, "logs --json shows one job; %s is a group of %zu",
+			     p.group, p.n);
+		gr_hintf(&ctx->err, "name one of its jobs ('gpurun status %s' lists them)", p.group);
+		job_pick_free(&p);
+		return rc;
+	}
 	if (p.group) {
 		rc = logs_group(ctx, &p, (uint32_t)tail, raw);
 		job_pick_free(&p);
@@ -110,11 +122,13 @@ int cmd_logs(int argc, char **argv, struct gr_ctx *ctx)
 		.id = r.id, .tail = (uint32_t)tail, .follow = follow, .out_fd = 1,
 		.filter = !raw && isatty(1),
 		.on_interrupt = ATTACH_INT_LEAVE,
-		.notify_end = follow && !job_rec_ended(&r),
+		.notify_end = follow && !job_rec_ended(&r), .json = json,
 	};
 	rc = job_attach(ctx, &ao, &res);
 	if (res.rec.id)
 		job_cache_update(ctx->cfg->root, &res.rec, 1);
+	if (rc == 0 && follow && json)
+		res.ended ? job_event_ended(&res.rec) : job_event_detached(r.id);
 	if (rc == 0 && follow) {
 		if (res.ended) {
 			struct strbuf end = STRBUF_INIT;

@@ -60,7 +60,7 @@ static void say_none(struct gr_ctx *ctx, const char *id, const struct art_stats 
 
 const struct gr_opt cmd_pull_opts[] = { { 0 } };
 
-int job_pull_artifacts(struct gr_ctx *ctx, const char *id)
+int job_pull_artifacts(struct gr_ctx *ctx, const char *id, struct art_stats *got)
 {
 	char *dest = xasprintf("%s/runs/%s", ctx->cfg->root, id);
 	struct art_stats st = { 0 };
@@ -100,7 +100,10 @@ int job_pull_artifacts(struct gr_ctx *ctx, const char *id)
 			*tab = '\0';
 		fprintf(stderr, "gpurun: '%s' came whole: %s\n", ts(st.whole.v[i]), tab ? ts(tab + 1) : "");
 	}
-	art_stats_release(&st);
+	if (got)
+		*got = st;
+	else
+		art_stats_release(&st);
 	if (rc < 0)
 		gr_err_prefix(&ctx->err, "cannot pull the artifacts of job %s", id);
 	/* A job that brought nothing back leaves no empty runs/JOB/ (rmdir
@@ -146,7 +149,7 @@ int cmd_pull(int argc, char **argv, struct gr_ctx *ctx)
 	/* A group: every job, oldest first; one that fails does not keep
 	 * the others' artifacts back. */
 	for (size_t k = p.n; k-- > 0;) {
-		if (job_pull_artifacts(ctx, p.recs[k].id) < 0) {
+		if (job_pull_artifacts(ctx, p.recs[k].id, NULL) < 0) {
 			gr_report(ctx);
 			gr_err_clear(&ctx->err);
 			failed = 1;

@@ -114,7 +114,7 @@ int cmd_rerun(int argc, char **argv, struct gr_ctx *ctx)
 	struct job_rec rec = { .id = id, .state = (char *)"starting",
 			       .created_ms = (uint64_t)time(NULL) * 1000, .name = (char *)name };
 	job_cache_update(ctx->cfg->root, &rec, 1);
-	rc = train_follow(ctx, id, name, detach, stop_int, raw);
+	rc = train_follow(ctx, id, name, detach, stop_int, raw, 0);
 out:
 	job_pick_free(&p);
 	sv_clear(&spec);

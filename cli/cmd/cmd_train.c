@@ -21,6 +21,7 @@ enum { O_DETACH = 1, O_STOP_INT, O_RAW, O_SETUP, O_FORWARD, O_ENV, O_NAME, O_YES
        O_SWEEP_FILE, O_AFTER };
 
 enum { O_ENV_FILE = 64 }; /* apart from the list above, for easy merges */
+enum { O_JSON = 100 }; /* --json: its own line, the table's last */
 
 const struct gr_opt cmd_train_opts[] = {
 	{ O_DETACH, "detach", 'd', OPT_FLAG, NULL, "return once the job has started; print its id", NULL, 0, 0, 0 },
@@ -35,6 +36,7 @@ const struct gr_opt cmd_train_opts[] = {
 	{ O_SWEEP_FILE, "sweep-file", 0, OPT_STRING, "FILE", "one job per line of FILE: NAME=VALUE words as in [train] env", NULL, 0, 0, COMPLETE_FILE },
 	{ O_AFTER, "after", 0, OPT_STRING, "JOB[:ok]", "start once JOB has ended (:ok: only if it succeeded)", NULL, 0, 0, COMPLETE_JOB },
 	{ O_YES, "yes", 'y', OPT_FLAG, NULL, "sync even above [sync] warn_size without asking", NULL, 0, 0, 0 },
+	{ O_JSON, "json", 0, OPT_FLAG, NULL, "events as JSON lines on stdout (synced, queued, started, log, pulled, ended)", NULL, 0, 0, 0 },
 	{ 0 },
 };
 
@@ -256,7 +258,7 @@ static int run_sweep(struct gr_ctx *ctx, const struct train_run *tr,
  * pull its artifacts, and return its exit code. Both remove the jobs
  * beyond [jobs] keep. */
 int train_follow(struct gr_ctx *ctx, const char *id, const char *name, int detach,
-		 int stop_int, int raw)
+		 int stop_int, int raw, int json)
 {
 	struct attach_result res = { 0 };
 	char *dest = NULL;
@@ -267,7 +269,10 @@ int train_follow(struct gr_ctx *ctx, const char *id, const char *name, int detac
 		snprintf(named, sizeof(named), " (%s)", name);
 	if (detach) {
 		keep_jobs(ctx);
-		printf("%s\n", id);
+		if (json)
+			job_event_detached(id);
+		else
+			printf("%s\n", id);
 		if (!ctx->quiet)
 			fprintf(stderr, "gpurun: started job %s%s\nhint: follow it with 'gpurun logs -f %s'\n",
 				id, named, name ? name : id);
@@ -284,7 +289,7 @@ int train_follow(struct gr_ctx *ctx, const char *id, const char *name, int detac
 		.on_interrupt = ATTACH_INT_ASK,
 		.stop_on_interrupt = stop_int, .pull = &ctx->cfg->artifacts.pull,
 		.pull_interval = ctx->cfg->artifacts.interval, .pull_dest = dest,
-		.notify_end = 1,
+		.notify_end = 1, .json = json,
 	};
 	rc = job_attach(ctx, &ao, &res);
 	if (res.rec.id)
@@ -293,6 +298,8 @@ int train_follow(struct gr_ctx *ctx, const char *id, const char *name, int detac
 		gr_hintf(&ctx->err, "the job may still be running: 'gpurun logs -f %s'", id);
 		goto out;
 	}
+	if (json && (res.detached || res.interrupted))
+		job_event_detached(id);
 	if (res.detached) {
 		job_print_detached(ctx, id, name);
 		keep_jobs(ctx);
@@ -309,11 +316,17 @@ int train_follow(struct gr_ctx *ctx, const char *id, const char *name, int detac
 		fprintf(stderr, "gpurun: job %s%s %s\n", id, named, end.buf);
 	sb_release(&end);
 	rc = job_rec_exit_code(&res.rec);
-	if (ctx->cfg->artifacts.pull.n && job_pull_artifacts(ctx, id) < 0) {
+	struct art_stats got = { 0 };
+	if (ctx->cfg->artifacts.pull.n && job_pull_artifacts(ctx, id, &got) < 0) {
 		gr_report(ctx);
 		if (rc == 0)
 			rc = GR_EXIT_SYNC;
+	} else if (json && got.extracted) {
+		job_event_pulled(id, &got);
 	}
+	art_stats_release(&got);
+	if (json)
+		job_event_ended(&res.rec);
 	if (res.stop_asked)
 		rc = GR_EXIT_INTERRUPTED;
 	keep_jobs(ctx);
@@ -335,6 +348,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	struct train_sweep sw = { 0 };
 	size_t nothers = 0;
 	int detach = 0, stop_int = 0, force_setup = 0, raw = 0, yes = 0, id_opt, rc;
+	int json = 0;
 	char *id = NULL, *warn = NULL, *after = NULL, *group = NULL;
 	const char *sweep_file = NULL, *after_arg = NULL;
 
@@ -371,6 +385,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 			sweep_file = st.arg;
 		if (id_opt == O_AFTER)
 			after_arg = st.arg;
+		json |= id_opt == O_JSON;
 	}
 	/* The command's words, exactly as given: never joined and split again. */
 	for (size_t i = 0; i < st.args.n; i++)
@@ -380,9 +395,9 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		id_opt = train_run_check(&tr, &ctx->err);
 	if (id_opt == 0)
 		id_opt = train_sweep_build(&sweeps, sweep_file, &sw, &ctx->err);
-	if (id_opt == 0 && sw.n && fwd.n)
-		id_opt = gr_errf(&ctx->err, GR_EUSAGE, "--forward needs a job to follow; "
-				 "a sweep follows none");
+	if (id_opt == 0 && sw.n && (fwd.n || json))
+		id_opt = gr_errf(&ctx->err, GR_EUSAGE, "%s needs a job to follow; "
+				 "a sweep follows none", json ? "--json" : "--forward");
 	sv_clear(&sweeps);
 	if (id_opt < 0) {
 		sv_clear(&fwd);
@@ -421,6 +436,8 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 		rc = sync_failed(ctx, rc);
 		goto out;
 	}
+	if (json)
+		job_event_synced(&ss); /* a closed stdout: the log's writes say it */
 	if ((rc = ctx_connect(ctx)) < 0)
 		goto out;
 	if (sw.n) {
@@ -461,7 +478,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	job_cache_update(ctx->cfg->root, &rec, 1);
 	say_others(ctx, others, nothers);
 	job_recs_free(others, nothers);
-	rc = train_follow(ctx, id, tr.name, detach, stop_int, raw);
+	rc = train_follow(ctx, id, tr.name, detach, stop_int, raw, json);
 out:
 	train_sweep_free(&sw);
 	free(after);

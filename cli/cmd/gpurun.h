@@ -57,15 +57,16 @@ int sync_failed(struct gr_ctx *ctx, int rc);
 /* cmd_pull.c, for pull and train: pull job id's artifacts into
  * <project>/runs/<id>/ and say on stderr what came, or, when no file
  * matched, what the job wrote. One reconnect is tried. 0 or a GR_E* code
- * with ctx->err set. */
-int job_pull_artifacts(struct gr_ctx *ctx, const char *id);
+ * with ctx->err set. got: NULL, or what came (the caller releases it). */
+struct art_stats;
+int job_pull_artifacts(struct gr_ctx *ctx, const char *id, struct art_stats *got);
 
 /* cmd_train.c, for train and rerun: a job just started; with detach
  * print its id and leave it, else follow its log, say how it ended and
  * pull its artifacts; [jobs] keep either way. Returns the exit code (the
  * job's) or a GR_E* code with ctx->err set. */
 int train_follow(struct gr_ctx *ctx, const char *id, const char *name, int detach,
-		 int stop_int, int raw);
+		 int stop_int, int raw, int json);
 
 /* help.c */
 struct help_topic {

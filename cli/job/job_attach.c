@@ -23,6 +23,7 @@
 #define PING_AFTER_MS 15000    /* silence before we ask the agent */
 #define DEAD_AFTER_MS 20000    /* an unanswered ping this old: reconnect */
 #define GIVE_UP_MS (10 * 60 * 1000) /* reconnecting this long: fail */
+#define STATUS_EVERY_MS 1000   /* --json: asking whether a job left the line */
 
 /* Ctrl-C, SIGTERM and SIGHUP while attached (one attach at a time). */
 static struct sig_wake wake;
@@ -52,10 +53,22 @@ struct att {
 	int keys;                 /* the terminal gives us single keys while we ask */
 	struct term_filter tf;    /* o->filter: what the terminal may see */
 	struct strbuf safe;       /* the filter's output */
+	/* o->json */
+	struct json_log jl;       /* the log as events */
+	uint32_t st_id;           /* a JOB_STATUS in flight */
+	uint64_t st_at;           /* when to ask next */
+	int said_started, said_queued;
+	uint32_t said_pos;        /* the queued event said this place ... */
+	char *said_why;           /* ... and this reason */
 };
 
 static int out(struct att *t, const void *p, size_t n)
 {
+	if (t->o->json) {
+		if (json_log_feed(&t->jl, p, n) < 0)
+			return gr_errf(&t->ctx->err, GR_EIO, "cannot write the log: %s", strerror(errno));
+		return 0;
+	}
 	if (t->o->filter) {
 		sb_reset(&t->safe);
 		tf_feed(&t->tf, p, n, &t->safe);
@@ -71,6 +84,8 @@ static int out(struct att *t, const void *p, size_t n)
 /* The log ended: a partial character or sequence held by the filter. */
 static void out_finish(struct att *t)
 {
+	if (t->o->json)
+		(void)json_log_finish(&t->jl); /* stdout is gone: nothing left to tell it */
 	if (!t->o->filter)
 		return;
 	sb_reset(&t->safe);
@@ -92,6 +107,62 @@ static void send_log(struct att *t)
 	put_u8(&pl, (uint8_t)!!t->o->follow);
 	conn_send(t->ctx->conn, GR_MSG_JOB_LOG, 0, t->log_id, pl.buf, pl.len);
 	sb_release(&pl);
+}
+
+/* --json, following: is the job still in the line? */
+static void send_status(struct att *t)
+{
+	struct strbuf pl = STRBUF_INIT;
+
+	t->st_id = conn_next_id(t->ctx->conn);
+	put_str(&pl, t->ctx->cfg->remote.path);
+	put_str(&pl, t->o->id);
+	conn_send(t->ctx->conn, GR_MSG_JOB_STATUS, 0, t->st_id, pl.buf, pl.len);
+	sb_release(&pl);
+}
+
+/* What a record says, as events: `queued` each time its place or reason
+ * changes while it waits, `started` once it left the line. 0, or -1 with
+ * errno (stdout is gone). */
+static int say_rec(struct att *t, const struct job_rec *r)
+{
+	if (t->said_started)
+		return 0;
+	if (!strcmp(r->state, "queued") || !strcmp(r->state, "starting")) {
+		const char *why = r->reason ? r->reason : "";
+		if (!strcmp(r->state, "queued") &&
+		    (!t->said_queued || r->queue_pos != t->said_pos || strcmp(why, t->said_why))) {
+			t->said_queued = 1;
+			t->said_pos = r->queue_pos;
+			free(t->said_why);
+			t->said_why = xstrdup(why);
+			return job_event_queued(r);
+		}
+		return 0;
+	}
+	if (job_rec_ended(r) && !r->start_ms)
+		return 0; /* it never left the line (stopped while it waited) */
+	t->said_started = 1;
+	return job_event_started(r, t->ctx->cfg->remote.host);
+}
+
+static int on_status_frame(struct att *t, const struct gr_frame *f)
+{
+	struct job_rec r = { 0 };
+	struct gr_rd rd;
+	struct gr_err e = { 0 };
+	int rc = 0;
+
+	t->st_id = 0;
+	t->st_at = now_ms() + STATUS_EVERY_MS;
+	if (f->type != GR_MSG_OK)
+		return 0; /* the log's end says the rest */
+	rd_init(&rd, f->payload, f->len);
+	job_rec_get(&rd, &r);
+	if (rd_done(&rd, &e, "JOB_STATUS") == 0 && job_rec_check(&r, &e) == 0 && say_rec(t, &r) < 0)
+		rc = gr_errf(&t->ctx->err, GR_EIO, "cannot write the log: %s", strerror(errno));
+	job_rec_clear(&r);
+	return rc;
 }
 
 static void send_stop(struct att *t)
@@ -237,11 +308,16 @@ static void pull_done(struct att *t)
 	struct art_stats st;
 	struct gr_err e = { 0 };
 
-	if (art_pull_finish(t->pull, &st, &e) < 0)
+	if (art_pull_finish(t->pull, &st, &e) < 0) {
 		log_out_notice(&t->lo, "warning: artifact pull failed: %s", ts(e.msg));
-	else if (st.extracted && !t->ctx->quiet)
-		log_out_notice(&t->lo, "pulled %u file%s to %s/", st.extracted,
-			       st.extracted == 1 ? "" : "s", shown_path(t->o->pull_dest));
+	} else {
+		if (st.extracted && !t->ctx->quiet)
+			log_out_notice(&t->lo, "pulled %u file%s to %s/", st.extracted,
+				       st.extracted == 1 ? "" : "s", shown_path(t->o->pull_dest));
+		/* A closed stdout is told by the log's next write. */
+		if (st.extracted && t->o->json)
+			(void)job_event_pulled(t->o->id, &st);
+	}
 	art_stats_release(&st);
 	t->pull = NULL;
 	t->next_pull = now_ms() + (uint64_t)t->o->pull_interval * 1000;
@@ -297,6 +373,8 @@ static int on_log_frame(struct att *t, const struct gr_frame *f)
 		(void)end;
 		t->log_done = 1;
 		t->res->ended = job_rec_ended(&t->res->rec);
+		if (t->o->json && t->o->follow && say_rec(t, &t->res->rec) < 0)
+			return gr_errf(err, GR_EIO, "cannot write the log: %s", strerror(errno));
 		return 0;
 	}
 	if (f->type == GR_MSG_ERROR)
@@ -337,7 +415,7 @@ static void lose_conn(struct att *t, const char *why)
 	}
 	conn_close(t->ctx->conn);
 	t->ctx->conn = NULL;
-	t->log_id = t->ping_id = 0;
+	t->log_id = t->ping_id = t->st_id = 0;
 	if (t->stop_id) {
 		t->stop_id = 0;
 		t->stop_resend = 1; /* its answer is lost: ask again after reconnecting */
@@ -407,6 +485,12 @@ static int loop(struct att *t)
 			send_log(t);
 		uint64_t now = now_ms();
 		int timeout = conn_idle_ms() < 5000 ? conn_idle_ms() : 5000;
+		if (o->json && o->follow && !t->said_started && !t->log_done && !t->st_id) {
+			if (now >= t->st_at)
+				send_status(t);
+			else if (t->st_at - now < (uint64_t)timeout)
+				timeout = (int)(t->st_at - now);
+		}
 		if (o->pull && o->pull->n && o->pull_interval > 0 && !t->pull && !t->log_done) {
 			if (now >= t->next_pull) {
 				struct gr_err e = { 0 };
@@ -470,6 +554,9 @@ static int loop(struct att *t)
 				pull_done(t);
 		} else if (t->stop_id && f.id == t->stop_id) {
 			on_stop_frame(t, &f);
+		} else if (t->st_id && f.id == t->st_id) {
+			if ((rc = on_status_frame(t, &f)) < 0)
+				return rc;
 		} else if (t->ping_id && f.id == t->ping_id) {
 			t->ping_id = 0;
 		}
@@ -522,6 +609,8 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	sig_wake_stop(&wake);
 	log_out_release(&t.lo);
 	sb_release(&t.safe);
+	json_log_release(&t.jl);
+	free(t.said_why);
 	/* The user's own stop ended it: they are watching already. */
 	if (rc == 0 && o->notify_end && res->ended && !res->stop_asked)
 		job_notify_local(ctx, &res->rec);

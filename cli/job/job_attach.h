@@ -32,6 +32,10 @@ struct attach_opts {
 	int notify_end;           /* the job had not ended when following began:
 				     its end is told as [notify] local says
 				     (job_notify_local.h) */
+	int json;                 /* --json: the log as `log` events on stdout
+				     (out_fd and filter unused); following, the
+				     job's `queued` and `started` too, and each
+				     pull's `pulled` (job_event_*) */
 };
 
 struct attach_result {
@@ -50,5 +54,22 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 /* "gpurun: detached from job ID (NAME); it keeps running" + how to
  * reattach (by name when it has one; name may be NULL). */
 void job_print_detached(const struct gr_ctx *ctx, const char *id, const char *name);
+
+/* The NDJSON events of `train --json` and `logs -f --json` on stdout
+ * (job_events.c; the schema is the README's, "Output, colour and
+ * scripting"): each writes one line, and returns 0, or -1 with errno when
+ * stdout is gone. synced: what a sync sent; queued: where a job waits
+ * (its place in the box's line, why, which job it runs after); started:
+ * it left the line (its id, name, host, GPUs, state); pulled: what a
+ * pull brought; ended: how it ended; detached: we stopped following it
+ * and it runs on. */
+struct sync_stats;
+struct art_stats;
+int job_event_synced(const struct sync_stats *st);
+int job_event_queued(const struct job_rec *r);
+int job_event_started(const struct job_rec *r, const char *host);
+int job_event_pulled(const char *id, const struct art_stats *st);
+int job_event_ended(const struct job_rec *r);
+int job_event_detached(const char *id);
 
 #endif

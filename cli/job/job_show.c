@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "config.h"
 #include "job_show.h"
 #include "term.h"
 
@@ -451,14 +452,21 @@ void job_show_detail(const struct job_rec *r, struct strbuf *o)
 	sb_release(&end);
 }
 
-/* The record's fields that have no historic shape of their own. */
+/* The key of an AUTO field in `status --json` where its record name
+ * lacks the unit (schema 1: a duration's key ends in _s). */
+static const char *json_key(const char *field)
+{
+	return !strcmp(field, "time_limit") ? "time_limit_s" : field;
+}
+
+/* The record's fields that have no shape of their own in the schema. */
 static void json_auto(const struct job_rec *r, struct strbuf *o)
 {
 	for (size_t k = 0; k < JOB_REC_NFIELDS; k++) {
 		const struct job_rec_field *f = &job_rec_fields[k];
 		if (f->json != JR_JSON_AUTO)
 			continue;
-		sb_addf(o, ", \"%s\": ", f->name);
+		sb_addf(o, ", \"%s\": ", json_key(f->name));
 		switch (f->type) {
 		case JR_STR: {
 			const char *v = *JR_AT_C(r, f, char *);
@@ -479,6 +487,59 @@ static void json_auto(const struct job_rec *r, struct strbuf *o)
 			break;
 		}
 	}
+}
+
+void job_show_json_gpus(const char *gpus, struct strbuf *o)
+{
+	int first = 1;
+
+	if (!gpus || !*gpus) {
+		sb_adds(o, "null");
+		return;
+	}
+	sb_adds(o, "[");
+	for (const char *p = gpus; *p;) {
+		size_t n = strcspn(p, ",");
+		char *end;
+		unsigned long v = strtoul(p, &end, 10);
+		if (n && n <= 5 && p[0] >= '0' && p[0] <= '9' && end == p + n && v <= 65535) {
+			sb_addf(o, "%s%lu", first ? "" : ", ", v);
+			first = 0;
+		}
+		p += n + (p[n] == ',');
+	}
+	sb_adds(o, "]");
+}
+
+void job_show_json_argv(const struct job_rec *r, struct strbuf *o)
+{
+	struct strvec words = STRVEC_INIT;
+
+	if (!r->command_is_argv || config_split_words(r->command ? r->command : "", &words)) {
+		sb_adds(o, "null");
+		sv_clear(&words);
+		return;
+	}
+	sb_adds(o, "[");
+	for (size_t i = 0; i < words.n; i++) {
+		if (i)
+			sb_adds(o, ", ");
+		json_str(o, words.v[i]);
+	}
+	sb_adds(o, "]");
+	sv_clear(&words);
+}
+
+/* A Unix ms time as "KEY": RFC 3339 and "KEY_unix_ms": the number, both
+ * null when unknown or not yet (0). */
+static void json_when(struct strbuf *o, const char *key, uint64_t ms)
+{
+	sb_addf(o, ", \"%s\": ", key);
+	json_add_time(o, ms);
+	if (ms)
+		sb_addf(o, ", \"%s_unix_ms\": %llu", key, (unsigned long long)ms);
+	else
+		sb_addf(o, ", \"%s_unix_ms\": null", key);
 }
 
 /* One GPU's object; host: the pool's box it is on, or NULL. */
@@ -526,7 +587,7 @@ void job_show_json_boxes(const struct job_rec *recs, size_t n, const struct job_
 	size_t ngpus = 0;
 	int smi = 0, many = pool != NULL;
 
-	sb_adds(o, "{\n  \"jobs\": [");
+	sb_addf(o, "{\n  \"schema\": %d,\n  \"jobs\": [", JOB_JSON_SCHEMA);
 	for (size_t i = 0; i < n; i++) {
 		const struct job_rec *r = &recs[i];
 		sb_adds(o, i ? ",\n    {" : "\n    {");
@@ -536,15 +597,11 @@ void job_show_json_boxes(const struct job_rec *recs, size_t n, const struct job_
 		json_str(o, r->state);
 		sb_adds(o, ", \"command\": ");
 		json_str(o, r->command);
-		sb_addf(o, ", \"created\": %.3f", (double)r->created_ms / 1000);
-		if (r->start_ms)
-			sb_addf(o, ", \"start\": %.3f", (double)r->start_ms / 1000);
-		else
-			sb_adds(o, ", \"start\": null");
-		if (r->end_ms)
-			sb_addf(o, ", \"end\": %.3f", (double)r->end_ms / 1000);
-		else
-			sb_adds(o, ", \"end\": null");
+		sb_adds(o, ", \"argv\": ");
+		job_show_json_argv(r, o);
+		json_when(o, "created", r->created_ms);
+		json_when(o, "start", r->start_ms);
+		json_when(o, "end", r->end_ms);
 		sb_addf(o, ", \"duration_s\": %.3f", (double)duration(r) / 1000);
 		if (r->has_status && r->signalled)
 			sb_addf(o, ", \"exit_code\": %d, \"signal\": %u", job_rec_exit_code(r), r->code);
@@ -553,8 +610,11 @@ void job_show_json_boxes(const struct job_rec *recs, size_t n, const struct job_
 		else
 			sb_adds(o, ", \"exit_code\": null, \"signal\": null");
 		sb_adds(o, ", \"gpus\": ");
-		json_str(o, r->gpus);
-		sb_addf(o, ", \"pid\": %u", r->pid);
+		job_show_json_gpus(r->gpus, o);
+		if (r->pid)
+			sb_addf(o, ", \"pid\": %u", r->pid);
+		else
+			sb_adds(o, ", \"pid\": null");
 		json_auto(r, o);
 		sb_adds(o, "}");
 	}

@@ -45,6 +45,16 @@ struct job_box {
 };
 /* The GPUs of every box of a pool in one table, a HOST column first. */
 void job_show_gpus_boxes(const struct job_box *b, size_t nb, struct strbuf *o);
+/* The version of `status --json`'s schema (its "schema" key; the README,
+ * "Output, colour and scripting", says what may change without a bump). */
+#define JOB_JSON_SCHEMA 1
+/* A record's gpus ("0,1") as a JSON array of integers, null when not
+ * restricted (""); a token that is not a GPU index is left out. */
+void job_show_json_gpus(const char *gpus, struct strbuf *o);
+/* A record's command as a JSON array of its words when it was given as
+ * words (command_is_argv: command is their shell-quoted display, split
+ * again here), else null. */
+void job_show_json_argv(const struct job_rec *r, struct strbuf *o);
 /* `status --json` of a pool (pool: its name, "" for an inline list): as
  * job_show_json, each GPU with its "host", and "pool" and "hosts" (each
  * box's error, disk and line) added. pool NULL: one host, no such keys. */

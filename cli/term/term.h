@@ -8,6 +8,7 @@
 #include "term_filter.h"
 #include "log_out.h"
 #include "sync_progress.h"
+#include "json_out.h"
 
 enum term_mode {
 	TERM_RAW,      /* as ssh -t: no echo, no line editing, no signals from

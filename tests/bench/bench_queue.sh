@@ -77,6 +77,10 @@ n = int(sys.argv[2]); go = int(sys.argv[3]) / 1e9
 c0, c1, wait_ms, rss, nsup = (int(x) for x in sys.argv[4:9])
 jobs = [j for j in d["jobs"] if j.get("group") == "q"]
 done = [j for j in jobs if j["state"] == "done"]
+# status --json schema 1: times as RFC 3339 and as *_unix_ms
+for j in jobs:
+    for k in ("created", "start", "end"):
+        j[k] = j[k + "_unix_ms"] / 1000 if j[k + "_unix_ms"] is not None else None
 end = max(j["end"] for j in done) if done else go
 ideal = n * 1.0 / 2
 total = end - go

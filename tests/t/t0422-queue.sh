@@ -35,7 +35,7 @@ wait_state() {
 }
 # started ID: the command's start, in ms (status --json's start)
 started() {
-	(cd "$P" && "$GPURUN" status --json "$1") | python3 -c 'import json,sys; print(int(json.load(sys.stdin)["jobs"][0]["start"] * 1000))'
+	(cd "$P" && "$GPURUN" status --json "$1") | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["start_unix_ms"])'
 }
 stop_all() {
 	[ -f "$P/gpurun.ini" ] || return 0
@@ -109,7 +109,7 @@ test_expect_success 'time_limit: SIGTERM, the job ends timeout, exit 247; SIGKIL
 	test_grep "time limit reached (1s)" out && ! grep never out &&
 	test_grep "reached its time limit (\[train\] time_limit = 1s)" err &&
 	id=$(head -n1 .gpurun/jobs | cut -f1) && "$GPURUN" status --json "$id" >js &&
-	test_grep "\"state\": \"timeout\"" js && test_grep "\"time_limit\": 1" js &&
+	test_grep "\"state\": \"timeout\"" js && test_grep "\"time_limit_s\": 1" js &&
 	ini "[train]" "command = trap \"echo ignored\" TERM; while :; do sleep 0.1; done; : t0422-$$" "time_limit = 1s" "stop_grace = 1" &&
 	start=$(date +%s) && test_expect_code 247 "$GPURUN" train >out 2>err && end=$(date +%s) &&
 	test_grep -x ignored out && test $((end - start)) -lt 10 &&

@@ -61,7 +61,7 @@ else
 		ini "$P" local local "$R" podman "[train]" "gpus = 1" \
 			"command = echo \"cdi=\$FAKE_CDI_GPU cvd=\$CUDA_VISIBLE_DEVICES\"" &&
 		"$GPURUN" -q train >$T/out && id=$(last_id) &&
-		gpu=$("$GPURUN" status --json $id | python3 -c "import json,sys; print(json.load(sys.stdin)[\"jobs\"][0][\"gpus\"])") &&
+		gpu=$("$GPURUN" status --json $id | python3 -c "import json,sys; print(\",\".join(map(str, json.load(sys.stdin)[\"jobs\"][0][\"gpus\"])))") &&
 		test_grep -x "cdi=$gpu cvd=0" $T/out &&
 		sed -i "s/^gpus = 1/gpus = all/" gpurun.ini && "$GPURUN" -q train >$T/out &&
 		test_grep -x "cdi=all cvd=" $T/out &&

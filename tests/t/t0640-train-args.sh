@@ -168,6 +168,7 @@ jobs = json.load(open(\"j\"))[\"jobs\"]
 j = [x for x in jobs if x[\"name\"] == \"clean\"][0]
 assert j[\"command_is_argv\"] is True, j
 assert shlex.split(j[\"command\"]) == [\"python3\", \"dump.py\", \"a b\"], j
+assert j[\"argv\"] == [\"python3\", \"dump.py\", \"a b\"], j
 assert j[\"git_commit\"] == sys.argv[1], (j, sys.argv[1])
 assert j[\"git_branch\"] == \"main\", j
 assert j[\"git_dirty\"] is False and j[\"git_diff\"] is None, j

@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "json_out.h"
 #include "t.h"
 #include "util.h"
 
@@ -102,10 +104,102 @@ static void test_config_json_invalid_utf8(void)
 	rmdir(tmpl);
 }
 
+/* RFC 3339 in UTC with milliseconds, whatever the local zone. */
+static void test_json_time(void)
+{
+	char b[JSON_TIME_MAX];
+
+	setenv("TZ", "America/New_York", 1);
+	tzset();
+	CHECK_STR(json_time(1795808957561ULL, b, sizeof(b)), "2026-11-27T19:49:17.561Z");
+	CHECK_STR(json_time(1000, b, sizeof(b)), "1970-01-01T00:00:01.000Z");
+	unsetenv("TZ");
+	tzset();
+}
+
+/* Feed the log to json_log in pieces of step bytes; the lines and ends
+ * of the events it wrote, "LINE|END" each, into got. */
+static void log_events(const char *log, size_t n, size_t step, struct strbuf *got)
+{
+	char path[] = "/tmp/gr-test-jlog-XXXXXX";
+	int fd = mkstemp(path), saved = dup(1);
+	struct json_log l = { STRBUF_INIT, 0, STRBUF_INIT };
+	char line[1 << 16];
+
+	CHECK(fd >= 0 && saved >= 0);
+	fflush(stdout);
+	dup2(fd, 1);
+	for (size_t i = 0; i < n; i += step)
+		CHECK(json_log_feed(&l, log + i, n - i < step ? n - i : step) == 0);
+	CHECK(json_log_finish(&l) == 0);
+	json_log_release(&l);
+	dup2(saved, 1);
+	close(saved);
+	FILE *f = fdopen(fd, "r");
+	rewind(f);
+	while (fgets(line, sizeof(line), f)) {
+		static const char ev[] = "{\"event\": \"log\", \"time\": \"", k[] = "\"line\": ",
+				  en[] = ", \"end\": \"";
+		char *a = strstr(line, k), *e = strstr(line, en);
+		CHECK(a && e && !strncmp(line, ev, strlen(ev)));
+		if (!a || !e)
+			break;
+		a += strlen(k);
+		e += strlen(en);
+		sb_add(got, a, (size_t)(e - strlen(en) - a));
+		sb_addf(got, "|%.*s\n", (int)strcspn(e, "\""), e);
+	}
+	fclose(f);
+	unlink(path);
+}
+
+/* Lines end at \n and \r\n ("lf"), at a lone \r ("cr"), and at the log's
+ * end ("eof"), split anywhere between reads. */
+static void test_json_log_lines(void)
+{
+	static const char log[] = "a\nb\r\nc 10%\rc 100%\n\xff\x01\r\rtail";
+	for (size_t step = 1; step <= sizeof(log); step++) {
+		struct strbuf got = STRBUF_INIT;
+		log_events(log, sizeof(log) - 1, step, &got);
+		CHECK_STR(got.buf, "\"a\"|lf\n\"b\"|lf\n\"c 10%\"|cr\n\"c 100%\"|lf\n"
+			  "\"\\ufffd\\u0001\"|cr\n\"\"|cr\n\"tail\"|eof\n");
+		sb_release(&got);
+	}
+}
+
+/* A long line is cut into JSON_LOG_MAX pieces, never inside a UTF-8
+ * character (the é across the cut goes to the next piece whole). */
+static void test_json_log_cut(void)
+{
+	size_t n = JSON_LOG_MAX - 1 + 2 + JSON_LOG_MAX + 10 + 1;
+	char *log = xmalloc(n);
+	struct strbuf got = STRBUF_INIT, want = STRBUF_INIT;
+
+	memset(log, 'x', JSON_LOG_MAX - 1);
+	memcpy(log + JSON_LOG_MAX - 1, "\xc3\xa9", 2);
+	memset(log + JSON_LOG_MAX + 1, 'y', JSON_LOG_MAX + 10);
+	log[n - 1] = '\n';
+	for (size_t step = 1000; step <= n; step += 7000) {
+		sb_reset(&got);
+		log_events(log, n, step, &got);
+		sb_reset(&want);
+		sb_addf(&want, "\"%.*s\"|cut\n", JSON_LOG_MAX - 1, log);
+		sb_addf(&want, "\"\xc3\xa9%.*s\"|cut\n", JSON_LOG_MAX - 2, log + JSON_LOG_MAX + 1);
+		sb_addf(&want, "\"%.*s\"|lf\n", 12, log + JSON_LOG_MAX + 1);
+		CHECK_STR(got.buf, want.buf);
+	}
+	free(log);
+	sb_release(&got);
+	sb_release(&want);
+}
+
 int main(void)
 {
 	RUN(test_json_escape);
 	RUN(test_utf8_len);
 	RUN(test_config_json_invalid_utf8);
+	RUN(test_json_time);
+	RUN(test_json_log_lines);
+	RUN(test_json_log_cut);
 	return T_DONE();
 }
