@@ -76,4 +76,14 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
  * again after resolving): 0, or GR_ECONFIG with err set. */
 int sync_check_remote_path(const char *path, struct gr_err *err);
 
+/* One sync at a time per project (.gpurun/sync.lock, sync_lock.c): take
+ * it before scanning, hold it until what was synced is used (train: until
+ * its job has started). Waits up to wait_ms for another gpurun's sync,
+ * telling show (NULL: nobody) once that it waits. Nested takes in one
+ * process count and do not wait. 0, or GR_ECONFLICT (still held after
+ * wait_ms) or GR_EIO with err set. The lock goes with the process too. */
+int sync_lock_take(const char *root, int wait_ms, const struct sync_show *show, void *arg,
+		   struct gr_err *err);
+void sync_lock_release(void);
+
 #endif
