@@ -21,6 +21,9 @@
 #if defined(GR_HAVE_KERN_PROC_PATHNAME)
 #include <sys/sysctl.h>
 #endif
+#if defined(GR_HAVE_INOTIFY)
+#include <sys/inotify.h>
+#endif
 
 #if !defined(GR_HAVE_PIPE2) || !defined(GR_HAVE_SOCK_CLOEXEC) || !defined(GR_HAVE_ACCEPT4)
 /* Readers: a fallback between making a descriptor and its FD_CLOEXEC;
@@ -464,3 +467,95 @@ void compat_tcp_quickack(int fd)
 	(void)fd;
 #endif
 }
+
+#if defined(GR_HAVE_INOTIFY)
+int compat_watch_init(void)
+{
+	return inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+}
+
+int compat_watch_add(int fd, const char *path)
+{
+	/* IN_MODIFY too, not only IN_CLOSE_WRITE: a file kept open (mmap'd,
+	 * appended to) is a change the caller must not miss. */
+	return inotify_add_watch(fd, path, IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
+				 IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF |
+				 IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK);
+}
+
+static unsigned watch_flags(uint32_t m)
+{
+	unsigned f = 0;
+
+	if (m & IN_ISDIR)
+		f |= COMPAT_WATCH_DIR;
+	if (m & (IN_CREATE | IN_MOVED_TO))
+		f |= COMPAT_WATCH_NEW;
+	if (m & (IN_DELETE | IN_MOVED_FROM))
+		f |= COMPAT_WATCH_OLD;
+	if (m & (IN_MOVED_FROM | IN_MOVED_TO))
+		f |= COMPAT_WATCH_MOVED;
+	if (m & (IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB))
+		f |= COMPAT_WATCH_CHANGED;
+	if (m & (IN_DELETE_SELF | IN_MOVE_SELF))
+		f |= COMPAT_WATCH_SELF;
+	if (m & IN_IGNORED)
+		f |= COMPAT_WATCH_GONE;
+	if (m & IN_Q_OVERFLOW)
+		f |= COMPAT_WATCH_OVERFLOW;
+	return f;
+}
+
+int compat_watch_read(int fd, void (*each)(void *arg, int wd, unsigned flags, const char *name),
+		      void *arg)
+{
+	/* Aligned for struct inotify_event; one event is at most
+	 * sizeof(event) + NAME_MAX + 1 bytes, so a read never fails EINVAL. */
+	char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+	int count = 0;
+
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return count;
+		if (n <= 0)
+			return n == 0 ? count : -1;
+		for (ssize_t off = 0; off + (ssize_t)sizeof(struct inotify_event) <= n;) {
+			const struct inotify_event *e = (const void *)(buf + off);
+			size_t len = sizeof(*e) + e->len;
+			if (off + (ssize_t)len > n)
+				break;
+			/* The kernel pads the name with NULs; len 0: no name. */
+			each(arg, e->wd, watch_flags(e->mask), e->len ? e->name : "");
+			count++;
+			off += (ssize_t)len;
+		}
+	}
+}
+#else
+int compat_watch_init(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+int compat_watch_add(int fd, const char *path)
+{
+	(void)fd;
+	(void)path;
+	errno = ENOSYS;
+	return -1;
+}
+
+int compat_watch_read(int fd, void (*each)(void *arg, int wd, unsigned flags, const char *name),
+		      void *arg)
+{
+	(void)fd;
+	(void)each;
+	(void)arg;
+	errno = ENOSYS;
+	return -1;
+}
+#endif

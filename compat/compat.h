@@ -37,6 +37,7 @@
 #define GR_HAVE_EXPLICIT_BZERO 1
 #define GR_HAVE_TCP_QUICKACK 1
 #define GR_HAVE_PTY_H 1
+#define GR_HAVE_INOTIFY 1
 #elif defined(__APPLE__)
 #define GR_HAVE_NSGETEXECUTABLEPATH 1
 #define GR_HAVE_MEMSET_S 1
@@ -158,6 +159,38 @@ void compat_explicit_bzero(void *p, size_t n);
 
 /* Ask for immediate ACKs (Linux's TCP_QUICKACK); nothing elsewhere. */
 void compat_tcp_quickack(int fd);
+
+/* ---- watching folders (Linux's inotify) ----
+ * Where GR_HAVE_INOTIFY is not defined (macOS, the BSDs, GR_PORTABLE)
+ * each call fails with ENOSYS and the caller scans the tree instead
+ * (`gpurun sync --watch` then compares a stat scan every second). The
+ * events come as COMPAT_WATCH_* flags, so callers need no <sys/inotify.h>. */
+enum {
+	COMPAT_WATCH_DIR = 1 << 0,      /* the entry named is a folder */
+	COMPAT_WATCH_NEW = 1 << 1,      /* created, or moved in */
+	COMPAT_WATCH_OLD = 1 << 2,      /* deleted, or moved out */
+	COMPAT_WATCH_MOVED = 1 << 3,    /* with NEW or OLD: by a rename */
+	COMPAT_WATCH_CHANGED = 1 << 4,  /* written, or its mode or times set */
+	COMPAT_WATCH_SELF = 1 << 5,     /* the watched folder itself was deleted or moved */
+	COMPAT_WATCH_GONE = 1 << 6,     /* the watch ended (its folder is gone) */
+	COMPAT_WATCH_OVERFLOW = 1 << 7, /* the kernel dropped events: look at everything */
+};
+/* A watcher (inotify_init1 with IN_NONBLOCK | IN_CLOEXEC): a descriptor
+ * that polls readable when events wait, or -1 with errno (ENOSYS: none
+ * on this system; EMFILE: the per-user limit of watchers). */
+int compat_watch_init(void);
+/* Watch the folder path (a symlink is not followed, and only a folder is
+ * taken): its entries created, deleted, moved, written or changed, and
+ * the folder itself deleted or moved. Watching it again returns the same
+ * id. The watch id (>= 0), or -1 with errno (ENOSPC: the per-user limit
+ * of watches, fs.inotify.max_user_watches; ENOTDIR, ENOENT, EACCES). */
+int compat_watch_add(int fd, const char *path);
+/* Read the events waiting on fd without blocking: each(arg, wd, flags,
+ * name) for each, name "" when the event is about the watched folder
+ * itself (or the overflow, wd -1). The number of events read (0: none
+ * waited), or -1 with errno. */
+int compat_watch_read(int fd, void (*each)(void *arg, int wd, unsigned flags, const char *name),
+		      void *arg);
 
 /* ---- struct stat's nanoseconds ----
  * st_mtime and st_ctime (seconds) are POSIX everywhere; nanoseconds are

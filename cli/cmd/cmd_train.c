@@ -430,7 +430,10 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	so.yes = yes;
 	so.show = &sync_show_default;
 	so.show_arg = ctx;
-	if ((rc = sync_project(ctx, &so, &ss)) < 0) {
+	/* One sync at a time (a sync --watch's): held until the job started
+	 * from what this one synced. */
+	if ((rc = sync_lock_take(ctx->cfg->root, conn_idle_ms(), &sync_show_default, ctx,
+				 &ctx->err)) < 0 || (rc = sync_project(ctx, &so, &ss)) < 0) {
 		if (rc != GR_ECANCEL) /* not sent without a yes: as `gpurun sync` says it */
 			gr_err_prefix(&ctx->err, "sync failed");
 		rc = sync_failed(ctx, rc);
@@ -443,6 +446,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	if (sw.n) {
 		tr.name = NULL;
 		rc = run_sweep(ctx, &tr, &sw, group, force_setup);
+		sync_lock_release();
 		if (rc == 0)
 			keep_jobs(ctx);
 		goto out;
@@ -455,6 +459,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	/* A signal during the start answers at once (detached); from the
 	 * host's answer on, it waits for job_attach to say what it means. */
 	rc = job_start_train(ctx, &spec, &id, &others, &nothers, &warn);
+	sync_lock_release();
 	sv_clear(&spec);
 	if (warn) {
 		fprintf(stderr, "gpurun: warning: %s\n", ts(warn));

@@ -490,7 +490,7 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	struct connect_job cj = { 0 };
 	struct run r = { 0 };
 	uint64_t t0 = now_ns();
-	int rc;
+	int rc, locked = 0;
 
 	r.ctx = ctx;
 	r.o = o;
@@ -502,6 +502,13 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	if ((rc = sync_check_remote_path(cfg->remote.path, &ctx->err)) < 0)
 		goto out;
 	connect_start(&cj, ctx);
+	/* One sync at a time in a project (a watcher's, train's): the
+	 * connection comes up meanwhile. */
+	if (!o->dry_run) {
+		if ((rc = sync_lock_take(cfg->root, r.idle_ms, r.show, r.show_arg, &ctx->err)) < 0)
+			goto out;
+		locked = 1;
+	}
 	idx = sync_index_load(cfg->root);
 	if ((rc = sync_scan_manifest(cfg->root, &so, idx, &r.local, &r.hs, &ctx->err)) < 0) {
 		sync_index_free(idx); /* nothing to save: the scan did not finish */
@@ -589,6 +596,8 @@ out:
 	sm_list_free(&r.view);
 	sync_index_free(idx);
 	sync_tree_close(r.tree);
+	if (locked)
+		sync_lock_release();
 	sv_clear(&ignored.names);
 	free(r.host_root);
 	free(r.key);

@@ -9,6 +9,7 @@
 #ifndef GR_SYNC_H
 #define GR_SYNC_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "ctx.h"
@@ -75,5 +76,47 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 /* The [remote] path check gpurun does before connecting (the agent checks
  * again after resolving): 0, or GR_ECONFIG with err set. */
 int sync_check_remote_path(const char *path, struct gr_err *err);
+
+/* One sync at a time per project (.gpurun/sync.lock, sync_lock.c): take
+ * it before scanning, hold it until what was synced is used (train: until
+ * its job has started). Waits up to wait_ms for another gpurun's sync,
+ * telling show (NULL: nobody) once that it waits. Nested takes in one
+ * process count and do not wait. 0, or GR_ECONFLICT (still held after
+ * wait_ms) or GR_EIO with err set. The lock goes with the process too. */
+int sync_lock_take(const char *root, int wait_ms, const struct sync_show *show, void *arg,
+		   struct gr_err *err);
+void sync_lock_release(void);
+
+/* gpurun sync --watch (sync_watch.c): sync, then watch the project tree
+ * and sync each burst of edits on the same connection. */
+struct sync_watch_opts {
+	struct sync_opts sync;   /* each sync's (the first one's say_ignored only) */
+	/* A change of the watch's state, one line without "gpurun: ":
+	 * watching, connection lost, reconnected, a fallback taken. */
+	void (*state)(void *arg, const char *msg);
+	/* A sync failed and the watch goes on: report ctx->err. */
+	void (*failed)(void *arg, int rc);
+	void *arg;
+	/* Readable: stop (the command's signal pipe). */
+	int stop_fd;
+	/* 1 while a sync is in flight, 2 while connecting again after a
+	 * loss, else 0: for the signal handler, which then ends the process
+	 * at once (the host keeps each file old or new, as after any
+	 * interrupted sync). */
+	volatile sig_atomic_t *busy;
+	int force_scan;          /* scan every poll_ms even where inotify is */
+	int quiet_ms, max_ms;    /* debounce: quiet this long, or at most max_ms after the
+				    first edit (0: 100 and 1000) */
+	int poll_ms;             /* the scan's period without inotify (0: 1000) */
+};
+
+/* Returns after stop_fd became readable, *stopped set: 0 if the last
+ * sync succeeded, else the last failure's GR_E* code (ctx->err set,
+ * already told through failed or state). Or, *stopped 0, with a GR_E*
+ * code and ctx->err set (not yet told), for what retrying cannot mend:
+ * configuration, host key, authentication, an unsupported host, a size
+ * question refused at the first sync. A lost connection is opened again
+ * (1 s, 2 s, ... 30 s apart), then a full sync. */
+int sync_watch(struct gr_ctx *ctx, const struct sync_watch_opts *o, int *stopped);
 
 #endif

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,7 +40,7 @@ static void test_mode(void)
 	defined(GR_HAVE_MSG_NOSIGNAL) || defined(GR_HAVE_SYNCFS) || defined(GR_HAVE_COPY_FILE_RANGE) || \
 	defined(GR_HAVE_PROC_SELF_EXE) || defined(GR_HAVE_GNU_QSORT_R) || defined(GR_HAVE_MEMRCHR) || \
 	defined(GR_HAVE_GETTID) || defined(GR_HAVE_EXECVPE) || defined(GR_HAVE_EXPLICIT_BZERO) || \
-	defined(GR_HAVE_SYNC_FILE_RANGE) || defined(GR_HAVE_F_SETPIPE_SZ)
+	defined(GR_HAVE_SYNC_FILE_RANGE) || defined(GR_HAVE_F_SETPIPE_SZ) || defined(GR_HAVE_INOTIFY)
 	CHECK(!"a GR_HAVE_* survived GR_PORTABLE");
 #endif
 	printf("# compat: the POSIX fallbacks (GR_PORTABLE)\n");
@@ -326,6 +327,86 @@ static void test_fork_race(void)
 	CHECK(!bad);
 }
 
+/* The folder watcher: inotify's events as flags where there is inotify,
+ * ENOSYS elsewhere (sync --watch then scans). */
+struct seen {
+	unsigned all;       /* every flag seen */
+	unsigned of[4];     /* flags seen for "f", "d", "g", "" */
+	int wd_self;
+};
+
+static void on_event(void *arg, int wd, unsigned flags, const char *name)
+{
+	struct seen *s = arg;
+	static const char *const names[] = { "f", "d", "g", "" };
+
+	s->all |= flags;
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(name, names[i]))
+			s->of[i] |= flags;
+	if (!*name)
+		s->wd_self = wd;
+}
+
+/* Read events for up to 2 s until want is among what was seen for name i. */
+static void read_until(int fd, struct seen *s, int i, unsigned want)
+{
+	for (int t = 0; t < 200 && (s->of[i] & want) != want; t++) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (poll(&p, 1, 10) > 0)
+			CHECK(compat_watch_read(fd, on_event, s) >= 0);
+	}
+}
+
+static void test_watch(void)
+{
+	char dir[] = "/tmp/gpurun-test-watch.XXXXXX", path[128], path2[128];
+	struct seen s = { 0 };
+	int fd, wd;
+
+	CHECK(mkdtemp(dir) != NULL);
+	fd = compat_watch_init();
+#if !defined(GR_HAVE_INOTIFY)
+	CHECK_EQ_INT(fd, -1);
+	CHECK_EQ_INT(errno, ENOSYS);
+	CHECK_EQ_INT(compat_watch_add(3, dir), -1);
+	CHECK_EQ_INT(compat_watch_read(3, on_event, &s), -1);
+	rmdir(dir);
+	return;
+#endif
+	CHECK(fd >= 0);
+	CHECK(is_cloexec(fd) && is_nonblock(fd));
+	CHECK_EQ_INT(compat_watch_read(fd, on_event, &s), 0); /* nothing yet, no block */
+	wd = compat_watch_add(fd, dir);
+	CHECK(wd >= 0);
+	CHECK_EQ_INT(compat_watch_add(fd, dir), wd);
+	snprintf(path, sizeof(path), "%s/f", dir);
+	CHECK(compat_watch_add(fd, path) < 0); /* not a folder (and not there) */
+	int f = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	CHECK(f >= 0);
+	CHECK(write(f, "x", 1) == 1);
+	close(f);
+	read_until(fd, &s, 0, COMPAT_WATCH_NEW | COMPAT_WATCH_CHANGED);
+	CHECK(!(s.of[0] & COMPAT_WATCH_DIR));
+	snprintf(path, sizeof(path), "%s/d", dir);
+	CHECK_EQ_INT(mkdir(path, 0755), 0);
+	read_until(fd, &s, 1, COMPAT_WATCH_NEW | COMPAT_WATCH_DIR);
+	snprintf(path2, sizeof(path2), "%s/g", dir);
+	CHECK_EQ_INT(rename(path, path2), 0);
+	read_until(fd, &s, 1, COMPAT_WATCH_OLD | COMPAT_WATCH_MOVED);
+	read_until(fd, &s, 2, COMPAT_WATCH_NEW | COMPAT_WATCH_MOVED | COMPAT_WATCH_DIR);
+	CHECK_EQ_INT(rmdir(path2), 0);
+	snprintf(path, sizeof(path), "%s/f", dir);
+	CHECK_EQ_INT(unlink(path), 0);
+	read_until(fd, &s, 0, COMPAT_WATCH_OLD);
+	CHECK(!(s.of[0] & COMPAT_WATCH_MOVED));
+	CHECK_EQ_INT(rmdir(dir), 0);
+	read_until(fd, &s, 3, COMPAT_WATCH_SELF | COMPAT_WATCH_GONE);
+	CHECK_EQ_INT(s.wd_self, wd);
+	CHECK(!(s.all & COMPAT_WATCH_OVERFLOW));
+	close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -342,5 +423,6 @@ int main(int argc, char **argv)
 	RUN(test_execvpe_and_bzero);
 	RUN(test_mtime_nsec);
 	RUN(test_fork_race);
+	RUN(test_watch);
 	return T_DONE();
 }

@@ -1,0 +1,288 @@
+/* gpurun sync --watch: sync, then watch the tree (sync_notify.c) and sync
+ * each burst of edits once the tree has been quiet for quiet_ms (or
+ * max_ms after the burst began, so a constant stream still syncs). Every
+ * sync is a whole sync_project on the one connection kept open for the
+ * watch: a small edit costs the scan (stat cache) and one round trip to
+ * the warm agent, no handshake. A lost connection is opened again with
+ * back-off, then a full sync; a silent one is found by a PING when idle. */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sync.h"
+#include "sync_notify.h"
+
+#define QUIET_MS 100
+#define MAX_MS 1000
+#define POLL_MS 1000
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS 30000
+#define PING_IDLE_MS 15000  /* idle this long: ask the agent if it is there */
+#define PING_WAIT_MS 15000  /* and wait this long for the answer */
+
+struct watch {
+	struct gr_ctx *ctx;
+	const struct sync_watch_opts *o;
+	struct sync_notify *n;
+	int quiet_ms, max_ms;
+	uint64_t first, last;   /* the burst waiting: its first and last change; 0 none */
+	int down;               /* the connection is lost: opening it again */
+	uint64_t down_since, retry_at;
+	int backoff_ms;
+	int last_rc;            /* the last sync's */
+	int syncs;
+	uint32_t ping_id;
+	uint64_t ping_at;
+};
+
+static void say(struct watch *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(struct watch *w, const char *fmt, ...)
+{
+	char buf[1400];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (w->o->state)
+		w->o->state(w->o->arg, buf);
+}
+
+static void set_busy(struct watch *w, int on)
+{
+	if (w->o->busy)
+		*w->o->busy = on;
+}
+
+/* Errors that opening the connection again can mend. */
+static int conn_trouble(int rc)
+{
+	return rc == GR_ESSH || rc == GR_ETIMEOUT || rc == GR_EAGENT || rc == GR_EPROTO;
+}
+
+/* Errors no retry mends: the watch ends. */
+static int fatal(int rc)
+{
+	return rc == GR_ECONFIG || rc == GR_EHOSTKEY || rc == GR_EAUTH || rc == GR_EUNSUPP ||
+	       rc == GR_EUSAGE;
+}
+
+static void drop_conn(struct watch *w)
+{
+	conn_close(w->ctx->conn);
+	w->ctx->conn = NULL;
+	w->ping_id = 0;
+}
+
+static void lost(struct watch *w, int rc)
+{
+	drop_conn(w);
+	w->last_rc = rc;
+	if (w->down)
+		return;
+	w->down = 1;
+	w->down_since = now_ms();
+	w->backoff_ms = BACKOFF_MIN_MS;
+	w->retry_at = w->down_since + (uint64_t)w->backoff_ms;
+	say(w, "connection lost (%s); connecting again, then a full sync", w->ctx->err.msg);
+}
+
+/* Down: try to connect again; 0 when up (the sync follows). */
+static int reconnect(struct watch *w)
+{
+	struct gr_ctx *ctx = w->ctx;
+	int rc;
+
+	set_busy(w, 2);
+	rc = ctx_connect(ctx);
+	set_busy(w, 0);
+	if (rc == 0) {
+		say(w, "connected again after %llu s",
+		    (unsigned long long)((now_ms() - w->down_since + 500) / 1000));
+		w->down = 0;
+		return 0;
+	}
+	if (ctx->conn)
+		drop_conn(w);
+	w->last_rc = rc;
+	if (fatal(rc))
+		return rc;
+	w->backoff_ms = w->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : w->backoff_ms * 2;
+	w->retry_at = now_ms() + (uint64_t)w->backoff_ms;
+	if (ctx->verbose)
+		say(w, "still cannot connect (%s); next try in %d s", ctx->err.msg,
+		    w->backoff_ms / 1000);
+	return rc;
+}
+
+/* One sync of the whole tree. Returns a fatal code, else 0 (what failed
+ * was said, and the watch goes on). */
+static int sync_once(struct watch *w)
+{
+	struct gr_ctx *ctx = w->ctx;
+	struct sync_opts so = w->o->sync;
+	struct sync_stats st;
+	char *notice;
+	int rc;
+
+	w->first = w->last = 0;
+	sync_notify_prepare(w->n);
+	if ((notice = sync_notify_notice(w->n))) {
+		say(w, "%s", notice);
+		free(notice);
+	}
+	so.say_ignored = w->syncs == 0 && w->o->sync.say_ignored;
+	w->ping_id = 0; /* a sync drops other answers; it proves the link itself */
+	set_busy(w, 1);
+	rc = sync_project(ctx, &so, &st);
+	set_busy(w, 0);
+	w->syncs++;
+	w->last_rc = rc;
+	if (rc == 0)
+		return 0;
+	/* (A size question refused in a pipe would be refused again.) */
+	if (fatal(rc) || (rc == GR_ECANCEL && w->syncs == 1))
+		return rc;
+	if (conn_trouble(rc)) {
+		lost(w, rc);
+		return 0;
+	}
+	/* The sync's own failure (a file unreadable, no space on the host, a
+	 * question refused): said, and the next edit tries again on a fresh
+	 * connection (this one's session may have been left half done). */
+	if (w->o->failed)
+		w->o->failed(w->o->arg, rc);
+	if (ctx->conn)
+		drop_conn(w);
+	return 0;
+}
+
+/* Idle on the connection: a PING now and then; no answer in time, or the
+ * connection closing, is a loss. */
+static void keep_alive(struct watch *w, uint64_t now)
+{
+	struct gr_conn *c = w->ctx->conn;
+
+	if (!c || w->down)
+		return;
+	if (w->ping_id && now - w->ping_at >= PING_WAIT_MS) {
+		gr_errf(&w->ctx->err, GR_ETIMEOUT, "the host did not answer for %d s",
+			PING_WAIT_MS / 1000);
+		lost(w, GR_ETIMEOUT);
+	} else if (!w->ping_id && now - conn_last_io(c) >= PING_IDLE_MS) {
+		w->ping_id = conn_next_id(c);
+		w->ping_at = now;
+		conn_send(c, GR_MSG_PING, 0, w->ping_id, NULL, 0);
+	}
+}
+
+static int min_ms(int a, int64_t b)
+{
+	if (b < 0)
+		b = 0;
+	if (b > 3600000)
+		b = 3600000;
+	return a < 0 || b < a ? (int)b : a;
+}
+
+/* How long the loop may sleep. */
+static int wait_ms(struct watch *w, uint64_t now)
+{
+	int t = -1, d;
+
+	int soon = w->first && !w->down;
+
+	if (w->down)
+		t = min_ms(t, (int64_t)w->retry_at - (int64_t)now);
+	if (soon) {
+		t = min_ms(t, (int64_t)(w->last + (uint64_t)w->quiet_ms) - (int64_t)now);
+		t = min_ms(t, (int64_t)(w->first + (uint64_t)w->max_ms) - (int64_t)now);
+	}
+	if ((d = sync_notify_due_ms(w->n, soon ? w->quiet_ms : 0)) >= 0)
+		t = min_ms(t, d);
+	if (w->ctx->conn && !w->down)
+		t = min_ms(t, w->ping_id ? (int64_t)(w->ping_at + PING_WAIT_MS) - (int64_t)now
+					 : (int64_t)(conn_last_io(w->ctx->conn) + PING_IDLE_MS) -
+						   (int64_t)now);
+	return t;
+}
+
+static int due(const struct watch *w, uint64_t now)
+{
+	if (w->down)
+		return now >= w->retry_at;
+	return w->first && (now - w->last >= (uint64_t)w->quiet_ms ||
+			    now - w->first >= (uint64_t)w->max_ms);
+}
+
+int sync_watch(struct gr_ctx *ctx, const struct sync_watch_opts *o, int *stopped)
+{
+	const struct gr_config *cfg = ctx->cfg;
+	struct scan_opts so = { (const char *const *)cfg->sync.exclude.v, cfg->sync.exclude.n,
+				cfg->sync.include_git,
+				(const char *const *)cfg->sync.include.v, cfg->sync.include.n,
+				(const char *const *)cfg->train.persist.v, cfg->train.persist.n, NULL };
+	struct watch w = { .ctx = ctx, .o = o };
+	int rc = 0, said_watching = 0;
+
+	*stopped = 0;
+	w.quiet_ms = o->quiet_ms > 0 ? o->quiet_ms : QUIET_MS;
+	w.max_ms = o->max_ms > 0 ? o->max_ms : MAX_MS;
+	if ((rc = sync_check_remote_path(cfg->remote.path, &ctx->err)) < 0)
+		return rc;
+	/* The watches first: an edit after the first sync's scan is seen. */
+	sync_notify_new(&w.n, cfg->root, &so, o->force_scan, o->poll_ms > 0 ? o->poll_ms : POLL_MS,
+			&ctx->err);
+	w.first = w.last = now_ms() - (uint64_t)w.max_ms; /* the first sync: at once */
+	for (;;) {
+		uint64_t now = now_ms();
+		if (due(&w, now)) {
+			if (w.down && (rc = reconnect(&w)) < 0) {
+				if (fatal(rc))
+					goto out;
+				continue;
+			}
+			if ((rc = sync_once(&w)) < 0)
+				goto out;
+			if (!said_watching && !o->sync.quiet) {
+				struct strbuf sb = STRBUF_INIT;
+				sync_notify_describe(w.n, &sb);
+				say(&w, "watching for changes (%s); Ctrl-C stops", sb.buf);
+				sb_release(&sb);
+				said_watching = 1;
+			}
+			continue;
+		}
+		struct pollfd pfd[2] = { { o->stop_fd, POLLIN, 0 }, { sync_notify_fd(w.n), POLLIN, 0 } };
+		int np = pfd[1].fd >= 0 ? 2 : 1, t = wait_ms(&w, now);
+		if (ctx->conn && !w.down) {
+			struct gr_frame f;
+			int r = conn_wait(ctx->conn, &f, pfd, np, t, &ctx->err);
+			if (r < 0)
+				lost(&w, r);
+			else if (r == 1 && f.id && f.id == w.ping_id)
+				w.ping_id = 0; /* (its OK; any other frame is stale) */
+		} else if (poll(pfd, (nfds_t)np, t) < 0 && errno != EINTR) {
+			rc = gr_errf(&ctx->err, GR_EIO, "poll: %s", strerror(errno));
+			goto out;
+		}
+		if (pfd[0].revents) {
+			*stopped = 1;
+			rc = w.last_rc;
+			goto out;
+		}
+		now = now_ms();
+		if (sync_notify_check(w.n, w.first && !w.down ? w.quiet_ms : 0)) {
+			if (!w.first)
+				w.first = now;
+			w.last = now;
+		}
+		keep_alive(&w, now);
+	}
+out:
+	sync_notify_free(w.n);
+	return rc;
+}
