@@ -47,6 +47,9 @@ if [ -n "$xdeb" ]; then
 	done
 fi
 pkgs="$pkgs qemu-user-static binfmt-support file"
+# bench_watch's peer for sync --watch: inotifywait + rsync (mutagen is in
+# neither Debian nor PyPI; PyPI's "mutagen" is an audio-tag library).
+pkgs="$pkgs inotify-tools"
 pkgs="$pkgs podman runc catatonit uidmap docker.io"
 if ! dpkg-query -W -f='${Status}' busybox 2>/dev/null | grep -q 'install ok installed'; then
 	pkgs="$pkgs busybox-static"
