@@ -164,7 +164,7 @@ test_expect_success 'host disk use after 10 runs stays within what the runs wrot
 	logs=$(cat "$root"/2*/.gpurun/log | wc -c) &&
 	# What the runs wrote in their folders: out/model.bin, metrics.jsonl
 	# (5 lines) and the log, each rounded up to 4 KiB blocks; gpurun
-	# keeps about 15 small files (the snapshot's record, for rerun and
+	# keeps about 15 small files (the record of its snapshot, for rerun and
 	# diff, among them) and 3 folders per job (72 KiB at most).
 	written=$(( 10 * (OUT + 4095) / 4096 * 4096 + 10 * 4096 + logs + 10 * 4096 )) &&
 	bound=$(( written + 10 * 73728 + store )) &&
