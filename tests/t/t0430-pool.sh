@@ -10,7 +10,7 @@
 # named and the others go on.
 . "$(dirname "$0")/../lib.sh"
 
-[ "$(id -u)" = 0 ] || { test_skip "needs root for the second account"; test_done; exit 0; }
+[ "$(id -u)" = 0 ] || { test_skip 'a pool of three boxes' 'needs root for the second account'; test_done; }
 
 P=$TRASH/proj
 mkdir -p "$P"
