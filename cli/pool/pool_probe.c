@@ -16,6 +16,7 @@
 #include "pool_int.h"
 #include "proto.h"
 #include "sync.h"
+#include "term.h"
 
 #define PROBE_MAGIC "GRPOOL1\n"
 #define PROBE_OUT_MAX (64u << 20) /* a box's job list and GPUs, at most */
@@ -219,7 +220,12 @@ static char *last_line(const struct strbuf *e)
 			n -= strlen(pre[i]);
 			break;
 		}
-	return n ? xstrndup(s, n) : NULL;
+	if (!n)
+		return NULL;
+	/* What the child said may quote the host: shown escaped, everywhere. */
+	char *raw = xstrndup(s, n), *line = xstrdup(ts(raw));
+	free(raw);
+	return line;
 }
 
 static int parse_probe(struct box *b, struct gr_err *err)
