@@ -29,10 +29,11 @@ run_tier() {
 	f=$(grep -c '^not ok - ' "$out")
 	s=$(grep -c '^skip - ' "$out")
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-		echo "not ok - $name: exited $rc without reporting a failing case"
+		echo "not ok - $name: exited $rc without reporting a failing case" | tee -a "$out"
 		f=1
 	fi
 	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+	grep '^not ok - ' "$out" | cut -c1-200 >>"$LOG/failed"
 }
 
 for t in "$BUILD"/tests/test_*; do
@@ -55,7 +56,7 @@ for f in "$BUILD"/fuzz/fuzz_*; do
 		echo "ok - fuzz/$name: ${FUZZ_SECONDS}s without a crash ($(grep -o 'stat::number_of_executed_units: [0-9]*' "$LOG/$name.log" | grep -o '[0-9]*$' || echo '?') runs)"
 		pass=$((pass + 1))
 	else
-		echo "not ok - fuzz/$name: crashed; see below"
+		echo "not ok - fuzz/$name: crashed; see below" | tee -a "$LOG/failed"
 		tail -n 30 "$LOG/$name.log"
 		fail=$((fail + 1))
 	fi
@@ -65,6 +66,11 @@ if [ -f "$TOP/kernels/Makefile" ]; then
 	run_tier kernels make -s -C "$TOP/kernels" test SAN=1
 fi
 
+# The failing cases again, at the end, where a log's tail shows them.
+if [ -s "$LOG/failed" ]; then
+	echo "# the failing cases:"
+	head -n 50 "$LOG/failed" | sed 's/^/#   /'
+fi
 rm -rf "$LOG"
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
