@@ -159,6 +159,8 @@ PY
 	: >"$TRASH/thru"
 	for i in $(seq 1 "$RUNS"); do
 		thru ssh_cat ssh -F "$SSHCFG" gpuhost cat "$big" >>"$TRASH/thru"
+		thru ssh_tt_cat ssh -tt -F "$SSHCFG" gpuhost cat "$big" >>"$TRASH/thru"
+		thru pty_local script -qfec "cat '$big'" /dev/null >>"$TRASH/thru"
 		thru gpurun_train sh -c "cd '$P' && exec '$GPURUN' -q train" >>"$TRASH/thru"
 		thru train_pipe sh -c "cd '$P' && exec '$GPURUN' -q -o train.output=pipe train" >>"$TRASH/thru"
 		thru logs_f_pipe sh -c "cd '$P' && id=\$('$GPURUN' -q -o train.output=pipe train -d) && exec '$GPURUN' -q logs -f \$id" >>"$TRASH/thru"
@@ -167,7 +169,7 @@ PY
 	printf '\nlog throughput: %s bytes, loopback, transport %s (median of %s; load: %s)\n' "$size" "$TRANSPORT" "$RUNS" "$(cut -d' ' -f1-3 /proc/loadavg)"
 	printf '%-14s %8s %8s %14s %10s %10s\n' case secs MB/s bytes_out rss_MiB vs_ssh
 	sc=$(awk '$1=="ssh_cat"{print $2}' "$TRASH/thru" | median)
-	for n in ssh_cat gpurun_train train_pipe logs_f_pipe gpurun_logs; do
+	for n in ssh_cat ssh_tt_cat pty_local gpurun_train train_pipe logs_f_pipe gpurun_logs; do
 		t=$(awk -v n=$n '$1==n{print $2}' "$TRASH/thru" | median)
 		b=$(awk -v n=$n '$1==n{print $3}' "$TRASH/thru" | median)
 		m=$(awk -v n=$n '$1==n{print $4}' "$TRASH/thru" | median)
@@ -175,6 +177,8 @@ PY
 			"$b" "$(awk -v k="$m" 'BEGIN{printf "%.1f", k/1024}')" \
 			"$(awk -v a="$sc" -v b="$t" 'BEGIN{if (b>0) printf "%.2fx", a/b; else print "n/a"}')"
 	done
-	echo "(vs_ssh: throughput relative to ssh cat, target >= 0.9x; gpurun_train: [train] output = pty, train_pipe: = pipe, logs_f_pipe: train -d, then logs -f of the running job; all three include the no-op sync and the job's start; bytes_out < the log's size means output was lost)"
+	echo "(vs_ssh: throughput relative to ssh cat, target >= 0.9x; ssh_tt_cat: ssh -tt, the peer with a pty on the host;"
+	echo " pty_local: script(1) on this machine, no network: the kernel's pty alone, which reads 4 KiB at a time;"
+	echo " gpurun_train: [train] output = pty, train_pipe: = pipe, logs_f_pipe: train -d, then logs -f of the running job; all three include the no-op sync and the job's start; bytes_out < the log's size means output was lost)"
 fi
 test_done
