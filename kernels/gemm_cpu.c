@@ -182,7 +182,7 @@ static void gemm_range(float *C, const struct gemm_mat *A, const struct gemm_mat
 	}
 }
 
-/* Thread t of nt takes an equal share of whole units (tiles) of n. */
+/* Part t of nt: an equal share of whole tiles (of size unit) of n. */
 static void share(int n, int unit, int t, int nt, int *lo, int *hi)
 {
 	int units = (n + unit - 1) / unit;
@@ -200,22 +200,30 @@ void gemm_cpu(float *C, const struct gemm_mat *A, const struct gemm_mat *B,
 		memset(C, 0, (size_t)M * (size_t)N * sizeof(*C));
 		return;
 	}
+	/* Work units of whole tiles along the wider side, never along K (each
+	 * output's sum stays in one unit, in one order), handed out
+	 * dynamically: which thread takes a unit changes no bit, and a thread
+	 * that the OS preempts (a busy machine) holds up at most one unit. */
+	int split_n = (N + NR - 1) / NR >= (M + MR - 1) / MR;
+	int tiles = split_n ? (N + NR - 1) / NR : (M + MR - 1) / MR;
+	int units = 1;
 #ifdef _OPENMP
-#pragma omp parallel if ((long)M * N * K >= GEMM_PAR_MIN)
+	if ((long)M * N * K >= GEMM_PAR_MIN)
+		units = omp_get_max_threads() * 4;
 #endif
-	{
-		int t = 0, nt = 1, m0 = 0, m1 = M, n0 = 0, n1 = N;
+	if (units > tiles)
+		units = tiles;
 #ifdef _OPENMP
-		t = omp_get_thread_num();
-		nt = omp_get_num_threads();
+#pragma omp parallel for schedule(dynamic, 1) if (units > 1)
 #endif
-		/* Split the wider side, in whole tiles; never K (each output's
-		 * sum stays on one thread, in one order). */
-		if ((N + NR - 1) / NR >= 2 * nt || (N + NR - 1) / NR >= (M + MR - 1) / MR)
-			share(N, NR, t, nt, &n0, &n1);
+	for (int u = 0; u < units; u++) {
+		int lo, hi;
+		share(split_n ? N : M, split_n ? NR : MR, u, units, &lo, &hi);
+		if (lo >= hi)
+			continue;
+		if (split_n)
+			gemm_range(C, A, B, K, N, 0, M, lo, hi);
 		else
-			share(M, MR, t, nt, &m0, &m1);
-		if (m0 < m1 && n0 < n1)
-			gemm_range(C, A, B, K, N, m0, m1, n0, n1);
+			gemm_range(C, A, B, K, N, lo, hi, 0, N);
 	}
 }

@@ -127,7 +127,7 @@ double mlp_step_flops(const struct mlp_shape *s, int B)
 #else
 #define OMP_FOR_IF(cond)
 #endif
-#define ELEMWISE_PAR_MIN (1L << 15)
+#define ELEMWISE_PAR_MIN (1L << 17)
 #define COL_BLOCK 64
 
 void matmul_forward_cpu(float *out, const float *inp, const float *W,
