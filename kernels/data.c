@@ -88,7 +88,8 @@ out:
 }
 
 /* Checks the magic and header of an IDX file of ndims dimensions and that
- * the payload is exactly the product of the dimensions; fills dims. */
+ * the payload is exactly the product of the dimensions; fills dims (all 0
+ * when the header is bad, so no caller ever reads them unset). */
 static int idx_check(const char *path, const unsigned char *b, size_t len,
 		     uint32_t magic, const char *what, int ndims, uint32_t *dims,
 		     struct kerr *e)
@@ -96,6 +97,8 @@ static int idx_check(const char *path, const unsigned char *b, size_t len,
 	size_t header = 4 + 4 * (size_t)ndims;
 	uint64_t payload = 1;
 	uint32_t got;
+	for (int i = 0; i < ndims; i++)
+		dims[i] = 0;
 	if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b)
 		return kerr_set(e, K_EDATA, "'%s' is gzip-compressed; decompress it first "
 				"(gunzip -k '%s')", path, path);

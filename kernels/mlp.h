@@ -49,9 +49,9 @@ double mlp_step_flops(const struct mlp_shape *s, int B);
 
 /* ---- CPU reference ops (mlp_cpu.c) ---- */
 
-/* out[B][OC] = inp[B][C] . W[OC][C]^T; wt is scratch of C*OC floats. */
+/* out[B][OC] = inp[B][C] . W[OC][C]^T. */
 void matmul_forward_cpu(float *out, const float *inp, const float *W,
-			int B, int C, int OC, float *wt);
+			int B, int C, int OC);
 /* dinp[B][C] = dout[B][OC] . W[OC][C] (skipped when dinp is NULL);
  * dW[OC][C] = dout^T . inp (overwritten, not accumulated). */
 void matmul_backward_cpu(float *dinp, float *dW, const float *dout,
@@ -91,7 +91,6 @@ struct mlp {
 	float *params, *grads, *m, *v;      /* n_params each; m, v zeroed */
 	float *acts[MLP_MAX_LAYERS + 1];    /* acts[l] for l >= 1: [max_batch][dims[l]] */
 	float *d0, *d1;                     /* ping-pong gradient buffers */
-	float *wt;                          /* transpose scratch */
 };
 
 /* NULL on allocation failure (message in e). Free with mlp_free (NULL ok). */

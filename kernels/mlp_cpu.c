@@ -11,6 +11,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "gemm_cpu.h"
 #include "mlp.h"
 #include "banned.h"
 
@@ -116,82 +117,40 @@ double mlp_step_flops(const struct mlp_shape *s, int B)
 
 /* ---- ops ---- */
 
-/* c[0..n) += a0*b0 + a1*b1 + a2*b2 + a3*b3, in blocks of 8 so that gcc -O2
- * (whose "very cheap" cost model needs a known trip count) vectorises it. */
-static void row_axpy4(float *restrict c, const float *restrict b0,
-		      const float *restrict b1, const float *restrict b2,
-		      const float *restrict b3, float a0, float a1, float a2,
-		      float a3, int n)
-{
-	int j = 0;
-	for (; j + 8 <= n; j += 8)
-		for (int u = 0; u < 8; u++)
-			c[j + u] += a0 * b0[j + u] + a1 * b1[j + u] +
-				    a2 * b2[j + u] + a3 * b3[j + u];
-	for (; j < n; j++)
-		c[j] += a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];
-}
-
-static void row_axpy1(float *restrict c, const float *restrict b, float a, int n)
-{
-	int j = 0;
-	for (; j + 8 <= n; j += 8)
-		for (int u = 0; u < 8; u++)
-			c[j + u] += a * b[j + u];
-	for (; j < n; j++)
-		c[j] += a * b[j];
-}
-
-/* C[M][N] = sum_k A(i,k) * Bm[k][N] with A(i,k) = A[i*sai + k*sak]: i-k-j
- * order so the inner loop streams rows of Bm and C; k is blocked so that a
- * panel of Bm stays in cache across all rows i. The summation order depends
- * only on the shapes, so results are reproducible. */
-static void gemm_ikj(float *restrict C, const float *restrict A, size_t sai,
-		     size_t sak, const float *restrict Bm, int M, int N, int K)
-{
-	int kb_size = (int)((32768 / (size_t)(N > 0 ? N : 1)) & ~(size_t)3);
-	if (kb_size < 4)
-		kb_size = 4;
-	memset(C, 0, (size_t)M * (size_t)N * sizeof(*C));
-	for (int kb = 0; kb < K; kb += kb_size) {
-		int kend = kb + kb_size < K ? kb + kb_size : K;
-		for (int i = 0; i < M; i++) {
-			float *c = C + (size_t)i * N;
-			const float *a = A + (size_t)i * sai;
-			int k = kb;
-			for (; k + 4 <= kend; k += 4) {
-				const float *b0 = Bm + (size_t)k * N;
-				row_axpy4(c, b0, b0 + N, b0 + 2 * (size_t)N, b0 + 3 * (size_t)N,
-					  a[k * sak], a[(k + 1) * sak], a[(k + 2) * sak],
-					  a[(k + 3) * sak], N);
-			}
-			for (; k < kend; k++)
-				row_axpy1(c, Bm + (size_t)k * N, a[k * sak], N);
-		}
-	}
-}
+/* OpenMP only where each output element is computed whole by one thread
+ * (rows, column blocks, elements), so results are the same bits for any
+ * thread count; small ops stay on one thread (starting the team costs
+ * microseconds). Without -fopenmp the pragmas vanish. */
+#ifdef _OPENMP
+#define OMP_STR(x) #x
+#define OMP_FOR_IF(cond) _Pragma(OMP_STR(omp parallel for schedule(static) if (cond)))
+#else
+#define OMP_FOR_IF(cond)
+#endif
+#define ELEMWISE_PAR_MIN (1L << 17)
+#define COL_BLOCK 64
 
 void matmul_forward_cpu(float *out, const float *inp, const float *W,
-			int B, int C, int OC, float *wt)
+			int B, int C, int OC)
 {
-	/* out = inp . W^T; transposing W (C*OC work, small next to B*C*OC)
-	 * turns the product into the streaming i-k-j form. */
-	for (int o = 0; o < OC; o++)
-		for (int c = 0; c < C; c++)
-			wt[(size_t)c * OC + o] = W[(size_t)o * C + c];
-	gemm_ikj(out, inp, (size_t)C, 1, wt, B, OC, C);
+	/* out = inp . W^T: W read as W^T through strides, packed by gemm_cpu */
+	struct gemm_mat a = { inp, (size_t)C, 1 }, w = { W, 1, (size_t)C };
+	gemm_cpu(out, &a, &w, B, OC, C);
 }
 
 void matmul_backward_cpu(float *dinp, float *dW, const float *dout,
 			 const float *inp, const float *W, int B, int C, int OC)
 {
+	struct gemm_mat d = { dout, (size_t)OC, 1 }, w = { W, (size_t)C, 1 };
+	struct gemm_mat dt = { dout, 1, (size_t)OC }, x = { inp, (size_t)C, 1 };
 	if (dinp)
-		gemm_ikj(dinp, dout, (size_t)OC, 1, W, B, C, OC);
-	gemm_ikj(dW, dout, 1, (size_t)OC, inp, OC, C, B);
+		gemm_cpu(dinp, &d, &w, B, C, OC);
+	gemm_cpu(dW, &dt, &x, OC, C, B);
 }
 
 void bias_relu_forward_cpu(float *act, const float *b, int B, int OC, int relu)
 {
+	OMP_FOR_IF((long)B * OC >= ELEMWISE_PAR_MIN)
 	for (int i = 0; i < B; i++) {
 		float *row = act + (size_t)i * OC;
 		for (int o = 0; o < OC; o++) {
@@ -205,15 +164,22 @@ void bias_relu_forward_cpu(float *act, const float *b, int B, int OC, int relu)
 void bias_relu_backward_cpu(float *dpre, float *db, const float *dact,
 			    const float *act, int B, int OC, int relu)
 {
+	/* Threads take blocks of columns, so each db[o] is summed by one
+	 * thread over i = 0..B-1 in order, whatever the thread count. */
+	int nblk = (OC + COL_BLOCK - 1) / COL_BLOCK;
 	memset(db, 0, (size_t)OC * sizeof(*db));
-	for (int i = 0; i < B; i++) {
-		size_t row = (size_t)i * OC;
-		for (int o = 0; o < OC; o++) {
-			float g = dact[row + o];
-			if (relu && !(act[row + o] > 0.0f))
-				g = 0.0f;
-			dpre[row + o] = g;
-			db[o] += g;
+	OMP_FOR_IF((long)B * OC >= ELEMWISE_PAR_MIN)
+	for (int blk = 0; blk < nblk; blk++) {
+		int o0 = blk * COL_BLOCK, o1 = o0 + COL_BLOCK < OC ? o0 + COL_BLOCK : OC;
+		for (int i = 0; i < B; i++) {
+			size_t row = (size_t)i * OC;
+			for (int o = o0; o < o1; o++) {
+				float g = dact[row + o];
+				if (relu && !(act[row + o] > 0.0f))
+					g = 0.0f;
+				dpre[row + o] = g;
+				db[o] += g;
+			}
 		}
 	}
 }
@@ -256,21 +222,39 @@ void adamw_bias_correction(const struct mlp_hparams *hp, long t, float *bc1, flo
 	*bc2 = (float)(1.0 - pow((double)hp->beta2, (double)t));
 }
 
-void adamw_cpu(float *p, const float *g, float *m, float *v, size_t n,
-	       size_t n_decay, const struct mlp_hparams *hp, long t)
+/* AdamW on p[lo..hi) with weight decay w (0 past the decayed prefix: the
+ * product w * p is still taken, as on the GPU, so a NaN stays a NaN). Each
+ * operation is rounded on its own in this order, as adamw_kernel does. */
+static void adamw_range(float *restrict p, const float *restrict g, float *restrict m,
+			float *restrict v, size_t lo, size_t hi, float lr, float b1,
+			float b2, float eps, float w, float bc1, float bc2)
 {
-	float bc1, bc2;
-	float b1 = hp->beta1, b2 = hp->beta2;
-	adamw_bias_correction(hp, t, &bc1, &bc2);
-	for (size_t i = 0; i < n; i++) {
-		float gi = g[i];
+	for (size_t i = lo; i < hi; i++) {
+		float gi = g[i], pi = p[i];
 		float mi = b1 * m[i] + (1.0f - b1) * gi;
 		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
 		float mhat = mi / bc1, vhat = vi / bc2;
-		float wd = i < n_decay ? hp->wd : 0.0f;
 		m[i] = mi;
 		v[i] = vi;
-		p[i] -= hp->lr * (mhat / (sqrtf(vhat) + hp->eps) + wd * p[i]);
+		p[i] = pi - lr * (mhat / (sqrtf(vhat) + eps) + w * pi);
+	}
+}
+
+void adamw_cpu(float *p, const float *g, float *m, float *v, size_t n,
+	       size_t n_decay, const struct mlp_hparams *hp, long t)
+{
+	const float lr = hp->lr, b1 = hp->beta1, b2 = hp->beta2, eps = hp->eps, wd = hp->wd;
+	const size_t chunk = 8192;
+	const long nchunks = (long)((n + chunk - 1) / chunk);
+	float bc1, bc2;
+	adamw_bias_correction(hp, t, &bc1, &bc2);
+	/* Element-wise: any split across threads gives the same bits. */
+	OMP_FOR_IF(n >= ELEMWISE_PAR_MIN)
+	for (long c = 0; c < nchunks; c++) {
+		size_t lo = (size_t)c * chunk, hi = n - lo < chunk ? n : lo + chunk;
+		size_t mid = n_decay < lo ? lo : n_decay > hi ? hi : n_decay;
+		adamw_range(p, g, m, v, lo, mid, lr, b1, b2, eps, wd, bc1, bc2);
+		adamw_range(p, g, m, v, mid, hi, lr, b1, b2, eps, 0.0f, bc1, bc2);
 	}
 }
 
@@ -291,7 +275,7 @@ void mlp_cpu_flush_denormals(void)
 struct mlp *mlp_new(const struct mlp_shape *s, int max_batch, struct kerr *e)
 {
 	struct mlp *m = calloc(1, sizeof(*m));
-	size_t width, wt = 0;
+	size_t width;
 	if (!m)
 		goto nomem;
 	m->shape = *s;
@@ -299,19 +283,13 @@ struct mlp *mlp_new(const struct mlp_shape *s, int max_batch, struct kerr *e)
 	m->n_params = mlp_n_params(s);
 	m->n_weights = mlp_n_weights(s);
 	width = (size_t)mlp_max_width(s);
-	for (int l = 0; l < s->n_layers; l++) {
-		size_t sz = (size_t)s->dims[l] * (size_t)s->dims[l + 1];
-		if (sz > wt)
-			wt = sz;
-	}
 	m->params = calloc(m->n_params, sizeof(float));
 	m->grads = calloc(m->n_params, sizeof(float));
 	m->m = calloc(m->n_params, sizeof(float));
 	m->v = calloc(m->n_params, sizeof(float));
 	m->d0 = calloc((size_t)max_batch * width, sizeof(float));
 	m->d1 = calloc((size_t)max_batch * width, sizeof(float));
-	m->wt = calloc(wt, sizeof(float));
-	if (!m->params || !m->grads || !m->m || !m->v || !m->d0 || !m->d1 || !m->wt)
+	if (!m->params || !m->grads || !m->m || !m->v || !m->d0 || !m->d1)
 		goto nomem;
 	for (int l = 1; l <= s->n_layers; l++) {
 		m->acts[l] = calloc((size_t)max_batch * (size_t)s->dims[l], sizeof(float));
@@ -336,7 +314,6 @@ void mlp_free(struct mlp *m)
 	free(m->v);
 	free(m->d0);
 	free(m->d1);
-	free(m->wt);
 	for (int l = 0; l <= MLP_MAX_LAYERS; l++)
 		free(m->acts[l]);
 	free(m);
@@ -368,7 +345,7 @@ const float *mlp_forward(struct mlp *m, const float *x, int B)
 	for (int l = 0; l < s->n_layers; l++) {
 		float *out = m->acts[l + 1];
 		matmul_forward_cpu(out, in, m->params + mlp_w_offset(s, l), B,
-				   s->dims[l], s->dims[l + 1], m->wt);
+				   s->dims[l], s->dims[l + 1]);
 		bias_relu_forward_cpu(out, m->params + mlp_b_offset(s, l), B,
 				      s->dims[l + 1], l < s->n_layers - 1);
 		in = out;

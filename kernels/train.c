@@ -13,6 +13,11 @@
 #include "banned.h"
 
 #define PROG "train"
+#ifdef _OPENMP
+#define OPENMP_BUILT 1
+#else
+#define OPENMP_BUILT 0
+#endif
 
 struct opts {
 	struct run_config run;
@@ -150,8 +155,8 @@ static int parse_args(struct opts *o, int argc, char **argv, struct kerr *e)
 			return 1;
 		}
 		if (!strcmp(a, "--version")) {
-			printf(PROG " (gpurun kernels) checkpoint v1, cuda %s\n",
-			       cuda_compiled() ? "yes" : "no");
+			printf(PROG " (gpurun kernels) checkpoint v1, cuda %s, openmp %s\n",
+			       cuda_compiled() ? "yes" : "no", OPENMP_BUILT ? "yes" : "no");
 			return 1;
 		}
 		if (!strcmp(a, "--bench")) {

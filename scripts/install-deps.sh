@@ -73,7 +73,7 @@ pytools() {
 	[ -x $PYTOOLS/bin/uv ] && [ -x $PYTOOLS/bin/poetry ] && return 0
 	[ "$(id -u)" = 0 ] || return 0
 	echo "install-deps: installing uv and poetry from PyPI into $PYTOOLS" >&2
-	{ python3 -m venv $PYTOOLS && $PYTOOLS/bin/pip install -q uv poetry; } >&2 ||
+	{ python3 -m venv $PYTOOLS && $PYTOOLS/bin/pip install -q uv poetry numpy; } >&2 ||
 		echo "install-deps: warning: cannot install uv and poetry from PyPI; their tests will skip" >&2
 }
 

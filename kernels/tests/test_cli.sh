@@ -187,6 +187,17 @@ t_bench_runs_on_cpu() {
 	[ "$(grep -c -E '^bench \| device cpu \| model 784-64-10 \| batch (64|256) \| [0-9]+ samples/s \| [0-9.]+ ms/step' "$T/b.out")" = 2 ]
 }
 
+# OpenMP: the same checkpoint bytes on 1, 2 and 3 threads (a model wide
+# enough that the matmuls, bias ops and AdamW all run on the team).
+t_threads_bit_identical() {
+	for n in 1 2 3; do
+		OMP_NUM_THREADS=$n "$TRAIN" --synthetic 2000 --hidden 400,300 --batch 128 --steps 20 \
+			--device cpu --out "$T/thr$n" >/dev/null 2>&1 || return 1
+	done
+	cmp "$T/thr1/ckpt.bin" "$T/thr2/ckpt.bin" && cmp "$T/thr1/ckpt.bin" "$T/thr3/ckpt.bin" &&
+		echo "checkpoints identical on 1, 2 and 3 threads"
+}
+
 check cli_help t_help
 check cli_usage_errors_exit_2 t_usage_errors
 check cli_progress_lines_and_metrics t_progress_and_metrics
@@ -199,6 +210,11 @@ check cli_resume_refuses_conflicts t_resume_refuses_conflicts
 check cli_device_auto_falls_back t_device_auto_falls_back
 check cli_device_cuda_without_gpu_exits_4 t_device_cuda_without_gpu
 check cli_bench_runs_on_cpu t_bench_runs_on_cpu
+if "$TRAIN" --version | grep -q 'openmp yes'; then
+	check cli_threads_bit_identical t_threads_bit_identical
+else
+	skip cli_threads_bit_identical "built without OpenMP (OPENMP=)"
+fi
 
 # The CUDA sources compile: proven by this build when it used nvcc, else
 # compiled now when nvcc is around.

@@ -82,14 +82,13 @@ static void gpu_matmul_forward(void)
 		int B = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
 		float *inp = tu_randn(B * C, 1), *W = scaled_randn(OC * C, 2, 1.0f / sqrtf((float)C));
 		float *cpu = malloc(sizeof(float) * B * OC), *gpu = malloc(sizeof(float) * B * OC);
-		float *wt = malloc(sizeof(float) * C * OC);
 		struct kerr e = { "" };
 		char what[64];
-		matmul_forward_cpu(cpu, inp, W, B, C, OC, wt);
+		matmul_forward_cpu(cpu, inp, W, B, C, OC);
 		CHECK_EQ_INT(cuda_test_matmul_forward(gpu, inp, W, B, C, OC, &e), 0);
 		snprintf(what, sizeof(what), "out %dx%dx%d", B, C, OC);
 		CHECK(compare(what, gpu, cpu, (size_t)B * OC, 1e-5, 1e-4));
-		free(inp); free(W); free(cpu); free(gpu); free(wt);
+		free(inp); free(W); free(cpu); free(gpu);
 	}
 }
 

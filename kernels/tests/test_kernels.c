@@ -10,6 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "ckpt.h"
 #include "data.h"
@@ -54,7 +57,7 @@ static double dot_loss(const float *out, const float *R, size_t n)
 static double gradcheck_matmul_shape(int B, int C, int OC)
 {
 	float *inp = tu_randn(B * C, 1), *W = tu_randn(OC * C, 2), *R = tu_randn(B * OC, 3);
-	float *out = malloc(sizeof(float) * B * OC), *wt = malloc(sizeof(float) * C * OC);
+	float *out = malloc(sizeof(float) * B * OC);
 	float *dinp = malloc(sizeof(float) * B * C), *dW = malloc(sizeof(float) * OC * C);
 	/* The loss is linear in every input: a large step has no truncation
 	 * error and keeps float32 rounding small next to the difference. */
@@ -69,10 +72,10 @@ static double gradcheck_matmul_shape(int B, int C, int OC)
 			float keep = p[i];
 			double lp, lm;
 			p[i] = keep + eps;
-			matmul_forward_cpu(out, inp, W, B, C, OC, wt);
+			matmul_forward_cpu(out, inp, W, B, C, OC);
 			lp = dot_loss(out, R, (size_t)B * OC);
 			p[i] = keep - eps;
-			matmul_forward_cpu(out, inp, W, B, C, OC, wt);
+			matmul_forward_cpu(out, inp, W, B, C, OC);
 			lm = dot_loss(out, R, (size_t)B * OC);
 			p[i] = keep;
 			double r = rel_err(g[i], (lp - lm) / (2.0 * eps), floor);
@@ -80,7 +83,7 @@ static double gradcheck_matmul_shape(int B, int C, int OC)
 				worst = r;
 		}
 	}
-	free(inp); free(W); free(R); free(out); free(wt); free(dinp); free(dW);
+	free(inp); free(W); free(R); free(out); free(dinp); free(dW);
 	return worst;
 }
 
@@ -97,9 +100,9 @@ static void matmul_forward_matches_naive(void)
 {
 	int B = 7, C = 37, OC = 19;
 	float *inp = tu_randn(B * C, 4), *W = tu_randn(OC * C, 5);
-	float *out = malloc(sizeof(float) * B * OC), *wt = malloc(sizeof(float) * C * OC);
+	float *out = malloc(sizeof(float) * B * OC);
 	double worst = 0;
-	matmul_forward_cpu(out, inp, W, B, C, OC, wt);
+	matmul_forward_cpu(out, inp, W, B, C, OC);
 	for (int b = 0; b < B; b++)
 		for (int o = 0; o < OC; o++) {
 			double s = 0;
@@ -111,7 +114,135 @@ static void matmul_forward_matches_naive(void)
 		}
 	fprintf(stderr, "  matmul forward vs double dot products: worst abs diff %.3g (tol 1e-4)\n", worst);
 	CHECK(worst < 1e-4);
-	free(inp); free(W); free(out); free(wt);
+	free(inp); free(W); free(out);
+}
+
+/* The documented numerics of the CPU matmul: each output is the float sum
+ * over k in order, every product and sum rounded on its own (this file is
+ * built with -ffp-contract=off too), so a naive loop gives the same bits,
+ * whatever the tiling, the vector width or the thread count. The shapes
+ * cross the edges of the register tile and the KC = 256 block of k, and
+ * the three calls cover the forward, input-gradient and weight-gradient
+ * forms (strided operands). */
+static int set_threads(int n)
+{
+#ifdef _OPENMP
+	omp_set_num_threads(n);
+	return 1;
+#else
+	return n == 1;
+#endif
+}
+
+static int max_threads(void)
+{
+#ifdef _OPENMP
+	return omp_get_max_threads();
+#else
+	return 1;
+#endif
+}
+
+static void matmul_bits_sequential_any_threads(void)
+{
+	static const int shapes[][3] = { { 7, 13, 10 }, { 61, 300, 97 }, { 130, 517, 33 } };
+	long mismatches = 0, checked = 0;
+	int saved = max_threads();
+	for (int s = 0; s < 3; s++) {
+		int B = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+		float *inp = tu_randn(B * C, 11), *W = tu_randn(OC * C, 12), *dout = tu_randn(B * OC, 13);
+		float *out = malloc(sizeof(float) * B * OC), *dinp = malloc(sizeof(float) * B * C);
+		float *dW = malloc(sizeof(float) * OC * C);
+		for (int nt = 1; nt <= 3; nt++) {
+			if (!set_threads(nt))
+				continue;
+			matmul_forward_cpu(out, inp, W, B, C, OC);
+			matmul_backward_cpu(dinp, dW, dout, inp, W, B, C, OC);
+			for (int b = 0; b < B; b++)
+				for (int o = 0; o < OC; o++) {
+					float acc = 0.0f;
+					for (int c = 0; c < C; c++)
+						acc += inp[b * C + c] * W[o * C + c];
+					mismatches += memcmp(&acc, &out[b * OC + o], sizeof(acc)) != 0;
+					checked++;
+				}
+			for (int b = 0; b < B; b++)
+				for (int c = 0; c < C; c++) {
+					float acc = 0.0f;
+					for (int o = 0; o < OC; o++)
+						acc += dout[b * OC + o] * W[o * C + c];
+					mismatches += memcmp(&acc, &dinp[b * C + c], sizeof(acc)) != 0;
+					checked++;
+				}
+			for (int o = 0; o < OC; o++)
+				for (int c = 0; c < C; c++) {
+					float acc = 0.0f;
+					for (int b = 0; b < B; b++)
+						acc += dout[b * OC + o] * inp[b * C + c];
+					mismatches += memcmp(&acc, &dW[o * C + c], sizeof(acc)) != 0;
+					checked++;
+				}
+		}
+		free(inp); free(W); free(dout); free(out); free(dinp); free(dW);
+	}
+	set_threads(saved);
+	fprintf(stderr, "  matmul vs in-order float sums, 1-3 threads: %ld of %ld outputs differ\n",
+		mismatches, checked);
+	CHECK(mismatches == 0);
+}
+
+/* A whole training step (every op, parallel where large) gives the same
+ * parameters, gradients and moments on 1, 2 and 3 threads. */
+static void train_step_same_bits_any_threads(void)
+{
+	static const int hidden[] = { 400, 200 };
+	const int B = 100, steps = 3;
+	struct mlp_shape sh;
+	struct mlp_hparams hp = { 1e-3f, 0.01f, 0.9f, 0.999f, 1e-8f };
+	struct kerr e = { "" };
+	float *ref = NULL, *x = tu_randn(B * 120, 21);
+	int32_t y[100];
+	size_t n = 0;
+	int differ = 0, runs = 0, saved = max_threads();
+#ifndef _OPENMP
+	SKIP("built without OpenMP (OPENMP=)");
+#endif
+	for (int i = 0; i < B; i++)
+		y[i] = (i * 7) % 10;
+	CHECK_EQ_INT(mlp_shape_make(&sh, 120, hidden, 2, 10, &e), 0);
+	for (int nt = 1; nt <= 3; nt++) {
+		struct mlp *m;
+		if (!set_threads(nt))
+			continue;
+		m = mlp_new(&sh, B, &e);
+		CHECK(m != NULL);
+		if (!m)
+			break;
+		mlp_init_params(m, 5);
+		for (long t = 1; t <= steps; t++)
+			mlp_train_step(m, x, y, B, &hp, t, NULL);
+		n = m->n_params;
+		if (!ref) {
+			ref = malloc(4 * n * sizeof(float));
+			memcpy(ref, m->params, n * sizeof(float));
+			memcpy(ref + n, m->grads, n * sizeof(float));
+			memcpy(ref + 2 * n, m->m, n * sizeof(float));
+			memcpy(ref + 3 * n, m->v, n * sizeof(float));
+		} else {
+			differ += memcmp(ref, m->params, n * sizeof(float)) != 0;
+			differ += memcmp(ref + n, m->grads, n * sizeof(float)) != 0;
+			differ += memcmp(ref + 2 * n, m->m, n * sizeof(float)) != 0;
+			differ += memcmp(ref + 3 * n, m->v, n * sizeof(float)) != 0;
+		}
+		runs++;
+		mlp_free(m);
+	}
+	set_threads(saved);
+	fprintf(stderr, "  %d steps of 120-400-200-10 at batch %d on 1..%d threads: %d of %d "
+		"arrays differ from 1 thread\n", steps, B, runs, differ, 4 * (runs - 1));
+	CHECK(differ == 0);
+	free(ref);
+	free(x);
 }
 
 static void gradcheck_bias_relu(void)
@@ -586,6 +717,8 @@ int main(void)
 	}
 	RUN(gradcheck_matmul);
 	RUN(matmul_forward_matches_naive);
+	RUN(matmul_bits_sequential_any_threads);
+	RUN(train_step_same_bits_any_threads);
 	RUN(gradcheck_bias_relu);
 	RUN(gradcheck_softmax_ce);
 	RUN(gradcheck_model);
