@@ -15,7 +15,7 @@ set -eu
 pkgs="build-essential pkg-config make
 libssh2-1-dev librsync-dev libarchive-dev libinih-dev libzstd-dev
 zlib1g-dev liblzma-dev liblz4-dev libbz2-dev libacl1-dev nettle-dev
-libxml2-dev libicu-dev libssl-dev libb2-dev
+libxml2-dev libicu-dev libssl-dev libb2-dev libxxhash-dev
 openssh-server openssh-client rsync git zstd gzip clang libclang-rt-14-dev
 bash-completion zsh fish tmux procps psmisc iproute2 python3 python3-venv bc gawk man-db groff-base
 slurmctld slurmd slurm-client munge slurmdbd mariadb-server"
@@ -70,9 +70,10 @@ done
 # tests that need them skip, saying why.
 PYTOOLS=/opt/gpurun-pytools
 pytools() {
-	[ -x $PYTOOLS/bin/uv ] && [ -x $PYTOOLS/bin/poetry ] && return 0
+	[ -x $PYTOOLS/bin/uv ] && [ -x $PYTOOLS/bin/poetry ] &&
+		$PYTOOLS/bin/python -c 'import numpy' 2>/dev/null && return 0
 	[ "$(id -u)" = 0 ] || return 0
-	echo "install-deps: installing uv and poetry from PyPI into $PYTOOLS" >&2
+	echo "install-deps: installing uv, poetry and numpy (kernels/bench/bench_cpu.sh's peer) from PyPI into $PYTOOLS" >&2
 	{ python3 -m venv $PYTOOLS && $PYTOOLS/bin/pip install -q uv poetry numpy; } >&2 ||
 		echo "install-deps: warning: cannot install uv and poetry from PyPI; their tests will skip" >&2
 }

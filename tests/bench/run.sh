@@ -2,7 +2,7 @@
 # make bench: every benchmark, each against its peer measured in the same
 # run (ssh for connections, rsync for sync, an rsync+ssh script for train).
 # Benchmarks print tables; they are measurements, not pass/fail tests.
-#   tests/bench/run.sh [BUILD_DIR] [NAME...]   (NAME: connect sync watch logs pull queue pool big)
+#   tests/bench/run.sh [BUILD_DIR] [NAME...]   (NAME: connect sync watch logs pull queue pool kernels big)
 # BENCH_BIG=1 adds bench_big.sh (2 GiB files, 100k-file trees: slow) to
 # the default set, and a 20 GiB sparse pull to bench_pull.sh; BENCH_HUGE=1
 # with it adds a 20 GiB sparse file to bench_big.sh.
@@ -14,7 +14,7 @@ shift || true
 export GPURUN_BUILD=$BUILD
 # The delay proxy and other helpers live in the test build.
 make -s -C "$TOP" O="$BUILD" unit-bins >/dev/null || exit 1
-names=${*:-connect sync watch logs pull queue pool${BENCH_BIG:+ big}}
+names=${*:-connect sync watch logs pull queue pool kernels${BENCH_BIG:+ big}}
 rc=0
 for n in $names; do
 	b=$TOP/tests/bench/bench_$n.sh
