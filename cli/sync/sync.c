@@ -14,6 +14,7 @@
 
 #include "ignore.h"
 #include "sync.h"
+#include "sync_fp.h"
 #include "sync_index.h"
 #include "sync_plan.h"
 #include "sync_proto.h"
@@ -422,6 +423,7 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 		sync_rstate_save(cfg->root, r->key, expected, NULL);
 		sync_xfer_save_sigs(&x);
 		sync_sig_gc(cfg->root, expected);
+		sync_fp_gc(cfg->root, &r->local, cfg->sync.delta_min);
 		goto out;
 	}
 	/* The next sync asks the host for its manifest and repairs. */
@@ -574,6 +576,7 @@ done:
 	r.st.bytes_wire = r.wire.out + r.wire.in;
 	r.st.files_hashed = r.hs.files_hashed;
 	r.st.bytes_hashed = r.hs.bytes_hashed;
+	r.st.bytes_reused = r.hs.bytes_reused;
 	r.st.files_cached = r.hs.files_cached;
 	r.st.entries = r.local.n;
 	r.st.seconds = (double)(now_ns() - t0) / 1e9;

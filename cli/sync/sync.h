@@ -61,6 +61,7 @@ struct sync_stats {
 	uint64_t files_tar, files_delta, files_whole, files_updated, sigs_asked;
 	uint64_t bytes_literal, bytes_matched, wire_out, wire_in;
 	uint64_t files_hashed, bytes_hashed, files_cached, entries;
+	uint64_t bytes_reused; /* of bytes_hashed: in blocks whose fingerprint held (sync_fp.h) */
 	int up_to_date;   /* nothing needed sending */
 };
 

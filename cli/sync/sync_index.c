@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "proto.h"
+#include "sync_fp.h"
 #include "sync_index.h"
 #include "sync_plan.h"
 #include "sync_proto.h"
@@ -359,14 +360,30 @@ int sync_scan_manifest(const char *root, const struct scan_opts *so, struct sync
 	return 0;
 }
 
-int sync_hash_entry(struct sync_tree *t, struct sm_entry *m, uint8_t **leaves,
+int sync_hash_entry(struct sync_tree *t, const char *root, struct sm_entry *m, uint8_t **leaves,
 		    struct sync_hash_stats *hs, struct gr_err *err)
 {
 	int fd = sync_tree_open_file(t, m->path, m->dev, m->ino, err);
+	struct sync_known k = { 0 };
+	int rc;
 
 	if (fd < 0)
 		return fd;
-	int rc = sync_hash_fd(fd, m->path, m->size, m->hash, leaves, err);
+	if (!root || !leaves) {
+		rc = sync_hash_fd(fd, m->path, m->size, m->hash, leaves, err);
+	} else {
+		/* A large file: what its last hashing learnt (sync_fp.h). */
+		sync_fp_load(root, m->path, &k);
+		k.want_fps = 1;
+		rc = sync_hash_fd_known(fd, m->path, m->size, m->hash, leaves, &k, err);
+		if (rc == 0 && k.fps_out)
+			sync_fp_save(root, m->path, k.block_out, k.nout, k.fps_out, *leaves);
+		if (rc == 0 && hs)
+			hs->bytes_reused += k.reused * k.block_out < m->size ? k.reused * k.block_out
+										: m->size;
+		free(k.fps_out);
+		sync_fp_free(&k);
+	}
 	close(fd);
 	if (rc < 0)
 		return rc;

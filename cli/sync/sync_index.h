@@ -29,6 +29,7 @@ void sync_index_free(struct sync_index *idx);
 
 struct sync_hash_stats {
 	uint64_t files_hashed, bytes_hashed, files_cached;
+	uint64_t bytes_reused; /* of bytes_hashed: blocks whose leaf was kept (sync_fp.h) */
 };
 
 /* The local manifest (out is emptied first): every entry scan_tree finds
@@ -45,10 +46,11 @@ int sync_scan_manifest(const char *root, const struct scan_opts *so, struct sync
 int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
 			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err);
 /* Hash an SM_F_UNHASHED entry now (its block hashes too if leaves is set:
- * a new array the caller frees), opened through t (never through a
+ * a new array the caller frees; then, with root, through the block
+ * fingerprints root/.gpurun/blocks records, sync_fp.h), opened through t (never through a
  * symlink, and only if it is still the file the scan saw). GR_ENOTFOUND
  * if it is gone meanwhile, GR_ECONFLICT if it was replaced. */
-int sync_hash_entry(struct sync_tree *t, struct sm_entry *m, uint8_t **leaves,
+int sync_hash_entry(struct sync_tree *t, const char *root, struct sm_entry *m, uint8_t **leaves,
 		    struct sync_hash_stats *hs, struct gr_err *err);
 
 /* Write the index: the files of local (the manifest sync_local_manifest

@@ -96,9 +96,11 @@ static void summary(const struct sync_opts *o, const struct sync_stats *st,
 
 static void print_stats(const struct sync_stats *st)
 {
-	printf("entries: %llu (%llu files hashed, %llu bytes; %llu from the cache)\n",
+	printf("entries: %llu (%llu files hashed, %llu bytes, %llu of them in blocks "
+	       "unchanged since the last hashing; %llu from the cache)\n",
 	       (unsigned long long)st->entries, (unsigned long long)st->files_hashed,
-	       (unsigned long long)st->bytes_hashed, (unsigned long long)st->files_cached);
+	       (unsigned long long)st->bytes_hashed, (unsigned long long)st->bytes_reused,
+	       (unsigned long long)st->files_cached);
 	printf("sent: %llu files (%llu in the tar, %llu as deltas, %llu whole), %llu updated, "
 	       "%llu deleted, %llu signatures asked\n",
 	       (unsigned long long)st->files_sent, (unsigned long long)st->files_tar,

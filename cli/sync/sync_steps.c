@@ -339,7 +339,7 @@ int resolve_hashes(const struct gr_config *cfg, struct sync_tree *tree, struct s
 			free(e->leaves);
 			e->leaves = NULL;
 		}
-		int rc = sync_hash_entry(tree, e, big ? &e->leaves : NULL, hs, err);
+		int rc = sync_hash_entry(tree, cfg->root, e, big ? &e->leaves : NULL, hs, err);
 		if (rc == GR_ENOTFOUND || rc == GR_ECONFLICT) { /* the send says so */
 			gr_err_clear(err);
 			continue;

@@ -11,6 +11,7 @@
 #include <zstd.h>
 
 #include "sync_delta.h"
+#include "sync_fp.h"
 #include "sync_proto.h"
 #include "sync_wire.h"
 
@@ -182,9 +183,11 @@ static int tar_one(struct sync_xfer *x, struct archive *a, struct tarz *tz, size
 						   archive_error_string(a));
 		goto out;
 	}
-	if (big)
+	if (big) {
 		sigmaker_init(&m, l->size, leaves);
-	else
+		if (!leaves) /* (else sync_hash_entry recorded them) */
+			sigmaker_fps(&m, sync_fp, SYNC_FP_LEN);
+	} else
 		thash_init(&t, l->size);
 	for (uint64_t done = 0; done < l->size;) {
 		size_t want = l->size - done < READ_CHUNK ? (size_t)(l->size - done) : READ_CHUNK;
@@ -223,6 +226,9 @@ static int tar_one(struct sync_xfer *x, struct archive *a, struct tarz *tz, size
 	struct strbuf sig = STRBUF_INIT;
 	if (big) {
 		sigmaker_final(&m, &sig, hash);
+		/* What the next hashing of an edit here can skip (sync_fp.h). */
+		if (m.fps && !rc && !stopped && !changed && m.k == m.nb)
+			sync_fp_save(x->root, l->path, m.block, m.k, m.fps, m.leaves);
 		sigmaker_release(&m);
 	} else {
 		thash_final(&t, hash);

@@ -80,11 +80,21 @@ void sigmaker_init(struct sigmaker *m, uint64_t size, const uint8_t *given)
 	m->part = xmalloc(m->block);
 }
 
+void sigmaker_fps(struct sigmaker *m, void (*fp)(uint8_t *out, const void *p, size_t n),
+		  size_t fp_len)
+{
+	m->fp = fp;
+	m->fp_len = fp_len;
+	m->fps = xmalloc((m->nb ? m->nb : 1) * fp_len);
+}
+
 static void sig_block(struct sigmaker *m, const uint8_t *p, size_t n)
 {
 	if (m->k >= m->nb)
 		return; /* longer than announced: the hash will say so */
 	m->weak[m->k] = sm_weak_sum(p, n);
+	if (m->fp)
+		m->fp(m->fps + m->k * m->fp_len, p, n);
 	if (m->given)
 		memcpy(m->leaves + m->k * SM_HASH_LEN, m->given + m->k * SM_HASH_LEN, SM_HASH_LEN);
 	else
@@ -128,6 +138,7 @@ void sigmaker_release(struct sigmaker *m)
 {
 	free(m->weak);
 	free(m->leaves);
+	free(m->fps);
 	free(m->part);
 	memset(m, 0, sizeof(*m));
 }

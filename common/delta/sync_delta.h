@@ -40,9 +40,16 @@ struct sigmaker {
 	uint32_t *weak;
 	uint8_t *leaves, *part;
 	const uint8_t *given;  /* block hashes known already: only weak sums made */
+	void (*fp)(uint8_t *out, const void *p, size_t n); /* sigmaker_fps */
+	size_t fp_len;
+	uint8_t *fps;          /* each block's fingerprint, when fp is set */
 };
 /* given: the file's block hashes if known (not copied, must outlive m). */
 void sigmaker_init(struct sigmaker *m, uint64_t size, const uint8_t *given);
+/* Also make each block's fingerprint with fp (fp_len bytes, at most 64)
+ * into m->fps (the caller's sync_known for the next hashing). */
+void sigmaker_fps(struct sigmaker *m, void (*fp)(uint8_t *out, const void *p, size_t n),
+		  size_t fp_len);
 void sigmaker_update(struct sigmaker *m, const void *p, size_t n);
 /* The signature into sig (if not NULL), the content hash into hash. */
 void sigmaker_final(struct sigmaker *m, struct strbuf *sig, uint8_t hash[SM_HASH_LEN]);

@@ -19,7 +19,30 @@ struct par_hash {
 	uint32_t block;
 	uint8_t *leaves;
 	int err;
+	const struct sync_known *kn; /* NULL: hash every block */
+	uint64_t reused;
 };
+
+/* Block k's leaf: the recorded one if its fingerprint is unchanged. */
+static void leaf_of(struct par_hash *p, uint64_t k, const uint8_t *b, size_t bl)
+{
+	const struct sync_known *kn = p->kn;
+
+	if (kn) {
+		uint8_t f[64];
+		kn->fp(f, b, bl);
+		if (kn->fps_out)
+			memcpy(kn->fps_out + k * kn->fp_len, f, kn->fp_len);
+		/* (Recorded with another block length: of no use.) */
+		if (kn->block == p->block && k < kn->n &&
+		    !memcmp(f, kn->fps + k * kn->fp_len, kn->fp_len)) {
+			memcpy(p->leaves + k * SM_HASH_LEN, kn->leaves + k * SM_HASH_LEN, SM_HASH_LEN);
+			p->reused++;
+			return;
+		}
+	}
+	sm_leaf_hash(p->leaves + k * SM_HASH_LEN, b, bl);
+}
 
 static void *hash_range(void *arg)
 {
@@ -41,7 +64,7 @@ static void *hash_range(void *arg)
 		}
 		for (size_t o = 0; o < want && k < p->last; o += p->block, k++) {
 			size_t bl = want - o < p->block ? want - o : p->block;
-			sm_leaf_hash(p->leaves + k * SM_HASH_LEN, buf + o, bl);
+			leaf_of(p, k, buf + o, bl);
 		}
 	}
 	free(buf);
@@ -66,6 +89,12 @@ int sync_hash_file(const char *abspath, uint64_t size, uint8_t hash[SM_HASH_LEN]
 int sync_hash_fd(int fd, const char *abspath, uint64_t size, uint8_t hash[SM_HASH_LEN],
 		 uint8_t **leaves, struct gr_err *err)
 {
+	return sync_hash_fd_known(fd, abspath, size, hash, leaves, NULL, err);
+}
+
+int sync_hash_fd_known(int fd, const char *abspath, uint64_t size, uint8_t hash[SM_HASH_LEN],
+		       uint8_t **leaves, struct sync_known *kn, struct gr_err *err)
+{
 	struct stat st;
 	int rc = 0;
 
@@ -75,14 +104,21 @@ int sync_hash_fd(int fd, const char *abspath, uint64_t size, uint8_t hash[SM_HAS
 		size = (uint64_t)st.st_size;
 	uint32_t block = sm_block_len(size);
 	uint64_t nblocks = (size + block - 1) / block;
-	if (size >= PAR_HASH_MIN || leaves) {
+	const struct sync_known *use = kn && kn->fp && kn->fp_len <= 64 ? kn : NULL;
+	if (kn) {
+		kn->reused = 0;
+		kn->fps_out = use && kn->want_fps ? xmalloc(nblocks ? nblocks * kn->fp_len : 1) : NULL;
+		kn->nout = nblocks;
+		kn->block_out = block;
+	}
+	if (size >= PAR_HASH_MIN || leaves || use) {
 		/* Block hashes are independent: two threads on big files. */
 		struct par_hash p[2];
 		pthread_t th;
 		uint8_t *lv = xmalloc(nblocks ? nblocks * SM_HASH_LEN : 1);
 		uint64_t mid = size >= PAR_HASH_MIN ? nblocks / 2 : nblocks;
-		p[0] = (struct par_hash){ fd, size, 0, mid, block, lv, 0 };
-		p[1] = (struct par_hash){ fd, size, mid, nblocks, block, lv, 0 };
+		p[0] = (struct par_hash){ fd, size, 0, mid, block, lv, 0, use, 0 };
+		p[1] = (struct par_hash){ fd, size, mid, nblocks, block, lv, 0, use, 0 };
 		int threaded = mid < nblocks && pthread_create(&th, NULL, hash_range, &p[1]) == 0;
 		hash_range(&p[0]);
 		if (threaded)
@@ -96,6 +132,8 @@ int sync_hash_fd(int fd, const char *abspath, uint64_t size, uint8_t hash[SM_HAS
 			goto out;
 		}
 		thash_from_leaves(lv, nblocks, size, hash);
+		if (kn)
+			kn->reused = p[0].reused + p[1].reused;
 		if (leaves)
 			*leaves = lv;
 		else

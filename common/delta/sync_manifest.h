@@ -175,6 +175,28 @@ int sync_hash_file(const char *abspath, uint64_t size, uint8_t hash[SM_HASH_LEN]
 int sync_hash_fd(int fd, const char *name, uint64_t size, uint8_t hash[SM_HASH_LEN],
 		 uint8_t **leaves, struct gr_err *err);
 
+/* What an earlier hashing of the file at the same path learnt, so that
+ * sync_hash_fd_known need not hash its unchanged blocks again: for each
+ * block (of the same length) a fingerprint (fp_len bytes, of fp, a fast
+ * hash the caller chooses) and its content-hash leaf. A block whose
+ * fingerprint is the one recorded keeps the recorded leaf; the others are
+ * hashed. With want_fps, fps_out is made (malloc'd; the caller frees it)
+ * to hold every block's fingerprint, nout blocks of block_out bytes, for
+ * the next time. reused counts the blocks kept. */
+struct sync_known {
+	uint32_t block;            /* the block length they were made with */
+	uint64_t n;                /* blocks recorded (0: none) */
+	const uint8_t *fps, *leaves;
+	size_t fp_len;
+	void (*fp)(uint8_t *out, const void *p, size_t n);
+	int want_fps;
+	uint8_t *fps_out;
+	uint64_t nout, reused;
+	uint32_t block_out;
+};
+int sync_hash_fd_known(int fd, const char *name, uint64_t size, uint8_t hash[SM_HASH_LEN],
+		       uint8_t **leaves, struct sync_known *known, struct gr_err *err);
+
 /* librsync's RabinKarp weak sum of one block, as its signatures hold it. */
 uint32_t sm_weak_sum(const void *p, size_t n);
 uint32_t sm_weak_sum_ref(const void *p, size_t n); /* a byte at a time: the tests' */

@@ -14,6 +14,7 @@
 
 #include "t.h"
 #include "sync_delta.h"
+#include "sync_fp.h"
 #include "sync_index.h"
 
 static char tmpdir[] = "/tmp/gpurun-test-sync-XXXXXX";
@@ -314,7 +315,7 @@ static int index_pass(struct sync_index *idx, struct scan_entry *e, size_t n,
 		return -1;
 	for (size_t i = 0; i < m->n && !rc; i++)
 		if ((m->e[i].flags & SM_F_UNHASHED) &&
-		    sync_hash_entry(tree, &m->e[i], NULL, hs, &err) < 0 &&
+		    sync_hash_entry(tree, NULL, &m->e[i], NULL, hs, &err) < 0 &&
 		    err.code != GR_ENOTFOUND)
 			rc = -1;
 	sync_tree_close(tree);
@@ -365,7 +366,7 @@ static void test_index_caches_hashes(void)
 	CHECK_EQ_INT(local_manifest(e, 2, idx, &m, &hs, &err), 0);
 	CHECK(m.e[2].flags & SM_F_UNHASHED);
 	CHECK(!(m.e[1].flags & SM_F_UNHASHED));
-	CHECK_EQ_INT(sync_hash_entry(tree, &m.e[2], NULL, &hs, &err), 0);
+	CHECK_EQ_INT(sync_hash_entry(tree, NULL, &m.e[2], NULL, &hs, &err), 0);
 	CHECK(memcmp(m.e[2].hash, h, SM_HASH_LEN));
 	/* an entry left unhashed is not saved: it is hashed next time */
 	CHECK_EQ_INT(sync_index_save(tmpdir, idx, &m, &err), 0);
@@ -387,7 +388,7 @@ static void test_index_caches_hashes(void)
 	unlink(two);
 	free(two);
 	CHECK_EQ_INT(local_manifest(e, 2, idx, &m, &hs, &err), 0);
-	CHECK_EQ_INT(sync_hash_entry(tree, &m.e[2], NULL, &hs, &err), GR_ENOTFOUND);
+	CHECK_EQ_INT(sync_hash_entry(tree, NULL, &m.e[2], NULL, &hs, &err), GR_ENOTFOUND);
 	sm_list_free(&m);
 	sync_index_free(idx);
 	sync_tree_close(tree);
@@ -522,6 +523,113 @@ static void test_zraw_frames(void)
 	free(back);
 }
 
+/* Block fingerprints (sync_fp.h): an edit hashes only the blocks it
+ * touched, the content hash and block hashes are those of a full pass,
+ * and a damaged, foreign or differently cut record only costs the
+ * shortcut. */
+static void rehash(struct sync_tree *tree, const char *name, size_t n, struct sm_entry *m,
+		   struct sync_hash_stats *hs, uint8_t **lv)
+{
+	struct gr_err err = { 0 };
+	struct stat st;
+	char *path = xasprintf("%s/%s", tmpdir, name);
+
+	stat(path, &st);
+	memset(m, 0, sizeof(*m));
+	m->path = (char *)name;
+	m->size = n;
+	m->type = SM_FILE;
+	m->dev = (uint64_t)st.st_dev;
+	m->ino = (uint64_t)st.st_ino;
+	memset(hs, 0, sizeof(*hs));
+	CHECK_EQ_INT(sync_hash_entry(tree, tmpdir, m, lv, hs, &err), 0);
+	/* The same as a full pass, whatever was reused. */
+	uint8_t h[SM_HASH_LEN], *full = NULL;
+	CHECK_EQ_INT(sync_hash_file(path, n, h, &full, &err), 0);
+	CHECK(!memcmp(h, m->hash, SM_HASH_LEN));
+	uint32_t block = sm_block_len(n);
+	CHECK(!memcmp(full, *lv, (n + block - 1) / block * SM_HASH_LEN));
+	free(full);
+	free(path);
+}
+
+static void test_block_fingerprints(void)
+{
+	struct gr_err err = { 0 };
+	struct sync_tree *tree = sync_tree_open(tmpdir, &err);
+	struct sync_hash_stats hs;
+	struct sm_entry m;
+	size_t n = (size_t)9 << 20;
+	uint32_t block = sm_block_len(n);
+	uint8_t *p = xmalloc(n), *lv = NULL;
+
+	fill(p, n, 7);
+	free(write_tmp("fp.bin", p, n));
+	rehash(tree, "fp.bin", n, &m, &hs, &lv); /* no record yet: all hashed */
+	CHECK_EQ_INT(hs.bytes_reused, 0);
+	free(lv);
+	rehash(tree, "fp.bin", n, &m, &hs, &lv); /* unchanged: every block kept */
+	CHECK_EQ_INT(hs.bytes_reused / block, (n + block - 1) / block);
+	free(lv);
+	/* two blocks edited: those two hashed, the rest kept */
+	p[5 * block + 3] ^= 1;
+	p[n - 1] ^= 0x80;
+	free(write_tmp("fp.bin", p, n));
+	rehash(tree, "fp.bin", n, &m, &hs, &lv);
+	CHECK_EQ_INT(hs.bytes_reused / block, (n + block - 1) / block - 2);
+	free(lv);
+	/* a damaged record (a byte of a leaf flipped): not used */
+	char *rec = NULL;
+	{
+		char *dir = xasprintf("%s/.gpurun/blocks", tmpdir);
+		char *cmd = xasprintf("f=$(ls '%s' | head -n1); printf '\\377' | "
+				      "dd of='%s'/$f bs=1 seek=200 conv=notrunc 2>/dev/null", dir, dir);
+		CHECK_EQ_INT(system(cmd), 0);
+		free(cmd);
+		rec = dir;
+	}
+	p[0] ^= 1;
+	free(write_tmp("fp.bin", p, n));
+	rehash(tree, "fp.bin", n, &m, &hs, &lv);
+	CHECK_EQ_INT(hs.bytes_reused, 0);
+	free(lv);
+	/* another path's record is not this file's */
+	free(write_tmp("fp2.bin", p, n));
+	rehash(tree, "fp2.bin", n, &m, &hs, &lv);
+	CHECK_EQ_INT(hs.bytes_reused, 0);
+	free(lv);
+	/* cut differently (a size with another block length): all hashed */
+	size_t n2 = n * 4;
+	uint8_t *q = xmalloc(n2);
+	memcpy(q, p, n);
+	fill(q + n, n2 - n, 9);
+	free(write_tmp("fp.bin", q, n2));
+	CHECK(sm_block_len(n2) != block);
+	rehash(tree, "fp.bin", n2, &m, &hs, &lv);
+	CHECK_EQ_INT(hs.bytes_reused, 0);
+	free(lv);
+	/* gc: the records of paths no longer large files go */
+	struct sm_list keep = { 0 };
+	sm_reserve(&keep, 1);
+	keep.e[0] = m;
+	keep.e[0].path = (char *)"fp.bin";
+	keep.n = 1;
+	sync_fp_gc(tmpdir, &keep, 1);
+	char *cnt = xasprintf("test $(ls '%s' | wc -l) = 1", rec);
+	CHECK_EQ_INT(system(cnt), 0);
+	free(cnt);
+	keep.n = 0;
+	sync_fp_gc(tmpdir, &keep, 1);
+	cnt = xasprintf("test $(ls '%s' | wc -l) = 0", rec);
+	CHECK_EQ_INT(system(cnt), 0);
+	free(cnt);
+	free(keep.e);
+	free(rec);
+	free(q);
+	free(p);
+	sync_tree_close(tree);
+}
+
 int main(void)
 {
 	if (!mkdtemp(tmpdir)) {
@@ -539,6 +647,7 @@ int main(void)
 	RUN(test_racy_files_are_rehashed);
 	RUN(test_index_read_in_step);
 	RUN(test_zraw_frames);
+	RUN(test_block_fingerprints);
 	char *rm = xasprintf("rm -rf '%s'", tmpdir);
 	if (system(rm) != 0)
 		fprintf(stderr, "could not remove %s\n", tmpdir);
