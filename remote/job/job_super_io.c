@@ -232,25 +232,32 @@ void sup_flush_cr(int *cr, int log_fd)
 
 /* Copy what the step wrote from the pty to the log (through crlf_undo
  * when cr is set). Returns 0 while the pty is open, 1 once every writer
- * closed it. */
+ * closed it. A pty read gives at most 4 KiB (the line discipline's
+ * buffer): what is there already is gathered up to 64 KiB a write, so
+ * the log and its readers see a sixteenth of the writes and wakeups. */
 int sup_pump(int master, int log_fd, int *cr)
 {
 	char buf[65536], out[65537];
+	size_t have = 0;
 
 	for (;;) {
-		ssize_t n = read(master, buf, sizeof(buf));
+		ssize_t n = read(master, buf + have, sizeof(buf) - have);
+		int open_ = n < 0 && errno == EAGAIN; /* (errno before the writes) */
 		if (n > 0) {
-			if (cr)
-				sup_log_write(log_fd, out, sup_crlf_undo(cr, buf, (size_t)n, out));
-			else
-				sup_log_write(log_fd, buf, (size_t)n);
+			have += (size_t)n;
+			if (have < sizeof(buf))
+				continue;
+		} else if (n < 0 && errno == EINTR) {
 			continue;
 		}
-		if (n < 0 && errno == EINTR)
+		if (have && cr)
+			sup_log_write(log_fd, out, sup_crlf_undo(cr, buf, have, out));
+		else if (have)
+			sup_log_write(log_fd, buf, have);
+		have = 0;
+		if (n > 0)
 			continue;
-		if (n < 0 && errno == EAGAIN)
-			return 0;
-		return 1; /* EIO: no writer left */
+		return !open_; /* else EIO: no writer left */
 	}
 }
 
