@@ -223,10 +223,11 @@ CONF
 	_slurm_daemon slurmctld "$_d/run/slurmctld.pid" || return 1
 	_slurm_listening slurmctld "$_ctl_port" "$_d/run/slurmctld.pid" || return 1
 	if [ "$_nodes" -gt 1 ]; then
-		_i=0
+		# (_nodei: the functions called use _i for their own loops.)
+		_nodei=0
 		for _nn in $SLURM_NODES_LIST; do
-			_i=$((_i + 1))
-			_slurm_node_up "$_nn" "10.77.0.$((_i + 1))" "$_i" || return 1
+			_nodei=$((_nodei + 1))
+			_slurm_node_up "$_nn" "10.77.0.$((_nodei + 1))" "$_nodei" || return 1
 		done
 	else
 		slurmd -f "$SLURM_CONF" -N "$SLURM_NODE" ||
@@ -275,7 +276,11 @@ _slurm_node_up() {
 	_np=$!
 	_slurm_pids="$_np $_slurm_pids"
 	SLURM_NODE_PIDS="${SLURM_NODE_PIDS:-} $_np"
-	for _i in $(seq 1 100); do
+	# (Its own variable: the caller counted its nodes in _i once, and a
+	# node whose namespace took a second look under load gave the next
+	# node the address after its own: 10.77.0.4 where slurm.conf and the
+	# hosts file say .3, and that node never heard from the others.)
+	for _nsw in $(seq 1 100); do
 		[ "$(readlink /proc/$_np/ns/net 2>/dev/null)" != "$(readlink /proc/self/ns/net)" ] &&
 			[ "$(readlink /proc/$_np/ns/net 2>/dev/null)" != "" ] && break
 		sleep 0.02

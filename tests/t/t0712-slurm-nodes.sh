@@ -78,6 +78,7 @@ test_expect_success 'the cluster: two idle nodes with gres gpu:2 that resolve an
 	dport=$(sed -n "s/^SlurmdPort=//p" "$SLURM_CONF") &&
 	slurm_node_ns $NB bash -c "exec 3<>/dev/tcp/$NA/$dport" &&
 	slurm_node_ns $NA ip -o addr >$T/na && test_grep " 10\.77\.0\.2/24 " $T/na &&
+	slurm_node_ns $NB ip -o addr >$T/nb && test_grep " 10\.77\.0\.3/24 " $T/nb &&
 	! ip -o addr | grep -q "10\.77\.0\.[23]/" &&
 	test "$(readlink /proc/$PPID/ns/net)" != "$(readlink /proc/$$/ns/net)" &&
 	nsenter -t $PPID -n ip -o addr >$T/host && test_grep " 127\.0\.0\.1/" $T/host &&
