@@ -160,7 +160,7 @@ PY
 	for i in $(seq 1 "$RUNS"); do
 		thru ssh_cat ssh -F "$SSHCFG" gpuhost cat "$big" >>"$TRASH/thru"
 		thru ssh_tt_cat ssh -tt -F "$SSHCFG" gpuhost cat "$big" >>"$TRASH/thru"
-		thru pty_local script -qfec "cat '$big'" /dev/null >>"$TRASH/thru"
+		thru pty_local "$GPURUN_BUILD/tests/pty_cat" "$big" >>"$TRASH/thru"
 		thru gpurun_train sh -c "cd '$P' && exec '$GPURUN' -q train" >>"$TRASH/thru"
 		thru train_pipe sh -c "cd '$P' && exec '$GPURUN' -q -o train.output=pipe train" >>"$TRASH/thru"
 		thru logs_f_pipe sh -c "cd '$P' && id=\$('$GPURUN' -q -o train.output=pipe train -d) && exec '$GPURUN' -q logs -f \$id" >>"$TRASH/thru"
@@ -178,7 +178,7 @@ PY
 			"$(awk -v a="$sc" -v b="$t" 'BEGIN{if (b>0) printf "%.2fx", a/b; else print "n/a"}')"
 	done
 	echo "(vs_ssh: throughput relative to ssh cat, target >= 0.9x; ssh_tt_cat: ssh -tt, the peer with a pty on the host;"
-	echo " pty_local: script(1) on this machine, no network: the kernel's pty alone, which reads 4 KiB at a time;"
+	echo " pty_local: tests/helpers/pty_cat, no network: the kernel's pty alone as the supervisor sets it up, 4 KiB a read;"
 	echo " gpurun_train: [train] output = pty, train_pipe: = pipe, logs_f_pipe: train -d, then logs -f of the running job; all three include the no-op sync and the job's start; bytes_out < the log's size means output was lost)"
 fi
 test_done
