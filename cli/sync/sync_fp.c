@@ -19,7 +19,9 @@
 
 #define FP_MAGIC "GRFP"
 #define FP_VERSION 1u
-#define FP_MAX_FILE (256u << 20) /* records of 8 TiB files stay below */
+/* A record is 48 bytes a block: 48 MiB holds the 1M blocks of a 1 TiB
+ * file (1 MiB blocks). A larger file is hashed whole, as without one. */
+#define FP_MAX_FILE (48u << 20)
 
 void sync_fp(uint8_t *out, const void *p, size_t n)
 {
@@ -80,13 +82,13 @@ int sync_fp_load(const char *root, const char *path, struct sync_known *k)
 	    plen != strlen(path) || memcmp(rp, path, plen) || n > flen / SYNC_FP_LEN ||
 	    flen != n * SYNC_FP_LEN || llen != n * SM_HASH_LEN)
 		goto out;
-	uint8_t *mem = xmalloc(flen + llen + 1);
-	memcpy(mem, fps, flen);
-	memcpy(mem + flen, leaves, llen);
+	/* Pointers into the record, which k now owns (no second copy). */
 	k->block = block;
 	k->n = n;
-	k->fps = mem;
-	k->leaves = mem + flen;
+	k->fps = fps;
+	k->leaves = leaves;
+	k->owned = sb.buf;
+	sb = (struct strbuf)STRBUF_INIT;
 	rc = 0;
 out:
 	sb_release(&sb);
@@ -96,7 +98,8 @@ out:
 
 void sync_fp_free(struct sync_known *k)
 {
-	free((void *)k->fps);
+	free(k->owned);
+	k->owned = NULL;
 	k->fps = k->leaves = NULL;
 	k->n = 0;
 }

@@ -46,10 +46,11 @@ int sync_scan_manifest(const char *root, const struct scan_opts *so, struct sync
 int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index *idx,
 			struct sm_list *out, struct sync_hash_stats *hs, struct gr_err *err);
 /* Hash an SM_F_UNHASHED entry now (its block hashes too if leaves is set:
- * a new array the caller frees; then, with root, through the block
- * fingerprints root/.gpurun/blocks records, sync_fp.h), opened through t (never through a
- * symlink, and only if it is still the file the scan saw). GR_ENOTFOUND
- * if it is gone meanwhile, GR_ECONFLICT if it was replaced. */
+ * a new array the caller frees; with root as well, through the block
+ * fingerprints root/.gpurun/blocks records, sync_fp.h), opened through t
+ * (never through a symlink, and only if it is still the file the scan
+ * saw). GR_ENOTFOUND if it is gone meanwhile, GR_ECONFLICT if it was
+ * replaced. */
 int sync_hash_entry(struct sync_tree *t, const char *root, struct sm_entry *m, uint8_t **leaves,
 		    struct sync_hash_stats *hs, struct gr_err *err);
 

@@ -187,8 +187,9 @@ static int tar_one(struct sync_xfer *x, struct archive *a, struct tarz *tz, size
 		sigmaker_init(&m, l->size, leaves);
 		if (!leaves) /* (else sync_hash_entry recorded them) */
 			sigmaker_fps(&m, sync_fp, SYNC_FP_LEN);
-	} else
+	} else {
 		thash_init(&t, l->size);
+	}
 	for (uint64_t done = 0; done < l->size;) {
 		size_t want = l->size - done < READ_CHUNK ? (size_t)(l->size - done) : READ_CHUNK;
 		ssize_t r = read(fd, buf, want);

@@ -187,6 +187,7 @@ struct sync_known {
 	uint32_t block;            /* the block length they were made with */
 	uint64_t n;                /* blocks recorded (0: none) */
 	const uint8_t *fps, *leaves;
+	void *owned;               /* what holds them (the caller's to free) */
 	size_t fp_len;
 	void (*fp)(uint8_t *out, const void *p, size_t n);
 	int want_fps;
