@@ -75,6 +75,25 @@ static int fd_setup(int fd, int nonblock)
 	}
 	return fd;
 }
+
+/* fd_setup for both ends of a new pipe or socket pair: 0, or -1 with
+ * both closed. */
+static int __attribute__((unused)) pair_setup(int fds[2], int nonblock)
+{
+	if (fd_setup(fds[0], nonblock) < 0) {
+		int e = errno;
+		close(fds[1]);
+		errno = e;
+		return -1;
+	}
+	if (fd_setup(fds[1], nonblock) < 0) {
+		int e = errno;
+		close(fds[0]);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
 #endif
 
 #if !defined(GR_HAVE_PIPE2)
@@ -83,19 +102,8 @@ int compat_pipe_cloexec(int fds[2], int nonblock)
 	int rc = -1;
 
 	cloexec_begin();
-	if (pipe(fds) == 0) {
-		if (fd_setup(fds[0], nonblock) < 0) {
-			int e = errno;
-			close(fds[1]);
-			errno = e;
-		} else if (fd_setup(fds[1], nonblock) < 0) {
-			int e = errno;
-			close(fds[0]);
-			errno = e;
-		} else {
-			rc = 0;
-		}
-	}
+	if (pipe(fds) == 0)
+		rc = pair_setup(fds, nonblock);
 	cloexec_end();
 	return rc;
 }
@@ -119,19 +127,8 @@ int compat_socketpair_cloexec(int domain, int type, int proto, int sv[2])
 	int rc = -1;
 
 	cloexec_begin();
-	if (socketpair(domain, type, proto, sv) == 0) {
-		if (fd_setup(sv[0], 0) < 0) {
-			int e = errno;
-			close(sv[1]);
-			errno = e;
-		} else if (fd_setup(sv[1], 0) < 0) {
-			int e = errno;
-			close(sv[0]);
-			errno = e;
-		} else {
-			rc = 0;
-		}
-	}
+	if (socketpair(domain, type, proto, sv) == 0)
+		rc = pair_setup(sv, 0);
 	cloexec_end();
 	return rc;
 }
