@@ -2,8 +2,8 @@
  * environment < flags) with origins, the parent-folder search, -c, every
  * error path with file:line, inih's edges (long lines, indentation, CRLF,
  * BOM), comments after values as git config has them, list keys quoted as
- * [train] env is, host lists and [pools], and the template
- * `gpurun init` writes loading back. */
+ * [train] env is, and the template `gpurun init` writes loading back. The
+ * user config, host lists and [pools]: test_config_user.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -11,75 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "t.h"
+#include "config_t.h"
 
-static char T[256];
 static char start_cwd[4096];
-
-static void write_text(const char *path, const char *text, size_t n)
-{
-	struct gr_err err = { 0 };
-	if (write_file_atomic(path, text, n, 0644, &err) < 0)
-		fprintf(stderr, "  %s\n", err.msg);
-}
-
-static void ini(const char *dir, const char *text)
-{
-	char *path = xasprintf("%s/%s/gpurun.ini", T, dir);
-	char *d = xasprintf("%s/%s", T, dir);
-
-	mkdir_p(d, 0755, NULL);
-	write_text(path, text, strlen(text));
-	free(path);
-	free(d);
-}
-
-static void cd(const char *dir)
-{
-	char *d = xasprintf("%s/%s", T, dir);
-	mkdir_p(d, 0755, NULL);
-	if (chdir(d) < 0)
-		fprintf(stderr, "  cannot cd %s: %s\n", d, strerror(errno));
-	free(d);
-}
-
-static void clear_env(void)
-{
-	size_t n;
-	const struct gr_config_key *k = config_keys(&n);
-
-	for (size_t i = 0; i < n; i++) {
-		char name[128];
-		snprintf(name, sizeof(name), "GPURUN_%s_%s", k[i].section, k[i].name);
-		for (char *p = name; *p; p++)
-			if (*p >= 'a' && *p <= 'z')
-				*p = (char)(*p - 'a' + 'A');
-		unsetenv(name);
-	}
-}
-
-/* config_get as a string, with the origin in *origin (static buffers). */
-static const char *get(const struct gr_config *c, const char *key, const char **origin)
-{
-	static char buf[4][1024];
-	static int slot;
-	struct strbuf sb = STRBUF_INIT;
-	struct gr_err err = { 0 };
-	const char *o = NULL;
-	char *b = buf[slot++ % 4];
-
-	if (config_get(c, key, &sb, &o, &err) < 0) {
-		fprintf(stderr, "  config_get %s: %s\n", key, err.msg);
-		sb_release(&sb);
-		return NULL;
-	}
-	snprintf(b, sizeof(buf[0]), "%s", sb.buf);
-	sb_release(&sb);
-	if (origin)
-		*origin = o;
-	return b;
-}
 
 static void test_every_type(void)
 {
@@ -658,246 +592,6 @@ static void test_dump(void)
 	config_free(c);
 }
 
-static void no_user_config(void)
-{
-	char *x = xasprintf("%s/no-xdg", T);
-	setenv("XDG_CONFIG_HOME", x, 1);
-	free(x);
-}
-
-static void user_config(const char *text)
-{
-	char *d = xasprintf("%s/xdg/gpurun", T), *path = xasprintf("%s/config", d);
-
-	mkdir_p(d, 0755, NULL);
-	if (text)
-		write_text(path, text, strlen(text));
-	else
-		unlink(path);
-	free(d);
-	free(path);
-}
-
-/* The user config: below the project's file, above the defaults, with
- * origins that name it; XDG_CONFIG_HOME or ~/.config; missing is fine,
- * broken and unreadable are errors naming it. */
-static void test_user_config(void)
-{
-	struct gr_config *c = NULL;
-	struct gr_err err = { 0 };
-	struct strbuf out = STRBUF_INIT;
-	char *xdg = xasprintf("%s/xdg", T), *home = xasprintf("%s/uhome", T);
-	const char *o;
-
-	setenv("XDG_CONFIG_HOME", xdg, 1);
-	user_config("# mine\n[remote]\nhost = box1\njobs_dir = /scratch/me/jobs\n[train]\n"
-		    "gpus = 2\nstop_grace = 30\n[sync]\nexclude = *.ckpt\nexclude = wandb/\n");
-	ini("user", "[train]\ngpus = 1\n");
-	cd("user");
-	CHECK(config_load(&c, NULL, 0, &err) == 0);
-	if (!c) {
-		fprintf(stderr, "  %s\n", err.msg);
-		goto out;
-	}
-	char *uf = xasprintf("%s/gpurun/config", xdg);
-	CHECK_STR(c->user_file, uf);
-	CHECK_STR(c->remote.host, "box1");
-	CHECK_STR(get(c, "remote.host", &o), "box1");
-	CHECK(!strncmp(o, uf, strlen(uf)) && !strcmp(o + strlen(uf), ":3")); /* not below $HOME */
-	CHECK_STR(c->remote.jobs_dir, "/scratch/me/jobs");
-	CHECK_EQ_INT(c->train.stop_grace, 30);
-	CHECK_STR(c->train.gpus, "1");                 /* the project's file wins */
-	CHECK_STR(get(c, "train.gpus", &o), "1");
-	CHECK_STR(o, "gpurun.ini:2");
-	CHECK_STR(get(c, "sync.exclude", &o), "*.ckpt wandb/");
-	CHECK(strstr(o, "gpurun/config:9,10") != NULL); /* list lines add up there too */
-	config_dump(c, &out, 1);
-	CHECK(strstr(out.buf, "\"user_file\": ") != NULL);
-	CHECK(strstr(out.buf, "\"train.stop_grace\": {\"value\": 30, \"origin\": ") != NULL);
-	config_free(c);
-	free(uf);
-
-	/* environment over both; the user config is read with -c too */
-	setenv("GPURUN_TRAIN_STOP_GRACE", "5", 1);
-	CHECK(config_load(&c, "gpurun.ini", 0, &err) == 0);
-	clear_env();
-	if (c) {
-		CHECK_EQ_INT(c->train.stop_grace, 5);
-		CHECK_STR(c->remote.host, "box1");
-		config_free(c);
-	}
-
-	/* ~/.config/gpurun/config when XDG_CONFIG_HOME is unset or relative */
-	setenv("HOME", home, 1);
-	setenv("XDG_CONFIG_HOME", "rel/xdg", 1);
-	{
-		char *d = xasprintf("%s/.config/gpurun", home), *p = xasprintf("%s/config", d);
-		mkdir_p(d, 0755, NULL);
-		write_text(p, "[remote]\nhost = homebox\n", strlen("[remote]\nhost = homebox\n"));
-		CHECK(config_load(&c, NULL, 0, &err) == 0);
-		if (c) {
-			CHECK_STR(get(c, "remote.host", &o), "homebox");
-			CHECK_STR(o, "~/.config/gpurun/config:2");
-			sb_reset(&out);
-			config_dump(c, &out, 0);
-			CHECK(strstr(out.buf, "# user config ~/.config/gpurun/config\n") != NULL);
-			config_free(c);
-		}
-		/* broken: file:line as the user config is named */
-		write_text(p, "[remote]\nhots = x\n", strlen("[remote]\nhots = x\n"));
-		CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
-		CHECK_STR(err.msg, "~/.config/gpurun/config:2: unknown key 'hots' in [remote]");
-		write_text(p, "[remote]\npath = ~/all\n", strlen("[remote]\npath = ~/all\n"));
-		CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
-		CHECK(!strncmp(err.msg, "~/.config/gpurun/config:2: 'path' in [remote] names one "
-			       "project's own folder", 64));
-		/* unreadable (as root every file is readable: a folder then) */
-		unlink(p);
-		mkdir(p, 0755);
-		CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
-		CHECK_STR(err.msg, "cannot read the user config '~/.config/gpurun/config': not a file");
-		rmdir(p);
-		if (geteuid() != 0) {
-			write_text(p, "[remote]\nhost = x\n", strlen("[remote]\nhost = x\n"));
-			chmod(p, 0);
-			CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
-			CHECK(strstr(err.msg, "~/.config/gpurun/config") != NULL);
-			unlink(p);
-		}
-		/* missing: fine */
-		CHECK(config_load(&c, NULL, 0, &err) == 0);
-		if (!c)
-			fprintf(stderr, "  %s\n", err.msg);
-		if (c) {
-			CHECK(c->user_file == NULL);
-			CHECK(c->remote.host == NULL);  /* ini("user") has none */
-			config_free(c);
-		}
-		free(d);
-		free(p);
-	}
-out:
-	setenv("XDG_CONFIG_HOME", xdg, 1);
-	user_config(NULL);
-	no_user_config();
-	sb_release(&out);
-	free(xdg);
-	free(home);
-}
-
-/* [remote] host as a list or a pool, and [pools] in either file. */
-static void test_pools(void)
-{
-	struct gr_config *c = NULL;
-	struct gr_err err = { 0 };
-	char *xdg = xasprintf("%s/xdg", T);
-	const char *o;
-	struct strbuf out = STRBUF_INIT;
-
-	setenv("XDG_CONFIG_HOME", xdg, 1);
-	user_config(NULL);
-	/* inline, blanks or commas as in list keys */
-	ini("pools", "[remote]\nhost = box1, box2\tlocal\n");
-	cd("pools");
-	CHECK(config_load(&c, NULL, 0, &err) == 0);
-	if (!c)
-		goto out;
-	CHECK_STR(c->remote.host, "box1");
-	CHECK_EQ_INT(c->remote.nhosts, 3);
-	CHECK_STR(c->remote.hosts[0], "box1");
-	CHECK_STR(c->remote.hosts[2], "local");
-	CHECK(c->remote.hosts[3] == NULL);
-	CHECK_STR(c->remote.pool, "");
-	CHECK_STR(get(c, "remote.host", NULL), "box1 box2 local");
-	/* --host takes the same forms */
-	CHECK(config_set(c, "remote.host", "one", "--host", &err) == 0);
-	CHECK_EQ_INT(c->remote.nhosts, 1);
-	CHECK_STR(c->remote.pool, "");
-	config_free(c);
-
-	/* a pool in the user config, named by the project */
-	user_config("[pools]\nlab = box1 box2 box3\nsolo = s1\n");
-	ini("pools", "[remote]\nhost = lab\n");
-	CHECK(config_load(&c, NULL, 0, &err) == 0);
-	if (!c) {
-		fprintf(stderr, "  %s\n", err.msg);
-		goto out;
-	}
-	CHECK_STR(c->remote.host, "box1");
-	CHECK_EQ_INT(c->remote.nhosts, 3);
-	CHECK_STR(c->remote.hosts[1], "box2");
-	CHECK_STR(c->remote.pool, "lab");
-	CHECK_STR(get(c, "pools.lab", &o), "box1 box2 box3");
-	CHECK(strstr(o, "gpurun/config:2") != NULL);
-	config_dump(c, &out, 0);
-	CHECK(strstr(out.buf, "\npools.lab ") != NULL);
-	sb_reset(&out);
-	config_dump(c, &out, 1);
-	CHECK(strstr(out.buf, "\"lab\": {\"value\": [\"box1\", \"box2\", \"box3\"], \"origin\": ") != NULL);
-	/* -o and --host name pools too; a one-host pool keeps its name */
-	CHECK(config_set(c, "remote.host", "solo", "-o", &err) == 0);
-	CHECK_EQ_INT(c->remote.nhosts, 1);
-	CHECK_STR(c->remote.host, "s1");
-	CHECK_STR(c->remote.pool, "solo");
-	CHECK(config_set(c, "remote.host", "lab", "--host", &err) == 0);
-	CHECK_EQ_INT(c->remote.nhosts, 3);
-	CHECK_EQ_INT(config_set(c, "remote.host", "lab box9", "--host", &err), GR_EUSAGE);
-	CHECK(strstr(err.msg, "--host: host lists 'lab', which is a pool") != NULL);
-	CHECK_EQ_INT(c->remote.nhosts, 3);   /* unchanged */
-	CHECK_EQ_INT(config_set(c, "remote.scheduler", "slurm", "-o", &err), GR_EUSAGE);
-	CHECK(strstr(err.msg, "host names 3 hosts (pool 'lab')") != NULL);
-	CHECK(strstr(err.hint, "(the other value is from --host)") != NULL);
-	CHECK_STR(get(c, "remote.scheduler", NULL), "none");
-	config_free(c);
-
-	/* the project's pool replaces the user config's of the same name */
-	ini("pools", "[remote]\nhost = lab\n[pools]\nlab = p1 p2\n");
-	CHECK(config_load(&c, NULL, 0, &err) == 0);
-	if (c) {
-		CHECK_EQ_INT(c->remote.nhosts, 2);
-		CHECK_STR(c->remote.host, "p1");
-		CHECK_STR(get(c, "pools.lab", &o), "p1 p2");
-		CHECK_STR(o, "gpurun.ini:4");
-		config_free(c);
-	}
-	/* a pool naming a pool of the other file */
-	ini("pools", "[remote]\nhost = big\n[pools]\nbig = lab x\n");
-	CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
-	CHECK_STR(err.msg, "gpurun.ini:4: pool 'big' lists 'lab', which is a pool too");
-	/* the slurm refusal from the user config's pool */
-	ini("pools", "[remote]\nhost = lab\nscheduler = slurm\n");
-	CHECK_EQ_INT(config_load(&c, NULL, 0, &err), GR_ECONFIG);
-	CHECK(strstr(err.msg, "a Slurm cluster is reached through one login host") != NULL);
-	/* a one-host pool is fine with slurm */
-	ini("pools", "[remote]\nhost = solo\nscheduler = slurm\n");
-	CHECK(config_load(&c, NULL, 0, &err) == 0);
-	config_free(c);
-	c = NULL;
-	/* the environment's host can be a pool too */
-	ini("pools", "[train]\ngpus = 1\n");
-	setenv("GPURUN_REMOTE_HOST", "lab", 1);
-	CHECK(config_load(&c, NULL, 0, &err) == 0);
-	clear_env();
-	if (c) {
-		CHECK_EQ_INT(c->remote.nhosts, 3);
-		CHECK_STR(c->remote.pool, "lab");
-		config_free(c);
-	}
-	/* no host: nothing */
-	CHECK(config_load(&c, NULL, 0, &err) == 0);
-	if (c) {
-		CHECK(c->remote.host == NULL);
-		CHECK_EQ_INT(c->remote.nhosts, 0);
-		CHECK_STR(c->remote.pool, "");
-		config_free(c);
-	}
-out:
-	user_config(NULL);
-	no_user_config();
-	sb_release(&out);
-	free(xdg);
-}
-
 /* Comments after a value, as git config reads them: '#' or ';' after a
  * blank starts one (the blanks before it go too); in '...' or "...",
  * after a backslash, or without a blank before, they are the value's.
@@ -1062,26 +756,6 @@ static void test_list_quoting(void)
 	sb_release(&out);
 }
 
-/* `gpurun init` writes the template, never the user config's values. */
-static void test_init_ignores_user_config(void)
-{
-	struct gr_err err = { 0 };
-	struct strbuf text = STRBUF_INIT;
-	char *xdg = xasprintf("%s/xdg", T), *p = xasprintf("%s/initu/gpurun.ini", T);
-
-	setenv("XDG_CONFIG_HOME", xdg, 1);
-	user_config("[remote]\nhost = secretbox\n[train]\ncommand = my-user-default\n");
-	cd("initu");
-	CHECK(config_write_template("gpurun.ini", &err) == 0);
-	CHECK(read_file(p, &text, &err) == 0);
-	CHECK(text.buf && !strstr(text.buf, "secretbox") && !strstr(text.buf, "my-user-default"));
-	user_config(NULL);
-	no_user_config();
-	sb_release(&text);
-	free(xdg);
-	free(p);
-}
-
 /* [slurm] options: words as sh splits them, nothing expanded. */
 static void test_split_words(void)
 {
@@ -1163,13 +837,8 @@ static void test_duration(void)
 
 int main(void)
 {
-	snprintf(T, sizeof(T), "%s/gr-config.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	if (!mkdtemp(T)) {
-		perror("mkdtemp");
+	if (config_t_begin() < 0)
 		return 1;
-	}
-	clear_env();
-	no_user_config(); /* none but the ones the cases write */
 	RUN(test_schema);
 	RUN(test_duration);
 	RUN(test_split_words);
@@ -1184,20 +853,7 @@ int main(void)
 	RUN(test_inih_edges);
 	RUN(test_template_round_trip);
 	RUN(test_dump);
-	RUN(test_user_config);
-	RUN(test_pools);
-	RUN(test_init_ignores_user_config);
 	RUN(test_inline_comments);
 	RUN(test_list_quoting);
-	if (chdir("/") < 0)
-		perror("chdir");
-	if (!t_failed_cases) {
-		char *cmd = xasprintf("rm -rf '%s'", T);
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", T);
-		free(cmd);
-	} else {
-		fprintf(stderr, "scratch folder kept: %s\n", T);
-	}
-	return T_DONE();
+	return config_t_end();
 }
