@@ -141,6 +141,11 @@ int mlp_cuda_get_state(struct mlp_cuda *c, float *params, float *m, float *v,
 /* One training step on the training examples idx[0..B) (asynchronous). */
 int mlp_cuda_step(struct mlp_cuda *c, const int32_t *idx, int B,
 		  const struct mlp_hparams *hp, long t, struct kerr *e);
+/* Whether steps replay a captured CUDA graph (default on; the environment's
+ * KERNELS_CUDA_GRAPH=0 turns it off): set_graph switches (tests), and
+ * graph_state says "on (...)", "off (why)" or "not captured yet". */
+int mlp_cuda_set_graph(struct mlp_cuda *c, int on);
+const char *mlp_cuda_graph_state(const struct mlp_cuda *c);
 /* Waits, returns the loss sum and correct count since the last call, resets. */
 int mlp_cuda_take_stats(struct mlp_cuda *c, double *loss_sum, long *correct,
 			struct kerr *e);

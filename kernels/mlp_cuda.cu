@@ -3,7 +3,13 @@
  * through a ring of pinned buffers, and everything else (gather, forward,
  * loss, backward, AdamW) is enqueued on one stream without a host sync;
  * statistics are accumulated on the device and read at log time. Also the
- * single-kernel entry points the CPU-vs-CUDA tests call. */
+ * single-kernel entry points the CPU-vs-CUDA tests call.
+ *
+ * A step is captured once as a CUDA graph (per batch size) and replayed:
+ * two calls per step (the copy of the indices and the step's AdamW
+ * arguments, then the graph) instead of ~20 launches. KERNELS_CUDA_GRAPH=0
+ * turns it off; a capture that fails falls back to launching each kernel,
+ * and mlp_cuda_graph_state says which ran and why. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +19,11 @@
 #include "banned.h"
 
 #define IDX_RING 8
+/* Floats after the indices in a step's upload: lr, bc1, bc2 and padding. */
+#define STEP_ARGS 4
+/* cuBLAS's own workspace (its recommendation for Hopper); owned here so
+ * that a graph capture never makes cuBLAS allocate. */
+#define BLAS_WORKSPACE (32u << 20)
 
 struct mlp_cuda {
 	struct mlp_shape s;
@@ -33,6 +44,15 @@ struct mlp_cuda {
 	cudaEvent_t idx_done[IDX_RING];
 	int idx_used[IDX_RING];
 	long ring_pos;
+	void *blas_ws;
+	/* The captured step: step_dev holds max_batch indices then STEP_ARGS
+	 * floats; graph_B and graph_hp are what it was captured for. */
+	int32_t *step_dev;
+	int use_graph, graph_B;
+	struct mlp_hparams graph_hp;
+	cudaGraph_t graph;
+	cudaGraphExec_t graph_exec;
+	char graph_why[160];
 };
 
 int cuda_compiled(void)
@@ -90,6 +110,12 @@ void mlp_cuda_free(struct mlp_cuda *c)
 	/* Best effort: a failed free during clean-up has nowhere to go. */
 	if (c->stream)
 		cudaStreamSynchronize(c->stream);
+	if (c->graph_exec)
+		cudaGraphExecDestroy(c->graph_exec);
+	if (c->graph)
+		cudaGraphDestroy(c->graph);
+	cudaFree(c->step_dev);
+	cudaFree(c->blas_ws);
 	cudaFree(c->params);
 	cudaFree(c->grads);
 	cudaFree(c->m);
@@ -140,6 +166,9 @@ static int cuda_setup(struct mlp_cuda *c, const struct dataset *train,
 	cublasCheck(cublasCreate(&c->blas));
 	cublasCheck(cublasSetStream(c->blas, c->stream));
 	cublasCheck(cublasSetMathMode(c->blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+	cudaCheck(cudaMalloc(&c->blas_ws, BLAS_WORKSPACE));
+	cublasCheck(cublasSetWorkspace(c->blas, c->blas_ws, BLAS_WORKSPACE));
+	cudaCheck(cudaMalloc((void **)&c->step_dev, B * sizeof(int32_t) + STEP_ARGS * sizeof(float)));
 	cudaCheck(cudaMalloc((void **)&c->params, bytes));
 	cudaCheck(cudaMalloc((void **)&c->grads, bytes));
 	cudaCheck(cudaMalloc((void **)&c->m, bytes));
@@ -158,7 +187,9 @@ static int cuda_setup(struct mlp_cuda *c, const struct dataset *train,
 	cudaCheck(cudaMemsetAsync(c->grads, 0, bytes, c->stream));
 	for (int i = 0; i < IDX_RING; i++) {
 		cudaCheck(cudaMalloc((void **)&c->idx_dev[i], B * sizeof(int32_t)));
-		cudaCheck(cudaMallocHost((void **)&c->idx_host[i], B * sizeof(int32_t)));
+		cudaCheck(cudaMallocHost((void **)&c->idx_host[i],
+					 B * sizeof(int32_t) + STEP_ARGS * sizeof(float)));
+		memset(c->idx_host[i], 0, B * sizeof(int32_t) + STEP_ARGS * sizeof(float));
 		cudaCheck(cudaEventCreateWithFlags(&c->idx_done[i], cudaEventDisableTiming));
 	}
 	c->n_train = train->n;
@@ -193,6 +224,12 @@ struct mlp_cuda *mlp_cuda_new(const struct mlp_shape *s, int max_batch,
 	c->max_width = mlp_max_width(s);
 	c->n_params = mlp_n_params(s);
 	c->n_weights = mlp_n_weights(s);
+	{
+		const char *g = getenv("KERNELS_CUDA_GRAPH");
+		c->use_graph = !(g && !strcmp(g, "0"));
+		snprintf(c->graph_why, sizeof(c->graph_why), "%s",
+			 c->use_graph ? "not captured yet" : "off (KERNELS_CUDA_GRAPH=0)");
+	}
 	if (cuda_setup(c, train, test, tf32, e) < 0) {
 		mlp_cuda_free(c);
 		return NULL;
@@ -260,21 +297,16 @@ static int cuda_forward(struct mlp_cuda *c, const float *x, int B, struct kerr *
 	return 0;
 }
 
-int mlp_cuda_step(struct mlp_cuda *c, const int32_t *idx, int B,
-		  const struct mlp_hparams *hp, long t, struct kerr *e)
+/* Everything a step enqueues after its indices are on the device: gather,
+ * forward, loss, backward, AdamW (its lr and bias corrections from
+ * step_args on the device when not NULL, else from hp and t). */
+static int step_body(struct mlp_cuda *c, const int32_t *idx_dev, int B,
+		     const struct mlp_hparams *hp, long t, const float *step_args, struct kerr *e)
 {
 	const struct mlp_shape *s = &c->s;
-	int slot = (int)(c->ring_pos++ % IDX_RING), L = s->n_layers, ret;
+	int L = s->n_layers, ret;
 	float *dout = c->d0, *dnext = c->d1;
-	/* The pinned slot is free once its previous upload has completed. */
-	if (c->idx_used[slot])
-		cudaCheck(cudaEventSynchronize(c->idx_done[slot]));
-	memcpy(c->idx_host[slot], idx, (size_t)B * sizeof(int32_t));
-	cudaCheck(cudaMemcpyAsync(c->idx_dev[slot], c->idx_host[slot], (size_t)B * sizeof(int32_t),
-				  cudaMemcpyHostToDevice, c->stream));
-	cudaCheck(cudaEventRecord(c->idx_done[slot], c->stream));
-	c->idx_used[slot] = 1;
-	if ((ret = launch_gather(c->acts[0], c->labels, c->train_x, c->train_y, c->idx_dev[slot],
+	if ((ret = launch_gather(c->acts[0], c->labels, c->train_x, c->train_y, idx_dev,
 				 B, s->dims[0], c->stream, e)) < 0 ||
 	    (ret = cuda_forward(c, c->acts[0], B, e)) < 0 ||
 	    (ret = launch_softmax_ce(dout, c->loss_rows, c->hit_rows, c->acts[L], c->labels, B,
@@ -294,8 +326,125 @@ int mlp_cuda_step(struct mlp_cuda *c, const int32_t *idx, int B,
 		dout = dnext;
 		dnext = tmp;
 	}
+	if (step_args)
+		return launch_adamw_args(c->params, c->grads, c->m, c->v, c->n_params,
+					 c->n_weights, hp, step_args, c->stream, e);
 	return launch_adamw(c->params, c->grads, c->m, c->v, c->n_params, c->n_weights, hp, t,
 			    c->stream, e);
+}
+
+static void graph_drop(struct mlp_cuda *c)
+{
+	if (c->graph_exec)
+		cudaGraphExecDestroy(c->graph_exec);
+	if (c->graph)
+		cudaGraphDestroy(c->graph);
+	c->graph_exec = NULL;
+	c->graph = NULL;
+	c->graph_B = 0;
+}
+
+/* Captures step_body for batch B into c->graph_exec. On failure the graph
+ * is turned off for good (the reason in graph_why) and 0 is returned: the
+ * caller launches the step itself. Only a failure to leave capture mode is
+ * an error. */
+static int graph_capture(struct mlp_cuda *c, int B, const struct mlp_hparams *hp,
+			 struct kerr *e)
+{
+	struct kerr ce = { "" };
+	cudaGraph_t g = NULL;
+	cudaError_t err;
+	int ret;
+	graph_drop(c);
+	err = cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal);
+	if (err != cudaSuccess) {
+		snprintf(c->graph_why, sizeof(c->graph_why), "off (cudaStreamBeginCapture: %s)",
+			 cudaGetErrorString(err));
+		(void)cudaGetLastError();
+		c->use_graph = 0;
+		return 0;
+	}
+	ret = step_body(c, c->step_dev, B, hp, 0,
+			(const float *)(c->step_dev + c->max_batch), &ce);
+	err = cudaStreamEndCapture(c->stream, &g);
+	if (ret == 0 && err == cudaSuccess && g)
+		err = cudaGraphInstantiate(&c->graph_exec, g, 0);
+	if (ret < 0 || err != cudaSuccess || !g) {
+		snprintf(c->graph_why, sizeof(c->graph_why), "off (capture failed: %s)",
+			 ret < 0 ? ce.msg : cudaGetErrorString(err));
+		if (g)
+			cudaGraphDestroy(g);
+		c->graph_exec = NULL;
+		(void)cudaGetLastError();
+		c->use_graph = 0;
+		/* Still capturing would make every later call fail. */
+		cudaStreamCaptureStatus st;
+		cudaCheck(cudaStreamIsCapturing(c->stream, &st));
+		if (st != cudaStreamCaptureStatusNone)
+			return kerr_set(e, K_ECUDA, "CUDA graph capture could not be ended");
+		return 0;
+	}
+	c->graph = g;
+	c->graph_B = B;
+	c->graph_hp = *hp;
+	snprintf(c->graph_why, sizeof(c->graph_why), "on (one graph a step)");
+	return 0;
+}
+
+int mlp_cuda_step(struct mlp_cuda *c, const int32_t *idx, int B,
+		  const struct mlp_hparams *hp, long t, struct kerr *e)
+{
+	int slot = (int)(c->ring_pos++ % IDX_RING), ret;
+	int32_t *host = c->idx_host[slot];
+	float *args = (float *)(host + c->max_batch);
+	if (B < 1 || B > c->max_batch)
+		return kerr_set(e, K_ECUDA, "mlp_cuda_step: batch %d is outside 1..%d", B,
+				c->max_batch);
+	/* The pinned slot is free once its previous upload has completed. */
+	if (c->idx_used[slot])
+		cudaCheck(cudaEventSynchronize(c->idx_done[slot]));
+	memcpy(host, idx, (size_t)B * sizeof(int32_t));
+	if (!c->use_graph) {
+		cudaCheck(cudaMemcpyAsync(c->idx_dev[slot], host, (size_t)B * sizeof(int32_t),
+					  cudaMemcpyHostToDevice, c->stream));
+		cudaCheck(cudaEventRecord(c->idx_done[slot], c->stream));
+		c->idx_used[slot] = 1;
+		return step_body(c, c->idx_dev[slot], B, hp, t, NULL, e);
+	}
+	/* Graph: the indices and this step's AdamW arguments go to the one
+	 * device buffer the graph reads (the stream orders it after the
+	 * previous replay). */
+	args[0] = hp->lr;
+	adamw_bias_correction(hp, t, &args[1], &args[2]);
+	args[3] = 0.0f;
+	cudaCheck(cudaMemcpyAsync(c->step_dev, host,
+				  (size_t)c->max_batch * sizeof(int32_t) + STEP_ARGS * sizeof(float),
+				  cudaMemcpyHostToDevice, c->stream));
+	cudaCheck(cudaEventRecord(c->idx_done[slot], c->stream));
+	c->idx_used[slot] = 1;
+	if (!c->graph_exec || c->graph_B != B || c->graph_hp.beta1 != hp->beta1 ||
+	    c->graph_hp.beta2 != hp->beta2 || c->graph_hp.eps != hp->eps ||
+	    c->graph_hp.wd != hp->wd) {
+		if ((ret = graph_capture(c, B, hp, e)) < 0)
+			return ret;
+		if (!c->use_graph)
+			return step_body(c, c->step_dev, B, hp, t, NULL, e);
+	}
+	cudaCheck(cudaGraphLaunch(c->graph_exec, c->stream));
+	return 0;
+}
+
+int mlp_cuda_set_graph(struct mlp_cuda *c, int on)
+{
+	graph_drop(c);
+	c->use_graph = on;
+	snprintf(c->graph_why, sizeof(c->graph_why), "%s", on ? "not captured yet" : "off");
+	return 0;
+}
+
+const char *mlp_cuda_graph_state(const struct mlp_cuda *c)
+{
+	return c->graph_why;
 }
 
 static int read_stats(struct mlp_cuda *c, double *dev, double *loss_sum, long *correct,

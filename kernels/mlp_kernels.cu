@@ -192,8 +192,15 @@ __global__ void stats_kernel(double *stats, const float *loss_rows, const float 
  * contraction) so that it matches adamw_cpu bit for bit. */
 __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n,
 			     size_t n_decay, float lr, float b1, float b2, float eps,
-			     float wd, float bc1, float bc2)
+			     float wd, float bc1, float bc2, const float *step_args)
 {
+	/* In a CUDA graph the step's lr and bias corrections change every
+	 * launch: they are read from device memory (the same floats). */
+	if (step_args) {
+		lr = step_args[0];
+		bc1 = step_args[1];
+		bc2 = step_args[2];
+	}
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x) {
 		float gi = g[i], pi = p[i];
@@ -292,7 +299,18 @@ int launch_adamw(float *p, const float *g, float *m, float *v, size_t n,
 	float bc1, bc2;
 	adamw_bias_correction(hp, t, &bc1, &bc2);
 	adamw_kernel<<<grid_for(n, 256), 256, 0, s>>>(p, g, m, v, n, n_decay, hp->lr, hp->beta1,
-						      hp->beta2, hp->eps, hp->wd, bc1, bc2);
+						      hp->beta2, hp->eps, hp->wd, bc1, bc2, NULL);
+	launchCheck();
+	return 0;
+}
+
+int launch_adamw_args(float *p, const float *g, float *m, float *v, size_t n,
+		      size_t n_decay, const struct mlp_hparams *hp, const float *step_args,
+		      cudaStream_t s, struct kerr *e)
+{
+	adamw_kernel<<<grid_for(n, 256), 256, 0, s>>>(p, g, m, v, n, n_decay, 0.0f, hp->beta1,
+						      hp->beta2, hp->eps, hp->wd, 1.0f, 1.0f,
+						      step_args);
 	launchCheck();
 	return 0;
 }

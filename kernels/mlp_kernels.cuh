@@ -46,6 +46,11 @@ int launch_softmax_ce(float *dlogits, float *loss_rows, float *hit_rows,
 		      double *stats, cudaStream_t s, struct kerr *e);
 int launch_adamw(float *p, const float *g, float *m, float *v, size_t n, size_t n_decay,
 		 const struct mlp_hparams *hp, long t, cudaStream_t s, struct kerr *e);
+/* The same, with lr, bc1 and bc2 read on the device from step_args[0..2]
+ * (what a CUDA graph of the step needs). */
+int launch_adamw_args(float *p, const float *g, float *m, float *v, size_t n,
+		      size_t n_decay, const struct mlp_hparams *hp, const float *step_args,
+		      cudaStream_t s, struct kerr *e);
 int launch_gather(float *x, int32_t *y, const float *src_x, const int32_t *src_y,
 		  const int32_t *idx, int B, int D, cudaStream_t s, struct kerr *e);
 

@@ -76,6 +76,19 @@ int mlp_cuda_step(struct mlp_cuda *c, const int32_t *idx, int B,
 	return kerr_set(e, K_ECUDA, NO_CUDA_MSG);
 }
 
+int mlp_cuda_set_graph(struct mlp_cuda *c, int on)
+{
+	(void)c;
+	(void)on;
+	return 0;
+}
+
+const char *mlp_cuda_graph_state(const struct mlp_cuda *c)
+{
+	(void)c;
+	return "off (no CUDA)";
+}
+
 int mlp_cuda_take_stats(struct mlp_cuda *c, double *loss_sum, long *correct,
 			struct kerr *e)
 {

@@ -410,6 +410,8 @@ int run_train(const struct run_config *cfg, const struct dataset *train,
 	memset(&ev, 0, sizeof(ev));
 	ev.kind = RUN_EV_END;
 	ev.step = (long)meta.step;
+	if (b.device == DEV_CUDA)
+		ev.graph = mlp_cuda_graph_state(b.c);
 	ev.total = cfg->steps;
 	if (final_correct >= 0) {
 		ev.test_loss = final_loss;
@@ -497,6 +499,8 @@ int run_bench(const struct run_config *cfg, int in, int classes, int B,
 		res->ms_per_step = dt * 1000.0 / steps;
 		res->samples_per_s = (double)B * steps / dt;
 		res->flops_per_s = mlp_step_flops(&shape, B) * steps / dt;
+		if (b.device == DEV_CUDA)
+			snprintf(res->graph, sizeof(res->graph), "%s", mlp_cuda_graph_state(b.c));
 	}
 	if (!isfinite(loss))
 		ret = kerr_set(e, K_ENONFINITE, "benchmark loss is not finite");

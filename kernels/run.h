@@ -58,6 +58,8 @@ struct run_event {
 	double test_loss, test_acc;
 	long test_correct;
 	int test_n;
+	/* RUN_EV_END on CUDA: whether steps replayed a CUDA graph, and why not */
+	const char *graph;
 };
 
 typedef void (*run_event_fn)(const struct run_event *ev, void *ud);
@@ -83,6 +85,7 @@ struct bench_result {
 	int batch;
 	long steps;
 	double samples_per_s, ms_per_step, flops_per_s;
+	char graph[96];  /* CUDA: mlp_cuda_graph_state after the run */
 };
 
 /* Times steps training steps (after warmup untimed ones) of the model

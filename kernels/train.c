@@ -365,6 +365,8 @@ static void print_event(const struct run_event *ev, void *ud)
 		putchar('\n');
 		break;
 	case RUN_EV_END:
+		if (ev->graph)
+			printf("cuda graph %s\n", ev->graph);
 		printf("held-out accuracy %.4f (%ld/%d) | loss %.4f | step %ld\n", ev->test_acc,
 		       ev->test_correct, ev->test_n, ev->test_loss, ev->step);
 		break;
@@ -398,6 +400,8 @@ static int bench(const struct opts *o, struct kerr *e)
 		if (peak > 0)
 			printf(" | %.1f%% of fp32 peak %.1f TFLOP/s", 100.0 * b.flops_per_s / peak,
 			       peak * 1e-12);
+		if (b.graph[0])
+			printf(" | cuda graph %s", b.graph);
 		putchar('\n');
 		fflush(stdout);
 	}
