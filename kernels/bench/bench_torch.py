@@ -14,6 +14,13 @@ ratios C / PyTorch.
     make -C kernels && python3 kernels/bench/bench_torch.py
     python3 kernels/bench/bench_torch.py --batches 64,512,4096 --tf32
     python3 kernels/bench/bench_torch.py --c-only --device cpu   # no torch needed
+    python3 kernels/bench/bench_torch.py --models 784-1024-1024-10,4096-4096-4096-10 \
+        --json out.json       # several models in one run; every row also as JSON
+
+The fraction of peak is against the FP32 (CUDA core) peak for FP32 runs and
+the dense TF32 tensor-core peak for --tf32 runs: SMs x lanes x 2 x max SM
+clock, and SMs x 2048 FLOP/clock x max SM clock on sm_80/sm_90 (1024 on
+sm_86/89); --peak-tflops overrides either.
 
 FLOPs per step count the matrix products only: 2*B*in*out for the forward
 and the weight gradient of every layer, and for the input gradient of every
@@ -43,10 +50,15 @@ def parse_args():
     p.add_argument("--tf32", action="store_true", help="TF32 tensor cores on both sides")
     p.add_argument("--device", default="cuda", help="cuda (default) or cpu (a dry run)")
     p.add_argument("--train", default=DEFAULT_TRAIN, help="path of kernels/train")
-    p.add_argument("--modes", default="eager,compile", help="torch modes: eager,compile")
+    p.add_argument("--modes", default="eager,compile",
+                   help="torch modes: eager, compile, compile-ro (mode=reduce-overhead)")
     p.add_argument("--c-only", action="store_true", help="skip PyTorch")
     p.add_argument("--peak-tflops", type=float, default=0.0,
-                   help="FP32 peak of the GPU (default: from SM count and max SM clock)")
+                   help="peak of the GPU for this precision (default: from SM count and max SM clock)")
+    p.add_argument("--models", default="",
+                   help="several models IN-H1-..-CLASSES, comma-separated (overrides "
+                        "--input/--hidden/--classes)")
+    p.add_argument("--json", default="", help="also write every row to this JSON file")
     return p.parse_args()
 
 
@@ -91,19 +103,25 @@ def run_c(args, batches):
     return res, device
 
 
-def peak_fp32(args, torch):
-    """FP32 FLOP/s: SMs x 128 lanes (64 on sm_70/80) x 2 x max SM clock."""
+def peak_flops(args, torch):
+    """FLOP/s the GPU can do at most for this precision: FP32, SMs x 128
+    lanes (64 on sm_60/70/75/80) x 2 x max SM clock; TF32 (dense, tensor
+    cores), SMs x 2048 (sm_80, sm_90) or 1024 (sm_86, sm_89) x max SM clock."""
     if args.peak_tflops > 0:
         return args.peak_tflops * 1e12
     if args.device != "cuda":
         return 0.0
     prop = torch.cuda.get_device_properties(0)
-    lanes = 64 if (prop.major, prop.minor) in ((7, 0), (7, 5), (8, 0), (6, 0)) else 128
+    cc = (prop.major, prop.minor)
+    if args.tf32:
+        per_clock = {(8, 0): 2048, (9, 0): 2048, (8, 6): 1024, (8, 9): 1024}.get(cc, 0)
+    else:
+        per_clock = 2 * (64 if cc in ((7, 0), (7, 5), (8, 0), (6, 0)) else 128)
     try:
         mhz = subprocess.run(["nvidia-smi", "-i", "0", "--query-gpu=clocks.max.sm",
                               "--format=csv,noheader,nounits"], stdout=subprocess.PIPE,
                              text=True, check=True).stdout.split()[0]
-        return 2.0 * prop.multi_processor_count * lanes * float(mhz) * 1e6
+        return float(per_clock) * prop.multi_processor_count * float(mhz) * 1e6
     except (OSError, subprocess.CalledProcessError, ValueError, IndexError):
         return 0.0
 
@@ -137,8 +155,13 @@ def run_torch(args, batches, mode):
         if mode == "compile":
             fwd = torch.compile(model)
             opt_step = torch.compile(opt.step)
+        elif mode == "compile-ro":  # reduce-overhead: torch's own CUDA graphs
+            fwd = torch.compile(model, mode="reduce-overhead")
+            opt_step = torch.compile(opt.step, mode="reduce-overhead")
 
         def step():
+            if mode == "compile-ro":  # a new step: the graphs' last outputs may go
+                torch.compiler.cudagraph_mark_step_begin()
             idx = torch.randint(0, n, (batch,), device=dev)
             x, y = data_x[idx], data_y[idx]
             loss = F.cross_entropy(fwd(x), y)
@@ -171,30 +194,21 @@ def run_torch(args, batches, mode):
     return res
 
 
-def main():
-    args = parse_args()
-    batches = [int(b) for b in args.batches.split(",")]
+def bench_model(args, batches, torch_ok, peak, rows):
     dims = dims_of(args)
+    model = "-".join(str(d) for d in dims)
     c_res, c_device = run_c(args, batches)
     results = {"C (kernels/train)": c_res}
-    peak = args.peak_tflops * 1e12
-    if not args.c_only:
-        try:
-            import torch
-        except ImportError:
-            sys.exit("bench_torch: PyTorch is not installed here (use --c-only)")
-        if args.device == "cuda" and not torch.cuda.is_available():
-            sys.exit("bench_torch: torch sees no CUDA device")
-        print("torch %s, %s" % (torch.__version__, torch.cuda.get_device_name(0)
-                                if args.device == "cuda" else "cpu"), flush=True)
-        peak = peak_fp32(args, torch)
+    if torch_ok:
         for mode in args.modes.split(","):
-            results["torch " + mode] = run_torch(args, batches, mode)
-
+            try:
+                results["torch " + mode] = run_torch(args, batches, mode)
+            except Exception as ex:  # one failing peer does not lose the others
+                print("  torch %s failed: %s: %s" % (mode, type(ex).__name__, ex), flush=True)
     print()
-    print("model %s | %s | %s matmuls | device %s | fp32 peak %s" %
-          ("-".join(str(d) for d in dims), "AdamW", "TF32" if args.tf32 else "FP32",
-           c_device, "%.1f TFLOP/s" % (peak * 1e-12) if peak else "unknown"))
+    print("model %s | %s | %s matmuls | device %s | %s peak %s" %
+          (model, "AdamW", "TF32" if args.tf32 else "FP32", c_device,
+           "tf32" if args.tf32 else "fp32", "%.1f TFLOP/s" % (peak * 1e-12) if peak else "unknown"))
     print("%-20s %6s %12s %10s %10s %8s" % ("", "batch", "samples/s", "ms/step",
                                             "TFLOP/s", "of peak"))
     for name, res in results.items():
@@ -205,12 +219,50 @@ def main():
             tf = step_flops(dims, b) / (ms / 1000.0) * 1e-12
             frac = "%.1f%%" % (100.0 * tf * 1e12 / peak) if peak else "-"
             print("%-20s %6d %12.0f %10.3f %10.3f %8s" % (name, b, sps, ms, tf, frac))
+            rows.append({"model": model, "precision": "tf32" if args.tf32 else "fp32",
+                         "side": name, "batch": b, "samples_per_s": sps, "ms_per_step": ms,
+                         "tflops": tf, "of_peak": tf * 1e12 / peak if peak else None,
+                         "device": c_device})
     for name, res in results.items():
         if name.startswith("C "):
             continue
         for b in batches:
             if b in res and b in c_res:
                 print("C / %-14s batch %5d: %.2fx samples/s" % (name, b, c_res[b][0] / res[b][0]))
+
+
+def main():
+    args = parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
+    peak = args.peak_tflops * 1e12
+    torch_ok = not args.c_only
+    if torch_ok:
+        try:
+            import torch
+        except ImportError:
+            sys.exit("bench_torch: PyTorch is not installed here (use --c-only)")
+        if args.device == "cuda" and not torch.cuda.is_available():
+            sys.exit("bench_torch: torch sees no CUDA device")
+        print("torch %s, %s" % (torch.__version__, torch.cuda.get_device_name(0)
+                                if args.device == "cuda" else "cpu"), flush=True)
+        peak = peak_flops(args, torch)
+    rows = []
+    models = [m for m in args.models.split(",") if m] or [None]
+    for m in models:
+        if m:
+            try:
+                dims = [int(d) for d in m.split("-")]
+            except ValueError:
+                dims = []
+            if len(dims) < 2 or min(dims) < 1:
+                sys.exit("bench_torch: --models: '%s' is not IN-...-CLASSES" % m)
+            args.input, args.classes = dims[0], dims[-1]
+            args.hidden = ",".join(str(d) for d in dims[1:-1]) or "none"
+        bench_model(args, batches, torch_ok, peak, rows)
+    if args.json:
+        import json
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
 
 
 if __name__ == "__main__":
