@@ -503,14 +503,24 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	r.show_arg = o->show && o->show_arg ? o->show_arg : ctx;
 	if ((rc = sync_check_remote_path(cfg->remote.path, &ctx->err)) < 0)
 		goto out;
-	connect_start(&cj, ctx);
-	/* One sync at a time in a project (a watcher's, train's): the
-	 * connection comes up meanwhile. */
+	/* One sync at a time in a project (a watcher's, train's). Taken
+	 * before the connection: PREPARE below takes the host's lock, which
+	 * must come second, as for every sync (else a watcher holding this
+	 * one would wait for ours on the host while we wait for it here). */
 	if (!o->dry_run) {
 		if ((rc = sync_lock_take(cfg->root, r.idle_ms, r.show, r.show_arg, &ctx->err)) < 0)
 			goto out;
 		locked = 1;
+		/* The host checks its copy against its manifest while we scan
+		 * ours, instead of after (on a no-op of a large tree the two
+		 * walks take about as long each). */
+		struct strbuf pl = STRBUF_INIT;
+		put_str(&pl, cfg->remote.path);
+		put_u32(&pl, cfg->sync.preserve_perms ? SYNC_OPEN_PRESERVE_PERMS : 0);
+		connect_first(&cj, SYNC_MSG_PREPARE, pl.buf, pl.len);
+		sb_release(&pl);
 	}
+	connect_start(&cj, ctx);
 	idx = sync_index_load(cfg->root);
 	if ((rc = sync_scan_manifest(cfg->root, &so, idx, &r.local, &r.hs, &ctx->err)) < 0) {
 		sync_index_free(idx); /* nothing to save: the scan did not finish */

@@ -231,6 +231,10 @@ static void take_offer(void *arg, struct gr_conn *c, struct strbuf *frames)
 	struct connect_job *j = arg;
 
 	pthread_mutex_lock(&j->mu);
+	if (j->first_type)
+		proto_frame_append(frames, j->first_type, 0, conn_next_id(c), j->first.buf,
+				   j->first.len);
+	j->first_type = 0;
 	if (j->offer_type) {
 		j->offer_id = conn_next_id(c);
 		proto_frame_append(frames, j->offer_type, 0, j->offer_id, j->offer.buf,
@@ -257,12 +261,23 @@ static void *connect_main(void *arg)
 	return NULL;
 }
 
+void connect_first(struct connect_job *j, uint16_t type, const void *payload, size_t n)
+{
+	j->first_type = type;
+	sb_reset(&j->first);
+	sb_add(&j->first, payload, n);
+}
+
 void connect_start(struct connect_job *j, struct gr_ctx *ctx)
 {
 	j->ctx = ctx;
 	pthread_mutex_init(&j->mu, NULL);
 	if (!ctx->conn && pthread_create(&j->th, NULL, connect_main, j) == 0)
 		j->started = 1;
+	if (!j->started) { /* no bootstrap command for it to go in */
+		j->first_type = 0;
+		sb_release(&j->first);
+	}
 }
 
 void connect_offer(struct connect_job *j, uint16_t type, const void *payload, size_t n)
@@ -283,6 +298,7 @@ static void connect_done(struct connect_job *j)
 	pthread_join(j->th, NULL);
 	j->started = 0;
 	sb_release(&j->offer);
+	sb_release(&j->first);
 	pthread_mutex_destroy(&j->mu);
 }
 

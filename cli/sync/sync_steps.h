@@ -55,7 +55,12 @@ struct connect_job {
 	uint16_t offer_type;
 	struct strbuf offer;     /* a request's payload, when offer_type != 0 */
 	uint32_t offer_id;       /* its id once it went with the command, else 0 */
+	uint16_t first_type;     /* a request that goes first, never answered */
+	struct strbuf first;
 };
+/* Before connect_start: a request (never answered) to go first inside the
+ * bootstrap command, if the connection is made for this sync. */
+void connect_first(struct connect_job *j, uint16_t type, const void *payload, size_t n);
 void connect_start(struct connect_job *j, struct gr_ctx *ctx);
 /* Offer a request to travel inside the bootstrap command (conn_opts.early),
  * if the connection has not got that far yet. After connect_finish,

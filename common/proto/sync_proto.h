@@ -38,6 +38,13 @@ enum {
 	 * (a long answer): bytes digest, u32 nerrors, (str path, u32 kind,
 	 * str message)...; u32 nwarnings, str... */
 	SYNC_MSG_COMMIT = 0x26,
+	/* c->a, new id, never answered: str path, u32 flags (OPEN's). Sent
+	 * inside the bootstrap command of a sync that will OPEN this path:
+	 * the agent locks the folder and checks its manifest against the
+	 * disk while the client still scans, and the OPEN that follows uses
+	 * that work. Best effort: a folder it cannot lock at once, a dry
+	 * run, or an OPEN for another path or flags does it all again. */
+	SYNC_MSG_PREPARE = 0x27,
 };
 
 /* OPEN flags */

@@ -473,6 +473,9 @@ int agent_serve(const struct agent_handler *const *tables, char *early)
 	a.last_alive = now_ms();
 	/* Unasked, so the client learns who we are without a round trip. */
 	send_hello(&a, 0);
+	/* Out now: an early request can take long (SYNC_PREPARE walks the
+	 * tree), and the client's wait for HELLO is bounded. */
+	write_output(&a);
 	if (early && take_early(&a, early) < 0)
 		agent_fail(&a, 0, GR_EPROTO, "the requests in the command line are not hex frames");
 

@@ -49,6 +49,23 @@ static const struct agent_stream_ops session_ops = {
 	.on_close = sess_close,
 };
 
+/* Never answered: a malformed one is ignored (the OPEN still comes). */
+static int h_prepare(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
+{
+	struct gr_err ignored = { 0 };
+	char *path = get_str(rd);
+	uint32_t flags = get_u32(rd);
+
+	(void)a;
+	(void)id;
+	(void)err;
+	sync_apply_busy = agent_keepalive;
+	if (path && rd_done(rd, &ignored, "SYNC_PREPARE") == 0)
+		sync_session_prepare(path, flags);
+	free(path);
+	return 0;
+}
+
 static int h_open(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *err)
 {
 	sync_apply_busy = agent_keepalive;
@@ -148,6 +165,7 @@ static int h_tar(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *
 
 const struct agent_handler agent_sync_handlers[] = {
 	{ SYNC_MSG_OPEN, "sync-open", h_open },
+	{ SYNC_MSG_PREPARE, "sync-prepare", h_prepare },
 	{ SYNC_MSG_TAR, "sync-tar", h_tar },
 	{ SYNC_MSG_FILE, "sync-file", sync_h_file },
 	{ SYNC_MSG_SIG, "sync-sig", sync_h_sig },

@@ -184,6 +184,10 @@ void sync_host_fields(struct sm_entry *e, const struct stat *st);
 /* sync_session.c: OPEN's work (lock, clean up, load and refresh the
  * manifest, answer STATE). *out stays NULL when the answer ended the
  * request (already in sync, or a dry run). */
+/* SYNC_PREPARE: the start of an OPEN of path (the lock, if free at once;
+ * the manifest checked against the disk), kept for that OPEN; never an
+ * error (the OPEN does it again). */
+void sync_session_prepare(const char *path, uint32_t flags);
 int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t flags,
 		      const uint8_t *expect, const uint8_t *local,
 		      struct sync_session **out, struct gr_err *err);

@@ -250,59 +250,140 @@ static uint32_t refresh(struct sync_session *s, struct strbuf *changes)
 	return n;
 }
 
-int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t flags,
-		      const uint8_t *expect, const uint8_t *local,
-		      struct sync_session **out, struct gr_err *err)
-{
-	int dry = flags & SYNC_OPEN_DRY_RUN, created = 0, rc;
-	struct sync_session *s = xcalloc(1, sizeof(*s));
-	struct strbuf changes = STRBUF_INIT, pl = STRBUF_INIT;
-	char *full = agent_path(path);
-	uint8_t base[SM_HASH_LEN], digest[SM_HASH_LEN];
-	uint32_t nchanged = 0, state = 0;
+/* What OPEN finds before it can answer, kept by PREPARE for it. */
+struct session_start {
+	uint32_t state;          /* SYNC_STATE_NEW_ROOT */
+	uint32_t nchanged;
+	struct strbuf changes;   /* what refresh found changed */
+	uint8_t base[SM_HASH_LEN]; /* the manifest's digest as loaded */
+};
 
-	*out = NULL;
-	s->id = id;
-	s->lockfd = s->journalfd = s->rootfd = s->statefd = -1;
-	pthread_mutex_init(&s->mu, NULL);
-	rc = sfs_open_root(full, !dry, &s->rootfd, &s->root, &created, err);
+/* Everything OPEN does before it can answer: the root (made unless dry),
+ * the lock, a dead session's temp files, the manifest and its refresh
+ * against the disk. For PREPARE (prep): only where there is a manifest to
+ * check (nothing is made), and only if the lock is free at once. */
+static int session_start(struct sync_session *s, const char *full, int dry, int prep,
+			 struct session_start *ss, struct gr_err *err)
+{
+	int created = 0, rc;
+
+	rc = sfs_open_root(full, !dry && !prep, &s->rootfd, &s->root, &created, err);
 	if (rc == GR_ENOTFOUND && dry) {
 		rc = 0; /* a dry run into a folder not made yet: it is empty */
 		s->root = xstrdup(full);
-		state |= SYNC_STATE_NEW_ROOT;
+		ss->state |= SYNC_STATE_NEW_ROOT;
 	}
 	if (rc < 0)
-		goto out;
+		return rc;
 	sync_dir_init(s, &s->dir);
 	if (created)
-		state |= SYNC_STATE_NEW_ROOT;
+		ss->state |= SYNC_STATE_NEW_ROOT;
 	if (s->rootfd >= 0) {
-		int statefd = s->statefd = statefd_of(s, !dry);
-		if (statefd < 0 && !dry) {
-			rc = gr_errf(err, GR_EIO, "cannot create '%s/%s': %s", s->root,
-				     SYNC_STATE_DIR, strerror(errno));
-			goto out;
+		int statefd = s->statefd = statefd_of(s, !dry && !prep);
+		if (statefd < 0 && prep)
+			return gr_errf(err, GR_ENOTFOUND, "no manifest yet");
+		if (statefd < 0 && !dry)
+			return gr_errf(err, GR_EIO, "cannot create '%s/%s': %s", s->root,
+				       SYNC_STATE_DIR, strerror(errno));
+		if (prep) {
+			s->lockfd = openat(statefd, STATE_NAME(SYNC_LOCK_FILE),
+					   O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+			if (s->lockfd < 0 || flock(s->lockfd, LOCK_EX | LOCK_NB) < 0)
+				return gr_errf(err, GR_EIO, "'%s' is locked", s->root);
+		} else if (!dry && (rc = take_lock(s, statefd, err)) < 0) {
+			return rc;
 		}
-		if (!dry && (rc = take_lock(s, statefd, err)) < 0)
-			goto out;
 		if (!dry) {
 			clean_journal(s, statefd);
 			/* and the manifest's own, had an agent died writing it */
 			sfs_clean_tmps(&s->dir, SYNC_STATE_DIR);
 		}
 		load_manifest(s, statefd);
-		sm_digest(&s->man, base);
-		nchanged = refresh(s, &changes);
+		sm_digest(&s->man, ss->base);
+		ss->nchanged = refresh(s, &ss->changes);
 	} else {
-		sm_digest(&s->man, base);
+		sm_digest(&s->man, ss->base);
 	}
+	return 0;
+}
+
+static struct sync_session *session_new(void)
+{
+	struct sync_session *s = xcalloc(1, sizeof(*s));
+
+	s->lockfd = s->journalfd = s->rootfd = s->statefd = -1;
+	pthread_mutex_init(&s->mu, NULL);
+	return s;
+}
+
+/* PREPARE's work, until an OPEN takes it or the connection ends. */
+static struct {
+	struct sync_session *s;
+	char *full;
+	uint32_t flags;
+	struct session_start ss;
+} prepared;
+
+static void prepared_drop(void)
+{
+	sync_session_free(prepared.s);
+	free(prepared.full);
+	sb_release(&prepared.ss.changes);
+	memset(&prepared, 0, sizeof(prepared));
+}
+
+void sync_session_prepare(const char *path, uint32_t flags)
+{
+	struct gr_err err = { 0 };
+
+	prepared_drop();
+	if (current || (flags & (SYNC_OPEN_DRY_RUN | SYNC_OPEN_OPTIMISTIC)))
+		return;
+	prepared.s = session_new();
+	prepared.full = agent_path(path);
+	prepared.flags = flags;
+	safe_perms_preserve(flags & SYNC_OPEN_PRESERVE_PERMS);
+	if (session_start(prepared.s, prepared.full, 0, 1, &prepared.ss, &err) < 0)
+		prepared_drop(); /* the OPEN does it again, and says why */
+}
+
+int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t flags,
+		      const uint8_t *expect, const uint8_t *local,
+		      struct sync_session **out, struct gr_err *err)
+{
+	int dry = flags & SYNC_OPEN_DRY_RUN, rc = 0;
+	struct sync_session *s = NULL;
+	struct session_start ss = { 0 };
+	struct strbuf pl = STRBUF_INIT;
+	char *full = agent_path(path);
+	uint8_t digest[SM_HASH_LEN];
+	uint32_t state;
+
+	*out = NULL;
+	/* PREPARE did the start for this folder (of the flags, only the
+	 * permissions change what the refresh records). */
+	if (prepared.s && !dry && !strcmp(prepared.full, full) &&
+	    !((prepared.flags ^ flags) & SYNC_OPEN_PRESERVE_PERMS)) {
+		s = prepared.s;
+		ss = prepared.ss;
+		prepared.s = NULL;
+		prepared.ss.changes = (struct strbuf)STRBUF_INIT;
+	}
+	prepared_drop();
+	if (!s) {
+		s = session_new();
+		if ((rc = session_start(s, full, dry, 0, &ss, err)) < 0)
+			goto out;
+	}
+	s->id = id;
+	state = ss.state;
 	sm_digest(&s->man, digest);
 	if (!memcmp(digest, local, SM_HASH_LEN))
 		state |= SYNC_STATE_IN_SYNC;
-	int send_all = !expect || memcmp(expect, base, SM_HASH_LEN) ||
+	int send_all = !expect || memcmp(expect, ss.base, SM_HASH_LEN) ||
 		       (flags & SYNC_OPEN_WANT_MANIFEST);
 	int done = dry || (state & SYNC_STATE_IN_SYNC);
-	if ((flags & SYNC_OPEN_OPTIMISTIC) && !done && (send_all || nchanged)) {
+	if ((flags & SYNC_OPEN_OPTIMISTIC) && !done && (send_all || ss.nchanged)) {
 		/* What the client already sent was planned for another state:
 		 * refuse it all; it opens a session again and gets the details. */
 		state |= SYNC_STATE_REJECTED;
@@ -312,7 +393,7 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 	}
 	/* What changed on the disk goes into the manifest now, unless the
 	 * client comes back (rejected): it must hear about those changes. */
-	if ((nchanged || s->host_dirty) && !dry && !(state & SYNC_STATE_REJECTED) &&
+	if ((ss.nchanged || s->host_dirty) && !dry && !(state & SYNC_STATE_REJECTED) &&
 	    (rc = sync_write_manifest(s, &s->man, err)) < 0)
 		goto out;
 	s->host_dirty = 0;
@@ -324,8 +405,8 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 	put_bytes(&pl, digest, SM_HASH_LEN);
 	put_str(&pl, s->root);
 	put_u64(&pl, free_bytes);
-	put_u32(&pl, nchanged);
-	sb_add(&pl, changes.buf, changes.len);
+	put_u32(&pl, ss.nchanged);
+	sb_add(&pl, ss.changes.buf, ss.changes.len);
 	struct strbuf z = STRBUF_INIT;
 	if (state & SYNC_STATE_HAS_MANIFEST)
 		sm_encode_z(&s->man, &z);
@@ -343,7 +424,7 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 out:
 	sync_session_free(s);
 	free(full);
-	sb_release(&changes);
+	sb_release(&ss.changes);
 	sb_release(&pl);
 	return rc;
 }
