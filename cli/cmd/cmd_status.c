@@ -52,12 +52,14 @@ int cmd_status(int argc, char **argv, struct gr_ctx *ctx)
 	}
 	if (st.args.n)
 		want = st.args.v[0];
-	if ((rc = ctx_connect(ctx)) < 0)
-		goto out;
 	/* A name or a group: picked on this side from the whole list. */
 	int by_name = job_name_ok(want);
-	if ((rc = job_list_gpus(ctx->conn, ctx->cfg->remote.path, by_name ? "" : want,
-				all || *want ? 0 : 20, &recs, &n, &disk_total, &g, &ctx->err)) < 0)
+	struct job_list_ask ask = { ctx->cfg->remote.path, by_name ? "" : want,
+				    all || *want ? 0 : 20, 0, 0 };
+	/* The two requests go with the command that starts the agent. */
+	if ((rc = ctx_connect_early(ctx, job_list_ask_early, &ask)) < 0)
+		goto out;
+	if ((rc = job_list_gpus(ctx->conn, &ask, &recs, &n, &disk_total, &g, &ctx->err)) < 0)
 		goto out;
 	job_cache_update(ctx->cfg->root, recs, n);
 	if (by_name && (rc = job_pick_in(recs, n, want, &pick, &ctx->err)) < 0)

@@ -29,6 +29,19 @@ int ctx_connect(struct gr_ctx *ctx)
 	return conn_open(&ctx->conn, ctx->cfg, &o, &ctx->err);
 }
 
+int ctx_connect_early(struct gr_ctx *ctx, void (*early)(void *, struct gr_conn *, struct strbuf *),
+		      void *arg)
+{
+	struct conn_opts o;
+
+	if (ctx->conn)
+		return 0;
+	ctx_conn_opts(ctx, &o);
+	o.early = early;
+	o.early_arg = arg;
+	return conn_open(&ctx->conn, ctx->cfg, &o, &ctx->err);
+}
+
 int ctx_forward(struct gr_ctx *ctx, char *const *args, size_t n)
 {
 	struct fwd_spec *specs = xcalloc(n ? n : 1, sizeof(*specs));

@@ -33,6 +33,10 @@ struct gr_ctx {
 /* Open ctx->conn if it is not open (uses ctx->cfg), with ctx->fwd's
  * ports forwarded over it. */
 int ctx_connect(struct gr_ctx *ctx);
+/* The same, with early (conn_opts.early) adding requests to the command
+ * that starts the agent; not called when ctx->conn was open already. */
+int ctx_connect_early(struct gr_ctx *ctx, void (*early)(void *, struct gr_conn *, struct strbuf *),
+		      void *arg);
 /* The options every connection of a command opens with: the host key
  * flag, -v, the forwarded ports, and ctx_say for its notices. */
 void ctx_conn_opts(struct gr_ctx *ctx, struct conn_opts *o);

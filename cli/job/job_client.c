@@ -281,20 +281,42 @@ int job_list_parse(const void *p, size_t len, struct job_rec **recs, size_t *n,
 	return rc;
 }
 
-int job_list_gpus_raw(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
-		      struct strbuf *list, struct strbuf *gpus, struct gr_err *err)
+static void list_payloads(const struct job_list_ask *a, struct strbuf *list, struct strbuf *gpus)
 {
-	struct strbuf pl = STRBUF_INIT;
-	uint32_t list_id = conn_next_id(c), gpus_id = conn_next_id(c);
+	put_str(list, a->project);
+	put_str(list, a->id ? a->id : "");
+	put_u32(list, a->limit);
+	job_gpus_payload(gpus, a->project);
+}
+
+void job_list_ask_early(void *arg, struct gr_conn *c, struct strbuf *frames)
+{
+	struct job_list_ask *a = arg;
+	struct strbuf list = STRBUF_INIT, gpus = STRBUF_INIT;
+
+	list_payloads(a, &list, &gpus);
+	a->list_id = conn_next_id(c);
+	a->gpus_id = conn_next_id(c);
+	proto_frame_append(frames, GR_MSG_JOB_LIST, 0, a->list_id, list.buf, list.len);
+	proto_frame_append(frames, GR_MSG_JOB_GPUS, 0, a->gpus_id, gpus.buf, gpus.len);
+	sb_release(&list);
+	sb_release(&gpus);
+}
+
+int job_list_gpus_raw(struct gr_conn *c, struct job_list_ask *a, struct strbuf *list,
+		      struct strbuf *gpus, struct gr_err *err)
+{
+	struct strbuf pl = STRBUF_INIT, pg = STRBUF_INIT;
 	int rc = 0, got_list = 0, got_gpus = 0;
 
-	put_str(&pl, project);
-	put_str(&pl, id ? id : "");
-	put_u32(&pl, limit);
-	conn_send(c, GR_MSG_JOB_LIST, 0, list_id, pl.buf, pl.len);
-	sb_reset(&pl);
-	job_gpus_payload(&pl, project);
-	conn_send(c, GR_MSG_JOB_GPUS, 0, gpus_id, pl.buf, pl.len);
+	if (!a->list_id) { /* not in the command: ask now */
+		list_payloads(a, &pl, &pg);
+		a->list_id = conn_next_id(c);
+		a->gpus_id = conn_next_id(c);
+		conn_send(c, GR_MSG_JOB_LIST, 0, a->list_id, pl.buf, pl.len);
+		conn_send(c, GR_MSG_JOB_GPUS, 0, a->gpus_id, pg.buf, pg.len);
+	}
+	uint32_t list_id = a->list_id, gpus_id = a->gpus_id;
 	while (!got_list || !got_gpus) {
 		struct gr_frame f;
 		if ((rc = conn_recv_idle(c, &f, conn_idle_ms(), err)) < 0)
@@ -314,12 +336,12 @@ int job_list_gpus_raw(struct gr_conn *c, const char *project, const char *id, ui
 		}
 	}
 	sb_release(&pl);
+	sb_release(&pg);
 	return rc < 0 ? rc : 0;
 }
 
-int job_list_gpus(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
-		  struct job_rec **recs, size_t *n, uint64_t *disk_total, struct job_gpus *g,
-		  struct gr_err *err)
+int job_list_gpus(struct gr_conn *c, struct job_list_ask *a, struct job_rec **recs, size_t *n,
+		  uint64_t *disk_total, struct job_gpus *g, struct gr_err *err)
 {
 	struct strbuf list = STRBUF_INIT, gpus = STRBUF_INIT;
 	int rc;
@@ -327,7 +349,7 @@ int job_list_gpus(struct gr_conn *c, const char *project, const char *id, uint32
 	*recs = NULL;
 	*n = 0;
 	*g = (struct job_gpus){ 0 };
-	if ((rc = job_list_gpus_raw(c, project, id, limit, &list, &gpus, err)) == 0 &&
+	if ((rc = job_list_gpus_raw(c, a, &list, &gpus, err)) == 0 &&
 	    (rc = job_gpus_parse(gpus.buf, gpus.len, g, err)) == 0)
 		rc = job_list_parse(list.buf, list.len, recs, n, disk_total, err);
 	sb_release(&list);

@@ -50,13 +50,22 @@ int job_rec_check(const struct job_rec *r, struct gr_err *err);
  * caller's to free whatever the result. disk_total (may be NULL): bytes
  * the project's jobs hold on the host in all. */
 struct job_gpus;
-int job_list_gpus(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
-		  struct job_rec **recs, size_t *n, uint64_t *disk_total, struct job_gpus *g,
-		  struct gr_err *err);
+struct job_list_ask {
+	const char *project, *id;  /* id NULL or "": all */
+	uint32_t limit;
+	uint32_t list_id, gpus_id; /* set once the two requests are sent */
+};
+/* A conn_opts.early hook (arg: a job_list_ask): the two requests go
+ * inside the command that starts the agent, so their answers follow its
+ * HELLO (a round trip less; ctx_connect_early). Not called: they are
+ * sent on the open connection when asked. */
+void job_list_ask_early(void *arg, struct gr_conn *c, struct strbuf *frames);
+int job_list_gpus(struct gr_conn *c, struct job_list_ask *a, struct job_rec **recs, size_t *n,
+		  uint64_t *disk_total, struct job_gpus *g, struct gr_err *err);
 /* The same two requests, their answers' payloads appended to list and
  * gpus as they came (a pool's probe hands them to its parent). */
-int job_list_gpus_raw(struct gr_conn *c, const char *project, const char *id, uint32_t limit,
-		      struct strbuf *list, struct strbuf *gpus, struct gr_err *err);
+int job_list_gpus_raw(struct gr_conn *c, struct job_list_ask *a, struct strbuf *list,
+		      struct strbuf *gpus, struct gr_err *err);
 /* Parse a JOB_LIST answer; every record checked. *recs is the caller's. */
 int job_list_parse(const void *p, size_t len, struct job_rec **recs, size_t *n,
 		   uint64_t *disk_total, struct gr_err *err);

@@ -127,13 +127,14 @@ int pool_run_on(struct gr_ctx *ctx, const char *host, int argc, char **argv)
 static int probe_main(int argc, char **argv, struct gr_ctx *ctx)
 {
 	struct strbuf list = STRBUF_INIT, gpus = STRBUF_INIT, out = STRBUF_INIT;
+	struct job_list_ask ask = { ctx->cfg->remote.path, "", 0, 0, 0 };
 	int rc;
 
 	(void)argc;
 	(void)argv;
-	if ((rc = ctx_connect(ctx)) < 0 ||
-	    (rc = job_list_gpus_raw(ctx->conn, ctx->cfg->remote.path, "", 0, &list, &gpus,
-				    &ctx->err)) < 0)
+	/* Asked inside the command that starts the agent: one round trip less. */
+	if ((rc = ctx_connect_early(ctx, job_list_ask_early, &ask)) < 0 ||
+	    (rc = job_list_gpus_raw(ctx->conn, &ask, &list, &gpus, &ctx->err)) < 0)
 		goto out;
 	sb_adds(&out, PROBE_MAGIC);
 	put_u32(&out, (uint32_t)list.len);

@@ -35,6 +35,9 @@ as $HOSTILE says (comma-separated):
   slow        each request (those in the command line first) is held
               $HOSTILE_SLOW_S seconds, with a KEEPALIVE every second, then
               passed on: a busy agent, not a dead one
+
+The requests the command line carries (the bootstrap's early ones) are
+taken out of it and handled first, as if they had come on stdin.
   slow-start  the same for JOB_START alone; $HOSTILE_MARK (if set) is
               made when the hold begins
 
@@ -74,6 +77,19 @@ def read_exact(f, n):
             return None
         buf += b
     return buf
+
+
+class EarlyThenStdin:
+    """The command line's frames, then stdin's, as one stream."""
+
+    def __init__(self, early):
+        self.early = early
+
+    def read(self, n):
+        if self.early:
+            b, self.early = self.early[:n], self.early[n:]
+            return b
+        return sys.stdin.buffer.read(n)
 
 
 def read_frame(f):
@@ -242,8 +258,10 @@ def hold():
 
 
 def main():
+    # The requests in the command line are taken out and handled as if
+    # they had come first on stdin: the lies apply to them too.
     args, early = sys.argv[1:], b""
-    if ("mute" in SCEN or "slow" in SCEN) and len(args) > 1:
+    if len(args) > 1:
         early, args = bytes.fromhex(args[1]), args[:1]
     agent = subprocess.Popen([os.environ["HOSTILE_REAL_AGENT"]] + args,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -257,13 +275,10 @@ def main():
             break
     up = threading.Thread(target=pump_up, args=(agent,), daemon=True)
     up.start()
-    if early and "slow" in SCEN:
-        hold()
-        agent.stdin.write(early)
-        agent.stdin.flush()
     flooded = False
+    src = EarlyThenStdin(early)
     while True:
-        f = read_frame(sys.stdin.buffer)
+        f = read_frame(src)
         if f is None:
             break
         typ, flags, rid, p = f
