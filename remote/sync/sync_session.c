@@ -3,6 +3,7 @@
  * state in one message), OPS (deletions, folders, symlinks), and COMMIT
  * (one syncfs for every temp file, renames, the manifest written last). */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +189,69 @@ static int describe(struct sync_session *s, struct sm_entry *e, const struct sta
 	return 0;
 }
 
+/* The lstat()s of a refresh, a block of the manifest at a time, on up to
+ * STAT_THREADS threads (each with its own folder cache, so no symlink is
+ * followed, as sfs_lstat promises): on a no-op of a large tree they are
+ * the host's whole work, and the kernel's name lookups run in parallel.
+ * Each thread takes a contiguous range: sorted paths share folders. */
+#define STAT_BLOCK 4096
+#define STAT_THREADS 4
+#define STAT_PAR_MIN 2048 /* fewer entries: one thread */
+
+struct stat_slot {
+	struct stat st;
+	int err; /* the lstat failed (gone) */
+};
+
+struct stat_job {
+	struct sync_session *s;
+	struct stat_slot *slot;
+	size_t lo, hi; /* manifest indexes; slot[i - base] */
+	size_t base;
+};
+
+static void *stat_range(void *arg)
+{
+	struct stat_job *j = arg;
+	struct sfs_dir d;
+
+	sync_dir_init(j->s, &d);
+	for (size_t i = j->lo; i < j->hi; i++) {
+		struct stat_slot *sl = &j->slot[i - j->base];
+		sl->err = sfs_lstat(&d, j->s->man.e[i].path, &sl->st) < 0;
+	}
+	sfs_dir_release(&d);
+	return NULL;
+}
+
+/* slot[0 .. hi-lo) gets the lstat of manifest entries lo .. hi. */
+static void stat_block(struct sync_session *s, struct stat_slot *slot, size_t lo, size_t hi,
+		       int nthreads)
+{
+	struct stat_job jobs[STAT_THREADS];
+	pthread_t th[STAT_THREADS];
+	int started[STAT_THREADS] = { 0 };
+	size_t n = hi - lo;
+
+	if (nthreads > STAT_THREADS)
+		nthreads = STAT_THREADS;
+	if (nthreads < 1 || n < STAT_PAR_MIN)
+		nthreads = 1;
+	for (int t = 0; t < nthreads; t++) {
+		jobs[t] = (struct stat_job){ s, slot, lo + n * (size_t)t / (size_t)nthreads,
+					     lo + n * (size_t)(t + 1) / (size_t)nthreads, lo };
+		if (t > 0 && pthread_create(&th[t], NULL, stat_range, &jobs[t]) == 0)
+			started[t] = 1;
+	}
+	stat_range(&jobs[0]);
+	for (int t = 1; t < nthreads; t++) {
+		if (started[t])
+			pthread_join(th[t], NULL);
+		else
+			stat_range(&jobs[t]); /* no thread: do it here */
+	}
+}
+
 /* Compare the manifest with the disk; what differs is updated in place
  * (dropped when gone) and described in *changes. A folder gone, or now a
  * file or symlink, takes what was below it: only the folder is listed.
@@ -197,18 +261,27 @@ static uint32_t refresh(struct sync_session *s, struct strbuf *changes)
 {
 	struct strvec dead = STRVEC_INIT; /* sorted: manifest order */
 	uint32_t n = 0;
-	size_t keep = 0;
+	size_t keep = 0, nslots = s->man.n < STAT_BLOCK ? s->man.n : STAT_BLOCK;
+	struct stat_slot *slot = xcalloc(nslots ? nslots : 1, sizeof(*slot));
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int nthreads = cpus < 1 ? 1 : cpus > STAT_THREADS ? STAT_THREADS : (int)cpus;
 
 	for (size_t i = 0; i < s->man.n; i++) {
 		struct sm_entry *e = &s->man.e[i];
-		struct stat st;
+		if (i % STAT_BLOCK == 0) {
+			size_t hi = i + STAT_BLOCK < s->man.n ? i + STAT_BLOCK : s->man.n;
+			agent_keepalive();
+			stat_block(s, slot, i, hi, nthreads);
+		}
+		struct stat st = slot[i % STAT_BLOCK].st;
+		int stat_failed = slot[i % STAT_BLOCK].err;
 		if (i % 256 == 0)
 			agent_keepalive();
 		if (under_dead(&dead, e->path)) {
 			sm_entry_release(e);
 			continue;
 		}
-		int gone = sfs_lstat(&s->dir, e->path, &st) < 0 || !type_of(&st);
+		int gone = stat_failed || !type_of(&st);
 		int was_dir = e->type == SM_DIR;
 		if (!gone && e->type == SM_DIR && S_ISDIR(st.st_mode)) {
 			s->man.e[keep++] = *e;
@@ -247,6 +320,7 @@ static uint32_t refresh(struct sync_session *s, struct strbuf *changes)
 	}
 	s->man.n = keep;
 	sv_clear(&dead);
+	free(slot);
 	return n;
 }
 

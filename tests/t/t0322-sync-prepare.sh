@@ -87,4 +87,28 @@ test_expect_success 'waiting for the local lock, a sync holds no host lock' '
 	same_trees "$P"
 '
 
+# Past 2048 entries the host checks them on up to 4 threads, 4096 at a
+# time: changes spread over every thread's range and both blocks, a folder
+# removed and one replaced by a symlink (never followed) are all found.
+test_expect_success 'a large tree: host changes anywhere in the parallel check are found' '
+	python3 - "$P" <<-\PY &&
+	import os, sys
+	for i in range(6000):
+	    d = os.path.join(sys.argv[1], "big", "d%02d" % (i % 50))
+	    os.makedirs(d, exist_ok=True)
+	    open(os.path.join(d, "f%05d" % i), "w").write("%d\n" % i)
+	PY
+	(cd "$P" && "$GPURUN" sync -y 2>"$TRASH/err") && same_trees "$P" &&
+	for f in d00/f00000 d13/f01013 d27/f04077 d31/f04081 d49/f05999; do
+		echo changed >"$R/big/$f" || return 1
+	done &&
+	rm -r "$R/big/d40" && mv "$R/big/d41" "$TRASH/moved" && ln -s "$TRASH/moved" "$R/big/d41" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") &&
+	for f in f00000 f01013 f04077 f04081 f05999 d40 d41; do
+		test_grep "$f" "$TRASH/err" || return 1
+	done &&
+	test ! -L "$R/big/d41" && test -d "$R/big/d41" && same_trees "$P" &&
+	test "$(ls "$TRASH/moved" | wc -l)" = 120
+'
+
 test_done
