@@ -1,7 +1,9 @@
 #!/bin/bash
 # Benchmark (not a test): connect + agent HELLO + `exec true` with gpurun's
 # libssh2 transport, against OpenSSH's `ssh HOST true`, in the same run, on
-# loopback and through the delay proxy (25 ms each way = 50 ms round trip).
+# loopback and through the delay proxy (25 ms each way = 50 ms round trip);
+# then, at 50 ms, exec, status and a no-op sync from cold in round trips,
+# beside ssh cold and ssh over a warm ControlMaster.
 #   tests/bench/bench_connect.sh [BUILD_DIR] [RUNS]     (default build, 15)
 # Prints medians and the ratio gpurun/ssh (below 1.0 = gpurun is faster).
 # OpenSSH 9 negotiates sntrup761x25519 (post-quantum, slower to compute) and
@@ -60,10 +62,39 @@ printf "%-24s %9s %9s %11s %9s %11s\n" "path" "gpurun" "ssh" "ssh-c25519" "g/ssh
 bench "loopback" gpuhost
 
 # Through the delay proxy: 25 ms each way.
+# rtt_row LABEL CMD...: the median of RUNS runs in ms and in round trips.
+rtt_row() {
+	local label=$1 i m
+	shift
+	: >"$TRASH/rtt"
+	for i in $(seq 1 "$RUNS"); do
+		(cd "$TRASH/p" && time_cmd "$@") >>"$TRASH/rtt"
+	done
+	m=$(median <"$TRASH/rtt")
+	printf "%-36s %9s %7s\n" "$label" "$(ratio "$m" 1000 %.1f)" "$(ratio "$m" 50000 %.1f)"
+}
+
 if [ -x "$B/tests/delayproxy" ]; then
 	start_proxy wan "$SSHD_PORT_gpuhost" 25 || exit 1
 	ssh_host_via slowhost gpuhost "$PROXY_PORT_wan"
 	bench "50 ms RTT (delay proxy)" slowhost
+	# Each command from cold, in round trips (the proxy answers the TCP
+	# handshake itself: add one on a real network, to every row alike),
+	# beside ssh's cold and warm (ControlMaster) floors.
+	printf "[remote]\nhost = slowhost\npath = rproj\n" >"$TRASH/p/gpurun.ini"
+	for i in $(seq 1 1000); do echo "$i" >"$TRASH/p/f$i.txt"; done
+	(cd "$TRASH/p" && "$GPURUN" sync -y >/dev/null 2>&1)
+	echo
+	echo "at 50 ms round trip, median of $RUNS runs"
+	printf "%-36s %9s %7s\n" "command" "ms" "RTT"
+	rtt_row "gpurun exec true" "$GPURUN" exec true
+	rtt_row "gpurun status" "$GPURUN" status
+	rtt_row "gpurun sync, no-op (1000 files)" "$GPURUN" sync
+	rtt_row "ssh HOST true" $SSH slowhost true
+	rtt_row "ssh HOST true (curve25519)" $SSH -o KexAlgorithms=curve25519-sha256 slowhost true
+	$SSH -o ControlMaster=yes -o ControlPath="$TRASH/cm" -o ControlPersist=300 slowhost true
+	rtt_row "ssh HOST true (warm ControlMaster)" $SSH -o ControlPath="$TRASH/cm" slowhost true
+	$SSH -O exit -o ControlPath="$TRASH/cm" slowhost 2>/dev/null
 else
 	echo "50 ms RTT (delay proxy)  skipped: no $B/tests/delayproxy (make unit-bins)"
 fi
