@@ -242,12 +242,19 @@ def from_agent(typ, flags, rid, p):
     send(frame(typ, flags, rid, p))
 
 
+# Set once the real agent's first frame (its unasked HELLO) is passed on:
+# what this proxy answers itself must come after it, as from the agent.
+hello_passed = threading.Event()
+
+
 def pump_up(agent):
     while True:
         f = read_frame(agent.stdout)
         if f is None:
             break
         from_agent(*f)
+        hello_passed.set()
+    hello_passed.set()
 
 
 def hold():
@@ -275,6 +282,7 @@ def main():
             break
     up = threading.Thread(target=pump_up, args=(agent,), daemon=True)
     up.start()
+    hello_passed.wait(30)
     flooded = False
     src = EarlyThenStdin(early)
     while True:
