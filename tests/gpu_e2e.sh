@@ -8,7 +8,7 @@
 #   tests/gpu_e2e.sh GPURUN_BINARY RESULTS_DIR
 # Writes RESULTS_DIR/e2e.log, e2e_ckpt.bin (the checkpoint the job wrote,
 # pulled into runs/<job>/) and prints one "e2e: <check> ok|FAIL|skipped"
-# line per check. Exit status: the number of failed checks.
+# line per check ("skipped: <why>" for a skip). Exit status: the number of failed checks.
 set -u
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 GPURUN=${1:?usage: tests/gpu_e2e.sh GPURUN_BINARY RESULTS_DIR}
@@ -18,7 +18,7 @@ mkdir -p "$RES" && RES=$(cd "$RES" && pwd)
 LOG=$RES/e2e.log
 fails=0
 result() { # CHECK ok|FAIL|skipped [why]
-	echo "e2e: $1 $2${3:+ ($3)}"
+	if [ "$2" = skipped ]; then echo "e2e: $1 skipped: ${3:-no reason given}"; else echo "e2e: $1 $2${3:+ ($3)}"; fi
 	[ "$2" = FAIL ] && fails=$((fails + 1))
 	return 0
 }
