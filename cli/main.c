@@ -11,6 +11,7 @@
 #include "ctx.h"
 #include "gpurun.h"
 #include "pool.h"
+#include "transport.h"
 
 static int is_tty(int fd)
 {
@@ -148,6 +149,9 @@ int main(int argc, char **argv)
 	/* The shells' completion scripts ask here; nothing else runs. */
 	if (argc > 1 && !strcmp(argv[1], "__complete"))
 		return complete_main(argc - 1, argv + 1);
+	/* A connection holder ([remote] persist), started by a command. */
+	if (argc > 1 && !strcmp(argv[1], "__hold"))
+		return transport_hold_main(argc - 1, argv + 1);
 	/* The man pages (make man writes cli/cmd/gpurun.1 and gpurun.ini.5). */
 	if (argc == 2 && !strcmp(argv[1], "__man")) {
 		help_man(stdout);

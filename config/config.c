@@ -100,6 +100,8 @@ static void fill(struct gr_config *c)
 	set_str(&c->remote.identity, text_of(p, "remote.identity"));
 	set_str(&c->remote.known_hosts, text_of(p, "remote.known_hosts"));
 	c->remote.connect_timeout = int_of(p, "remote.connect_timeout");
+	if (config_linger(text_of(p, "remote.persist"), &c->remote.persist, NULL) < 0)
+		c->remote.persist = 0; /* checked when set */
 	split_list(&c->sync.exclude, text_of(p, "sync.exclude"));
 	c->sync.warn_size = size_of(p, "sync.warn_size");
 	c->sync.delta_min = size_of(p, "sync.delta_min");

@@ -72,6 +72,8 @@ int config_env_word_ok(const char *kv, struct strbuf *why);
 /* A duration: units (90s, 30m, 4h, 2d, 1h30m) or H:MM:SS / M:SS, to
  * seconds. "" is 0. 0, or -1 with why set (may be NULL). */
 int config_duration(const char *v, uint64_t *secs, const char **why);
+/* [remote] persist: "0" (or empty) is 0, else a duration up to 7 days. */
+int config_linger(const char *v, uint64_t *secs, const char **why);
 
 struct gr_config {
 	char *file;  /* the gpurun.ini in use, or NULL when none was found */
@@ -94,6 +96,7 @@ struct gr_config {
 		char *identity;    /* extra identity file, ~ expanded; may be "" */
 		char *known_hosts; /* known_hosts file, ~ expanded; "" = ssh's */
 		int connect_timeout; /* seconds; 0 = ssh_config's or none */
+		uint64_t persist;    /* seconds a connection holder lingers; 0 = none */
 	} remote;
 	struct {
 		struct strvec exclude; /* extra ignore patterns, gitignore syntax */

@@ -79,6 +79,8 @@ const char *cfgk_check_inputs(const char *v, struct strbuf *norm);
 const char *cfgk_check_word(const char *v, struct strbuf *norm);
 const char *cfgk_check_slurm_time(const char *v, struct strbuf *norm);
 const char *cfgk_check_duration(const char *v, struct strbuf *norm);
+/* [remote] persist: 0 (off) or a duration of at most 7 days. */
+const char *cfgk_check_linger(const char *v, struct strbuf *norm);
 const char *cfgk_check_slurm_options(const char *v, struct strbuf *norm);
 const char *cfgk_check_image(const char *v, struct strbuf *norm);
 const char *cfgk_check_options(const char *v, struct strbuf *norm);

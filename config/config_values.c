@@ -727,3 +727,30 @@ const char *cfgk_check_duration(const char *v, struct strbuf *norm)
 	(void)norm;
 	return config_duration(v, &s, &why) < 0 ? why : NULL;
 }
+
+/* ---- [remote] persist ---- */
+
+int config_linger(const char *v, uint64_t *secs, const char **why)
+{
+	*secs = 0;
+	if (!strcmp(v, "0") || !strcmp(v, "0s") || !*v)
+		return 0;
+	if (config_duration(v, secs, why) < 0)
+		return -1;
+	if (*secs > 7 * 86400) {
+		*secs = 0;
+		if (why)
+			*why = "at most 7 days (7d)";
+		return -1;
+	}
+	return 0;
+}
+
+const char *cfgk_check_linger(const char *v, struct strbuf *norm)
+{
+	uint64_t s;
+	const char *why = NULL;
+
+	(void)norm;
+	return config_linger(v, &s, &why) < 0 ? why : NULL;
+}

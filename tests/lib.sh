@@ -29,6 +29,12 @@ unset GPURUN_REMOTE_HOST GPURUN_REMOTE_PATH GPURUN_REMOTE_TRANSPORT SSH_AUTH_SOC
 export GPURUN_LOCK_DIR=$TRASH/gpu-locks
 mkdir -p "$GPURUN_LOCK_DIR" && chmod 1777 "$GPURUN_LOCK_DIR"
 export NO_COLOR=1
+# Connection holders ([remote] persist) live in this test file's own
+# runtime folder, write their stderr (sanitizer reports) to hold.log, and
+# are ended by pid when the file ends, whatever happened.
+export XDG_RUNTIME_DIR=$TRASH/run
+mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+export GPURUN_HOLD_LOG=$TRASH/hold.log
 test_count=0
 test_failures=0
 test_cleanup_cmds=""
@@ -37,7 +43,14 @@ say() { printf '%s\n' "$*" >&2; }
 
 # Run at exit (stop daemons) whatever happened.
 test_atexit() { test_cleanup_cmds="$1; $test_cleanup_cmds"; }
-trap 'eval "$test_cleanup_cmds"' EXIT
+# stop_holders: end this file's connection holders (by their pid files).
+stop_holders() {
+	for _f in "$XDG_RUNTIME_DIR"/gpurun/*.pid; do
+		[ -f "$_f" ] && kill "$(cat "$_f")" 2>/dev/null
+	done
+	return 0
+}
+trap 'eval "$test_cleanup_cmds"; stop_holders' EXIT
 
 # A case's body runs in a function of its own, so a `return 1` in it (as in
 # `for f in ...; do cmp ... || return 1; done`) fails the case. Evaluated in

@@ -142,6 +142,10 @@ typedef void (*ssh_observer_fn)(const struct ssh_step_report *r, void *arg);
  * thread-safe: set it before connecting. */
 void ssh_set_observer(ssh_observer_fn fn, void *arg);
 
+/* gpurun __hold ...: the connection holder's process (ssh_hold.c),
+ * started by a command (transport_mux.c), never by hand. Exit status. */
+int transport_hold_main(int argc, char **argv);
+
 /* Quote s for a POSIX shell (single quotes). Returns a new string. */
 char *sh_quote(const char *s);
 

@@ -4,6 +4,10 @@
 # lines), ProxyJump and ProxyCommand, agent upload, exit status and
 # streams, timeouts, encrypted and unreadable keys, foreign architecture.
 . "$(dirname "$0")/../lib.sh"
+# Each case here is about making the connection itself (host keys, keys,
+# prompts, timeouts), so each command makes its own: no holder to reuse
+# (t0111 tests holding it).
+export GPURUN_REMOTE_PERSIST=0
 
 # add_host ALIAS PORT [ssh_config lines...]: another alias for a test sshd.
 add_host() {
