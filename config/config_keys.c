@@ -42,8 +42,7 @@ static const struct gr_config_key keys[] = {
 	  .min = 0, .max = 3600,
 	  .help = "seconds to wait for the connection; 0: ssh_config's ConnectTimeout" },
 	{ .section = "remote", .name = "persist", .type = GR_KEY_STRING, .def = "10m",
-	  .help = "keep the connection open this long after the last command (30s, 10m, 1h), "
-		  "for the next one to reuse; 0: a new connection each time",
+	  .help = "keep the connection open this long after a command, for the next (1h); 0: never",
 	  .example = "1h", .check = cfgk_check_linger },
 	{ .section = "remote", .name = "scheduler", .type = GR_KEY_ENUM, .def = "none",
 	  .values = scheduler_values,

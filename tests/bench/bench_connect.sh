@@ -2,8 +2,10 @@
 # Benchmark (not a test): connect + agent HELLO + `exec true` with gpurun's
 # libssh2 transport, against OpenSSH's `ssh HOST true`, in the same run, on
 # loopback and through the delay proxy (25 ms each way = 50 ms round trip);
-# then, at 50 ms, exec, status and a no-op sync from cold in round trips,
-# beside ssh cold and ssh over a warm ControlMaster.
+# then, at 50 ms, exec, status, a no-op sync and `train` of `echo hi` (to
+# its first log line) in round trips, from cold ([remote] persist = 0) and
+# through a warm connection holder (the default), beside ssh cold and ssh
+# over a warm ControlMaster.
 #   tests/bench/bench_connect.sh [BUILD_DIR] [RUNS]     (default build, 15)
 # Prints medians and the ratio gpurun/ssh (below 1.0 = gpurun is faster).
 # OpenSSH 9 negotiates sntrup761x25519 (post-quantum, slower to compute) and
@@ -19,6 +21,8 @@ RUNS=${2:-15}
 . "$TOP/tests/bench/bench_lib.sh"
 
 [ -x "$GPURUN" ] || { say "no $GPURUN: run make first"; exit 1; }
+# Cold unless a row says otherwise.
+export GPURUN_REMOTE_PERSIST=0
 start_sshd gpuhost >/dev/null || exit 1
 trust_sshd gpuhost
 mkdir -p "$TRASH/gpuhost-home/rproj" "$TRASH/p"
@@ -68,10 +72,21 @@ rtt_row() {
 	shift
 	: >"$TRASH/rtt"
 	for i in $(seq 1 "$RUNS"); do
-		(cd "$TRASH/p" && time_cmd "$@") >>"$TRASH/rtt"
+		if [ "$1" = first_line ]; then
+			(cd "$TRASH/p" && first_line) >>"$TRASH/rtt"
+		else
+			(cd "$TRASH/p" && time_cmd "$@") >>"$TRASH/rtt"
+		fi
 	done
 	m=$(median <"$TRASH/rtt")
-	printf "%-36s %9s %7s\n" "$label" "$(ratio "$m" 1000 %.1f)" "$(ratio "$m" 50000 %.1f)"
+	printf "%-40s %9s %7s\n" "$label" "$(ratio "$m" 1000 %.1f)" "$(ratio "$m" 50000 %.1f)"
+}
+
+# first_line: microseconds until `gpurun train` prints its first log line.
+first_line() {
+	local t0
+	t0=$(now_us)
+	"$GPURUN" train 2>/dev/null | { IFS= read -r _l; echo $(( $(now_us) - t0 )); cat >/dev/null; }
 }
 
 if [ -x "$B/tests/delayproxy" ]; then
@@ -86,10 +101,21 @@ if [ -x "$B/tests/delayproxy" ]; then
 	(cd "$TRASH/p" && "$GPURUN" sync -y >/dev/null 2>&1)
 	echo
 	echo "at 50 ms round trip, median of $RUNS runs"
-	printf "%-36s %9s %7s\n" "command" "ms" "RTT"
+	printf "%-40s %9s %7s\n" "command" "ms" "RTT"
+	printf "[build]\ncommand =\n[train]\ncommand = echo hi\n" >>"$TRASH/p/gpurun.ini"
 	rtt_row "gpurun exec true" "$GPURUN" exec true
 	rtt_row "gpurun status" "$GPURUN" status
 	rtt_row "gpurun sync, no-op (1000 files)" "$GPURUN" sync
+	rtt_row "gpurun train echo hi, to its first line" first_line
+	# Through the connection holder: started once, then reused.
+	export GPURUN_REMOTE_PERSIST=10m
+	(cd "$TRASH/p" && "$GPURUN" exec true)
+	rtt_row "held: gpurun exec true" "$GPURUN" exec true
+	rtt_row "held: gpurun status" "$GPURUN" status
+	rtt_row "held: gpurun sync, no-op (1000 files)" "$GPURUN" sync
+	rtt_row "held: gpurun train echo hi, to its first line" first_line
+	stop_holders
+	export GPURUN_REMOTE_PERSIST=0
 	rtt_row "ssh HOST true" $SSH slowhost true
 	rtt_row "ssh HOST true (curve25519)" $SSH -o KexAlgorithms=curve25519-sha256 slowhost true
 	$SSH -o ControlMaster=yes -o ControlPath="$TRASH/cm" -o ControlPersist=300 slowhost true

@@ -286,7 +286,7 @@ static void test_errors(void)
 		{ "[remote]\ngpus = 2\n", "gpurun.ini:2: unknown key 'gpus' in [remote]",
 		  "'gpus' belongs in [train]" },
 		{ "[remote]\nflavour = x\n", "gpurun.ini:2: unknown key 'flavour' in [remote]",
-		  "keys in [remote]: host path jobs_dir transport identity known_hosts connect_timeout scheduler" },
+		  "keys in [remote]: host path jobs_dir transport identity known_hosts connect_timeout persist scheduler" },
 		{ "# c\n[remot]\nhost = x\n", "gpurun.ini:2: unknown section [remot]",
 		  "did you mean [remote]?" },
 		{ "[gpu]\n", "gpurun.ini:1: unknown section [gpu]",
@@ -783,7 +783,7 @@ static void test_schema(void)
 	const struct gr_config_key *k = config_keys(&n);
 	static const char *const want[] = {
 		"remote.host", "remote.path", "remote.jobs_dir", "remote.transport", "remote.identity",
-		"remote.known_hosts", "remote.connect_timeout", "remote.scheduler", "sync.exclude", "sync.warn_size",
+		"remote.known_hosts", "remote.connect_timeout", "remote.persist", "remote.scheduler", "sync.exclude", "sync.warn_size",
 		"sync.delta_min", "sync.include_git", "sync.preserve_perms", "sync.include",
 		"setup.command", "setup.inputs", "build.command", "train.command", "train.shell",
 		"train.output", "train.persist", "train.env", "train.gpus", "train.stop_grace",
