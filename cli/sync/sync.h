@@ -97,7 +97,8 @@ int sync_lock_take(const char *root, int wait_ms, const struct sync_show *show, 
 void sync_lock_release(void);
 
 /* gpurun sync --watch (sync_watch.c): sync, then watch the project tree
- * and sync each burst of edits on the same connection. */
+ * and sync each burst of edits on the same connection; meanwhile answer
+ * the project's other syncs (sync_ask.h). */
 struct sync_watch_opts {
 	struct sync_opts sync;   /* each sync's (the first one's say_ignored only) */
 	/* A change of the watch's state, one line without "gpurun: ":

@@ -4,7 +4,9 @@
  * sync is a whole sync_project on the one connection kept open for the
  * watch: a small edit costs the scan (stat cache) and one round trip to
  * the warm agent, no handshake. A lost connection is opened again with
- * back-off, then a full sync; a silent one is found by a PING when idle. */
+ * back-off, then a full sync; a silent one is found by a PING when idle.
+ * With inotify it also answers the project's other syncs on
+ * .gpurun/watch.sock (sync_ask.h), so they need not walk the tree. */
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -125,8 +127,6 @@ static int reconnect(struct watch *w)
 	return rc;
 }
 
-/* One sync of the whole tree. Returns a fatal code, else 0 (what failed
- * was said, and the watch goes on). */
 /* What a sync of the watch left: a fatal code, else 0 (what failed was
  * said, and the watch goes on). */
 static int after_sync(struct watch *w, int rc)
@@ -184,7 +184,7 @@ static int sync_once(struct watch *w)
 	if (sync_lock_take(ctx->cfg->root, 0, NULL, NULL, &e) == GR_ECONFLICT) {
 		w->lock_retry_at = now_ms() + LOCK_RETRY_MS;
 		if (!w->lock_said && ctx->verbose)
-			say(w, "%s; waiting", e.msg);
+			say(w, "another gpurun syncs this project; this sync waits for it");
 		w->lock_said = 1;
 		return 0;
 	}
