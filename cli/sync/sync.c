@@ -14,6 +14,7 @@
 
 #include "ignore.h"
 #include "sync.h"
+#include "sync_ask.h"
 #include "sync_fp.h"
 #include "sync_index.h"
 #include "sync_plan.h"
@@ -479,6 +480,36 @@ out:
 	return rc;
 }
 
+static void relay_say(void *arg, const char *msg)
+{
+	struct run *r = arg;
+
+	sync_say(r->show, r->show_arg, "%s", ts(msg));
+}
+
+/* A watcher of this project runs: it syncs what it saw change (it walks
+ * nothing), and its answer is this sync's. 1 when it answered, else 0:
+ * walk (-v says why). The lock is held: no sync of ours runs meanwhile. */
+static int ask_watcher(struct run *r)
+{
+	struct gr_ctx *ctx = r->ctx;
+	struct sync_stats st;
+	char *why = NULL;
+	long pid = 0;
+
+	if (!sync_ask_flush(ctx->cfg, r->o->yes, r->idle_ms, relay_say, r, &st, &pid, &why)) {
+		if (ctx->verbose)
+			sync_say(r->show, r->show_arg, "walked the tree (%s)", why);
+		free(why);
+		return 0;
+	}
+	if (ctx->verbose)
+		sync_say(r->show, r->show_arg, "asked the watcher (pid %ld): %s", pid,
+			 st.up_to_date ? "up to date" : "it synced what changed");
+	r->st = st;
+	return 1;
+}
+
 int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stats *st_out)
 {
 	const struct gr_config *cfg = ctx->cfg;
@@ -508,9 +539,19 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 	 * must come second, as for every sync (else a watcher holding this
 	 * one would wait for ours on the host while we wait for it here). */
 	if (!o->dry_run) {
-		if ((rc = sync_lock_take(cfg->root, r.idle_ms, r.show, r.show_arg, &ctx->err)) < 0)
+		if (!o->lock_held) {
+			if ((rc = sync_lock_take(cfg->root, r.idle_ms, r.show, r.show_arg,
+						 &ctx->err)) < 0)
+				goto out;
+			locked = 1;
+		}
+		/* (Asked under the lock: the watcher's own syncs wait for it,
+		 * so what it answers stays true until the lock goes.) */
+		if (!o->walk && ask_watcher(&r)) {
+			r.st.seconds = (double)(now_ns() - t0) / 1e9;
+			r.show->done(r.show_arg, o, &r.st, NULL);
 			goto out;
-		locked = 1;
+		}
 		/* The host checks its copy against its manifest while we scan
 		 * ours, instead of after (on a no-op of a large tree the two
 		 * walks take about as long each). */

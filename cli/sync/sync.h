@@ -52,6 +52,13 @@ struct sync_opts {
 	int say_ignored;  /* say what the ignore rules left out (gpurun sync) */
 	const struct sync_show *show; /* NULL: sync_show_default */
 	void *show_arg;   /* its arg (for the default: the ctx; NULL: this ctx) */
+	/* Walk the tree even if a watcher runs (sync_ask.h): the watcher's
+	 * own syncs. Otherwise a sync that is not a dry run first asks the
+	 * project's watcher, and walks only when it cannot answer. */
+	int walk;
+	/* The project's sync lock is held for this sync by the gpurun that
+	 * asked for it and waits on it (a watcher's flush): not taken here. */
+	int lock_held;
 };
 
 struct sync_stats {
@@ -66,7 +73,8 @@ struct sync_stats {
 };
 
 /* Bring [remote] path on the host up to date with the project (opens
- * ctx->conn if needed, and leaves it open). No other request may be in
+ * ctx->conn if needed, and leaves it open; not when a watcher answered
+ * for it: ctx->conn is then as it was). No other request may be in
  * flight on ctx->conn meanwhile: frames for other ids are dropped.
  * Returns 0 or a GR_E* code with ctx->err set:
  * GR_ECONFIG (a refused remote path), GR_ECANCEL (the user said no, or
@@ -89,7 +97,8 @@ int sync_lock_take(const char *root, int wait_ms, const struct sync_show *show, 
 void sync_lock_release(void);
 
 /* gpurun sync --watch (sync_watch.c): sync, then watch the project tree
- * and sync each burst of edits on the same connection. */
+ * and sync each burst of edits on the same connection; meanwhile answer
+ * the project's other syncs (sync_ask.h). */
 struct sync_watch_opts {
 	struct sync_opts sync;   /* each sync's (the first one's say_ignored only) */
 	/* A change of the watch's state, one line without "gpurun: ":

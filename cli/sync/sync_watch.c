@@ -4,7 +4,9 @@
  * sync is a whole sync_project on the one connection kept open for the
  * watch: a small edit costs the scan (stat cache) and one round trip to
  * the warm agent, no handshake. A lost connection is opened again with
- * back-off, then a full sync; a silent one is found by a PING when idle. */
+ * back-off, then a full sync; a silent one is found by a PING when idle.
+ * With inotify it also answers the project's other syncs on
+ * .gpurun/watch.sock (sync_ask.h), so they need not walk the tree. */
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "sync.h"
+#include "sync_ask.h"
 #include "sync_notify.h"
 
 #define QUIET_MS 100
@@ -22,6 +25,8 @@
 #define BACKOFF_MAX_MS 30000
 #define PING_IDLE_MS 15000  /* idle this long: ask the agent if it is there */
 #define PING_WAIT_MS 15000  /* and wait this long for the answer */
+#define LOCK_RETRY_MS 20    /* another gpurun syncs: try the lock again this soon */
+#define ASK_READ_MS 1000    /* an asker's request must arrive within this */
 
 struct watch {
 	struct gr_ctx *ctx;
@@ -36,6 +41,10 @@ struct watch {
 	int syncs;
 	uint32_t ping_id;
 	uint64_t ping_at;
+	uint64_t lock_retry_at; /* another gpurun holds the sync lock: try again then */
+	int lock_said;
+	struct sync_ask_srv *srv; /* where the project's other syncs ask (or NULL) */
+	char *fp;                 /* sync_ask_fingerprint of this watch's config */
 };
 
 static void say(struct watch *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -118,27 +127,12 @@ static int reconnect(struct watch *w)
 	return rc;
 }
 
-/* One sync of the whole tree. Returns a fatal code, else 0 (what failed
- * was said, and the watch goes on). */
-static int sync_once(struct watch *w)
+/* What a sync of the watch left: a fatal code, else 0 (what failed was
+ * said, and the watch goes on). */
+static int after_sync(struct watch *w, int rc)
 {
 	struct gr_ctx *ctx = w->ctx;
-	struct sync_opts so = w->o->sync;
-	struct sync_stats st;
-	char *notice;
-	int rc;
 
-	w->first = w->last = 0;
-	sync_notify_prepare(w->n);
-	if ((notice = sync_notify_notice(w->n))) {
-		say(w, "%s", notice);
-		free(notice);
-	}
-	so.say_ignored = w->syncs == 0 && w->o->sync.say_ignored;
-	w->ping_id = 0; /* a sync drops other answers; it proves the link itself */
-	set_busy(w, 1);
-	rc = sync_project(ctx, &so, &st);
-	set_busy(w, 0);
 	w->syncs++;
 	w->last_rc = rc;
 	if (rc == 0)
@@ -158,6 +152,179 @@ static int sync_once(struct watch *w)
 	if (ctx->conn)
 		drop_conn(w);
 	return 0;
+}
+
+/* Before a sync: place new watches, say what fell back. */
+static void before_sync(struct watch *w)
+{
+	char *notice;
+
+	w->first = w->last = 0;
+	w->lock_retry_at = 0;
+	w->lock_said = 0;
+	sync_notify_prepare(w->n);
+	if ((notice = sync_notify_notice(w->n))) {
+		say(w, "%s", notice);
+		free(notice);
+	}
+	w->ping_id = 0; /* a sync drops other answers; it proves the link itself */
+}
+
+/* One sync of the whole tree. Returns a fatal code, else 0. The lock is
+ * only tried: while another gpurun holds it, the watch goes on answering
+ * (that gpurun may be asking it to flush) and tries again soon. */
+static int sync_once(struct watch *w)
+{
+	struct gr_ctx *ctx = w->ctx;
+	struct sync_opts so = w->o->sync;
+	struct sync_stats st;
+	struct gr_err e = { 0 };
+	int rc;
+
+	if (sync_lock_take(ctx->cfg->root, 0, NULL, NULL, &e) == GR_ECONFLICT) {
+		w->lock_retry_at = now_ms() + LOCK_RETRY_MS;
+		if (!w->lock_said && ctx->verbose)
+			say(w, "another gpurun syncs this project; this sync waits for it");
+		w->lock_said = 1;
+		return 0;
+	}
+	/* (Any other failure to lock: the sync's own take reports it.) */
+	before_sync(w);
+	so.say_ignored = w->syncs == 0 && w->o->sync.say_ignored;
+	so.walk = 1;
+	set_busy(w, 1);
+	rc = sync_project(ctx, &so, &st);
+	set_busy(w, 0);
+	sync_lock_release();
+	return after_sync(w, rc);
+}
+
+/* ---- answering the project's other syncs (sync_ask.h) ---- */
+
+struct relay {
+	struct watch *w;
+	struct sync_ask_req *req;
+	const struct sync_show *own; /* the watch's */
+	void *own_arg;
+};
+
+static void relay_say(void *arg, const char *msg)
+{
+	struct relay *rl = arg;
+
+	rl->own->say(rl->own_arg, msg);
+	sync_ask_reply_say(rl->req, msg);
+}
+
+/* A size question here would be asked on the watcher's terminal: the
+ * asker asks it on its own (it walks) unless it said --yes. */
+static int relay_too_big(void *arg, const struct sync_plan *p, const struct sm_list *local,
+			 uint64_t limit, struct gr_err *err)
+{
+	(void)arg;
+	(void)p;
+	(void)local;
+	return gr_errf(err, GR_ECANCEL, "it would send more than [sync] warn_size (%llu bytes)",
+		       (unsigned long long)limit);
+}
+
+static void relay_listing(void *arg, const char *text, size_t len)
+{
+	(void)arg;
+	(void)text;
+	(void)len;
+}
+
+static void relay_done(void *arg, const struct sync_opts *o, const struct sync_stats *st,
+		       const struct scan_ignored *ig)
+{
+	struct relay *rl = arg;
+
+	rl->own->done(rl->own_arg, o, st, ig);
+}
+
+static const struct sync_show relay_show = { relay_say, relay_too_big, relay_listing,
+					     relay_done };
+
+/* Why this watch cannot answer req for its sync, or NULL. */
+static const char *refusal(struct watch *w, const struct sync_ask_req *req)
+{
+	if (strcmp(req->fp, w->fp))
+		return "it syncs with other settings (gpurun.ini, -o, host or path differ)";
+	if (w->down)
+		return "its connection to the host is lost";
+	if (sync_notify_fd(w->n) < 0)
+		return "it scans the tree (no inotify)";
+	if (w->syncs == 0 || w->last_rc != 0)
+		return "its last sync failed";
+	if (!sync_ask_lock_held_by(w->ctx->cfg->root, req->pid))
+		return "the asker does not hold the project's sync lock";
+	return NULL;
+}
+
+/* One asker: what changed before its request is on the host when the
+ * answer goes. inotify queued the events of every write that returned
+ * before the request was sent; reading it dry now sees them all. */
+static int answer(struct watch *w)
+{
+	struct gr_ctx *ctx = w->ctx;
+	struct sync_ask_req req;
+	struct sync_stats st = { 0 };
+	const char *why;
+	int rc;
+
+	if (!sync_ask_accept(w->srv, ASK_READ_MS, &req))
+		return 0;
+	if ((why = refusal(w, &req))) {
+		if (ctx->verbose)
+			say(w, "a sync (pid %ld) asked; it walks: %s", (long)req.pid, why);
+		sync_ask_reply_no(&req, why);
+		return 0;
+	}
+	uint64_t now = now_ms();
+	if (sync_notify_check(w->n, 0)) {
+		if (!w->first)
+			w->first = now;
+		w->last = now;
+	}
+	if (!w->first) {
+		st.up_to_date = 1;
+		if (ctx->verbose)
+			say(w, "a sync (pid %ld) asked: up to date", (long)req.pid);
+		sync_ask_reply_ok(&req, &st);
+		return 0;
+	}
+	/* Something waits: sync it now, under the asker's lock. */
+	struct relay rl = { w, &req, w->o->sync.show ? w->o->sync.show : &sync_show_default,
+			    w->o->sync.show && w->o->sync.show_arg ? w->o->sync.show_arg : ctx };
+	struct sync_opts so = w->o->sync;
+	uint64_t first = w->first, last = w->last;
+	so.show = &relay_show;
+	so.show_arg = &rl;
+	so.say_ignored = 0;
+	so.yes = req.yes;
+	so.walk = 1;
+	so.lock_held = 1;
+	before_sync(w);
+	set_busy(w, 1);
+	rc = sync_project(ctx, &so, &st);
+	set_busy(w, 0);
+	if (rc == 0) {
+		if (ctx->verbose)
+			say(w, "a sync (pid %ld) asked: synced what changed", (long)req.pid);
+		sync_ask_reply_ok(&req, &st);
+	} else {
+		char msg[1200];
+		snprintf(msg, sizeof(msg), "its sync failed: %s", ctx->err.msg);
+		sync_ask_reply_no(&req, msg);
+	}
+	if (rc == GR_ECANCEL) { /* the size question, left to the asker */
+		gr_err_clear(&ctx->err);
+		w->first = first;
+		w->last = last;
+		return 0;
+	}
+	return after_sync(w, rc);
 }
 
 /* Idle on the connection: a PING now and then; no answer in time, or the
@@ -197,7 +364,9 @@ static int wait_ms(struct watch *w, uint64_t now)
 
 	if (w->down)
 		t = min_ms(t, (int64_t)w->retry_at - (int64_t)now);
-	if (soon) {
+	if (soon && w->lock_retry_at)
+		t = min_ms(t, (int64_t)w->lock_retry_at - (int64_t)now);
+	else if (soon) {
 		t = min_ms(t, (int64_t)(w->last + (uint64_t)w->quiet_ms) - (int64_t)now);
 		t = min_ms(t, (int64_t)(w->first + (uint64_t)w->max_ms) - (int64_t)now);
 	}
@@ -214,6 +383,8 @@ static int due(const struct watch *w, uint64_t now)
 {
 	if (w->down)
 		return now >= w->retry_at;
+	if (w->first && w->lock_retry_at)
+		return now >= w->lock_retry_at;
 	return w->first && (now - w->last >= (uint64_t)w->quiet_ms ||
 			    now - w->first >= (uint64_t)w->max_ms);
 }
@@ -236,6 +407,16 @@ int sync_watch(struct gr_ctx *ctx, const struct sync_watch_opts *o, int *stopped
 	/* The watches first: an edit after the first sync's scan is seen. */
 	sync_notify_new(&w.n, cfg->root, &so, o->force_scan, o->poll_ms > 0 ? o->poll_ms : POLL_MS,
 			&ctx->err);
+	/* Where the project's other syncs ask it (only with inotify: a scan
+	 * could not say at once what changed). */
+	if (sync_notify_fd(w.n) >= 0) {
+		char *why = NULL;
+		sync_ask_listen(cfg->root, &w.srv, &why);
+		if (!w.srv && ctx->verbose)
+			say(&w, "other syncs of this project walk the tree: %s", why);
+		free(why);
+		w.fp = sync_ask_fingerprint(cfg);
+	}
 	w.first = w.last = now_ms() - (uint64_t)w.max_ms; /* the first sync: at once */
 	for (;;) {
 		uint64_t now = now_ms();
@@ -256,8 +437,13 @@ int sync_watch(struct gr_ctx *ctx, const struct sync_watch_opts *o, int *stopped
 			}
 			continue;
 		}
-		struct pollfd pfd[2] = { { o->stop_fd, POLLIN, 0 }, { sync_notify_fd(w.n), POLLIN, 0 } };
-		int np = pfd[1].fd >= 0 ? 2 : 1, t = wait_ms(&w, now);
+		struct pollfd pfd[3] = { { o->stop_fd, POLLIN, 0 }, { sync_notify_fd(w.n), POLLIN, 0 },
+					 { sync_ask_srv_fd(w.srv), POLLIN, 0 } };
+		int np = 1, t = wait_ms(&w, now);
+		if (pfd[1].fd >= 0)
+			np = 2;
+		if (pfd[2].fd >= 0) /* (a scan's pfd[1] is -1: poll skips it) */
+			np = 3;
 		if (ctx->conn && !w.down) {
 			struct gr_frame f;
 			int r = conn_wait(ctx->conn, &f, pfd, np, t, &ctx->err);
@@ -274,6 +460,8 @@ int sync_watch(struct gr_ctx *ctx, const struct sync_watch_opts *o, int *stopped
 			rc = w.last_rc;
 			goto out;
 		}
+		if (np == 3 && pfd[2].revents && (rc = answer(&w)) < 0)
+			goto out;
 		now = now_ms();
 		if (sync_notify_check(w.n, w.first && !w.down ? w.quiet_ms : 0)) {
 			if (!w.first)
@@ -283,6 +471,8 @@ int sync_watch(struct gr_ctx *ctx, const struct sync_watch_opts *o, int *stopped
 		keep_alive(&w, now);
 	}
 out:
+	sync_ask_srv_free(w.srv);
+	free(w.fp);
 	sync_notify_free(w.n);
 	return rc;
 }
