@@ -67,6 +67,12 @@ const struct gr_cmd gr_commands[] = {
 	  "authentication, agent, remote tools (cc, make, nvcc, nvidia-smi, free\n"
 	  "disk), which python and nvcc a job would find through [train] shell,\n"
 	  "and prints a hint for each failure.", COMPLETE_NONE },
+	{ "disconnect", cmd_disconnect, CMD_CONFIG, cmd_disconnect_opts, "",
+	  "close the connection kept open to the host ([remote] persist)",
+	  "The first command to a host keeps its connection open for the next\n"
+	  "ones ([remote] persist, default 10m). This ends it: the next command\n"
+	  "connects afresh (after a change to ~/.ssh/config or known_hosts, say);\n"
+	  "commands running on it finish first. Each host of a list or pool.", COMPLETE_NONE },
 	{ "sync", cmd_sync, CMD_CONFIG, cmd_sync_opts, "",
 	  "delta-sync the project to the host, honouring git's ignore rules",
 	  "Makes [remote] path hold exactly the project's files that git would not\n"

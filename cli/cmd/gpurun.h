@@ -97,6 +97,7 @@ int cmd_exec(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_shell(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_forward(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_doctor(int argc, char **argv, struct gr_ctx *ctx);
+int cmd_disconnect(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_sync(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_train(int argc, char **argv, struct gr_ctx *ctx);
 int cmd_logs(int argc, char **argv, struct gr_ctx *ctx);
@@ -117,7 +118,7 @@ void gr_print_version(FILE *out);
 
 extern const struct gr_opt cmd_init_opts[], cmd_config_opts[], cmd_exec_opts[],
 	cmd_shell_opts[], cmd_forward_opts[],
-	cmd_doctor_opts[], cmd_sync_opts[], cmd_train_opts[], cmd_logs_opts[],
+	cmd_doctor_opts[], cmd_disconnect_opts[], cmd_sync_opts[], cmd_train_opts[], cmd_logs_opts[],
 	cmd_status_opts[], cmd_stop_opts[], cmd_pull_opts[], cmd_rm_opts[], cmd_prune_opts[],
 	cmd_hook_opts[],
 	cmd_completion_opts[], cmd_help_opts[];

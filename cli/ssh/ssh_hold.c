@@ -84,6 +84,8 @@ struct hold {
 	uint64_t open_since, spare_retry;
 	struct closing *closing;
 	struct gr_err lost;         /* why the session ended (code 0: it has not) */
+	int draining;               /* told to end (`gpurun disconnect`): no new
+				       client; ends once the running ones have */
 };
 
 /* ---- answering a client ---- */
@@ -370,7 +372,6 @@ static void client_req(struct hold *H, struct hclient *cl)
 	ssize_t r;
 	size_t need = 8;
 
-	(void)H;
 	m.msg_iov = &iov;
 	m.msg_iovlen = 1;
 	m.msg_control = cm.b;
@@ -395,7 +396,17 @@ static void client_req(struct hold *H, struct hclient *cl)
 		return;
 	}
 	sb_add(&cl->req, buf, (size_t)r);
-	if (cl->req.len >= 4 && memcmp(cl->req.buf, "GRH1", 4)) {
+	if (cl->req.len == 4 && !memcmp(cl->req.buf, "GRX1", 4)) {
+		/* `gpurun disconnect`: new commands connect afresh (the socket
+		 * goes now), running ones finish; the answer is our pid. */
+		char pid[16];
+		snprintf(pid, sizeof(pid), "%u\n", (unsigned)getpid());
+		(void)compat_send_nosignal(cl->fd, pid, strlen(pid), MSG_DONTWAIT);
+		H->draining = 1;
+		cl->stage = C_GONE;
+		return;
+	}
+	if (cl->req.len >= 4 && memcmp(cl->req.buf, "GRH1", 4) && memcmp(cl->req.buf, "GRX1", 4)) {
 		cl->stage = C_GONE; /* another gpurun's protocol: it falls back */
 		return;
 	}
@@ -421,7 +432,7 @@ static void client_req(struct hold *H, struct hclient *cl)
 
 static void accept_clients(struct hold *H)
 {
-	for (;;) {
+	while (H->lfd >= 0) {
 		int fd = compat_accept_cloexec(H->lfd, NULL, NULL, 1);
 		uid_t uid = (uid_t)-1;
 		struct hclient *cl;
@@ -541,6 +552,12 @@ static int hold_loop(struct hold *H, struct sig_wake *sw)
 			H->lost.code = GR_ESSH;
 		if (H->lost.code)
 			break;
+		if (H->draining) {
+			if (H->lfd >= 0)
+				unlisten(H);
+			if (!H->nclients)
+				break;
+		}
 		now = now_ms();
 		if (H->nclients) {
 			H->idle_since = 0;
@@ -553,7 +570,7 @@ static int hold_loop(struct hold *H, struct sig_wake *sw)
 		/* What to wait for. */
 		pfd[n] = (struct pollfd){ sw->fd[0], POLLIN, 0 };
 		map[n++] = NULL;
-		pfd[n] = (struct pollfd){ H->lfd, POLLIN, 0 };
+		pfd[n] = (struct pollfd){ H->lfd, H->lfd >= 0 ? POLLIN : 0, 0 };
 		map[n++] = NULL;
 		pfd[n] = (struct pollfd){ H->h->fd, POLLIN, 0 };
 		if (ssh_hop_queued(H->h))

@@ -145,6 +145,10 @@ void ssh_set_observer(ssh_observer_fn fn, void *arg);
 /* gpurun __hold ...: the connection holder's process (ssh_hold.c),
  * started by a command (transport_mux.c), never by hand. Exit status. */
 int transport_hold_main(int argc, char **argv);
+/* Tell the holder of cfg's connection (cfg->remote.host) to end: new
+ * commands connect afresh at once, running ones finish on it. 1 (*pid:
+ * its pid), 0 when there is none, or a GR_E* code with err set. */
+int transport_hold_stop(const struct gr_config *cfg, long *pid, struct gr_err *err);
 
 /* Quote s for a POSIX shell (single quotes). Returns a new string. */
 char *sh_quote(const char *s);

@@ -560,3 +560,36 @@ out:
 	sb_release(&lock);
 	return rc;
 }
+
+int transport_hold_stop(const struct gr_config *cfg, long *pid, struct gr_err *err)
+{
+	struct strbuf dir = STRBUF_INIT, why = STRBUF_INIT, sock = STRBUF_INIT;
+	char key[17], buf[32];
+	int fd = -1, rc = 0;
+	ssize_t r = 0;
+
+	*pid = 0;
+	if (hold_dir(&dir, &why) < 0) {
+		rc = gr_errf(err, GR_EIO, "%s", why.buf);
+		goto out;
+	}
+	hold_key(cfg, key);
+	sb_addf(&sock, "%s/%s.sock", dir.buf, key);
+	if (sock.len >= sizeof(((struct sockaddr_un *)0)->sun_path) || (fd = dial(sock.buf)) < 0)
+		goto out; /* none there (a stale socket is no holder either) */
+	if (compat_send_nosignal(fd, "GRX1", 4, 0) != 4 || wait_fd(fd, POLLIN, 5000) <= 0 ||
+	    (r = recv(fd, buf, sizeof(buf) - 1, 0)) <= 0) {
+		rc = gr_errf(err, GR_EIO, "the connection holder (%s) did not answer", sock.buf);
+		goto out;
+	}
+	buf[r] = 0;
+	*pid = strtol(buf, NULL, 10);
+	rc = 1;
+out:
+	if (fd >= 0)
+		close(fd);
+	sb_release(&dir);
+	sb_release(&why);
+	sb_release(&sock);
+	return rc;
+}

@@ -111,6 +111,19 @@ test_expect_success 'a holder killed with -9: the next command starts another' '
 	new=$(holders) && test -n "$new" && test "$new" != "$old"
 '
 
+test_expect_success 'disconnect: a running command finishes, the next one connects afresh' '
+	no_holders && cd "$P" && "$GPURUN" exec true && old=$(holders) && n=$(logins) &&
+	{ "$GPURUN" exec -- sh -c "sleep 1; echo finished" >run.out 2>run.err & g=$!; } && sleep 0.3 &&
+	"$GPURUN" disconnect 2>err && test_grep "closed the connection to gpuhost (pid $old)" err &&
+	! ls "$HD"/*.sock 2>/dev/null && kill -0 $old &&
+	"$GPURUN" exec echo fresh >out && test_grep -x fresh out && test "$(( $(logins) - n ))" = 1 &&
+	wait $g && test_grep -x finished run.out &&
+	for i in $(seq 1 100); do kill -0 $old 2>/dev/null || break; sleep 0.05; done &&
+	! kill -0 $old 2>/dev/null && new=$(holders) && test -n "$new" && test "$new" != "$old" &&
+	"$GPURUN" disconnect 2>err && "$GPURUN" disconnect 2>err &&
+	test_grep "no open connection to gpuhost" err && test_expect_code 252 "$GPURUN" disconnect extra
+'
+
 test_expect_success 'a listener that is not a holder (closes at once): the command connects directly' '
 	sock= && no_holders && cd "$P" && "$GPURUN" exec true && sock=$(ls "$HD"/*.sock) && no_holders &&
 	{ python3 -c "
