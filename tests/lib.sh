@@ -85,6 +85,20 @@ test_skip() {
 test_done() {
 	eval "$test_cleanup_cmds"
 	test_cleanup_cmds=""
+	# The connection holders this file started end now; what their
+	# sanitizers found (in hold.log) fails the file.
+	_hp=$(cat "$XDG_RUNTIME_DIR"/gpurun/*.pid 2>/dev/null)
+	stop_holders
+	for _p in $_hp; do
+		for _i in $(seq 1 100); do kill -0 "$_p" 2>/dev/null || break; sleep 0.02; done
+	done
+	if [ -s "$GPURUN_HOLD_LOG" ] &&
+		grep -qE "ERROR: (Address|Leak)Sanitizer|runtime error:" "$GPURUN_HOLD_LOG"; then
+		test_count=$((test_count + 1))
+		test_failures=$((test_failures + 1))
+		echo "not ok - $TEST_NAME: a connection holder's sanitizer report (hold.log)"
+		sed 's/^/#   /' "$GPURUN_HOLD_LOG" | head -40
+	fi
 	if [ "$test_failures" -eq 0 ]; then
 		rm -rf "$TRASH"
 		exit 0
