@@ -74,10 +74,12 @@ int cmd_exec(int argc, char **argv, struct gr_ctx *ctx)
 			goto out;
 		}
 	}
-	if ((rc = ctx_connect(ctx)) < 0)
-		goto out;
 	o.cwd = ctx->cfg->remote.path;
 	o.argv = (const char *const *)st.args.v;
+	/* Opened for this command alone (not after --sync): the EXEC rides
+	 * in the bootstrap command. */
+	if ((rc = ctx_connect_early(ctx, remote_exec_early, &o)) < 0)
+		goto out;
 	o.out_fd = 1;
 	o.err_fd = 2;
 	/* On a terminal the output is for eyes: without a pty on the host

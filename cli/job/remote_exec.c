@@ -25,9 +25,8 @@ static void send_winsize(struct gr_conn *c, uint32_t id)
 	sb_release(&pl);
 }
 
-static void send_exec(struct gr_conn *c, uint32_t id, const struct remote_exec_opts *o)
+static void exec_payload(const struct remote_exec_opts *o, struct strbuf *pl)
 {
-	struct strbuf pl = STRBUF_INIT;
 	size_t argc = 0, envc = 0;
 	unsigned rows = 0, cols = 0;
 	uint32_t flags = (o->pty ? GR_EXEC_PTY : 0) | (o->login_shell ? GR_EXEC_LOGIN : 0);
@@ -37,20 +36,42 @@ static void send_exec(struct gr_conn *c, uint32_t id, const struct remote_exec_o
 		argc++;
 	while (o->env && o->env[envc])
 		envc++;
-	put_str(&pl, o->cwd);
-	put_u32(&pl, (uint32_t)argc);
+	put_str(pl, o->cwd);
+	put_u32(pl, (uint32_t)argc);
 	for (size_t i = 0; i < argc; i++)
-		put_str(&pl, o->argv[i]);
-	put_u32(&pl, (uint32_t)envc);
+		put_str(pl, o->argv[i]);
+	put_u32(pl, (uint32_t)envc);
 	for (size_t i = 0; i < envc; i++)
-		put_str(&pl, o->env[i]);
-	put_u32(&pl, flags);
+		put_str(pl, o->env[i]);
+	put_u32(pl, flags);
 	if (o->pty)
 		term_size(&rows, &cols);
-	put_str(&pl, o->pty ? (term && *term ? term : "dumb") : "");
-	put_u16(&pl, (uint16_t)(rows > 0xffff ? 0xffff : rows));
-	put_u16(&pl, (uint16_t)(cols > 0xffff ? 0xffff : cols));
+	put_str(pl, o->pty ? (term && *term ? term : "dumb") : "");
+	put_u16(pl, (uint16_t)(rows > 0xffff ? 0xffff : rows));
+	put_u16(pl, (uint16_t)(cols > 0xffff ? 0xffff : cols));
+}
+
+static void send_exec(struct gr_conn *c, uint32_t id, const struct remote_exec_opts *o)
+{
+	struct strbuf pl = STRBUF_INIT;
+
+	exec_payload(o, &pl);
 	conn_send(c, GR_MSG_EXEC, 0, id, pl.buf, pl.len);
+	sb_release(&pl);
+}
+
+void remote_exec_early(void *arg, struct gr_conn *c, struct strbuf *frames)
+{
+	struct remote_exec_opts *o = arg;
+	struct strbuf pl = STRBUF_INIT;
+
+	if (o->env && o->env[0])
+		return;
+	exec_payload(o, &pl);
+	o->early_id = conn_next_id(c);
+	proto_frame_append(frames, GR_MSG_EXEC, 0, o->early_id, pl.buf, pl.len);
+	if (!o->forward_stdin)
+		proto_frame_append(frames, GR_MSG_STDIN, GR_F_END, o->early_id, NULL, 0);
 	sb_release(&pl);
 }
 
@@ -61,14 +82,16 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 	struct sig_wake wake;
 	struct pollfd extra[2];
 	struct term_filter tf_out, tf_err;
-	uint32_t id = conn_next_id(c);
+	uint32_t id = o->early_id ? o->early_id : conn_next_id(c);
 	int stdin_open = o->forward_stdin, interrupts = 0, raw = 0, rc;
 
 	tf_init(&tf_out);
 	tf_init(&tf_err);
-	send_exec(c, id, o);
-	if (!stdin_open)
-		conn_send(c, GR_MSG_STDIN, GR_F_END, id, NULL, 0);
+	if (!o->early_id) {
+		send_exec(c, id, o);
+		if (!stdin_open)
+			conn_send(c, GR_MSG_STDIN, GR_F_END, id, NULL, 0);
+	}
 
 	if (sig_wake_start(&wake, sigs, GR_ARRAY_SIZE(sigs), 0) < 0) {
 		sb_release(&pl);

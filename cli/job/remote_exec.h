@@ -20,7 +20,17 @@ struct remote_exec_opts {
 	 * host then drives this terminal, as with ssh -t: no filter. */
 	int pty;
 	int login_shell;              /* the user's login shell; argv is empty */
+	/* Set by remote_exec_early: the EXEC went in the bootstrap command
+	 * under this id (0: remote_exec sends it). */
+	uint32_t early_id;
 };
+
+/* conn_opts.early for a connection opened just to run this command (arg:
+ * its struct remote_exec_opts, complete but for the fds): the EXEC rides
+ * in the bootstrap command, so the command starts as the agent does, a
+ * round trip sooner. Not with env (it would show in the host's process
+ * list for a moment): then remote_exec sends it as usual. */
+void remote_exec_early(void *arg, struct gr_conn *c, struct strbuf *frames);
 
 /* Returns the command's exit status (0-255, 128+N for signal N), or a
  * negative GR_E* code with err set (the connection dropped before the
