@@ -36,6 +36,10 @@
 #include "ssh_int.h"
 #include "transport.h"
 
+#ifndef MSG_CMSG_CLOEXEC
+#define MSG_CMSG_CLOEXEC 0 /* then set below */
+#endif
+
 #define HOLD_BUF (64u << 10)
 #define HOLD_ERRBUF (16u << 10)
 #define HOLD_CLIENTS 64
@@ -385,6 +389,7 @@ static void client_req(struct hold *H, struct hclient *cl)
 		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
 			if (cl->efd < 0)
 				cl->efd = fd;
 			else

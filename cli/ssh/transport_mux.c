@@ -33,6 +33,10 @@
 #include "ssh_int.h"
 #include "transport.h"
 
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0 /* SIGPIPE is ignored while connected (conn_open) */
+#endif
+
 #define MUX_LOCK_MS 120000     /* waiting for another command's holder to start */
 #define MUX_START_MS 600000    /* a holder connecting (a passphrase typed included) */
 
@@ -209,9 +213,13 @@ static int start_holder(const struct gr_config *cfg, const struct tr_opts *o, co
 	}
 	if (child == 0) {
 		/* Only async-signal-safe calls from here: we may have threads. */
+		int rep;
+
 		if (fork() != 0)
 			_exit(0);
-		if (dup2(sp[1], 3) < 0 || (null >= 0 && dup2(null, 1) < 0))
+		/* The report's socket to fd 3, whatever fds these are now. */
+		if ((rep = fcntl(sp[1], F_DUPFD, 10)) < 0 || (null >= 0 && dup2(null, 1) < 0) ||
+		    dup2(rep, 3) < 0)
 			_exit(127);
 #if defined(SYS_close_range)
 		if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0)
@@ -312,7 +320,8 @@ static int ask(int fd, int efd, const char *line, int ms, struct strbuf *why)
 		c->cmsg_type = SCM_RIGHTS;
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &efd, sizeof(int));
-		while ((w = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		while ((w = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 &&
+		       (errno == EINTR || (errno == EAGAIN && wait_fd(fd, POLLOUT, ms) > 0)))
 			;
 		if (w <= 0) {
 			sb_addf(why, "it did not take the command: %s", w < 0 ? strerror(errno) : "closed");
