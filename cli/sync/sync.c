@@ -145,6 +145,29 @@ static void known_scan(struct run *r)
 	sm_list_free(&k.host_only);
 }
 
+/* The same for a sync without the walk: the committed state is local
+ * but for the entries at the reported paths (r->known, as known_diff
+ * leaves it; local's others are SM_F_SAME, sync_incr_build): what local
+ * lacks and is ignored here stays, as keep_ignored keeps it, and a
+ * changed file is hashed if the committed one may be the same. */
+static void known_from_incr(struct run *r)
+{
+	size_t j = 0;
+
+	r->have_known = 1;
+	r->known_loaded = 1;
+	keep_ignored(r, &r->known);
+	for (size_t i = 0; i < r->local.n; i++) {
+		struct sm_entry *e = &r->local.e[i];
+		if (!(e->flags & SM_F_UNHASHED))
+			continue;
+		while (j < r->known.n && strcmp(r->known.e[j].path, e->path) < 0)
+			j++;
+		if (j < r->known.n && !strcmp(r->known.e[j].path, e->path))
+			sync_hash_mark(r->ctx->cfg, e, &r->known.e[j]);
+	}
+}
+
 /* The entries of the last committed state that differ from local's at
  * their path (or that local lacks); the local entries it holds as they
  * are get SM_F_SAME instead of a copy. */
@@ -587,7 +610,8 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 		/* No walk, no stat cache (its entries would lack what the
 		 * scan records): the reported paths alone are looked at. */
 		size_t looked;
-		if (!sync_incr_build(o->incr, cfg->root, r.key, &so, &r.local, &looked)) {
+		if (!sync_incr_build(o->incr, cfg->root, r.key, &so, &r.local, &r.known,
+				     r.known_digest, &looked)) {
 			rc = SYNC_WALK;
 			goto out;
 		}
@@ -608,7 +632,10 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 	}
 	gr_trace("sync: scanned, local manifest of %zu entries", r.local.n);
 	r.so = so;
-	known_scan(&r);
+	if (incr)
+		known_from_incr(&r);
+	else
+		known_scan(&r);
 	/* While the connection comes up: hash what the host probably has too
 	 * (as far as the last sync knows), so a no-op is seen as one. */
 	rc = resolve_hashes(cfg, r.tree, &r.local, NULL, &r.hs, &ctx->err);

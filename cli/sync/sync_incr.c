@@ -73,8 +73,14 @@ static int parent_listed(const struct sm_list *l, const char *path)
 	return e && e->type == SM_DIR && !(e->flags & SM_F_GONE);
 }
 
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp(((const struct sm_entry *)a)->path, ((const struct sm_entry *)b)->path);
+}
+
 int sync_incr_build(struct sync_incr *in, const char *root, const char *key,
-		    const struct scan_opts *so, struct sm_list *out, size_t *nchanged)
+		    const struct scan_opts *so, struct sm_list *out, struct sm_list *old,
+		    uint8_t digest[SM_HASH_LEN], size_t *nchanged)
 {
 	struct sync_incr_id now;
 	struct gr_err e = { 0 };
@@ -84,6 +90,7 @@ int sync_incr_build(struct sync_incr *in, const char *root, const char *key,
 
 	*nchanged = 0;
 	sm_list_free(out);
+	sm_list_free(old);
 	if (!in->usable || !in->have_state || !state_id(root, key, &now) ||
 	    memcmp(&now, &in->state, sizeof(now)))
 		return 0;
@@ -92,6 +99,7 @@ int sync_incr_build(struct sync_incr *in, const char *root, const char *key,
 	base = out->n;
 	for (size_t i = 0; i < base; i++)
 		out->e[i].flags &= SM_F_POOLED;
+	sm_digest(out, digest);
 	qsort(in->paths.v, in->paths.n, sizeof(*in->paths.v), cmp_str);
 	for (size_t i = 0; i < in->paths.n; i++) {
 		const char *p = in->paths.v[i];
@@ -134,28 +142,49 @@ int sync_incr_build(struct sync_incr *in, const char *root, const char *key,
 	for (size_t i = 0; i < add.n; i++)
 		if (!parent_listed(out, add.e[i].path))
 			goto out;
+	/* The entries replaced go to old (as committed); the new ones are
+	 * merged in, both lists being sorted (a sort of the whole costs
+	 * more than the rest of this). */
 	size_t keep = 0;
 	for (size_t i = 0; i < out->n; i++) {
-		if (out->e[i].flags & SM_F_GONE) {
-			sm_entry_release(&out->e[i]);
+		struct sm_entry *x = &out->e[i];
+		if (x->flags & SM_F_GONE) {
+			struct sm_entry *c = sm_add(old, x->path, x->type);
+			c->mode = x->mode;
+			c->size = x->size;
+			c->mtime_ns = x->mtime_ns;
+			memcpy(c->hash, x->hash, SM_HASH_LEN);
+			c->link = x->link ? xstrdup(x->link) : NULL;
+			sm_entry_release(x);
 			continue;
 		}
-		out->e[keep++] = out->e[i];
+		out->e[keep++] = *x;
 	}
 	out->n = keep;
+	/* What stays is on the host as it is (known_diff's mark). */
+	for (size_t i = 0; i < out->n; i++)
+		out->e[i].flags |= SM_F_SAME;
+	if (add.n > 1)
+		qsort(add.e, add.n, sizeof(*add.e), cmp_entry);
 	sm_reserve(out, add.n);
-	for (size_t i = 0; i < add.n; i++) {
-		out->e[out->n++] = add.e[i];
-		add.e[i] = (struct sm_entry){ 0 };
+	size_t i = out->n, j = add.n, k = out->n + add.n;
+	while (j > 0) { /* from the end, in place */
+		if (i > 0 && strcmp(out->e[i - 1].path, add.e[j - 1].path) > 0)
+			out->e[--k] = out->e[--i];
+		else
+			out->e[--k] = add.e[--j];
 	}
+	out->n += add.n;
+	memset(add.e, 0, add.n * sizeof(*add.e));
 	add.n = 0;
-	sm_sort(out);
 	ok = 1;
 out:
 	if (fd >= 0)
 		close(fd);
 	sm_list_free(&add);
-	if (!ok)
+	if (!ok) {
 		sm_list_free(out);
+		sm_list_free(old);
+	}
 	return ok;
 }

@@ -30,10 +30,14 @@ struct sync_incr {
 
 /* The local manifest (out emptied first): the last committed state with
  * each reported path as the walk would see it now, sorted, the changed
- * files SM_F_UNHASHED (with their stat identity). 1 when built (*nchanged:
- * the paths looked at), 0 when only a walk can say (out empty). */
+ * files SM_F_UNHASHED (with their stat identity), the others SM_F_SAME
+ * (as committed); old (emptied first):
+ * the committed entries it replaced or dropped, sorted; digest: the
+ * committed state's. 1 when built (*nchanged: the paths looked at), 0
+ * when only a walk can say (out and old empty). */
 int sync_incr_build(struct sync_incr *in, const char *root, const char *key,
-		    const struct scan_opts *so, struct sm_list *out, size_t *nchanged);
+		    const struct scan_opts *so, struct sm_list *out, struct sm_list *old,
+		    uint8_t digest[SM_HASH_LEN], size_t *nchanged);
 /* After a sync: ok (it succeeded, not a dry run) records remote-KEY's
  * identity for the next; else the next walks. */
 void sync_incr_committed(struct sync_incr *in, const char *root, const char *key, int ok);
