@@ -175,7 +175,8 @@ int sync_incr_build(struct sync_incr *in, const char *root, const char *key,
 			out->e[--k] = add.e[--j];
 	}
 	out->n += add.n;
-	memset(add.e, 0, add.n * sizeof(*add.e));
+	if (add.n) /* (moved: add must not free them) */
+		memset(add.e, 0, add.n * sizeof(*add.e));
 	add.n = 0;
 	ok = 1;
 out:

@@ -90,6 +90,11 @@ test_expect_success 'edits, new files, deletions: no walk' '
 	no_walk && same src/f1.py && same src/new.py && same src/deep/er/y.c && hasnt data/d2.txt
 '
 
+test_expect_success 'a deletion alone, an edit alone: no walk' '
+	step "rm \"$P/data/d4.txt\"" && no_walk && hasnt data/d4.txt &&
+	step "echo again >>\"$P/data/d5.txt\"" && no_walk && same data/d5.txt
+'
+
 test_expect_success 'renames of files, within and across folders: no walk' '
 	step "mv \"$P/src/f3.py\" \"$P/src/f3b.py\"; mv \"$P/data/d3.txt\" \"$P/docs/d3.txt\"" &&
 	no_walk && same src/f3b.py && same docs/d3.txt && hasnt src/f3.py && hasnt data/d3.txt
