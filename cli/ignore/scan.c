@@ -437,3 +437,124 @@ void scan_free(struct scan_entry *e, size_t n)
 	}
 	free(e);
 }
+
+/* ---- one path, as the walk would see it ---- */
+
+/* Is folder path[0..len) (dfd open on it) one the walk enters with the
+ * rules alone (SCAN_RULES): not .git or the top .gpurun, not ignored
+ * (then only tracked or included paths below count), not named by
+ * [sync] include (then rules do not apply below)? */
+static int probe_plain_dir(struct ignore *ig, const char *path, size_t len, int at_root,
+			   const char *name)
+{
+	if (scan_is_git(name) || (at_root && !strcmp(name, ".gpurun")))
+		return 0;
+	if (ig_check_len(ig, path, len, 1, NULL))
+		return 0;
+	return ig_include_match(ig, path, len, 1, NULL) <= 0;
+}
+
+int scan_probe(struct ignore **igp, const char *root, const struct scan_opts *o,
+	       const char *path, struct scan_entry *out, struct gr_err *err)
+{
+	static const struct scan_opts defaults;
+	struct strbuf at = STRBUF_INIT;
+	const char *name = path, *slash;
+	struct stat st;
+	int dfd, ret = SCAN_PROBE_WALK;
+
+	memset(out, 0, sizeof(*out));
+	o = o ? o : &defaults;
+	if (o->include_git || !*path || path[0] == '/')
+		return SCAN_PROBE_WALK;
+	if (!*igp) {
+		if (ignore_new(igp, root, o->extra, o->nextra, err) < 0) {
+			*igp = NULL;
+			return SCAN_PROBE_WALK;
+		}
+		ignore_set_include_git(*igp, o->include_git);
+		ignore_set_include(*igp, o->include, o->ninclude);
+		ignore_set_persist(*igp, o->persist, o->npersist);
+	}
+	if ((dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return SCAN_PROBE_WALK;
+	sb_add(&at, "", 0);
+	/* Down the folders, each opened without following a link, each
+	 * one's ignore files loaded as the walk loads them. */
+	for (;;) {
+		if (ig_load(*igp, dfd, at.buf, at.len, err) < 0)
+			goto out;
+		if (!(slash = strchr(name, '/')))
+			break;
+		size_t nlen = (size_t)(slash - name);
+		char *comp = xstrndup(name, nlen);
+		if (at.len)
+			sb_add(&at, "/", 1);
+		sb_add(&at, comp, nlen);
+		int ok = nlen && probe_plain_dir(*igp, at.buf, at.len, at.len == nlen, comp);
+		int fd = ok ? openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+		free(comp);
+		if (fd < 0)
+			goto out; /* gone, a link now, or not a plain folder: the walk decides */
+		close(dfd);
+		dfd = fd;
+		name = slash + 1;
+	}
+	if (!*name)
+		goto out;
+	size_t plen = at.len;
+	if (plen)
+		sb_add(&at, "/", 1);
+	sb_adds(&at, name);
+	if (scan_is_git(name) || (plen == 0 && !strcmp(name, ".gpurun"))) {
+		ret = SCAN_PROBE_NONE;
+		goto out;
+	}
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			ret = SCAN_PROBE_NONE;
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode))
+		goto out; /* a folder: its subtree is the walk's */
+	if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+		ret = SCAN_PROBE_NONE; /* FIFOs, sockets, devices: skipped */
+		goto out;
+	}
+	/* As scan_entry_one decides a file in SCAN_RULES. */
+	if (ig_check_len(*igp, at.buf, at.len, 0, NULL)) {
+		ret = SCAN_PROBE_NONE;
+		goto out;
+	}
+	out->type = S_ISLNK(st.st_mode) ? SCAN_SYMLINK : SCAN_FILE;
+	out->mode = st.st_mode & 0777;
+	out->size = (uint64_t)st.st_size;
+	out->mtime_ns = (int64_t)st.st_mtime * 1000000000 + GR_ST_MTIME_NSEC(&st);
+	out->ino = st.st_ino;
+	out->dev = st.st_dev;
+	if (out->type == SCAN_SYMLINK) {
+		size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 256;
+		for (;;) {
+			char *buf = xmalloc(cap);
+			ssize_t r = readlinkat(dfd, name, buf, cap);
+			if (r < 0) {
+				free(buf);
+				goto out; /* replaced meanwhile: walk */
+			}
+			if ((size_t)r < cap) {
+				buf[r] = '\0';
+				out->link = buf;
+				break;
+			}
+			free(buf);
+			cap *= 2;
+		}
+		out->size = strlen(out->link);
+	}
+	out->path = xstrdup(at.buf);
+	ret = SCAN_PROBE_KEPT;
+out:
+	close(dfd);
+	sb_release(&at);
+	return ret;
+}

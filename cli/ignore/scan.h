@@ -79,4 +79,19 @@ int scan_tree_each(const char *root, const struct scan_opts *o,
 		   int (*each)(void *arg, const struct scan_entry *e), void *arg,
 		   struct gr_err *err);
 
+/* One path as scan_tree would see it, without the walk (the watcher's
+ * syncs, for the paths inotify reported). *ig holds the rules loaded so
+ * far (made here when NULL, the caller's to ignore_free; reuse it only
+ * while the ignore files and the git index are unchanged). Certain only
+ * where the walk would reach path through folders it enters with the
+ * rules alone: SCAN_PROBE_KEPT (out filled: a file or symlink the scan
+ * lists; free out->path and out->link), SCAN_PROBE_NONE (gone, ignored,
+ * or a kind the scan skips: not listed). SCAN_PROBE_WALK for the rest
+ * (a folder, a folder on the way ignored, included, .git or gone, a
+ * symlink on the way, include_git set): only a walk can say. */
+enum { SCAN_PROBE_WALK = 0, SCAN_PROBE_NONE = 1, SCAN_PROBE_KEPT = 2 };
+struct ignore;
+int scan_probe(struct ignore **ig, const char *root, const struct scan_opts *o,
+	       const char *path, struct scan_entry *out, struct gr_err *err);
+
 #endif

@@ -16,6 +16,7 @@
 #include "sync.h"
 #include "sync_ask.h"
 #include "sync_fp.h"
+#include "sync_incr.h"
 #include "sync_index.h"
 #include "sync_plan.h"
 #include "sync_proto.h"
@@ -45,7 +46,12 @@ struct run {
 	uint64_t host_free;
 	const struct sync_show *show; /* how to talk to the user (o->show) */
 	void *show_arg;
+	int incr;           /* local is the watcher's (sync_incr.h), not a walk's */
 };
+
+/* sync_run's answer when a sync without the walk finds what it cannot
+ * settle: nothing was changed on the host; walk and sync again. */
+#define SYNC_WALK 1
 
 /* GPURUN_IO_TIMEOUT: seconds of silence on the connection after which a
  * sync gives up (the agent sends keepalives while it is busy). */
@@ -137,6 +143,29 @@ static void known_scan(struct run *r)
 		r->known_fd = -1;
 	}
 	sm_list_free(&k.host_only);
+}
+
+/* The same for a sync without the walk: the committed state is local
+ * but for the entries at the reported paths (r->known, as known_diff
+ * leaves it; local's others are SM_F_SAME, sync_incr_build): what local
+ * lacks and is ignored here stays, as keep_ignored keeps it, and a
+ * changed file is hashed if the committed one may be the same. */
+static void known_from_incr(struct run *r)
+{
+	size_t j = 0;
+
+	r->have_known = 1;
+	r->known_loaded = 1;
+	keep_ignored(r, &r->known);
+	for (size_t i = 0; i < r->local.n; i++) {
+		struct sm_entry *e = &r->local.e[i];
+		if (!(e->flags & SM_F_UNHASHED))
+			continue;
+		while (j < r->known.n && strcmp(r->known.e[j].path, e->path) < 0)
+			j++;
+		if (j < r->known.n && !strcmp(r->known.e[j].path, e->path))
+			sync_hash_mark(r->ctx->cfg, e, &r->known.e[j]);
+	}
 }
 
 /* The entries of the last committed state that differ from local's at
@@ -377,7 +406,7 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 		goto out;
 	}
 	if (optimistic)
-		*sid = send_open(r, SYNC_OPEN_OPTIMISTIC);
+		*sid = send_open(r, SYNC_OPEN_OPTIMISTIC | (r->incr ? SYNC_OPEN_TRUST : 0));
 	x.c = ctx->conn;
 	x.sid = *sid;
 	x.optimistic = optimistic;
@@ -452,6 +481,16 @@ static int exchange(struct run *r)
 	if ((rc = open_session(r, &sid, &h)) < 0)
 		goto out;
 	gr_trace("sync: host state");
+	if (r->incr && !(h.flags & SYNC_STATE_IN_SYNC)) {
+		/* The host is not as the last sync left it: what this list
+		 * leaves out (files not reported) may be needed. */
+		if (!r->o->dry_run) {
+			conn_send(r->ctx->conn, GR_MSG_CANCEL, 0, sid, NULL, 0);
+			conn_flush_idle(r->ctx->conn, r->idle_ms, NULL);
+		}
+		rc = SYNC_WALK;
+		goto out;
+	}
 	if (h.flags & SYNC_STATE_IN_SYNC) {
 		r->st.up_to_date = 1;
 		if (!r->o->dry_run && (!r->have_known ||
@@ -510,7 +549,10 @@ static int ask_watcher(struct run *r)
 	return 1;
 }
 
-int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stats *st_out)
+/* One sync: walked, or (incr) from the watcher's list of changed paths,
+ * which answers SYNC_WALK where that list cannot settle it. */
+static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stats *st_out,
+		    int incr)
 {
 	const struct gr_config *cfg = ctx->cfg;
 	struct scan_ignored ignored = { .walk_dirs = o->dry_run, .names = STRVEC_INIT };
@@ -527,6 +569,7 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 
 	r.ctx = ctx;
 	r.o = o;
+	r.incr = incr;
 	r.known_fd = -1;
 	r.idle_ms = idle_limit_ms();
 	/* (The pre-push hook passes no show: it gets what gpurun sync shows.) */
@@ -547,7 +590,7 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 		}
 		/* (Asked under the lock: the watcher's own syncs wait for it,
 		 * so what it answers stays true until the lock goes.) */
-		if (!o->walk && ask_watcher(&r)) {
+		if (!o->walk && !incr && ask_watcher(&r)) {
 			r.st.seconds = (double)(now_ns() - t0) / 1e9;
 			r.show->done(r.show_arg, o, &r.st, NULL);
 			goto out;
@@ -558,12 +601,27 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 		struct strbuf pl = STRBUF_INIT;
 		put_str(&pl, cfg->remote.path);
 		put_u32(&pl, cfg->sync.preserve_perms ? SYNC_OPEN_PRESERVE_PERMS : 0);
-		connect_first(&cj, SYNC_MSG_PREPARE, pl.buf, pl.len);
+		if (!incr)
+			connect_first(&cj, SYNC_MSG_PREPARE, pl.buf, pl.len);
 		sb_release(&pl);
 	}
+	r.key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
+	if (incr) {
+		/* No walk, no stat cache (its entries would lack what the
+		 * scan records): the reported paths alone are looked at. */
+		size_t looked;
+		if (!sync_incr_build(o->incr, cfg->root, r.key, &so, &r.local, &r.known,
+				     r.known_digest, &looked)) {
+			rc = SYNC_WALK;
+			goto out;
+		}
+		gr_trace("sync: no walk, %zu reported paths looked at", looked);
+	}
 	connect_start(&cj, ctx);
-	idx = sync_index_load(cfg->root);
-	if ((rc = sync_scan_manifest(cfg->root, &so, idx, &r.local, &r.hs, &ctx->err)) < 0) {
+	if (!incr)
+		idx = sync_index_load(cfg->root);
+	if (!incr &&
+	    (rc = sync_scan_manifest(cfg->root, &so, idx, &r.local, &r.hs, &ctx->err)) < 0) {
 		sync_index_free(idx); /* nothing to save: the scan did not finish */
 		idx = NULL;
 		goto out;
@@ -573,9 +631,11 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 		goto out;
 	}
 	gr_trace("sync: scanned, local manifest of %zu entries", r.local.n);
-	r.key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
 	r.so = so;
-	known_scan(&r);
+	if (incr)
+		known_from_incr(&r);
+	else
+		known_scan(&r);
 	/* While the connection comes up: hash what the host probably has too
 	 * (as far as the last sync knows), so a no-op is seen as one. */
 	rc = resolve_hashes(cfg, r.tree, &r.local, NULL, &r.hs, &ctx->err);
@@ -615,6 +675,10 @@ int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stat
 			goto done;
 		if ((rc = transfer(&r, &r.known, 1, &sid, &rejected)) < 0 || !rejected)
 			goto done;
+		if (incr) { /* the host is not as the last sync left it */
+			rc = SYNC_WALK;
+			goto out;
+		}
 		r.st = (struct sync_stats){ 0 };
 		sm_list_free(&r.known); /* the host was not in that state */
 		forget_same(&r);
@@ -635,6 +699,12 @@ done:
 		r.show->done(r.show_arg, o, &r.st, o->say_ignored ? &ignored : NULL);
 out:
 	connect_abandon(&cj);
+	if (o->incr && rc != SYNC_WALK && r.key) {
+		if (!incr) /* the rules may have changed: read them again */
+			sync_incr_forget(o->incr);
+		o->incr->walked = !incr;
+		sync_incr_committed(o->incr, cfg->root, r.key, rc == 0 && !o->dry_run);
+	}
 	if (idx) { /* a cache: failing to save it costs time only */
 		sync_index_save(cfg->root, idx, &r.local, NULL);
 	}
@@ -656,4 +726,17 @@ out:
 	free(r.host_root);
 	free(r.key);
 	return rc;
+}
+
+int sync_project(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_stats *st)
+{
+	int rc;
+
+	if (o->incr && o->incr->usable && o->incr->have_state && !o->dry_run) {
+		if ((rc = sync_run(ctx, o, st, 1)) != SYNC_WALK)
+			return rc;
+		gr_err_clear(&ctx->err);
+		gr_trace("sync: the reported paths cannot settle it: walking");
+	}
+	return sync_run(ctx, o, st, 0);
 }

@@ -21,6 +21,7 @@ struct sync_opts;
 struct sync_stats;
 struct sync_plan;
 struct sm_list;
+struct sync_incr;
 
 /* How a sync talks to the user while it runs. sync_show_default
  * (sync_show.c) is what gpurun shows, arg being the command's ctx. */
@@ -59,6 +60,9 @@ struct sync_opts {
 	/* The project's sync lock is held for this sync by the gpurun that
 	 * asked for it and waits on it (a watcher's flush): not taken here. */
 	int lock_held;
+	/* The watcher's: what changed since its last sync, so this one need
+	 * not walk the tree (sync_incr.h; NULL: walk). Updated after. */
+	struct sync_incr *incr;
 };
 
 struct sync_stats {

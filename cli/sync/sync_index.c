@@ -233,7 +233,7 @@ static void add_parents(struct sm_list *out, const char *path, char **prev, int 
 
 /* A name the agent keeps for its temp files (and removes as strays): such
  * a file or folder cannot be carried, and is left out. */
-static int unsendable(const char *path)
+int sync_unsendable(const char *path)
 {
 	static const char pre[] = SYNC_TMP_PREFIX;
 
@@ -252,7 +252,7 @@ static int lm_add(void *arg, const struct scan_entry *s)
 	struct sm_list *out = arg;
 	struct sm_entry *m;
 
-	if (!sm_path_ok(s->path) || unsendable(s->path))
+	if (!sm_path_ok(s->path) || sync_unsendable(s->path))
 		return 0;
 	if (s->type == SCAN_DIR) {
 		sm_add_pooled(out, s->path, SM_DIR);

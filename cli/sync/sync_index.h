@@ -54,6 +54,10 @@ int sync_local_manifest(const struct scan_entry *e, size_t n, struct sync_index 
 int sync_hash_entry(struct sync_tree *t, const char *root, struct sm_entry *m, uint8_t **leaves,
 		    struct sync_hash_stats *hs, struct gr_err *err);
 
+/* A path whose name the agent keeps for its temp files (SYNC_TMP_PREFIX
+ * in some component): never carried, as the manifest leaves it out. */
+int sync_unsendable(const char *path);
+
 /* Write the index: the files of local (the manifest sync_local_manifest
  * made from idx, hashed since where that was needed) with the stat data
  * the scan saw; files still unhashed and the host's kept entries are left

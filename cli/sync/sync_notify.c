@@ -38,7 +38,15 @@ struct sync_notify {
 	uint64_t digest;      /* scanning: the last scan's */
 	uint64_t last_scan, next_scan;
 	char *notice;
+	/* The paths events named since sync_notify_mark (files and links,
+	 * as they may be now), for a sync that looks at those only; lost:
+	 * something no list of paths can say (a folder made, moved or gone,
+	 * rules changed, events dropped, too many paths). */
+	struct strvec dirty;
+	int lost;
 };
+
+#define DIRTY_MAX 20000 /* more paths than this: the walk is as cheap */
 
 /* ---- scanning ---- */
 
@@ -267,13 +275,14 @@ static void on_event(void *arg, int wd, unsigned fl, const char *name)
 	struct gr_err e = { 0 };
 
 	if (fl & COMPAT_WATCH_OVERFLOW) {
-		n->rewatch = n->changed = 1;
+		n->rewatch = n->changed = n->lost = 1;
 		return;
 	}
 	if (wd < 0 || (size_t)wd >= n->cap || !n->w[wd].path)
 		return;
 	struct slot *s = &n->w[wd];
 	if (fl & COMPAT_WATCH_GONE) {
+		n->lost = 1;
 		free(s->path);
 		s->path = NULL;
 		n->nwatches--;
@@ -282,30 +291,40 @@ static void on_event(void *arg, int wd, unsigned fl, const char *name)
 	if (fl & COMPAT_WATCH_SELF) {
 		/* A folder below reports it to its parent too; the root
 		 * itself moved or deleted: the next sync says so. */
+		n->lost = 1;
 		if (!*s->path)
 			n->rewatch = n->changed = 1;
 		return;
 	}
 	if (s->kind == W_GIT) { /* which files git tracks; .git/info appearing */
 		if (!strcmp(name, "index") || !strcmp(name, "info"))
-			n->rewatch = n->changed = 1;
+			n->rewatch = n->changed = n->lost = 1;
 		return;
 	}
 	if (s->kind == W_GITINFO) {
 		if (!strcmp(name, "exclude"))
-			n->rewatch = n->changed = 1;
+			n->rewatch = n->changed = n->lost = 1;
 		return;
 	}
 	if (is_rules_file(name)) {
-		n->rewatch = n->changed = 1;
+		n->rewatch = n->changed = n->lost = 1;
 		return;
 	}
 	char *rel = *s->path ? xasprintf("%s/%s", s->path, name) : xstrdup(name);
 	int dir = !!(fl & COMPAT_WATCH_DIR);
+	/* Every path the scan may list, ignored ones too (the sync decides
+	 * again, as the walk would); a folder's event speaks for what it
+	 * holds: only a walk can follow it. */
+	if (ignore_builtin(rel, n->so.include_git))
+		;
+	else if (dir || n->dirty.n >= DIRTY_MAX)
+		n->lost = 1;
+	else if (!n->lost)
+		sv_push(&n->dirty, rel);
 	if (ignore_builtin(rel, n->so.include_git)) {
 		/* .gpurun/ is ours; a .git/ made (git init) brings rules */
 		if (!*s->path && !strcmp(name, ".git") && (fl & COMPAT_WATCH_NEW))
-			n->rewatch = n->changed = 1;
+			n->rewatch = n->changed = n->lost = 1;
 	} else if (!n->ig || ignore_path(n->ig, rel, dir, NULL, &e) != 1) {
 		n->changed = 1;
 		/* A folder made or moved: watch it (and what it holds) before
@@ -330,6 +349,8 @@ int sync_notify_new(struct sync_notify **out, const char *root, const struct sca
 	n->so.ignored = NULL;
 	n->fd = -1;
 	n->poll_ms = poll_ms;
+	n->dirty = (struct strvec)STRVEC_INIT;
+	n->lost = 1; /* nothing synced yet */
 	if (lim && *lim) {
 		char *end;
 		long v = strtol(lim, &end, 10);
@@ -352,6 +373,7 @@ void sync_notify_free(struct sync_notify *n)
 	free(n->w);
 	ignore_free(n->ig);
 	free(n->notice);
+	sv_clear(&n->dirty);
 	free(n->root);
 	free(n);
 }
@@ -378,7 +400,7 @@ int sync_notify_check(struct sync_notify *n, int soon_ms)
 {
 	if (n->fd >= 0) {
 		if (compat_watch_read(n->fd, on_event, n) < 0 && errno != EINTR)
-			n->rewatch = n->changed = 1; /* (not expected: start over) */
+			n->rewatch = n->changed = n->lost = 1; /* (not expected: start over) */
 	} else if (sync_notify_due_ms(n, soon_ms) == 0) {
 		uint64_t d = scan_digest(n);
 		if (d != n->digest)
@@ -414,4 +436,15 @@ char *sync_notify_notice(struct sync_notify *n)
 
 	n->notice = NULL;
 	return s;
+}
+
+void sync_notify_mark(struct sync_notify *n)
+{
+	sv_clear(&n->dirty);
+	n->lost = n->fd < 0 || n->rewatch;
+}
+
+const struct strvec *sync_notify_dirty(const struct sync_notify *n)
+{
+	return n->fd < 0 || n->lost || n->rewatch ? NULL : &n->dirty;
 }

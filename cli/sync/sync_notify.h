@@ -44,5 +44,13 @@ void sync_notify_describe(const struct sync_notify *n, struct strbuf *sb);
 /* A fallback taken since the last call, for the user (one line; hint
  * after a "; "), or NULL; the caller frees it. */
 char *sync_notify_notice(struct sync_notify *n);
+/* A sync's scan starts now (after sync_notify_prepare and a read of
+ * what inotify queued): forget the paths said so far. */
+void sync_notify_mark(struct sync_notify *n);
+/* The paths events named since sync_notify_mark (files and symlinks,
+ * any order, repeats; ignored ones too), or NULL when a list cannot say
+ * what changed: scanning, events dropped, a folder made, moved or gone,
+ * the rules or git's index changed. Valid until the next check. */
+const struct strvec *sync_notify_dirty(const struct sync_notify *n);
 
 #endif

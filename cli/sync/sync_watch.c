@@ -16,6 +16,7 @@
 
 #include "sync.h"
 #include "sync_ask.h"
+#include "sync_incr.h"
 #include "sync_notify.h"
 
 #define QUIET_MS 100
@@ -27,6 +28,10 @@
 #define PING_WAIT_MS 15000  /* and wait this long for the answer */
 #define LOCK_RETRY_MS 20    /* another gpurun syncs: try the lock again this soon */
 #define ASK_READ_MS 1000    /* an asker's request must arrive within this */
+/* A sync that walks the tree (and has the agent look at its whole copy)
+ * at least this often, whatever inotify says: what changed on the host,
+ * or here unseen (a hard link's other name), is repaired by then. */
+#define WALK_EVERY_MS (10 * 60 * 1000)
 
 struct watch {
 	struct gr_ctx *ctx;
@@ -45,6 +50,12 @@ struct watch {
 	int lock_said;
 	struct sync_ask_srv *srv; /* where the project's other syncs ask (or NULL) */
 	char *fp;                 /* sync_ask_fingerprint of this watch's config */
+	/* What changed since the last sync's scan, so a sync need not walk
+	 * the tree (sync_incr.h): only with inotify, only after a sync of
+	 * this watch succeeded on this connection. */
+	struct sync_incr incr;
+	int walk_always;          /* GPURUN_WATCH_WALK=1: every sync walks (to compare) */
+	uint64_t walked_at;       /* the last sync that walked */
 };
 
 static void say(struct watch *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -89,6 +100,7 @@ static void drop_conn(struct watch *w)
 static void lost(struct watch *w, int rc)
 {
 	drop_conn(w);
+	sync_incr_forget(&w->incr); /* connected again: a full sync */
 	w->last_rc = rc;
 	if (w->down)
 		return;
@@ -135,6 +147,8 @@ static int after_sync(struct watch *w, int rc)
 
 	w->syncs++;
 	w->last_rc = rc;
+	if (w->incr.walked)
+		w->walked_at = now_ms();
 	if (rc == 0)
 		return 0;
 	/* (A size question refused in a pipe would be refused again.) */
@@ -151,6 +165,7 @@ static int after_sync(struct watch *w, int rc)
 		w->o->failed(w->o->arg, rc);
 	if (ctx->conn)
 		drop_conn(w);
+	sync_incr_forget(&w->incr);
 	return 0;
 }
 
@@ -167,6 +182,15 @@ static void before_sync(struct watch *w)
 		say(w, "%s", notice);
 		free(notice);
 	}
+	/* What this sync looks at instead of walking; the events from here
+	 * on are the next one's (its scan starts after this). */
+	const struct strvec *dirty = sync_notify_dirty(w->n);
+	sv_clear(&w->incr.paths);
+	w->incr.usable = dirty != NULL && !w->walk_always &&
+			 now_ms() - w->walked_at < WALK_EVERY_MS;
+	for (size_t i = 0; dirty && i < dirty->n; i++)
+		sv_push(&w->incr.paths, dirty->v[i]);
+	sync_notify_mark(w->n);
 	w->ping_id = 0; /* a sync drops other answers; it proves the link itself */
 }
 
@@ -192,6 +216,7 @@ static int sync_once(struct watch *w)
 	before_sync(w);
 	so.say_ignored = w->syncs == 0 && w->o->sync.say_ignored;
 	so.walk = 1;
+	so.incr = &w->incr;
 	set_busy(w, 1);
 	rc = sync_project(ctx, &so, &st);
 	set_busy(w, 0);
@@ -305,6 +330,7 @@ static int answer(struct watch *w)
 	so.yes = req.yes;
 	so.walk = 1;
 	so.lock_held = 1;
+	so.incr = &w->incr;
 	before_sync(w);
 	set_busy(w, 1);
 	rc = sync_project(ctx, &so, &st);
@@ -401,6 +427,8 @@ int sync_watch(struct gr_ctx *ctx, const struct sync_watch_opts *o, int *stopped
 
 	*stopped = 0;
 	w.quiet_ms = o->quiet_ms > 0 ? o->quiet_ms : QUIET_MS;
+	const char *walk = getenv("GPURUN_WATCH_WALK");
+	w.walk_always = walk && !strcmp(walk, "1");
 	w.max_ms = o->max_ms > 0 ? o->max_ms : MAX_MS;
 	if ((rc = sync_check_remote_path(cfg->remote.path, &ctx->err)) < 0)
 		return rc;
@@ -472,6 +500,7 @@ int sync_watch(struct gr_ctx *ctx, const struct sync_watch_opts *o, int *stopped
 	}
 out:
 	sync_ask_srv_free(w.srv);
+	sync_incr_release(&w.incr);
 	free(w.fp);
 	sync_notify_free(w.n);
 	return rc;

@@ -56,6 +56,9 @@ enum {
 				     folder holds exactly that */
 	SYNC_OPEN_PRESERVE_PERMS = 8, /* [sync] preserve_perms: files keep group and
 					 other bits (else only the owner's) */
+	SYNC_OPEN_TRUST = 16,    /* with OPTIMISTIC, from a watcher that knows what
+				    changed here: take the manifest as the disk (no
+				    refresh); an agent without it refreshes, as always */
 };
 
 /* STATE flags */

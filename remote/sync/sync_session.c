@@ -337,7 +337,7 @@ struct session_start {
  * against the disk. For PREPARE (prep): only where there is a manifest to
  * check (nothing is made), and only if the lock is free at once. */
 static int session_start(struct sync_session *s, const char *full, int dry, int prep,
-			 struct session_start *ss, struct gr_err *err)
+			 int trust, struct session_start *ss, struct gr_err *err)
 {
 	int created = 0, rc;
 
@@ -374,7 +374,11 @@ static int session_start(struct sync_session *s, const char *full, int dry, int 
 		}
 		load_manifest(s, statefd);
 		sm_digest(&s->man, ss->base);
-		ss->nchanged = refresh(s, &ss->changes);
+		/* (Trusted: the client's watcher says what changed on its side,
+		 * and asks for no look at the disk; each file written is still
+		 * checked as it is written, and its next walked sync refreshes.) */
+		if (!trust)
+			ss->nchanged = refresh(s, &ss->changes);
 	} else {
 		sm_digest(&s->man, ss->base);
 	}
@@ -417,7 +421,7 @@ void sync_session_prepare(const char *path, uint32_t flags)
 	prepared.full = agent_path(path);
 	prepared.flags = flags;
 	safe_perms_preserve(flags & SYNC_OPEN_PRESERVE_PERMS);
-	if (session_start(prepared.s, prepared.full, 0, 1, &prepared.ss, &err) < 0)
+	if (session_start(prepared.s, prepared.full, 0, 1, 0, &prepared.ss, &err) < 0)
 		prepared_drop(); /* the OPEN does it again, and says why */
 }
 
@@ -446,7 +450,8 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 	prepared_drop();
 	if (!s) {
 		s = session_new();
-		if ((rc = session_start(s, full, dry, 0, &ss, err)) < 0)
+		int trust = (flags & SYNC_OPEN_TRUST) && (flags & SYNC_OPEN_OPTIMISTIC) && !dry;
+		if ((rc = session_start(s, full, dry, 0, trust, &ss, err)) < 0)
 			goto out;
 	}
 	s->id = id;
