@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "compat.h"
-#include "scan.h"
+#include "ignore.h"
 #include "sync.h"
 #include "sync_incr.h"
 #include "sync_index.h"
