@@ -88,6 +88,7 @@ struct hold {
 	uint64_t open_since, spare_retry;
 	struct closing *closing;
 	struct gr_err lost;         /* why the session ended (code 0: it has not) */
+	uint64_t sock_checked;      /* now_ms() when the socket was last seen */
 	int draining;               /* told to end (`gpurun disconnect`): no new
 				       client; ends once the running ones have */
 };
@@ -492,9 +493,17 @@ static void unlisten(struct hold *H)
 	if (H->lfd >= 0)
 		close(H->lfd);
 	H->lfd = -1;
-	if (stat(H->sock, &st) == 0 && st.st_ino == H->sock_ino) {
+	if (stat(H->sock, &st) == 0 && st.st_ino == H->sock_ino)
 		unlink(H->sock);
-		unlink(H->pidfile);
+	/* The pid file, while it still names us (a new holder's is its own). */
+	{
+		char buf[32] = "";
+		int fd = open(H->pidfile, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		ssize_t r = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (r > 0 && strtol(buf, NULL, 10) == (long)getpid())
+			unlink(H->pidfile);
 	}
 }
 
@@ -557,6 +566,15 @@ static int hold_loop(struct hold *H, struct sig_wake *sw)
 			H->lost.code = GR_ESSH;
 		if (H->lost.code)
 			break;
+		/* No holder without its socket: one removed or replaced (the
+		 * runtime folder cleaned at logout, another holder's) ends us,
+		 * as a disconnect does, so none is left unfindable. */
+		if (!H->draining && now_ms() - H->sock_checked >= 1000) {
+			struct stat st;
+			H->sock_checked = now_ms();
+			if (stat(H->sock, &st) < 0 || st.st_ino != H->sock_ino)
+				H->draining = 1;
+		}
 		if (H->draining) {
 			if (H->lfd >= 0)
 				unlisten(H);

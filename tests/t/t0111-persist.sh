@@ -124,6 +124,13 @@ test_expect_success 'disconnect: a running command finishes, the next one connec
 	test_grep "no open connection to gpuhost" err && test_expect_code 252 "$GPURUN" disconnect extra
 '
 
+test_expect_success 'a holder whose socket is removed ends (none is left unfindable)' '
+	no_holders && cd "$P" && "$GPURUN" exec true && old=$(holders) && test -n "$old" &&
+	rm -f "$HD"/*.sock &&
+	for i in $(seq 1 100); do kill -0 $old 2>/dev/null || break; sleep 0.05; done &&
+	! kill -0 $old 2>/dev/null && ! ls "$HD"/*.pid 2>/dev/null
+'
+
 test_expect_success 'a listener that is not a holder (closes at once): the command connects directly' '
 	sock= && no_holders && cd "$P" && "$GPURUN" exec true && sock=$(ls "$HD"/*.sock) && no_holders &&
 	{ python3 -c "
