@@ -11,6 +11,7 @@
 #   bigedit   that file with 1 MiB changed + 16 MiB appended (rsync -az)
 #   bigregen  that file regenerated whole, same size       (rsync -az, scp)
 #   tree      first sync of 100,000 files (~120 MB)        (rsync -az, tar|zstd|ssh)
+#   treewan   that first sync at 50 ms RTT, 100 Mbit          (rsync -az, tar|zstd|ssh)
 #   treenoop  no-op sync of those files, 50 ms RTT at 100 Mbit (rsync -az)
 #   huge      first sync of a 20 GiB sparse file: peak RSS only (BENCH_HUGE=1)
 # Every row: wall time, bytes on the wire, client CPU (user+sys), the
@@ -22,7 +23,7 @@
 . "$(dirname "$0")/bench_lib.sh"
 
 RUNS=${RUNS:-4}
-CASES=${CASES:-"big1 bigedit bigregen tree treenoop"}
+CASES=${CASES:-"big1 bigedit bigregen tree treewan treenoop"}
 [ -z "${BENCH_HUGE:-}" ] || CASES="$CASES huge"
 BIG_MB=${BIG_MB:-2048}
 TREE_FILES=${TREE_FILES:-100000}
@@ -68,6 +69,8 @@ measure() {
 	srv=$(sort -n "$TRASH/srv.rss" | tail -1)
 	echo "$c $t $((t1 - t0)) $((b1 - b0)) $cpu $rss ${srv:--}" >>"$OUT"
 	[ -z "${BENCH_RAW:-}" ] || say "$c $t $((t1 - t0)) ms $((b1 - b0)) B cpu $cpu ms rss $rss/${srv:--} KiB"
+	[ -z "${BENCH_TRACE:-}" ] || ! grep -q 'sync: tar level' "$TRASH/cmd.err" ||
+		say "$c $t tar levels: $(sed -n 's/.*sync: tar level \([0-9]*\).*/\1/p' "$TRASH/cmd.err" | tr '\n' ' ')"
 }
 
 # A pipe's peak RSS is no one process's: "-".
@@ -83,7 +86,9 @@ RSYNC="rsync -az --exclude=/.gpurun/ --exclude=/gpurun.ini"
 rsync_to() {
 	echo $RSYNC --rsync-path="'$RSYNC_PATH'" -e "'ssh -F $SSHCFG -o BatchMode=yes'" "$1/" "$2:$RH/$3/"
 }
-gpurun_sync() { echo "$GPURUN" -C "$1" -q sync --yes; }
+# BENCH_TRACE=1: gpurun traces (GPURUN_TRACE), and measure prints the
+# levels its tar stream went through.
+gpurun_sync() { echo ${BENCH_TRACE:+GPURUN_TRACE=1} "$GPURUN" -C "$1" -q sync --yes; }
 # scp's own protocol (-O): OpenSSH's scp speaks SFTP otherwise, which the
 # test sshd does not serve; the file into DST (made here, on one machine).
 scp_to() {
@@ -193,19 +198,39 @@ PY
 
 tree_rsync() { measure tree rsync loopback "$(rsync_to "$p" vialo tree-rs)"; }
 tree_gpurun() { measure tree gpurun loopback "$(gpurun_sync "$p")"; }
+tree_tz() { measure_pipe tree tar_zstd_ssh loopback "$(tar_zstd_ssh "$p" vialo tree-tz)"; }
 case_tree() {
 	local p=$TRASH/tree i
-	make_tree "$p"
+	[ -d "$p" ] || make_tree "$p"
 	setup_project "$p" vialo tree-gp || return 1
 	for i in $(seq 1 "$RUNS"); do
 		fresh "$p" tree-gp tree-rs tree-tz
 		fresh_fs "$RH" tree-gp tree-rs tree-tz || return 1
-		in_turn "$i" tree_rsync tree_gpurun
-		measure_pipe tree tar_zstd_ssh loopback "$(tar_zstd_ssh "$p" vialo tree-tz)"
+		in_turn "$i" tree_rsync tree_gpurun tree_tz
 	done
 	tree_sig "$RH/tree-gp" gpurun.ini >"$TRASH/a.sig"
 	tree_sig "$RH/tree-rs" >"$TRASH/b.sig"
 	cmp -s "$TRASH/a.sig" "$TRASH/b.sig" || { say "tree: gpurun's and rsync's copies differ"; return 1; }
+}
+
+# The same first sync through the WAN proxy: there the link limits, not
+# the CPU, and bytes on the wire are time.
+treewan_rsync() { measure treewan rsync wan "$(rsync_to "$p" viawan tree-rs)"; }
+treewan_gpurun() { measure treewan gpurun wan "$(gpurun_sync "$p")"; }
+treewan_tz() { measure_pipe treewan tar_zstd_ssh wan "$(tar_zstd_ssh "$p" viawan tree-tz)"; }
+case_treewan() {
+	local p=$TRASH/tree i
+	[ -d "$p" ] || make_tree "$p"
+	setup_project "$p" viawan tree-gp || return 1
+	for i in $(seq 1 "$RUNS"); do
+		fresh "$p" tree-gp tree-rs tree-tz
+		fresh_fs "$RH" tree-gp tree-rs tree-tz || return 1
+		in_turn "$i" treewan_rsync treewan_gpurun treewan_tz
+	done
+	tree_sig "$RH/tree-gp" gpurun.ini >"$TRASH/a.sig"
+	tree_sig "$RH/tree-rs" >"$TRASH/b.sig"
+	cmp -s "$TRASH/a.sig" "$TRASH/b.sig" || { say "treewan: gpurun's and rsync's copies differ"; return 1; }
+	write_ini "$p" vialo "$TRANSPORT" tree-gp
 }
 
 treenoop_rsync() { measure treenoop rsync wan "$(rsync_to "$p" viawan tree-rs)"; }
@@ -262,11 +287,14 @@ report() {
 			"$(awk -v c="$c" '$1==c && $2=="gpurun" {print $5}' "$OUT" | median)" \
 			"$(awk -v c="$c" '$1==c && $2=="scp" {print $5}' "$OUT" | median)")"
 	done
-	if grep -q "^tree tar_zstd_ssh " "$OUT"; then
-		printf 'tree: gpurun / tar|zstd|ssh time: %s\n' "$(ratio \
-			"$(awk '$1=="tree" && $2=="gpurun" {print $3}' "$OUT" | median)" \
-			"$(awk '$1=="tree" && $2=="tar_zstd_ssh" {print $3}' "$OUT" | median)")"
-	fi
+	for c in tree treewan; do
+		grep -q "^$c tar_zstd_ssh " "$OUT" || continue
+		printf '%s: gpurun / tar|zstd|ssh time: %s, bytes: %s\n' "$c" "$(ratio \
+			"$(awk -v c="$c" '$1==c && $2=="gpurun" {print $3}' "$OUT" | median)" \
+			"$(awk -v c="$c" '$1==c && $2=="tar_zstd_ssh" {print $3}' "$OUT" | median)")" "$(ratio \
+			"$(awk -v c="$c" '$1==c && $2=="gpurun" {print $4}' "$OUT" | median)" \
+			"$(awk -v c="$c" '$1==c && $2=="tar_zstd_ssh" {print $4}' "$OUT" | median)" %.3f)"
+	done
 	printf '\nevery run, in order (time ms):\n'
 	for c in $CASES; do
 		for t in rsync gpurun scp tar_zstd_ssh; do
