@@ -181,6 +181,19 @@ static const char *self_exe(void)
 #endif
 }
 
+/* fork() in a child of fork() that may have had threads: glibc's
+ * _Fork runs no atfork handlers (the portable build's take a lock that
+ * a thread of the parent may have held: the child waited for it
+ * forever). */
+static pid_t fork_in_child(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+	return _Fork();
+#else
+	return fork();
+#endif
+}
+
 /* Start `gpurun __hold` (a grandchild, so nobody has to reap it) and read
  * its report: 0 (*pid set), a GR_E* code with err set (it could not
  * connect), or 1 (it died without a word). */
@@ -215,7 +228,7 @@ static int start_holder(const struct gr_config *cfg, const struct tr_opts *o, co
 		/* Only async-signal-safe calls from here: we may have threads. */
 		int rep;
 
-		if (fork() != 0)
+		if (fork_in_child() != 0)
 			_exit(0);
 		/* The report's socket to fd 3, whatever fds these are now. */
 		if ((rep = fcntl(sp[1], F_DUPFD, 10)) < 0 || (null >= 0 && dup2(null, 1) < 0) ||
