@@ -674,3 +674,14 @@ int exit_code_of(int wait_status)
 		return exit_code_from(0, (uint32_t)WEXITSTATUS(wait_status));
 	return exit_code_from(1, (uint32_t)WTERMSIG(wait_status));
 }
+
+uint64_t fnv1a64(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *s = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= s[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}

@@ -143,6 +143,10 @@ const char *fmt_ordinal(size_t n, char *buf, size_t bufsz);
 /* Monotonic clock in nanoseconds / milliseconds. */
 uint64_t now_ns(void);
 uint64_t now_ms(void);
+/* 64-bit FNV-1a of p[0..n) continued from h (FNV1A64_INIT to start): a
+ * fingerprint, not a defence against a chosen collision. */
+#define FNV1A64_INIT 0xcbf29ce484222325ULL
+uint64_t fnv1a64(uint64_t h, const void *p, size_t n);
 
 /* GPURUN_TRACE=1 (as GIT_TRACE): "trace: <ms since start> <what>" lines on
  * stderr, for timing the phases of a command. Off, it costs a branch. */

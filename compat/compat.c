@@ -556,3 +556,29 @@ int compat_watch_read(int fd, void (*each)(void *arg, int wd, unsigned flags, co
 	return -1;
 }
 #endif
+
+int compat_peer_cred(int fd, uid_t *uid, pid_t *pid)
+{
+#if defined(SO_PEERCRED) && defined(__linux__)
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0 || len != sizeof(uc))
+		return -1;
+	*uid = uc.uid;
+	*pid = uc.pid;
+	return 0;
+#elif defined(__APPLE__) || defined(__FreeBSD__) || defined(__OpenBSD__) || defined(__NetBSD__)
+	gid_t gid;
+
+	if (getpeereid(fd, uid, &gid) < 0)
+		return -1;
+	*pid = 0;
+	return 0;
+#else
+	(void)fd;
+	(void)uid;
+	(void)pid;
+	return -1;
+#endif
+}

@@ -159,6 +159,10 @@ void compat_explicit_bzero(void *p, size_t n);
 
 /* Ask for immediate ACKs (Linux's TCP_QUICKACK); nothing elsewhere. */
 void compat_tcp_quickack(int fd);
+/* The uid (and pid, 0 where the system does not say) at the other end
+ * of a connected AF_UNIX socket: SO_PEERCRED, else getpeereid. 0, or -1
+ * where neither exists or the call fails (then trust nobody). */
+int compat_peer_cred(int fd, uid_t *uid, pid_t *pid);
 
 /* ---- watching folders (Linux's inotify) ----
  * Where GR_HAVE_INOTIFY is not defined (macOS, the BSDs, GR_PORTABLE)

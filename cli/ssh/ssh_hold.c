@@ -441,11 +441,12 @@ static void accept_clients(struct hold *H)
 	while (H->lfd >= 0) {
 		int fd = compat_accept_cloexec(H->lfd, NULL, NULL, 1);
 		uid_t uid = (uid_t)-1;
+		pid_t pid;
 		struct hclient *cl;
 
 		if (fd < 0)
 			return;
-		if (ssh_peer_uid(fd, &uid) < 0 || uid != geteuid() || H->nclients >= HOLD_CLIENTS) {
+		if (compat_peer_cred(fd, &uid, &pid) < 0 || uid != geteuid() || H->nclients >= HOLD_CLIENTS) {
 			close(fd); /* not ours (the folder should have stopped it), or too many */
 			continue;
 		}

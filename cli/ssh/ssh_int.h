@@ -248,7 +248,5 @@ int transport_libssh2(struct gr_transport **out, const struct gr_config *cfg,
  * -v), connect directly. cmd->late is asked at most once. */
 int transport_mux(struct gr_transport **out, const struct gr_config *cfg,
 		  const struct tr_cmd *cmd, const struct tr_opts *opts, struct gr_err *err);
-/* The uid at the other end of a connected AF_UNIX socket: 0, or -1. */
-int ssh_peer_uid(int fd, uid_t *uid);
 
 #endif

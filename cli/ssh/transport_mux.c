@@ -45,23 +45,6 @@ struct mux_transport {
 	int fd, efd;
 };
 
-int ssh_peer_uid(int fd, uid_t *uid)
-{
-#if defined(SO_PEERCRED)
-	struct ucred uc;
-	socklen_t n = sizeof(uc);
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &n) < 0)
-		return -1;
-	*uid = uc.uid;
-	return 0;
-#else
-	gid_t gid;
-
-	return getpeereid(fd, uid, &gid);
-#endif
-}
-
 /* ---- where ---- */
 
 /* The holders' folder into dir: 0, or -1 with why set (not to be used). */
@@ -98,20 +81,17 @@ static int hold_dir(struct strbuf *dir, struct strbuf *why)
 	return 0;
 }
 
+/* Each field with its NUL, so "ab","c" differs from "a","bc". */
 static void hash_str(uint64_t *h, const char *s)
 {
-	/* FNV-1a, each field with its NUL */
-	do {
-		*h ^= (unsigned char)*s;
-		*h *= 0x100000001b3ull;
-	} while (*s++);
+	*h = fnv1a64(*h, s, strlen(s) + 1);
 }
 
 /* What the session depends on: the host as written (ssh_config resolves
  * it), the identity, known_hosts and the timeout. */
 static void hold_key(const struct gr_config *cfg, char out[17])
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = FNV1A64_INIT;
 	char t[32];
 
 	hash_str(&h, "gpurun-hold-1");
@@ -130,6 +110,7 @@ static int dial(const char *sock)
 {
 	struct sockaddr_un a = { 0 };
 	uid_t uid = (uid_t)-1;
+	pid_t pid;
 	int fd;
 
 	a.sun_family = AF_UNIX;
@@ -142,7 +123,7 @@ static int dial(const char *sock)
 		errno = e;
 		return -1;
 	}
-	if (ssh_peer_uid(fd, &uid) < 0 || uid != geteuid()) {
+	if (compat_peer_cred(fd, &uid, &pid) < 0 || uid != geteuid()) {
 		close(fd);
 		errno = EPERM;
 		return -1;

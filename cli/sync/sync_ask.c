@@ -36,16 +36,6 @@ struct sync_ask_srv {
 
 /* ---- both sides ---- */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *s = p;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= s[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
 
 struct fp {
 	uint64_t a, b;
@@ -56,18 +46,18 @@ static void fp_str(struct fp *f, const char *s)
 {
 	uint64_t n = s ? strlen(s) + 1 : 0;
 
-	f->a = fnv(f->a, &n, sizeof(n));
-	f->b = fnv(f->b, &n, sizeof(n));
+	f->a = fnv1a64(f->a, &n, sizeof(n));
+	f->b = fnv1a64(f->b, &n, sizeof(n));
 	if (s) {
-		f->a = fnv(f->a, s, (size_t)n);
-		f->b = fnv(f->b, s, (size_t)n);
+		f->a = fnv1a64(f->a, s, (size_t)n);
+		f->b = fnv1a64(f->b, s, (size_t)n);
 	}
 }
 
 static void fp_u64(struct fp *f, uint64_t v)
 {
-	f->a = fnv(f->a, &v, sizeof(v));
-	f->b = fnv(f->b, &v, sizeof(v));
+	f->a = fnv1a64(f->a, &v, sizeof(v));
+	f->b = fnv1a64(f->b, &v, sizeof(v));
 }
 
 static void fp_sv(struct fp *f, const struct strvec *sv)
@@ -79,7 +69,7 @@ static void fp_sv(struct fp *f, const struct strvec *sv)
 
 char *sync_ask_fingerprint(const struct gr_config *cfg)
 {
-	struct fp f = { 0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL };
+	struct fp f = { FNV1A64_INIT, 0x84222325cbf29ce4ULL };
 
 	fp_str(&f, cfg->root);
 	fp_str(&f, cfg->remote.host);
@@ -114,34 +104,6 @@ static char *sock_path(const char *root, struct sockaddr_un *sa)
 	}
 	memcpy(sa->sun_path, p, strlen(p) + 1);
 	return p;
-}
-
-/* The peer's uid and pid; -1 where the system cannot say (then nobody
- * is answered nor asked). */
-static int peer_cred(int fd, uid_t *uid, pid_t *pid)
-{
-#if defined(SO_PEERCRED) && defined(__linux__)
-	struct ucred uc;
-	socklen_t len = sizeof(uc);
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0 || len != sizeof(uc))
-		return -1;
-	*uid = uc.uid;
-	*pid = uc.pid;
-	return 0;
-#elif defined(__APPLE__) || defined(__FreeBSD__) || defined(__OpenBSD__) || defined(__NetBSD__)
-	gid_t gid;
-
-	if (getpeereid(fd, uid, &gid) < 0)
-		return -1;
-	*pid = 0;
-	return 0;
-#else
-	(void)fd;
-	(void)uid;
-	(void)pid;
-	return -1;
-#endif
 }
 
 /* Write all of buf within deadline; 0 or -1. */
@@ -334,7 +296,7 @@ int sync_ask_accept(struct sync_ask_srv *s, int wait_ms, struct sync_ask_req *re
 	req->fd = -1;
 	if ((fd = compat_accept_cloexec(s->fd, NULL, NULL, 1)) < 0)
 		return 0;
-	if (peer_cred(fd, &uid, &pid) < 0 || uid != getuid())
+	if (compat_peer_cred(fd, &uid, &pid) < 0 || uid != getuid())
 		goto no;
 	r = xcalloc(1, sizeof(*r));
 	r->fd = fd;
@@ -515,7 +477,7 @@ int sync_ask_flush(const struct gr_config *cfg, int yes, int wait_ms,
 					     : xasprintf("cannot reach the watcher: %s", strerror(errno));
 		goto out;
 	}
-	if (peer_cred(fd, &uid, &wpid) < 0 || uid != getuid()) {
+	if (compat_peer_cred(fd, &uid, &wpid) < 0 || uid != getuid()) {
 		*why = xstrdup("the watcher's socket is not this user's");
 		goto out;
 	}

@@ -50,20 +50,9 @@ struct sync_notify {
 
 /* ---- scanning ---- */
 
-/* 64-bit FNV-1a, then a mixer (splitmix64's) so the per-entry hashes can
- * be summed: the scan's order is the file system's. A change goes unseen
- * only if two states of the tree collide in 64 bits. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *s = p;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= s[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
+/* 64-bit FNV-1a (fnv1a64), then a mixer (splitmix64's) so the per-entry
+ * hashes can be summed: the scan's order is the file system's. A change
+ * goes unseen only if two states of the tree collide in 64 bits. */
 static uint64_t mix(uint64_t z)
 {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -73,14 +62,14 @@ static uint64_t mix(uint64_t z)
 
 static int digest_entry(void *arg, const struct scan_entry *e)
 {
-	uint64_t *sum = arg, h = 0xcbf29ce484222325ULL;
+	uint64_t *sum = arg, h = FNV1A64_INIT;
 	uint64_t v[6] = { (uint64_t)e->type, e->mode, e->size, (uint64_t)e->mtime_ns, e->ino,
 			  e->dev };
 
-	h = fnv(h, e->path, strlen(e->path) + 1);
-	h = fnv(h, v, sizeof(v));
+	h = fnv1a64(h, e->path, strlen(e->path) + 1);
+	h = fnv1a64(h, v, sizeof(v));
 	if (e->link)
-		h = fnv(h, e->link, strlen(e->link) + 1);
+		h = fnv1a64(h, e->link, strlen(e->link) + 1);
 	*sum += mix(h);
 	return 0;
 }
@@ -93,7 +82,7 @@ static uint64_t scan_digest(struct sync_notify *n)
 	uint64_t sum = 0;
 
 	if (scan_tree_each(n->root, &n->so, digest_entry, &sum, &e) < 0)
-		return mix(fnv(0xcbf29ce484222325ULL, e.msg, strlen(e.msg)));
+		return mix(fnv1a64(0xcbf29ce484222325ULL, e.msg, strlen(e.msg)));
 	return sum;
 }
 
