@@ -582,3 +582,14 @@ int compat_peer_cred(int fd, uid_t *uid, pid_t *pid)
 	return -1;
 #endif
 }
+
+const char *compat_exec_self(void)
+{
+#if defined(GR_HAVE_PROC_SELF_EXE)
+	return "/proc/self/exe";
+#else
+	static char path[PATH_MAX];
+
+	return compat_self_exe(path, sizeof(path)) ? path : "";
+#endif
+}

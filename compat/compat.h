@@ -137,6 +137,11 @@ void compat_set_argv0(const char *argv0);
  * _NSGetExecutablePath, FreeBSD's KERN_PROC_PATHNAME, else argv[0] as
  * above) into buf; buf, or NULL (errno set) when unknown or too long. */
 char *compat_self_exe(char *buf, size_t size);
+/* What to execv to run this program again (children that must be the
+ * same build as we are): Linux's /proc/self/exe is the very file even if
+ * a rebuild replaced it; elsewhere compat_self_exe's path (what is there
+ * now), or "" when unknown (execv then fails with ENOENT). */
+const char *compat_exec_self(void);
 /* A number that no other thread of any process has now (a tid); for
  * names of temporary files. */
 unsigned long long compat_thread_id(void);

@@ -23,21 +23,6 @@
 #define PROBE_ERR_MAX 8192        /* what a child says on stderr, kept */
 /* ---- the children ---- */
 
-/* This program again (the children must be the same build as we are):
- * Linux's /proc/self/exe is the very file even if a rebuild replaced it;
- * elsewhere its path (compat.h), which names what is there now; when
- * unknown, "" (execv fails with ENOENT, reported as any failure). */
-static const char *self_exe(void)
-{
-#if defined(GR_HAVE_PROC_SELF_EXE)
-	return "/proc/self/exe";
-#else
-	static char path[PATH_MAX];
-
-	return compat_self_exe(path, sizeof(path)) ? path : "";
-#endif
-}
-
 /* `gpurun GLOBAL OPTIONS --host HOST`: the caller's global options, less
  * any that set the host (--host is ours; the last one would win). */
 static void pool_child_argv(const struct gr_ctx *ctx, const char *host, struct strvec *av)
@@ -76,7 +61,7 @@ int pool_exec_on(struct gr_ctx *ctx, const char *host, int argc, char **argv)
 	for (int i = 0; i < argc; i++)
 		sv_push(&av, argv[i]);
 	fflush(NULL);
-	execv(self_exe(), av.v);
+	execv(compat_exec_self(), av.v);
 	gr_errf(&ctx->err, GR_EIO, "cannot run gpurun again for %s: %s", host, strerror(errno));
 	sv_clear(&av);
 	return GR_EIO;
@@ -101,7 +86,7 @@ int pool_run_on(struct gr_ctx *ctx, const char *host, int argc, char **argv)
 	if (pid == 0) {
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGQUIT, &old_quit, NULL);
-		execv(self_exe(), av.v);
+		execv(compat_exec_self(), av.v);
 		fprintf(stderr, "gpurun: cannot run gpurun again for %s: %s\n", host, strerror(errno));
 		_exit(GR_EXIT_CONNECT);
 	}
@@ -177,7 +162,7 @@ static int spawn_probe(struct gr_ctx *ctx, struct box *b)
 			dup2(nul, 0);
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
-		execv(self_exe(), av.v);
+		execv(compat_exec_self(), av.v);
 		fprintf(stderr, "gpurun: cannot run gpurun again: %s\n", strerror(errno));
 		_exit(GR_EXIT_CONNECT);
 	}

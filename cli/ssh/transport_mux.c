@@ -151,17 +151,6 @@ static int wait_fd(int fd, short ev, int ms)
 	}
 }
 
-static const char *self_exe(void)
-{
-#if defined(GR_HAVE_PROC_SELF_EXE)
-	return "/proc/self/exe";
-#else
-	static char path[PATH_MAX];
-
-	return compat_self_exe(path, sizeof(path)) ? path : "";
-#endif
-}
-
 /* fork() in a child of fork() that may have had threads: glibc's
  * _Fork runs no atfork handlers (the portable build's take a lock that
  * a thread of the parent may have held: the child waited for it
@@ -186,7 +175,7 @@ static int start_holder(const struct gr_config *cfg, const struct tr_opts *o, co
 			       cfg->remote.identity ? cfg->remote.identity : "",
 			       cfg->remote.known_hosts ? cfg->remote.known_hosts : "",
 			       timeout, persist, accept_new, verbose, NULL };
-	const char *exe = self_exe();
+	const char *exe = compat_exec_self();
 	struct strbuf rep = STRBUF_INIT;
 	int sp[2], null, rc = 1;
 	pid_t child;
