@@ -94,7 +94,8 @@ int cmd_rerun(int argc, char **argv, struct gr_ctx *ctx)
 			fprintf(stderr, "gpurun: note: job %s waited for job %.*s (--after); the rerun "
 				"does not wait: it starts now\n", old->id, GR_JOB_ID_LEN, old->after);
 	}
-	rc = job_start_train(ctx, &spec, &id, &others, &nothers, &warn);
+	uint32_t log_id = 0;
+	rc = job_start_train(ctx, &spec, &id, &others, &nothers, &warn, detach ? NULL : &log_id);
 	if (warn) {
 		fprintf(stderr, "gpurun: warning: %s\n", ts(warn));
 		free(warn);
@@ -114,7 +115,7 @@ int cmd_rerun(int argc, char **argv, struct gr_ctx *ctx)
 	struct job_rec rec = { .id = id, .state = (char *)"starting",
 			       .created_ms = (uint64_t)time(NULL) * 1000, .name = (char *)name };
 	job_cache_update(ctx->cfg->root, &rec, 1);
-	rc = train_follow(ctx, id, name, detach, stop_int, raw, 0);
+	rc = train_follow(ctx, id, log_id, name, detach, stop_int, raw, 0);
 out:
 	job_pick_free(&p);
 	sv_clear(&spec);

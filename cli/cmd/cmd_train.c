@@ -211,7 +211,7 @@ static int run_sweep(struct gr_ctx *ctx, const struct train_run *tr,
 			sv_push(&spec, base.v[k]);
 		rc = train_spec_add_job(ctx->cfg, &jr, &spec, &ctx->err);
 		if (rc == 0)
-			rc = job_start_train(ctx, &spec, &id, i ? NULL : &others, &nothers, &warn);
+			rc = job_start_train(ctx, &spec, &id, i ? NULL : &others, &nothers, &warn, NULL);
 		sv_clear(&spec);
 		if (warn) {
 			fprintf(stderr, "gpurun: warning: %s: %s\n", name, ts(warn));
@@ -257,7 +257,7 @@ static int run_sweep(struct gr_ctx *ctx, const struct train_run *tr,
  * interval pulls meanwhile, [notify] local at its end), say how it ended,
  * pull its artifacts, and return its exit code. Both remove the jobs
  * beyond [jobs] keep. */
-int train_follow(struct gr_ctx *ctx, const char *id, const char *name, int detach,
+int train_follow(struct gr_ctx *ctx, const char *id, uint32_t log_id, const char *name, int detach,
 		 int stop_int, int raw, int json)
 {
 	struct attach_result res = { 0 };
@@ -285,7 +285,7 @@ int train_follow(struct gr_ctx *ctx, const char *id, const char *name, int detac
 
 	dest = xasprintf("%s/runs/%s", ctx->cfg->root, id);
 	struct attach_opts ao = {
-		.id = id, .follow = 1, .out_fd = 1, .filter = !raw && isatty(1),
+		.id = id, .log_id = log_id, .follow = 1, .out_fd = 1, .filter = !raw && isatty(1),
 		.on_interrupt = ATTACH_INT_ASK,
 		.stop_on_interrupt = stop_int, .pull = &ctx->cfg->artifacts.pull,
 		.pull_interval = ctx->cfg->artifacts.interval, .pull_dest = dest,
@@ -458,7 +458,8 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	}
 	/* A signal during the start answers at once (detached); from the
 	 * host's answer on, it waits for job_attach to say what it means. */
-	rc = job_start_train(ctx, &spec, &id, &others, &nothers, &warn);
+	uint32_t log_id = 0;
+	rc = job_start_train(ctx, &spec, &id, &others, &nothers, &warn, detach ? NULL : &log_id);
 	sync_lock_release();
 	sv_clear(&spec);
 	if (warn) {
@@ -483,7 +484,7 @@ int cmd_train(int argc, char **argv, struct gr_ctx *ctx)
 	job_cache_update(ctx->cfg->root, &rec, 1);
 	say_others(ctx, others, nothers);
 	job_recs_free(others, nothers);
-	rc = train_follow(ctx, id, tr.name, detach, stop_int, raw, json);
+	rc = train_follow(ctx, id, log_id, tr.name, detach, stop_int, raw, json);
 out:
 	train_sweep_free(&sw);
 	free(after);

@@ -63,9 +63,10 @@ int job_pull_artifacts(struct gr_ctx *ctx, const char *id, struct art_stats *got
 
 /* cmd_train.c, for train and rerun: a job just started; with detach
  * print its id and leave it, else follow its log, say how it ended and
- * pull its artifacts; [jobs] keep either way. Returns the exit code (the
- * job's) or a GR_E* code with ctx->err set. */
-int train_follow(struct gr_ctx *ctx, const char *id, const char *name, int detach,
+ * pull its artifacts; [jobs] keep either way. log_id: the request id its
+ * log already comes on (job_start_train's follow_id), 0: ask for it.
+ * Returns the exit code (the job's) or a GR_E* code with ctx->err set. */
+int train_follow(struct gr_ctx *ctx, const char *id, uint32_t log_id, const char *name, int detach,
 		 int stop_int, int raw, int json);
 
 /* help.c */

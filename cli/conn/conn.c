@@ -477,6 +477,11 @@ int conn_flush_idle(struct gr_conn *c, int idle_ms, struct gr_err *err)
 	return 0;
 }
 
+uint32_t conn_last_id(const struct gr_conn *c)
+{
+	return c->next_id;
+}
+
 int conn_request(struct gr_conn *c, uint16_t type, const void *payload, size_t n,
 		 struct strbuf *reply, struct gr_err *err)
 {

@@ -62,6 +62,8 @@ const struct gr_hello *conn_hello(const struct gr_conn *c);
 
 /* A fresh request id (never 0). */
 uint32_t conn_next_id(struct gr_conn *c);
+/* The id conn_next_id gave last (the last request's, after conn_request). */
+uint32_t conn_last_id(const struct gr_conn *c);
 /* Queue a frame; written by conn_flush_idle / while waiting in conn_recv. */
 void conn_send(struct gr_conn *c, uint16_t type, uint16_t flags, uint32_t id,
 	       const void *payload, size_t n);

@@ -106,6 +106,7 @@ static void send_log(struct att *t)
 	put_u32(&pl, t->first ? t->o->tail : 0);
 	put_u8(&pl, (uint8_t)!!t->o->follow);
 	conn_send(t->ctx->conn, GR_MSG_JOB_LOG, 0, t->log_id, pl.buf, pl.len);
+	gr_trace("job: JOB_LOG from byte %llu", (unsigned long long)t->res->offset);
 	sb_release(&pl);
 }
 
@@ -350,6 +351,8 @@ static int on_log_frame(struct att *t, const struct gr_frame *f)
 		if (at > off)
 			return gr_errf(err, GR_EPROTO, "the log skipped from byte %llu to %llu",
 				       (unsigned long long)off, (unsigned long long)at);
+		if (!off && rd.n)
+			gr_trace("job: first log bytes");
 		/* Bytes we showed already (a resend after a reconnect) are skipped. */
 		if (at + rd.n > off) {
 			size_t skip = (size_t)(off - at);
@@ -575,6 +578,7 @@ int job_attach(struct gr_ctx *ctx, const struct attach_opts *o, struct attach_re
 	t.o = o;
 	t.res = res;
 	t.first = 1;
+	t.log_id = o->log_id;
 	t.last_rx = t.conn_at = now_ms();
 	t.next_pull = now_ms() + (uint64_t)o->pull_interval * 1000;
 	tf_init(&t.tf);

@@ -19,6 +19,9 @@ enum attach_interrupt {
 
 struct attach_opts {
 	const char *id;           /* the job (a full id) */
+	uint32_t log_id;          /* the log is on its way already under this
+				     request id (job_start_intr's follow_id):
+				     from byte 0, following; 0: ask for it */
 	uint64_t offset;          /* first byte wanted (ignored with tail) */
 	uint32_t tail;            /* start at the last N lines (0: at offset) */
 	int follow;               /* keep going until the job ends */

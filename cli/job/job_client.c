@@ -175,12 +175,12 @@ void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct s
 int job_start(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
 	      struct job_rec **others, size_t *nothers, char **warn, struct gr_err *err)
 {
-	return job_start_intr(c, project, spec, id, others, nothers, -1, warn, err);
+	return job_start_intr(c, project, spec, id, others, nothers, -1, warn, NULL, err);
 }
 
 int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
 		   struct job_rec **others, size_t *nothers, int intr_fd, char **warn,
-		   struct gr_err *err)
+		   uint32_t *follow_id, struct gr_err *err)
 {
 	struct strbuf pl = STRBUF_INIT, rep = STRBUF_INIT;
 	struct gr_rd rd;
@@ -201,6 +201,9 @@ int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *
 	put_u32(&pl, (uint32_t)(spec->n / 2));
 	for (size_t i = 0; i + 1 < spec->n; i += 2)
 		job_spec_put(&pl, spec->v[i], spec->v[i + 1]);
+	if (follow_id)
+		put_u32(&pl, JOB_START_FOLLOW);
+	gr_trace("job: JOB_START%s", follow_id ? ", its log to follow" : "");
 	rc = conn_request_intr(c, GR_MSG_JOB_START, pl.buf, pl.len, &rep, intr_fd, err);
 	explicit_bzero(pl.buf, pl.len);
 	if (rc == 0) {
@@ -236,6 +239,8 @@ int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *
 			job_recs_free(recs, n);
 		}
 	}
+	if (follow_id)
+		*follow_id = rc == 0 ? conn_last_id(c) : 0;
 	sb_release(&pl);
 	sb_release(&rep);
 	return rc;

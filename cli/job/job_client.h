@@ -22,10 +22,14 @@ void job_spec_from_config(const struct gr_config *cfg, int force_setup, struct s
  * about the start (NULL: none), the caller's to show and free. */
 int job_start(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
 	      struct job_rec **others, size_t *nothers, char **warn, struct gr_err *err);
-/* job_start, given up at once (GR_ECANCEL) when intr_fd is readable. */
+/* job_start, given up at once (GR_ECANCEL) when intr_fd is readable.
+ * follow_id (NULL: not wanted): the host is asked to follow the new job's
+ * log under the start's request id (JOB_START_FOLLOW), which goes here:
+ * its frames (as JOB_LOG's) wait on the connection for job_attach
+ * (attach_opts.log_id). */
 int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *spec, char **id,
 		   struct job_rec **others, size_t *nothers, int intr_fd, char **warn,
-		   struct gr_err *err);
+		   uint32_t *follow_id, struct gr_err *err);
 
 /* train's start (train_start.c): job_start, answering SIGINT, SIGTERM and
  * SIGHUP at once while the host starts the job: GR_ECANCEL, err saying
@@ -33,7 +37,7 @@ int job_start_intr(struct gr_conn *c, const char *project, const struct strvec *
  * On success SIGINT, SIGTERM and SIGHUP are left blocked (one caught
  * meanwhile pending again), for job_attach to unblock. */
 int job_start_train(struct gr_ctx *ctx, const struct strvec *spec, char **id,
-		    struct job_rec **others, size_t *nothers, char **warn);
+		    struct job_rec **others, size_t *nothers, char **warn, uint32_t *follow_id);
 
 /* 0 when id has the shape gpurun's agent makes (job_id_ok); else
  * GR_EPROTO with err naming the host as the source of the bad id. Every id

@@ -17,7 +17,7 @@
 #include "sig_wake.h"
 
 int job_start_train(struct gr_ctx *ctx, const struct strvec *spec, char **id,
-		    struct job_rec **others, size_t *nothers, char **warn)
+		    struct job_rec **others, size_t *nothers, char **warn, uint32_t *follow_id)
 {
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 	struct sig_wake wake;
@@ -30,12 +30,12 @@ int job_start_train(struct gr_ctx *ctx, const struct strvec *spec, char **id,
 	if (sig_wake_start(&wake, sigs, GR_ARRAY_SIZE(sigs), 0) < 0) {
 		/* No pipe: the old way, signals held until the attach. */
 		sigprocmask(SIG_BLOCK, &set, NULL);
-		return job_start(ctx->conn, ctx->cfg->remote.path, spec, id, others, nothers,
-				 warn, &ctx->err);
+		return job_start_intr(ctx->conn, ctx->cfg->remote.path, spec, id, others,
+				      nothers, -1, warn, follow_id, &ctx->err);
 	}
 	sigprocmask(SIG_UNBLOCK, &set, NULL);
 	rc = job_start_intr(ctx->conn, ctx->cfg->remote.path, spec, id, others, nothers,
-			    wake.fd[0], warn, &ctx->err);
+			    wake.fd[0], warn, follow_id, &ctx->err);
 	/* From here signals wait for job_attach's handlers (dying between the
 	 * start and the attach would leave the user no word about the job). */
 	sigprocmask(SIG_BLOCK, &set, NULL);

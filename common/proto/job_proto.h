@@ -16,7 +16,8 @@ enum gr_job_msg {
 	/* c->a: str project, u32 n, n x (str key, str value): the job's spec
 	 *       (JOB_SPEC_KEYS below). a->c OK: str id, str job_dir,
 	 *       str warning ("" = none), u32 n, n x job record: the project's
-	 *       other jobs that are not over (so train can say so). */
+	 *       other jobs that are not over (so train can say so).
+	 *       Optionally, after the spec, u32 flags (JOB_START_FOLLOW). */
 	GR_MSG_JOB_START = 0x40,
 	/* c->a: str project, str id ("" = all), u32 limit (0 = no limit).
 	 * a->c OK: u32 n, n x job record (newest first), u64 disk_total
@@ -89,6 +90,12 @@ enum gr_job_msg {
 /* Pull by delta (PROTOCOL.md, ART_PULL: deltas): files smaller than this
  * always travel whole; the largest signature the agent stages (a 20 GiB
  * file's is ~5.3 MB); the signatures one pull may use. */
+/* JOB_START's flags. FOLLOW: the OK (without END) is followed, under the
+ * same id, by the new job's log as JOB_LOG from byte 0 with follow sends
+ * it (LOG_INFO, LOG_DATA..., LOG_END), so train's first line costs no
+ * round trip of its own. */
+#define JOB_START_FOLLOW 1u
+
 #define JOB_DELTA_MIN (1u << 20)
 #define JOB_DELTA_SIG_MAX (32u << 20)
 #define JOB_DELTA_SIGS_MAX 1024u

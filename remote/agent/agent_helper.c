@@ -23,6 +23,8 @@ struct child {
 	int data_fd, res_fd;
 	struct strbuf res;
 	int kill_on_cancel;
+	agent_helper_then then;
+	void *then_arg;
 };
 
 static void maybe_finish(struct agent *a, struct child *c)
@@ -33,6 +35,21 @@ static void maybe_finish(struct agent *a, struct child *c)
 		return;
 	rd_init(&rd, c->res.buf, c->res.len);
 	uint8_t kind = c->res.len ? get_u8(&rd) : 2;
+	if (kind == 0 && c->then) {
+		/* The request goes on: its OK is not the end. */
+		uint32_t id = c->id;
+		agent_helper_then then = c->then;
+		void *then_arg = c->then_arg;
+		struct strbuf ok = c->res; /* rd points into it */
+		c->then_arg = NULL;
+		c->res = (struct strbuf)STRBUF_INIT;
+		agent_send(a, GR_MSG_OK, 0, id, rd.p, rd.n);
+		agent_stream_close(a, id); /* frees c */
+		then(a, id, rd.p, rd.n, then_arg);
+		free(then_arg);
+		sb_release(&ok);
+		return;
+	}
 	if (kind == 0) {
 		agent_ok(a, c->id, rd.p, rd.n);
 	} else if (kind == 1) {
@@ -92,6 +109,7 @@ static void on_close(struct agent *a, uint32_t id, void *st)
 	close_fd(a, &c->data_fd);
 	close_fd(a, &c->res_fd);
 	sb_release(&c->res);
+	free(c->then_arg);
 	free(c);
 }
 
@@ -100,16 +118,32 @@ static const struct agent_stream_ops child_ops = { .on_close = on_close };
 int agent_helper_start(struct agent *a, uint32_t id, int stream, int kill_on_cancel,
 		    agent_helper_fn fn, void *arg, struct gr_err *err)
 {
+	return agent_helper_start_then(a, id, stream, kill_on_cancel, fn, arg, NULL, NULL, err);
+}
+
+int agent_helper_start_then(struct agent *a, uint32_t id, int stream, int kill_on_cancel,
+			    agent_helper_fn fn, void *arg, agent_helper_then then,
+			    void *then_arg, struct gr_err *err)
+{
 	int dp[2] = { -1, -1 }, rp[2];
 	struct child *c;
 	pid_t pid;
 
-	if (pipe2(rp, O_CLOEXEC) < 0 || (stream && pipe2(dp, O_CLOEXEC) < 0))
+	if (pipe2(rp, O_CLOEXEC) < 0) {
+		free(then_arg);
 		return gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));
+	}
+	if (stream && pipe2(dp, O_CLOEXEC) < 0) {
+		close(rp[0]);
+		close(rp[1]);
+		free(then_arg);
+		return gr_errf(err, GR_EIO, "pipe: %s", strerror(errno));
+	}
 	pid = fork();
 	if (pid < 0) {
 		close(rp[0]); close(rp[1]);
 		if (stream) { close(dp[0]); close(dp[1]); }
+		free(then_arg);
 		return gr_errf(err, GR_EIO, "fork: %s", strerror(errno));
 	}
 	if (pid == 0) {
@@ -151,6 +185,8 @@ int agent_helper_start(struct agent *a, uint32_t id, int stream, int kill_on_can
 	c->res_fd = rp[0];
 	c->data_fd = stream ? dp[0] : -1;
 	c->kill_on_cancel = kill_on_cancel;
+	c->then = then;
+	c->then_arg = then_arg;
 	set_nonblock(c->res_fd, 1);
 	agent_watch_fd(a, c->res_fd, POLLIN, on_readable, c);
 	if (c->data_fd >= 0) {

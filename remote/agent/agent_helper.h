@@ -19,4 +19,15 @@ typedef int (*agent_helper_fn)(void *arg, int data_fd, struct strbuf *reply,
 int agent_helper_start(struct agent *a, uint32_t id, int stream, int kill_on_cancel,
 		    agent_helper_fn fn, void *arg, struct gr_err *err);
 
+/* What follows a helper's OK on the same request id, in the agent: then
+ * is called with the OK's payload once it is sent (without END, so the
+ * request's stream goes on), and may open a stream of its own under id.
+ * then_arg (malloc'd) is freed after, or when the request ends another
+ * way (an error, a CANCEL, the client gone). */
+typedef void (*agent_helper_then)(struct agent *a, uint32_t id, const void *ok, size_t n,
+				  void *then_arg);
+int agent_helper_start_then(struct agent *a, uint32_t id, int stream, int kill_on_cancel,
+			    agent_helper_fn fn, void *arg, agent_helper_then then,
+			    void *then_arg, struct gr_err *err);
+
 #endif

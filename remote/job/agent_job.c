@@ -269,6 +269,30 @@ static int check_spec_33(const struct job_spec *spec, struct gr_err *err)
 	return 0;
 }
 
+/* JOB_START_FOLLOW: the started job's log, as JOB_LOG from its first
+ * byte with follow would send it, under the start's own id (ok: the OK's
+ * payload, the new id first; project: the request's). */
+static void start_follow(struct agent *a, uint32_t rid, const void *ok, size_t n, void *project)
+{
+	struct strbuf pl = STRBUF_INIT;
+	struct gr_err err = { 0 };
+	struct gr_rd rd;
+	char *id;
+
+	rd_init(&rd, ok, n);
+	id = get_str(&rd);
+	put_str(&pl, project);
+	put_str(&pl, id ? id : "");
+	put_u64(&pl, 0);
+	put_u32(&pl, 0);
+	put_u8(&pl, 1);
+	rd_init(&rd, pl.buf, pl.len);
+	if (agent_job_log(a, rid, &rd, &err) < 0)
+		agent_fail(a, rid, err.code, "%s", err.msg);
+	free(id);
+	sb_release(&pl);
+}
+
 static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_err *err)
 {
 	struct start_arg s = { get_str(rd), NULL, NULL, { STRVEC_INIT }, NULL };
@@ -288,8 +312,14 @@ static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_er
 		free(k);
 		free(v);
 	}
+	/* Optional (later clients): u32 flags, JOB_START_FOLLOW. */
+	uint32_t flags = rd->n && !rd->bad ? get_u32(rd) : 0;
 	if ((rc = rd_done(rd, err, "JOB_START")) < 0 || (rc = job_spec_check(&s.spec, err)) < 0)
 		goto out;
+	if (flags & ~(uint32_t)JOB_START_FOLLOW) {
+		rc = gr_errf(err, GR_EINVAL, "unknown JOB_START flags 0x%x", flags);
+		goto out;
+	}
 	/* A rerun: from here on the spec is the old job's (agent_job_snap.c). */
 	if (job_spec_get(&s.spec, "rerun_of", NULL) &&
 	    (rc = job_rerun_spec(s.project, &s.spec, &s.from, err)) < 0)
@@ -334,7 +364,10 @@ static int h_start(struct agent *a, uint32_t rid, struct gr_rd *rd, struct gr_er
 		goto out;
 	if ((rc = job_root(s.project, &s.root, err)) < 0)
 		goto out;
-	rc = agent_helper_start(a, rid, 0, 0, start_fn, &s, err);
+	rc = flags & JOB_START_FOLLOW
+		? agent_helper_start_then(a, rid, 0, 0, start_fn, &s, start_follow,
+					  xstrdup(s.project), err)
+		: agent_helper_start(a, rid, 0, 0, start_fn, &s, err);
 out:
 	sv_clear(&persist);
 	free(s.project);

@@ -51,6 +51,21 @@ test_expect_success 'the log has stdout and stderr; train prints it live' '
 	test_grep "started job $id" err && test_grep "exited with status 0" err
 '
 
+# Issue 36: the start asks for the log too (JOB_START_FOLLOW), so the
+# first line costs no round trip of its own; a lost connection, detach and
+# logs -f still ask with JOB_LOG.
+test_expect_success 'train: the log comes with the start, not by a JOB_LOG of its own' '
+	cd "$P" && ini "[train]" "command = echo first; echo second" &&
+	GPURUN_TRACE=1 "$GPURUN" train >out 2>err &&
+	printf "first\nsecond\n" >want && test_cmp want out &&
+	test_grep "job: JOB_START, its log to follow" err && test_grep "job: first log bytes" err &&
+	! grep "job: JOB_LOG" err &&
+	GPURUN_TRACE=1 "$GPURUN" train --detach >id 2>err &&
+	test_grep "job: JOB_START\$" err && ! grep "its log to follow" err &&
+	GPURUN_TRACE=1 "$GPURUN" logs -f "$(cat id)" >out 2>err && test_cmp want out &&
+	test_grep "job: JOB_LOG from byte 0" err
+'
+
 test_expect_success 'a failed build ends the job with its status; the command does not run' '
 	cd "$P" &&
 	ini "[build]" "command = echo compiling; echo broken >&2; exit 4" "[train]" "command = touch $TRASH/ran" &&
