@@ -416,6 +416,43 @@ out:
 	sv_clear(&kv);
 }
 
+/* The connection [remote] persist keeps open: doctor connects on its own
+ * (to watch each step), the other commands go through the holder. */
+static void check_holder(struct gr_ctx *ctx)
+{
+	const struct gr_config *cfg = ctx->cfg;
+	struct strbuf why = STRBUF_INIT;
+	uint64_t s = cfg->remote.persist;
+	char idle[32];
+	long pid = 0;
+	int r;
+
+	if (s % 3600 == 0)
+		snprintf(idle, sizeof(idle), "%lluh", (unsigned long long)(s / 3600));
+	else if (s % 60 == 0)
+		snprintf(idle, sizeof(idle), "%llum", (unsigned long long)(s / 60));
+	else
+		snprintf(idle, sizeof(idle), "%llus", (unsigned long long)s);
+
+	if (cfg->remote.transport != GR_TRANSPORT_LIBSSH2 || !strcmp(cfg->remote.host, "local"))
+		return;
+	if (!cfg->remote.persist) {
+		line("ok", "persist", "off ([remote] persist = 0): every command connects on its own");
+		return;
+	}
+	r = transport_hold_find(cfg, &pid, &why);
+	if (r < 0)
+		line("warn", "persist", "no connection can be kept open: %s", why.buf);
+	else if (r)
+		line("ok", "persist", "a connection to %s is kept open (pid %ld) for %s after its "
+		     "last command; 'gpurun disconnect' closes it", cfg->remote.host, pid,
+		     idle);
+	else
+		line("ok", "persist", "none open now: the next command keeps one open for %s after "
+		     "its last", idle);
+	sb_release(&why);
+}
+
 int cmd_doctor(int argc, char **argv, struct gr_ctx *ctx)
 {
 	struct gr_getopt st;
@@ -461,6 +498,7 @@ int cmd_doctor(int argc, char **argv, struct gr_ctx *ctx)
 		line("ok", "agent", "%s on %s, %s (protocol %u, home %s)", h->hash, h->arch,
 		     h->uploaded ? "uploaded now" : "already installed", h->version, h->home);
 	}
+	check_holder(ctx);
 	check_tools(ctx, &d);
 	if (ctx->cfg->container.image && *ctx->cfg->container.image) {
 		line("skip", "job env", "jobs run in the image %s: the host's python and nvcc do not apply",

@@ -149,6 +149,11 @@ int transport_hold_main(int argc, char **argv);
  * commands connect afresh at once, running ones finish on it. 1 (*pid:
  * its pid), 0 when there is none, or a GR_E* code with err set. */
 int transport_hold_stop(const struct gr_config *cfg, long *pid, struct gr_err *err);
+/* Is a holder of cfg's connection there (for doctor)? 1 (*pid: its pid,
+ * named by its pid file and alive, beside its socket), 0 when there is
+ * none, -1 when the holders' folder cannot be used (why says so). Asks
+ * the holder nothing. */
+int transport_hold_find(const struct gr_config *cfg, long *pid, struct strbuf *why);
 
 /* Quote s for a POSIX shell (single quotes). Returns a new string. */
 char *sh_quote(const char *s);

@@ -553,6 +553,45 @@ out:
 	return rc;
 }
 
+int transport_hold_find(const struct gr_config *cfg, long *pid, struct strbuf *why)
+{
+	struct strbuf dir = STRBUF_INIT, path = STRBUF_INIT;
+	char key[17], buf[32];
+	struct stat st;
+	int rc = 0, fd;
+	ssize_t r;
+
+	*pid = 0;
+	if (hold_dir(&dir, why) < 0) {
+		rc = -1;
+		goto out;
+	}
+	hold_key(cfg, key);
+	sb_addf(&path, "%s/%s.sock", dir.buf, key);
+	if (lstat(path.buf, &st) < 0 || !S_ISSOCK(st.st_mode))
+		goto out;
+	sb_reset(&path);
+	sb_addf(&path, "%s/%s.pid", dir.buf, key);
+	fd = open(path.buf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		goto out;
+	r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (r <= 0)
+		goto out;
+	buf[r] = 0;
+	char *end;
+	long p = strtol(buf, &end, 10);
+	if (p > 1 && (*end == '\n' || !*end) && (kill((pid_t)p, 0) == 0 || errno == EPERM)) {
+		*pid = p;
+		rc = 1;
+	}
+out:
+	sb_release(&dir);
+	sb_release(&path);
+	return rc;
+}
+
 int transport_hold_stop(const struct gr_config *cfg, long *pid, struct gr_err *err)
 {
 	struct strbuf dir = STRBUF_INIT, why = STRBUF_INIT, sock = STRBUF_INIT;

@@ -91,6 +91,17 @@ test_expect_success 'idle: the holder ends after persist, and removes its socket
 	! kill -0 $pid 2>/dev/null && ! ls "$HD"/*.sock 2>/dev/null && ! ls "$HD"/*.pid 2>/dev/null
 '
 
+test_expect_success 'doctor names the holder it does not use (and the next command reuses it)' '
+	no_holders && cd "$P" && "$GPURUN" doctor >out 2>&1 &&
+	test_grep "persist .*none open now: the next command keeps one open for 10m" out &&
+	test "$(nholders)" = 0 && "$GPURUN" exec true && pid=$(holders) &&
+	"$GPURUN" doctor >out 2>&1 &&
+	test_grep "persist .*kept open (pid $pid) for 10m after its last command" out &&
+	test "$(holders)" = "$pid" &&
+	GPURUN_REMOTE_PERSIST=0 "$GPURUN" doctor >out 2>&1 &&
+	test_grep "persist .*off (\[remote\] persist = 0)" out
+'
+
 test_expect_success 'persist = 0: a new connection each time, no holder' '
 	no_holders && cd "$P" && n=$(logins) &&
 	GPURUN_REMOTE_PERSIST=0 "$GPURUN" exec true && GPURUN_REMOTE_PERSIST=0 "$GPURUN" exec true &&
