@@ -607,9 +607,13 @@ static int hold_loop(struct hold *H, struct sig_wake *sw)
 				ev |= POLLIN;
 			if (cl->stage == C_RUN && cl->down_off < cl->down_len)
 				ev |= POLLOUT;
-			if (cl->stage == C_RUN && (ssh_channel_held(cl->ch) ||
-						   (cl->up_off < cl->up_len &&
-						    libssh2_channel_window_write(cl->ch) > 0)))
+			/* Something to do at once: bytes libssh2 holds for a
+			 * client that has room for them (one that has not:
+			 * its POLLOUT wakes us; spinning here took CPU from
+			 * the slow client), or bytes to write and window. */
+			if (cl->stage == C_RUN &&
+			    ((cl->down_off == cl->down_len && ssh_channel_held(cl->ch)) ||
+			     (cl->up_off < cl->up_len && libssh2_channel_window_write(cl->ch) > 0)))
 				busy = 1;
 			pfd[n] = (struct pollfd){ cl->fd, ev, 0 };
 			map[n++] = cl;
