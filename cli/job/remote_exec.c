@@ -12,6 +12,11 @@
 #include "sig_wake.h"
 #include "term.h"
 
+/* Standard input queued for the host above this: read no more of it
+ * until the transport has taken it (bounded memory, whatever the input's
+ * size: `gpurun exec cmd < 1GiB` held most of the file before). */
+#define EXEC_STDIN_QUEUE (1u << 20)
+
 static void send_winsize(struct gr_conn *c, uint32_t id)
 {
 	struct strbuf pl = STRBUF_INIT;
@@ -105,11 +110,14 @@ int remote_exec(struct gr_conn *c, const struct remote_exec_opts *o, struct gr_e
 	for (;;) {
 		struct gr_frame f;
 		int n = 0;
+		int full = stdin_open && conn_pending(c) > EXEC_STDIN_QUEUE;
 
 		extra[n++] = (struct pollfd){ wake.fd[0], POLLIN, 0 };
-		if (stdin_open)
+		if (stdin_open && !full)
 			extra[n++] = (struct pollfd){ 0, POLLIN, 0 };
-		rc = conn_wait(c, &f, extra, n, 1000, err);
+		/* Queue full: conn_wait returns only for a frame or its
+		 * timeout, so look again every millisecond while it drains. */
+		rc = conn_wait(c, &f, extra, n, full ? 1 : 1000, err);
 		if (rc == 0)
 			rc = conn_idle_check(c, conn_idle_ms(), err);
 		if (rc == 0)

@@ -325,8 +325,12 @@ static void client_run(struct hold *H, struct hclient *cl)
 		shutdown(cl->fd, SHUT_WR);
 		cl->shut = 1;
 	}
-	/* client -> channel */
-	for (int i = 0; i < 16; i++) {
+	/* client -> channel. libssh2 takes one packet (32 KiB) a call: write
+	 * until it takes nothing (the host's window is used up), not one
+	 * packet per turn of the loop (a poll() and its company for each). */
+	for (int i = 0; i < 64; i++) {
+		ssize_t w;
+
 		if (cl->up_off == cl->up_len && !cl->up_eof) {
 			cl->up_off = cl->up_len = 0;
 			r = recv(cl->fd, cl->up, sizeof(cl->up), MSG_DONTWAIT);
@@ -337,20 +341,17 @@ static void client_run(struct hold *H, struct hclient *cl)
 			else if (errno != EAGAIN && errno != EINTR)
 				cl->up_eof = 1; /* reset: as EOF, and the send below fails */
 		}
-		if (cl->up_off < cl->up_len) {
-			ssize_t w = libssh2_channel_write(cl->ch, cl->up + cl->up_off,
-							  cl->up_len - cl->up_off);
-			if (w > 0) {
-				cl->up_off += (size_t)w;
-			} else if (w != 0 && w != LIBSSH2_ERROR_EAGAIN) {
-				if (!session_lost(H, (int)w))
-					cl->up_off = cl->up_len; /* the channel is gone: drop it */
-				return;
-			}
-			if (cl->up_off < cl->up_len)
-				break;
-		} else {
+		if (cl->up_off == cl->up_len)
 			break;
+		w = libssh2_channel_write(cl->ch, cl->up + cl->up_off, cl->up_len - cl->up_off);
+		if (w > 0) {
+			cl->up_off += (size_t)w;
+		} else if (w == 0 || w == LIBSSH2_ERROR_EAGAIN) {
+			break;
+		} else {
+			if (!session_lost(H, (int)w))
+				cl->up_off = cl->up_len; /* the channel is gone: drop it */
+			return;
 		}
 	}
 	if (cl->up_eof && cl->up_off == cl->up_len && !cl->eof_sent && !cl->exec_pending) {
@@ -606,9 +607,13 @@ static int hold_loop(struct hold *H, struct sig_wake *sw)
 				ev |= POLLIN;
 			if (cl->stage == C_RUN && cl->down_off < cl->down_len)
 				ev |= POLLOUT;
-			if (cl->stage == C_RUN && (ssh_channel_held(cl->ch) ||
-						   (cl->up_off < cl->up_len &&
-						    libssh2_channel_window_write(cl->ch) > 0)))
+			/* Something to do at once: bytes libssh2 holds for a
+			 * client that has room for them (one that has not:
+			 * its POLLOUT wakes us; spinning here took CPU from
+			 * the slow client), or bytes to write and window. */
+			if (cl->stage == C_RUN &&
+			    ((cl->down_off == cl->down_len && ssh_channel_held(cl->ch)) ||
+			     (cl->up_off < cl->up_len && libssh2_channel_window_write(cl->ch) > 0)))
 				busy = 1;
 			pfd[n] = (struct pollfd){ cl->fd, ev, 0 };
 			map[n++] = cl;

@@ -98,6 +98,32 @@ test_expect_success "a $HUGE sparse file: peak RSS <= 64 MiB each side, whole an
 	cmp "$P/model.ckpt" "$RH/big/model.ckpt" && rm -rf "$RH/big" "$P"
 '
 
+# Standard input forwarded by exec streams too: gpurun reads no more of
+# it than the transport has taken (it read it all as fast as it came:
+# 300 MiB of 1 GiB queued with a direct connection, 780 MiB through a
+# connection holder, which takes it in 64 KiB pieces). Direct and held.
+STDIN_MB=512
+test_expect_success "exec with $STDIN_MB MiB on stdin: peak RSS <= 64 MiB, direct and held" '
+	P=$TRASH/boot &&
+	head -c $((STDIN_MB << 20)) /dev/zero >"$TRASH/stdin.bin" &&
+	/usr/bin/time -f %M -o "$TRASH/client.rss" "$GPURUN" -C "$P" exec -- wc -c \
+		<"$TRASH/stdin.bin" >"$TRASH/wc.out" &&
+	test_grep -x $((STDIN_MB << 20)) "$TRASH/wc.out" &&
+	CL=$(tail -1 "$TRASH/client.rss") && echo "exec stdin, direct: peak RSS gpurun $CL KiB" | tee -a "$TRASH/memory.txt" &&
+	at_most "gpurun exec" "$CL" $LIMIT_KIB &&
+	GPURUN_REMOTE_PERSIST=10m "$GPURUN" -C "$P" exec true &&
+	GPURUN_REMOTE_PERSIST=10m /usr/bin/time -f %M -o "$TRASH/client.rss" "$GPURUN" -C "$P" exec -- wc -c \
+		<"$TRASH/stdin.bin" >"$TRASH/wc.out" &&
+	test_grep -x $((STDIN_MB << 20)) "$TRASH/wc.out" &&
+	CL=$(tail -1 "$TRASH/client.rss") && echo "exec stdin, held: peak RSS gpurun $CL KiB" | tee -a "$TRASH/memory.txt" &&
+	at_most "gpurun exec (held)" "$CL" $LIMIT_KIB &&
+	HP=$(cat "$XDG_RUNTIME_DIR"/gpurun/*.pid) &&
+	HW=$(awk "/VmHWM/ {print \$2}" /proc/$HP/status) &&
+	echo "exec stdin, held: peak RSS of the holder $HW KiB" | tee -a "$TRASH/memory.txt" &&
+	at_most "connection holder" "$HW" $LIMIT_KIB &&
+	rm -f "$TRASH/stdin.bin"
+'
+
 # Trees: the peak grows by at most GPURUN_PER_FILE_MAX (AGENT_PER_FILE_MAX)
 # bytes a file (the slope between a small and a larger tree, first sync,
 # no-op and small edit), and stays within 64 MiB + 150 bytes a file.
