@@ -575,6 +575,7 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 	for (size_t i = 0; i < s->warnings.n; i++)
 		put_str(&pl, s->warnings.v[i]);
 	sync_send_long(a, s->id, GR_MSG_OK, GR_F_END, &pl);
+	sync_manifest_keep(s, dj.digest);
 out:
 	sb_release(&pl);
 	return rc;
