@@ -280,11 +280,10 @@ static void build_expect(struct sync_xfer *x)
 static void send_commit(struct sync_xfer *x)
 {
 	struct strbuf b = STRBUF_INIT;
-	uint8_t digest[SM_HASH_LEN];
 
 	build_expect(x);
-	sm_digest(x->expected, digest);
-	put_bytes(&b, digest, SM_HASH_LEN);
+	sm_digest(x->expected, x->expect_digest);
+	put_bytes(&b, x->expect_digest, SM_HASH_LEN);
 	sync_wire_send(x, SYNC_MSG_COMMIT, 0, x->sid, b.buf, b.len);
 	sb_release(&b);
 }
