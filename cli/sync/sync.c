@@ -47,6 +47,8 @@ struct run {
 	const struct sync_show *show; /* how to talk to the user (o->show) */
 	void *show_arg;
 	int incr;           /* local is the watcher's (sync_incr.h), not a walk's */
+	int local_is_state; /* remote-KEY holds local now, whose digest is: */
+	uint8_t state_digest[SM_HASH_LEN];
 };
 
 /* sync_run's answer when a sync without the walk finds what it cannot
@@ -451,7 +453,11 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	const struct sm_list *expected = x.expected ? x.expected : &x.expect;
 	if (x.committed && x.expected && !x.nerrs &&
 	    !memcmp(x.expect_digest, x.digest, SM_HASH_LEN)) {
-		sync_rstate_save(cfg->root, r->key, expected, NULL);
+		if (sync_rstate_save(cfg->root, r->key, expected, NULL) == 0 &&
+		    expected == &r->local) {
+			r->local_is_state = 1;
+			memcpy(r->state_digest, x.expect_digest, SM_HASH_LEN);
+		}
 		sync_xfer_save_sigs(&x);
 		sync_sig_gc(cfg->root, expected);
 		sync_fp_gc(cfg->root, &r->local, cfg->sync.delta_min);
@@ -494,9 +500,16 @@ static int exchange(struct run *r)
 	}
 	if (h.flags & SYNC_STATE_IN_SYNC) {
 		r->st.up_to_date = 1;
+		int saved = 0;
 		if (!r->o->dry_run && (!r->have_known ||
 				       memcmp(r->known_digest, h.digest, SM_HASH_LEN)))
-			sync_rstate_save(cfg->root, r->key, &r->local, NULL);
+			saved = sync_rstate_save(cfg->root, r->key, &r->local, NULL) == 0;
+		/* (local's digest is the host's: as remote-KEY's, or saved) */
+		if (saved || (!r->o->dry_run && r->have_known &&
+			      !memcmp(r->known_digest, h.digest, SM_HASH_LEN))) {
+			r->local_is_state = 1;
+			memcpy(r->state_digest, h.digest, SM_HASH_LEN);
+		}
 		goto out;
 	}
 	if (!(h.flags & SYNC_STATE_HAS_MANIFEST) && (rc = known_load(r)) < 0)
@@ -700,14 +713,17 @@ done:
 		r.show->done(r.show_arg, o, &r.st, o->say_ignored ? &ignored : NULL);
 out:
 	connect_abandon(&cj);
+	if (idx) { /* a cache: failing to save it costs time only */
+		sync_index_save(cfg->root, idx, &r.local, NULL);
+	}
 	if (o->incr && rc != SYNC_WALK && r.key) {
 		if (!incr) /* the rules may have changed: read them again */
 			sync_incr_forget(o->incr);
 		o->incr->walked = !incr;
+		/* (after the index took what it needs of local) */
+		sync_incr_keep(o->incr, rc == 0 && !o->dry_run && r.local_is_state ? &r.local : NULL,
+			       r.state_digest);
 		sync_incr_committed(o->incr, cfg->root, r.key, rc == 0 && !o->dry_run);
-	}
-	if (idx) { /* a cache: failing to save it costs time only */
-		sync_index_save(cfg->root, idx, &r.local, NULL);
 	}
 	if (st_out)
 		*st_out = r.st;
