@@ -170,6 +170,30 @@ static void known_from_incr(struct run *r)
 	}
 }
 
+/* For a sync without the walk, local's digest without a digest of it
+ * all (~65 ms at 300k entries): local is the committed state but for its
+ * entries not SM_F_SAME, and known holds the committed ones they
+ * replaced (known_from_incr): if those are the same, so is the digest;
+ * else it differs, and stays unset (zeros: the host cannot be in that
+ * state as far as OPEN says; the changes go optimistic). */
+static void incr_local_digest(struct run *r)
+{
+	const struct sm_list *k = &r->known;
+	size_t j = 0;
+	int same = 1;
+
+	memset(r->local_digest, 0, SM_HASH_LEN);
+	for (size_t i = 0; i < r->local.n && same; i++) {
+		const struct sm_entry *e = &r->local.e[i];
+		if (e->flags & SM_F_SAME)
+			continue;
+		same = j < k->n && !strcmp(e->path, k->e[j].path) && sm_same(e, &k->e[j]);
+		j++;
+	}
+	if (same && j == k->n)
+		memcpy(r->local_digest, r->known_digest, SM_HASH_LEN);
+}
+
 /* The entries of the last committed state that differ from local's at
  * their path (or that local lacks); the local entries it holds as they
  * are get SM_F_SAME instead of a copy. */
@@ -658,7 +682,9 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 	int unhashed = 0;
 	for (size_t i = 0; i < r.local.n && !unhashed; i++)
 		unhashed = r.local.e[i].flags & SM_F_UNHASHED;
-	if (!unhashed) /* else: new or resized files, not a no-op */
+	if (!unhashed && incr) /* (the committed state's, or none: it differs) */
+		incr_local_digest(&r);
+	else if (!unhashed) /* else: new or resized files, not a no-op */
 		sm_digest(&r.local, r.local_digest);
 	gr_trace("sync: hashed %llu files", (unsigned long long)r.hs.files_hashed);
 	/* Changes against a state we know go without asking (optimistic);

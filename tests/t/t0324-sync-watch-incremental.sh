@@ -178,6 +178,19 @@ test_expect_success 'events dropped by inotify: it walks' '
 	step "echo y >>\"$P/data/d1.txt\"" && no_walk && same data/d1.txt
 '
 
+# A sync without the walk tells a no-op from the reported entries alone
+# (no digest of the whole list): an edit that keeps the size (hashed,
+# and different) must still go; a file written again as it was, mtime
+# kept, is nothing to do.
+test_expect_success 'an edit that keeps the size goes; a file rewritten as it was is up to date' '
+	step "printf \"F2\\n\" >\"$P/src/f2.py\"" && no_walk && same src/f2.py &&
+	step "touch -d @1700000000 \"$P/src/f2.py\"" && no_walk &&
+	[ "$(stat -c %Y "$R/src/f2.py")" = 1700000000 ] &&
+	cp -p "$P/src/f2.py" "$TRASH/f2.keep" &&
+	step "cat \"$TRASH/f2.keep\" >\"$P/src/f2.py\"; touch -r \"$TRASH/f2.keep\" \"$P/src/f2.py\"" &&
+	test_grep "asked the watcher (pid $WPID): up to date" "$TRASH/s.err" && same src/f2.py
+'
+
 # The watcher keeps what its last sync committed (remote-KEY's list) and
 # its agent keeps the manifest it wrote, between syncs: each is used only
 # while its file is the one written. Another gpurun of this project
