@@ -644,6 +644,10 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 		sb_release(&pl);
 	}
 	r.key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
+	/* A walk makes its own list: the watcher's kept one goes first (held
+	 * beside the walk's, a walking watcher's peak was two lists). */
+	if (!incr && o->incr)
+		sync_incr_keep(o->incr, NULL, NULL);
 	if (incr) {
 		/* No walk, no stat cache (its entries would lack what the
 		 * scan records): the reported paths alone are looked at. */
