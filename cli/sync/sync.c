@@ -47,6 +47,8 @@ struct run {
 	const struct sync_show *show; /* how to talk to the user (o->show) */
 	void *show_arg;
 	int incr;           /* local is the watcher's (sync_incr.h), not a walk's */
+	int local_is_state; /* remote-KEY holds local now, whose digest is: */
+	uint8_t state_digest[SM_HASH_LEN];
 };
 
 /* sync_run's answer when a sync without the walk finds what it cannot
@@ -166,6 +168,30 @@ static void known_from_incr(struct run *r)
 		if (j < r->known.n && !strcmp(r->known.e[j].path, e->path))
 			sync_hash_mark(r->ctx->cfg, e, &r->known.e[j]);
 	}
+}
+
+/* For a sync without the walk, local's digest without a digest of it
+ * all (~65 ms at 300k entries): local is the committed state but for its
+ * entries not SM_F_SAME, and known holds the committed ones they
+ * replaced (known_from_incr): if those are the same, so is the digest;
+ * else it differs, and stays unset (zeros: the host cannot be in that
+ * state as far as OPEN says; the changes go optimistic). */
+static void incr_local_digest(struct run *r)
+{
+	const struct sm_list *k = &r->known;
+	size_t j = 0;
+	int same = 1;
+
+	memset(r->local_digest, 0, SM_HASH_LEN);
+	for (size_t i = 0; i < r->local.n && same; i++) {
+		const struct sm_entry *e = &r->local.e[i];
+		if (e->flags & SM_F_SAME)
+			continue;
+		same = j < k->n && !strcmp(e->path, k->e[j].path) && sm_same(e, &k->e[j]);
+		j++;
+	}
+	if (same && j == k->n)
+		memcpy(r->local_digest, r->known_digest, SM_HASH_LEN);
 }
 
 /* The entries of the last committed state that differ from local's at
@@ -446,11 +472,16 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	r->st.sigs_asked = x.files_sig;
 	r->st.bytes_literal = x.literal;
 	r->st.bytes_matched = x.matched;
-	uint8_t expect[SM_HASH_LEN];
+	/* (x.expected is set, and its digest made once, when COMMIT went:
+	 * at 300k entries a digest is ~60 ms.) */
 	const struct sm_list *expected = x.expected ? x.expected : &x.expect;
-	sm_digest(expected, expect);
-	if (x.committed && !x.nerrs && !memcmp(expect, x.digest, SM_HASH_LEN)) {
-		sync_rstate_save(cfg->root, r->key, expected, NULL);
+	if (x.committed && x.expected && !x.nerrs &&
+	    !memcmp(x.expect_digest, x.digest, SM_HASH_LEN)) {
+		if (sync_rstate_save(cfg->root, r->key, expected, NULL) == 0 &&
+		    expected == &r->local) {
+			r->local_is_state = 1;
+			memcpy(r->state_digest, x.expect_digest, SM_HASH_LEN);
+		}
 		sync_xfer_save_sigs(&x);
 		sync_sig_gc(cfg->root, expected);
 		sync_fp_gc(cfg->root, &r->local, cfg->sync.delta_min);
@@ -493,9 +524,16 @@ static int exchange(struct run *r)
 	}
 	if (h.flags & SYNC_STATE_IN_SYNC) {
 		r->st.up_to_date = 1;
+		int saved = 0;
 		if (!r->o->dry_run && (!r->have_known ||
 				       memcmp(r->known_digest, h.digest, SM_HASH_LEN)))
-			sync_rstate_save(cfg->root, r->key, &r->local, NULL);
+			saved = sync_rstate_save(cfg->root, r->key, &r->local, NULL) == 0;
+		/* (local's digest is the host's: as remote-KEY's, or saved) */
+		if (saved || (!r->o->dry_run && r->have_known &&
+			      !memcmp(r->known_digest, h.digest, SM_HASH_LEN))) {
+			r->local_is_state = 1;
+			memcpy(r->state_digest, h.digest, SM_HASH_LEN);
+		}
 		goto out;
 	}
 	if (!(h.flags & SYNC_STATE_HAS_MANIFEST) && (rc = known_load(r)) < 0)
@@ -606,6 +644,10 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 		sb_release(&pl);
 	}
 	r.key = sync_remote_key(cfg->remote.host ? cfg->remote.host : "", cfg->remote.path);
+	/* A walk makes its own list: the watcher's kept one goes first (held
+	 * beside the walk's, a walking watcher's peak was two lists). */
+	if (!incr && o->incr)
+		sync_incr_keep(o->incr, NULL, NULL);
 	if (incr) {
 		/* No walk, no stat cache (its entries would lack what the
 		 * scan records): the reported paths alone are looked at. */
@@ -644,7 +686,9 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 	int unhashed = 0;
 	for (size_t i = 0; i < r.local.n && !unhashed; i++)
 		unhashed = r.local.e[i].flags & SM_F_UNHASHED;
-	if (!unhashed) /* else: new or resized files, not a no-op */
+	if (!unhashed && incr) /* (the committed state's, or none: it differs) */
+		incr_local_digest(&r);
+	else if (!unhashed) /* else: new or resized files, not a no-op */
 		sm_digest(&r.local, r.local_digest);
 	gr_trace("sync: hashed %llu files", (unsigned long long)r.hs.files_hashed);
 	/* Changes against a state we know go without asking (optimistic);
@@ -699,14 +743,17 @@ done:
 		r.show->done(r.show_arg, o, &r.st, o->say_ignored ? &ignored : NULL);
 out:
 	connect_abandon(&cj);
+	if (idx) { /* a cache: failing to save it costs time only */
+		sync_index_save(cfg->root, idx, &r.local, NULL);
+	}
 	if (o->incr && rc != SYNC_WALK && r.key) {
 		if (!incr) /* the rules may have changed: read them again */
 			sync_incr_forget(o->incr);
 		o->incr->walked = !incr;
+		/* (after the index took what it needs of local) */
+		sync_incr_keep(o->incr, rc == 0 && !o->dry_run && r.local_is_state ? &r.local : NULL,
+			       r.state_digest);
 		sync_incr_committed(o->incr, cfg->root, r.key, rc == 0 && !o->dry_run);
-	}
-	if (idx) { /* a cache: failing to save it costs time only */
-		sync_index_save(cfg->root, idx, &r.local, NULL);
 	}
 	if (st_out)
 		*st_out = r.st;

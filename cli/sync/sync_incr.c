@@ -40,11 +40,40 @@ static int state_id(const char *root, const char *key, struct sync_incr_id *id)
 void sync_incr_committed(struct sync_incr *in, const char *root, const char *key, int ok)
 {
 	in->have_state = ok && state_id(root, key, &in->state);
+	if (!in->have_state)
+		sync_incr_keep(in, NULL, NULL);
+}
+
+static void list_drop(struct sync_incr *in)
+{
+	sm_list_free(&in->list);
+	in->have_list = 0;
+}
+
+void sync_incr_keep(struct sync_incr *in, struct sm_list *l, const uint8_t digest[SM_HASH_LEN])
+{
+	list_drop(in);
+	if (!l)
+		return;
+	/* As sm_decode_fd would make it from remote-KEY: the description
+	 * and nothing of this side's. */
+	for (size_t i = 0; i < l->n; i++) {
+		struct sm_entry *e = &l->e[i];
+		free(e->leaves);
+		e->leaves = NULL;
+		e->dev = e->ino = 0;
+		e->flags &= SM_F_POOLED;
+	}
+	in->list = *l;
+	*l = (struct sm_list){ 0 };
+	memcpy(in->list_digest, digest, SM_HASH_LEN);
+	in->have_list = 1;
 }
 
 void sync_incr_forget(struct sync_incr *in)
 {
 	in->have_state = 0;
+	list_drop(in);
 	ignore_free(in->ig);
 	in->ig = NULL;
 }
@@ -94,12 +123,19 @@ int sync_incr_build(struct sync_incr *in, const char *root, const char *key,
 	if (!in->usable || !in->have_state || !state_id(root, key, &now) ||
 	    memcmp(&now, &in->state, sizeof(now)))
 		return 0;
-	if ((fd = sync_rstate_open(root, key)) < 0 || sm_decode_fd(fd, 0, out, &e) < 0)
-		goto out;
+	if (in->have_list) { /* (remote-KEY is as the last sync left it) */
+		*out = in->list;
+		in->list = (struct sm_list){ 0 };
+		in->have_list = 0;
+		memcpy(digest, in->list_digest, SM_HASH_LEN);
+	} else {
+		if ((fd = sync_rstate_open(root, key)) < 0 || sm_decode_fd(fd, 0, out, &e) < 0)
+			goto out;
+		sm_digest(out, digest);
+	}
 	base = out->n;
 	for (size_t i = 0; i < base; i++)
 		out->e[i].flags &= SM_F_POOLED;
-	sm_digest(out, digest);
 	qsort(in->paths.v, in->paths.n, sizeof(*in->paths.v), cmp_str);
 	for (size_t i = 0; i < in->paths.n; i++) {
 		const char *p = in->paths.v[i];

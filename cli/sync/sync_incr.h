@@ -25,6 +25,13 @@ struct sync_incr {
 	int have_state;        /* the last sync succeeded; remote-KEY as it left it */
 	struct sync_incr_id state;
 	struct ignore *ig;     /* scan_probe's rules (dropped at every walk) */
+	/* remote-KEY's contents as the last sync left it, and their digest,
+	 * when it knew them (have_list): the next sync takes them instead of
+	 * reading and digesting the file (~150 ms at 300k entries) while
+	 * remote-KEY's identity is still state. */
+	int have_list;
+	struct sm_list list;
+	uint8_t list_digest[SM_HASH_LEN];
 	int walked;            /* the last sync walked the tree */
 };
 
@@ -41,6 +48,10 @@ int sync_incr_build(struct sync_incr *in, const char *root, const char *key,
 /* After a sync: ok (it succeeded, not a dry run) records remote-KEY's
  * identity for the next; else the next walks. */
 void sync_incr_committed(struct sync_incr *in, const char *root, const char *key, int ok);
+/* After a sync that succeeded: l (moved out, emptied) is what
+ * remote-KEY now holds, digest its digest; l NULL: not known. Call
+ * before sync_incr_committed. */
+void sync_incr_keep(struct sync_incr *in, struct sm_list *l, const uint8_t digest[SM_HASH_LEN]);
 /* The next sync walks (and reloads the rules). */
 void sync_incr_forget(struct sync_incr *in);
 void sync_incr_release(struct sync_incr *in);

@@ -59,6 +59,7 @@ struct sync_xfer {
 	struct sm_list expect;      /* what the host should hold now, when it is not local */
 	const struct sm_list *expected; /* that: &expect or local (set at COMMIT; NULL before) */
 	uint8_t digest[SM_HASH_LEN];/* what the host says it holds */
+	uint8_t expect_digest[SM_HASH_LEN]; /* expected's, made once COMMIT went */
 	int committed;              /* COMMIT answered OK */
 	int rejected;               /* optimistic: the host was not as planned for */
 	/* private */

@@ -185,24 +185,58 @@ int sm_same(const struct sm_entry *a, const struct sm_entry *b)
 	}
 }
 
+static inline uint8_t *w32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+	return p + 4;
+}
+
+static inline uint8_t *w64(uint8_t *p, uint64_t v)
+{
+	return w32(w32(p, (uint32_t)(v >> 32)), (uint32_t)v);
+}
+
+/* As put_str, put_u8, put_u32, put_u64 and put_bytes would write it, with
+ * one sb_grow for the entry: a manifest's encoding and digest each write
+ * every entry, ten to eighteen fields a file (the calls were a third of
+ * a 300k-entry digest). */
 void sm_put_entry(struct strbuf *b, const struct sm_entry *e, int with_host)
 {
-	put_str(b, e->path);
-	put_u8(b, e->type);
+	size_t plen = strlen(e->path);
+	const char *link = e->type == SM_LINK ? (e->link ? e->link : "") : NULL;
+	size_t llen = link ? strlen(link) : 0;
+	size_t n = 4 + plen + 1 + (e->type == SM_FILE ? 4 + 8 + 8 + 4 + SM_HASH_LEN : 0) +
+		   (link ? 4 + llen : 0) + (with_host ? 4 * 8 : 0);
+
+	sb_grow(b, n);
+	uint8_t *p = (uint8_t *)b->buf + b->len;
+	p = w32(p, (uint32_t)plen);
+	memcpy(p, e->path, plen);
+	p += plen;
+	*p++ = e->type;
 	if (e->type == SM_FILE) {
-		put_u32(b, e->mode);
-		put_u64(b, e->size);
-		put_u64(b, (uint64_t)e->mtime_ns);
-		put_bytes(b, e->hash, SM_HASH_LEN);
-	} else if (e->type == SM_LINK) {
-		put_str(b, e->link ? e->link : "");
+		p = w32(p, e->mode);
+		p = w64(p, e->size);
+		p = w64(p, (uint64_t)e->mtime_ns);
+		p = w32(p, SM_HASH_LEN);
+		memcpy(p, e->hash, SM_HASH_LEN);
+		p += SM_HASH_LEN;
+	} else if (link) {
+		p = w32(p, (uint32_t)llen);
+		memcpy(p, link, llen);
+		p += llen;
 	}
 	if (with_host) {
-		put_u64(b, e->host.ino);
-		put_u64(b, sm_host_size(e)); /* (a field of its own before) */
-		put_u64(b, (uint64_t)e->host.mtime_ns);
-		put_u64(b, (uint64_t)e->host.ctime_ns);
+		p = w64(p, e->host.ino);
+		p = w64(p, sm_host_size(e)); /* (a field of its own before) */
+		p = w64(p, (uint64_t)e->host.mtime_ns);
+		p = w64(p, (uint64_t)e->host.ctime_ns);
 	}
+	b->len += n;
+	b->buf[b->len] = '\0';
 }
 
 void sm_digest_init(struct sm_digest *d)

@@ -73,6 +73,13 @@ struct sync_meta {        /* a mode/time-only change, applied at COMMIT */
 	int64_t mtime_ns;
 };
 
+/* A manifest file's identity: every write makes a new one (a new file
+ * renamed over the old), so the same identity is the same contents. */
+struct sync_man_id {
+	uint64_t dev, ino, size;
+	int64_t mtime_ns, ctime_ns;
+};
+
 struct sync_session {
 	uint32_t id;
 	int rootfd, statefd, lockfd, journalfd;
@@ -85,6 +92,8 @@ struct sync_session {
 	struct sync_meta *metas; /* OPS' SYNC_OP_META, for COMMIT */
 	size_t nmetas;
 	int host_dirty;          /* manifest entries' host fields were refreshed */
+	struct sync_man_id man_id; /* the manifest file as last written (man_written) */
+	int man_written;
 	struct sync_stage *stages; /* sorted by path (stage_sorted) */
 	size_t nstages;
 	int stage_sorted;
@@ -177,8 +186,10 @@ void sync_flush_join(struct sync_session *s);
 /* sync_file_range(flags) of one pending temp file through d: -1 if that
  * failed (one that cannot be opened is skipped: its rename reports it). */
 int sync_pending_range(struct sfs_dir *d, const struct sync_pending *p, unsigned flags);
-/* Write the manifest (with host fields) into the state folder, atomically. */
+/* Write the manifest (with host fields) into the state folder, atomically;
+ * its identity then in s->man_id (s->man_written). */
 int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct gr_err *err);
+void sync_man_id_of(const struct stat *st, struct sync_man_id *id);
 void sync_host_fields(struct sm_entry *e, const struct stat *st);
 
 /* sync_session.c: OPEN's work (lock, clean up, load and refresh the
@@ -197,6 +208,12 @@ struct sync_session *sync_session_current(void);
 struct sync_session *sync_session_get(uint32_t id);
 /* Remove what was not committed, release the lock, free. */
 void sync_session_free(struct sync_session *s);
+/* After COMMIT wrote s->man (s->man_written): keep it, moved out of s,
+ * with its digest, for this connection's next session (a watcher keeps
+ * its connection): that one takes it instead of reading and digesting
+ * the file again if the file is still the one written (its identity,
+ * checked under the lock: another client's COMMIT makes a new one). */
+void sync_manifest_keep(struct sync_session *s, const uint8_t digest[SM_HASH_LEN]);
 
 /* sync_commit.c */
 int sync_apply_ops(struct sync_session *s, struct gr_rd *rd, struct gr_err *err);

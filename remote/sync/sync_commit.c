@@ -282,17 +282,39 @@ static void merge(struct sync_session *s)
 	 * holds every file, an edit's old list does). */
 	struct sm_list *big = m->n >= s->added.n ? m : &s->added;
 	struct sm_list *small = big == m ? &s->added : m;
+	/* Both are sorted and share no path: merged from the end, in place
+	 * (a sort of the whole was ~12 ms of a 300k-entry COMMIT). */
 	sm_reserve(big, small->n);
-	for (size_t i = 0; i < small->n; i++)
-		big->e[big->n++] = small->e[i]; /* moved: path and link go with it */
+	size_t i = big->n, j = small->n, k = big->n + small->n;
+	while (j > 0) {
+		if (i > 0 && strcmp(big->e[i - 1].path, small->e[j - 1].path) > 0)
+			big->e[--k] = big->e[--i];
+		else
+			big->e[--k] = small->e[--j]; /* moved: path and link go with it */
+	}
+	big->n += small->n;
 	small->n = 0;
 	sm_list_free(small);
 	if (big != m) {
 		*m = *big;
 		*big = (struct sm_list){ 0 };
 	}
-	sm_sort(m);
 	sm_shrink(m);
+}
+
+/* The new manifest's digest, made on a thread while the manifest is
+ * written (each is ~60 ms at 300k entries); both only read the list. */
+struct digest_job {
+	const struct sm_list *m;
+	uint8_t digest[SM_HASH_LEN];
+};
+
+static void *digest_main(void *arg)
+{
+	struct digest_job *j = arg;
+
+	sm_digest(j->m, j->digest);
+	return NULL;
 }
 
 /* How COMMIT makes the temp files durable, before any replaces an old
@@ -468,7 +490,6 @@ static size_t place_stages(struct sync_session *s)
 int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struct gr_err *err)
 {
 	struct strbuf pl = STRBUF_INIT;
-	uint8_t digest[SM_HASH_LEN];
 	size_t elen = 0;
 	const uint8_t *expect = get_bytes(rd, &elen);
 	int rc = 0;
@@ -531,11 +552,19 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 	/* No second syncfs for the renames: if the host crashes before they
 	 * reach the disk, the manifest is ahead of the files, and the next
 	 * OPEN's check (inode, size, mtime, ctime) finds and rehashes them. */
-	if ((rc = sync_write_manifest(s, &s->man, err)) < 0)
+	struct digest_job dj = { .m = &s->man };
+	pthread_t dth;
+	int threaded = pthread_create(&dth, NULL, digest_main, &dj) == 0;
+	rc = sync_write_manifest(s, &s->man, err);
+	if (!rc)
+		sync_leaves_gc(s->statefd, &s->man);
+	if (threaded)
+		pthread_join(dth, NULL);
+	else
+		digest_main(&dj);
+	if (rc < 0)
 		goto out;
-	sync_leaves_gc(s->statefd, &s->man);
-	sm_digest(&s->man, digest);
-	put_bytes(&pl, digest, SM_HASH_LEN);
+	put_bytes(&pl, dj.digest, SM_HASH_LEN);
 	put_u32(&pl, (uint32_t)s->err_paths.n);
 	for (size_t i = 0; i < s->err_paths.n; i++) {
 		put_str(&pl, s->err_paths.v[i]);
@@ -546,6 +575,7 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 	for (size_t i = 0; i < s->warnings.n; i++)
 		put_str(&pl, s->warnings.v[i]);
 	sync_send_long(a, s->id, GR_MSG_OK, GR_F_END, &pl);
+	sync_manifest_keep(s, dj.digest);
 out:
 	sb_release(&pl);
 	return rc;

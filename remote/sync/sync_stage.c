@@ -445,6 +445,7 @@ int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct 
 	char tmp[64];
 	int statefd = s->statefd, fd = -1, rc = 0;
 
+	s->man_written = 0;
 	if (statefd < 0) {
 		rc = gr_errf(err, GR_EIO, "cannot open '%s/%s': %s", s->root, SYNC_STATE_DIR,
 			     strerror(errno));
@@ -460,8 +461,23 @@ int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct 
 		goto out;
 	}
 	fsync(statefd);
+	/* (After the rename, which may change its ctime; under the lock.) */
+	struct stat st;
+	s->man_written = fstat(fd, &st) == 0;
+	if (s->man_written)
+		sync_man_id_of(&st, &s->man_id);
 out:
 	if (fd >= 0)
 		close(fd);
 	return rc;
+}
+
+void sync_man_id_of(const struct stat *st, struct sync_man_id *id)
+{
+	memset(id, 0, sizeof(*id));
+	id->dev = (uint64_t)st->st_dev;
+	id->ino = (uint64_t)st->st_ino;
+	id->size = (uint64_t)st->st_size;
+	id->mtime_ns = sfs_mtime_ns(st);
+	id->ctime_ns = sfs_ctime_ns(st);
 }

@@ -9,7 +9,9 @@
 # sent); .gitignore edited (walks; the file un-ignored is sent); folders
 # made, renamed, removed; a symlink swapped for a folder and back; events
 # dropped by inotify (a tiny fs.inotify.max_queued_events, as root; else
-# skipped); a change made on the host (the next walked sync repairs it).
+# skipped); a change made on the host (the next walked sync repairs it);
+# another sync of the project, and another clone syncing into the same
+# host folder, between two of the watcher's syncs.
 # Against `make PORTABLE=1 SAN=1` (no inotify) everything walks: skipped.
 . "$(dirname "$0")/../lib.sh"
 
@@ -174,6 +176,51 @@ test_expect_success 'events dropped by inotify: it walks' '
 	settle && walked_clean && [ "$(syncs)" -gt "$_ns" ] && [ "$(nowalks)" = "$_nw" ] &&
 	same data/d1.txt && same data/burst100 &&
 	step "echo y >>\"$P/data/d1.txt\"" && no_walk && same data/d1.txt
+'
+
+# A sync without the walk tells a no-op from the reported entries alone
+# (no digest of the whole list): an edit that keeps the size (hashed,
+# and different) must still go; a file written again as it was, mtime
+# kept, is nothing to do.
+test_expect_success 'an edit that keeps the size goes; a file rewritten as it was is up to date' '
+	step "printf \"F2\\n\" >\"$P/src/f2.py\"" && no_walk && same src/f2.py &&
+	step "touch -d @1700000000 \"$P/src/f2.py\"" && no_walk &&
+	[ "$(stat -c %Y "$R/src/f2.py")" = 1700000000 ] &&
+	cp -p "$P/src/f2.py" "$TRASH/f2.keep" &&
+	step "cat \"$TRASH/f2.keep\" >\"$P/src/f2.py\"; touch -r \"$TRASH/f2.keep\" \"$P/src/f2.py\"" &&
+	test_grep "asked the watcher (pid $WPID): up to date" "$TRASH/s.err" && same src/f2.py
+'
+
+# The watcher keeps what its last sync committed (remote-KEY's list) and
+# its agent keeps the manifest it wrote, between syncs: each is used only
+# while its file is the one written. Another gpurun of this project
+# commits meanwhile (the watcher stopped, so it is not asked): the
+# watcher's next sync must walk, not plan against its old list.
+test_expect_success 'another sync of this project commits meanwhile: the watcher walks next' '
+	until_ok 15 idle &&
+	kill -STOP "$WPID" &&
+	echo "other sync" >>"$P/src/f6.py" &&
+	{ (cd "$P" && GPURUN_IO_TIMEOUT=2 "$GPURUN" -v sync) 2>"$TRASH/o.err"; rc=$?;
+	  kill -CONT "$WPID"; [ $rc = 0 ]; } &&
+	test_grep "walked the tree" "$TRASH/o.err" && same src/f6.py &&
+	step "echo w >>\"$P/src/f7.py\"" && all_walked && same src/f7.py &&
+	step "echo w2 >>\"$P/src/f7.py\"" && no_walk && same src/f7.py
+'
+
+# Another clone of the project commits into the same host folder between
+# two of the watcher's syncs: the agent the watcher is connected to must
+# not use the manifest it kept from the watcher's last COMMIT (the file is
+# another now). The host must then be this project, exactly.
+test_expect_success 'another client commits into the host folder meanwhile: the host ends exact' '
+	until_ok 15 idle &&
+	rm -rf "$TRASH/p2" && cp -a "$P" "$TRASH/p2" && rm -rf "$TRASH/p2/.gpurun" &&
+	echo "from the other clone" >"$TRASH/p2/other.txt" &&
+	echo "changed by the other clone" >"$TRASH/p2/docs/a.md" &&
+	(cd "$TRASH/p2" && "$GPURUN" sync) 2>"$TRASH/p2.err" &&
+	[ -e "$R/other.txt" ] && cmp -s "$TRASH/p2/docs/a.md" "$R/docs/a.md" &&
+	step "echo after-other >>\"$P/src/f8.py\"" &&
+	same src/f8.py && same docs/a.md && hasnt other.txt &&
+	step "echo again >>\"$P/src/f8.py\"" && no_walk && same src/f8.py
 '
 
 test_expect_success 'GPURUN_WATCH_WALK=1: every sync walks' '
