@@ -196,13 +196,17 @@ for i in range(n):
 PY
 }
 
-tree_rsync() { measure tree rsync loopback "$(rsync_to "$p" vialo tree-rs)"; }
-tree_gpurun() { measure tree gpurun loopback "$(gpurun_sync "$p")"; }
-tree_tz() { measure_pipe tree tar_zstd_ssh loopback "$(tar_zstd_ssh "$p" vialo tree-tz)"; }
-case_tree() {
-	local p=$TRASH/tree i
+# first_tree NAME HOST PROFILE: the tree's first sync by each tool in
+# turn, through HOST (vialo: loopback; viawan: the WAN proxy, where the
+# link limits, not the CPU, and bytes on the wire are time); the
+# functions below read NAME, HOST and PROFILE as first_tree's locals.
+tree_rsync() { measure "$name" rsync "$prof" "$(rsync_to "$p" "$host" tree-rs)"; }
+tree_gpurun() { measure "$name" gpurun "$prof" "$(gpurun_sync "$p")"; }
+tree_tz() { measure_pipe "$name" tar_zstd_ssh "$prof" "$(tar_zstd_ssh "$p" "$host" tree-tz)"; }
+first_tree() {
+	local name=$1 host=$2 prof=$3 p=$TRASH/tree i
 	[ -d "$p" ] || make_tree "$p"
-	setup_project "$p" vialo tree-gp || return 1
+	setup_project "$p" "$host" tree-gp || return 1
 	for i in $(seq 1 "$RUNS"); do
 		fresh "$p" tree-gp tree-rs tree-tz
 		fresh_fs "$RH" tree-gp tree-rs tree-tz || return 1
@@ -210,28 +214,11 @@ case_tree() {
 	done
 	tree_sig "$RH/tree-gp" gpurun.ini >"$TRASH/a.sig"
 	tree_sig "$RH/tree-rs" >"$TRASH/b.sig"
-	cmp -s "$TRASH/a.sig" "$TRASH/b.sig" || { say "tree: gpurun's and rsync's copies differ"; return 1; }
+	cmp -s "$TRASH/a.sig" "$TRASH/b.sig" || { say "$name: gpurun's and rsync's copies differ"; return 1; }
+	[ "$host" = vialo ] || write_ini "$p" vialo "$TRANSPORT" tree-gp
 }
-
-# The same first sync through the WAN proxy: there the link limits, not
-# the CPU, and bytes on the wire are time.
-treewan_rsync() { measure treewan rsync wan "$(rsync_to "$p" viawan tree-rs)"; }
-treewan_gpurun() { measure treewan gpurun wan "$(gpurun_sync "$p")"; }
-treewan_tz() { measure_pipe treewan tar_zstd_ssh wan "$(tar_zstd_ssh "$p" viawan tree-tz)"; }
-case_treewan() {
-	local p=$TRASH/tree i
-	[ -d "$p" ] || make_tree "$p"
-	setup_project "$p" viawan tree-gp || return 1
-	for i in $(seq 1 "$RUNS"); do
-		fresh "$p" tree-gp tree-rs tree-tz
-		fresh_fs "$RH" tree-gp tree-rs tree-tz || return 1
-		in_turn "$i" treewan_rsync treewan_gpurun treewan_tz
-	done
-	tree_sig "$RH/tree-gp" gpurun.ini >"$TRASH/a.sig"
-	tree_sig "$RH/tree-rs" >"$TRASH/b.sig"
-	cmp -s "$TRASH/a.sig" "$TRASH/b.sig" || { say "treewan: gpurun's and rsync's copies differ"; return 1; }
-	write_ini "$p" vialo "$TRANSPORT" tree-gp
-}
+case_tree() { first_tree tree vialo loopback; }
+case_treewan() { first_tree treewan viawan wan; }
 
 treenoop_rsync() { measure treenoop rsync wan "$(rsync_to "$p" viawan tree-rs)"; }
 treenoop_gpurun() { measure treenoop gpurun wan "$(gpurun_sync "$p")"; }
