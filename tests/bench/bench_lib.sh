@@ -23,6 +23,23 @@ ratio() {
 		else printf f "\n", a / b }'
 }
 
+# many_files DIR N [empty]: N small files, 1000 a folder: DIR/dK/fJ.txt
+# for file number K*1000+J, each holding its number (empty: nothing),
+# so a tree of any size is made in seconds and a path names its file.
+many_files() {
+	python3 - "$1" "$2" "${3:-}" <<'PY'
+import os, sys
+root, n, empty = sys.argv[1], int(sys.argv[2]), sys.argv[3] == 'empty'
+for i in range(n):
+    d = os.path.join(root, 'd%d' % (i // 1000))
+    if i % 1000 == 0:
+        os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, 'f%d.txt' % (i % 1000)), 'w') as f:
+        if not empty:
+            f.write('%d\n' % i)
+PY
+}
+
 # Copies on a new file system each run: a loop-mounted ext4 image with
 # direct I/O, so a flush reaches the disk. The host's disk then holds no
 # inodes freed by earlier runs or by other work on the machine (ext4's

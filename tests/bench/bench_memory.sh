@@ -15,6 +15,7 @@ B=${1:-${GPURUN_BUILD:-build}}
 case $B in /*) ;; *) B=$TOP/$B ;; esac
 export GPURUN_BUILD=$B
 . "$TOP/tests/lib.sh"
+. "$TOP/tests/bench/bench_lib.sh"
 
 SIZES=${SIZES:-"1000 10000 100000 300000${BENCH_BIG:+ 1000000}"}
 RH=$TRASH/gpuhost-home
@@ -25,18 +26,6 @@ trust_sshd gpuhost
 mkdir -p "$TRASH/boot" "$RH/boot" && write_ini "$TRASH/boot" gpuhost libssh2 boot &&
 	"$GPURUN" -C "$TRASH/boot" exec true && agent_wrap "$RH" /usr/bin/time -a -f %M -o "$TRASH/agent.rss" || exit 1
 SSH="ssh -F $HOME/.ssh/config -o BatchMode=yes"
-
-make_tree() { # make_tree DIR N: N empty files, 1000 a folder
-	python3 - "$1" "$2" <<'PY'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    d = os.path.join(root, 'd%04d' % (i // 1000))
-    if i % 1000 == 0:
-        os.makedirs(d, exist_ok=True)
-    open(os.path.join(d, 'f%07d.txt' % i), 'w').close()
-PY
-}
 
 # gp PROJECT: one gpurun sync; prints "client_KiB agent_KiB ms"
 gp() {
@@ -69,11 +58,11 @@ printf "%8s  %-10s %9s %9s %8s   %9s %9s %8s   %6s %6s\n" files case "gpurun" "a
 	"rsync" "rsync@host" "ms" "cl/rs" "ag/rs"
 for n in $SIZES; do
 	P=$TRASH/p$n
-	make_tree "$P" "$n" && write_ini "$P" gpuhost libssh2 "g$n" || exit 1
+	many_files "$P" "$n" empty && write_ini "$P" gpuhost libssh2 "g$n" || exit 1
 	mkdir -p "$RH/r$n"
 	row "$n" first "$(gp "$P")" "$(rs "$P" "r$n")"
 	row "$n" no-op "$(gp "$P")" "$(rs "$P" "r$n")"
-	echo edit >"$P/d0000/f0000001.txt"
+	echo edit >"$P/d0/f1.txt"
 	row "$n" "1 edit" "$(gp "$P")" "$(rs "$P" "r$n")"
 	rm -rf "$P" "$RH/g$n" "$RH/r$n"
 done

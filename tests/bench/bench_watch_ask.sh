@@ -7,10 +7,12 @@
 # (/usr/bin/time) and of the watcher (VmHWM).
 #   GPURUN_BUILD=$PWD/build FILES=300000 bash tests/bench/bench_watch_ask.sh
 . "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/bench_lib.sh"
 FILES=${FILES:-300000}
+# (edit10 writes into folders d7 to d70)
+[ "$FILES" -ge 71000 ] || { say "FILES must be at least 71000: the edits go to d7..d70"; exit 1; }
 P=$TRASH/proj
 R=$TRASH/gpuhost-home/proj
-median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 # one LABEL: time one `gpurun -q sync` (ms) and its peak RSS, to $TRASH/LABEL.{ms,rss}
 one() {
 	local t0 t1
@@ -33,16 +35,7 @@ latency() {
 	for _i in $(seq 1 200); do sleep 0.1; flock -n "$P/.gpurun/sync.lock" true && break; done
 }
 start_sshd gpuhost && trust_sshd gpuhost || exit 1
-python3 - "$P" "$FILES" <<'PY'
-import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-for i in range(n):
-    d = os.path.join(root, 'd%d' % (i // 1000))
-    if i % 1000 == 0:
-        os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, 'f%d.txt' % (i % 1000)), 'w') as f:
-        f.write('%d\n' % i)
-PY
+many_files "$P" "$FILES" || exit 1
 write_ini "$P" gpuhost libssh2 proj
 t0=$(date +%s); (cd "$P" && "$GPURUN" -q sync) || exit 1; echo "first sync: $(( $(date +%s) - t0 )) s" >&2
 (cd "$P" && "$GPURUN" -q sync)  # the stat cache settled
