@@ -103,6 +103,19 @@ static void hold_key(const struct gr_config *cfg, char out[17])
 	snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
 
+/* "DIR/KEY", the name of cfg's holder files without their ending (.sock,
+ * .lock, .pid): 0, or -1 with why set (the folder is not to be used). */
+static int hold_base(const struct gr_config *cfg, struct strbuf *base, struct strbuf *why)
+{
+	char key[17];
+
+	if (hold_dir(base, why) < 0)
+		return -1;
+	hold_key(cfg, key);
+	sb_addf(base, "/%s", key);
+	return 0;
+}
+
 /* ---- reaching a holder ---- */
 
 /* Connect to sock: the fd (non-blocking), or -1 with errno. */
@@ -469,23 +482,22 @@ static void say(const struct tr_opts *o, int always, const char *fmt, ...)
 int transport_mux(struct gr_transport **out, const struct gr_config *cfg,
 		  const struct tr_cmd *cmd, const struct tr_opts *o, struct gr_err *err)
 {
-	struct strbuf dir = STRBUF_INIT, why = STRBUF_INIT, sock = STRBUF_INIT,
+	struct strbuf base = STRBUF_INIT, why = STRBUF_INIT, sock = STRBUF_INIT,
 		      lock = STRBUF_INIT;
 	struct mux_transport *t;
-	char key[17], *line = NULL;
+	char *line = NULL;
 	int fd = -1, lfd = -1, es[2] = { -1, -1 }, rc = 1, started = 0;
 	pid_t pid = 0;
 	int ms = (cfg->remote.connect_timeout > 0 ? cfg->remote.connect_timeout
 						  : SSH_DEFAULT_TIMEOUT_S) * 1000 + 5000;
 
-	if (hold_dir(&dir, &why) < 0) {
+	if (hold_base(cfg, &base, &why) < 0) {
 		/* Worth seeing each time: the folder is not safe to share. */
 		say(o, 1, "not keeping the connection open: %s", why.buf);
 		goto out;
 	}
-	hold_key(cfg, key);
-	sb_addf(&sock, "%s/%s.sock", dir.buf, key);
-	sb_addf(&lock, "%s/%s.lock", dir.buf, key);
+	sb_addf(&sock, "%s.sock", base.buf);
+	sb_addf(&lock, "%s.lock", base.buf);
 	if (sock.len >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 		say(o, 0, "not keeping the connection open: %s is too long a socket path", sock.buf);
 		goto out;
@@ -546,7 +558,7 @@ out:
 	if (es[1] >= 0)
 		close(es[1]);
 	free(line);
-	sb_release(&dir);
+	sb_release(&base);
 	sb_release(&why);
 	sb_release(&sock);
 	sb_release(&lock);
@@ -555,23 +567,22 @@ out:
 
 int transport_hold_find(const struct gr_config *cfg, long *pid, struct strbuf *why)
 {
-	struct strbuf dir = STRBUF_INIT, path = STRBUF_INIT;
-	char key[17], buf[32];
+	struct strbuf base = STRBUF_INIT, path = STRBUF_INIT;
+	char buf[32];
 	struct stat st;
 	int rc = 0, fd;
 	ssize_t r;
 
 	*pid = 0;
-	if (hold_dir(&dir, why) < 0) {
+	if (hold_base(cfg, &base, why) < 0) {
 		rc = -1;
 		goto out;
 	}
-	hold_key(cfg, key);
-	sb_addf(&path, "%s/%s.sock", dir.buf, key);
+	sb_addf(&path, "%s.sock", base.buf);
 	if (lstat(path.buf, &st) < 0 || !S_ISSOCK(st.st_mode))
 		goto out;
 	sb_reset(&path);
-	sb_addf(&path, "%s/%s.pid", dir.buf, key);
+	sb_addf(&path, "%s.pid", base.buf);
 	fd = open(path.buf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		goto out;
@@ -587,25 +598,24 @@ int transport_hold_find(const struct gr_config *cfg, long *pid, struct strbuf *w
 		rc = 1;
 	}
 out:
-	sb_release(&dir);
+	sb_release(&base);
 	sb_release(&path);
 	return rc;
 }
 
 int transport_hold_stop(const struct gr_config *cfg, long *pid, struct gr_err *err)
 {
-	struct strbuf dir = STRBUF_INIT, why = STRBUF_INIT, sock = STRBUF_INIT;
-	char key[17], buf[32];
+	struct strbuf base = STRBUF_INIT, why = STRBUF_INIT, sock = STRBUF_INIT;
+	char buf[32];
 	int fd = -1, rc = 0;
 	ssize_t r = 0;
 
 	*pid = 0;
-	if (hold_dir(&dir, &why) < 0) {
+	if (hold_base(cfg, &base, &why) < 0) {
 		rc = gr_errf(err, GR_EIO, "%s", why.buf);
 		goto out;
 	}
-	hold_key(cfg, key);
-	sb_addf(&sock, "%s/%s.sock", dir.buf, key);
+	sb_addf(&sock, "%s.sock", base.buf);
 	if (sock.len >= sizeof(((struct sockaddr_un *)0)->sun_path) || (fd = dial(sock.buf)) < 0)
 		goto out; /* none there (a stale socket is no holder either) */
 	if (compat_send_nosignal(fd, "GRX1", 4, 0) != 4 || wait_fd(fd, POLLIN, 5000) <= 0 ||
@@ -619,7 +629,7 @@ int transport_hold_stop(const struct gr_config *cfg, long *pid, struct gr_err *e
 out:
 	if (fd >= 0)
 		close(fd);
-	sb_release(&dir);
+	sb_release(&base);
 	sb_release(&why);
 	sb_release(&sock);
 	return rc;
