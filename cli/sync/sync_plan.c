@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "sync_plan.h"
+#include "sync_proto.h"
 
-#define DELTA_BASE_MIN (64u << 10) /* a host version smaller than this is no base */
 
 static void push_idx(size_t **v, size_t *n, size_t i)
 {
@@ -23,7 +23,7 @@ static void send_file(struct sync_plan *p, const struct sm_list *local, size_t i
 	struct sync_item it = { .local = (uint32_t)i, .how = HOW_TAR,
 				.prev = r ? (uint32_t)(r - p->remote->e) + 1 : 0 };
 
-	if (r && r->type == SM_FILE && l->size >= delta_min && r->size >= DELTA_BASE_MIN)
+	if (r && r->type == SM_FILE && l->size >= delta_min && r->size >= SYNC_DELTA_BASE_MIN)
 		it.how = have_sig && have_sig(arg, r->hash) ? HOW_DELTA : HOW_DELTA_SIG;
 	p->files = xrealloc(p->files, (p->nfiles + 1) * sizeof(*p->files));
 	p->files[p->nfiles++] = it;

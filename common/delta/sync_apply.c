@@ -368,22 +368,30 @@ static int cmp_str(const void *a, const void *b)
 
 void sync_leaves_gc(int statefd, const struct sm_list *man)
 {
-	int dfd = statefd < 0 ? -1 : leaves_dir(statefd, 0);
-	DIR *dir = dfd < 0 ? NULL : fdopendir(dfd);
-	struct dirent *de;
-
-	if (!dir) {
-		if (dfd >= 0)
-			close(dfd);
-		return;
-	}
 	struct strvec want = STRVEC_INIT;
+
 	for (size_t i = 0; i < man->n; i++) {
 		char hex[2 * SM_HASH_LEN + 1];
 		if (man->e[i].type != SM_FILE || man->e[i].size < SYNC_LEAVES_MIN)
 			continue;
 		sm_hex(man->e[i].hash, hex);
 		sv_push(&want, hex);
+	}
+	sync_leaves_gc_want(statefd, &want);
+	sv_clear(&want);
+}
+
+void sync_leaves_gc_want(int statefd, struct strvec *wantp)
+{
+	int dfd = statefd < 0 ? -1 : leaves_dir(statefd, 0);
+	DIR *dir = dfd < 0 ? NULL : fdopendir(dfd);
+	struct dirent *de;
+	struct strvec want = *wantp;
+
+	if (!dir) {
+		if (dfd >= 0)
+			close(dfd);
+		return;
 	}
 	if (want.n > 1)
 		qsort(want.v, want.n, sizeof(*want.v), cmp_str);
@@ -395,5 +403,4 @@ void sync_leaves_gc(int statefd, const struct sm_list *man)
 			unlinkat(dirfd(dir), de->d_name, 0);
 	}
 	closedir(dir);
-	sv_clear(&want);
 }

@@ -59,5 +59,7 @@ void sync_leaves_save(int statefd, const uint8_t hash[SM_HASH_LEN], const uint8_
 		      uint64_t n);
 /* Remove cached block hashes of versions the manifest no longer holds. */
 void sync_leaves_gc(int statefd, const struct sm_list *man);
+/* The same with the hex hashes to keep (sorted here, in place). */
+void sync_leaves_gc_want(int statefd, struct strvec *want);
 
 #endif

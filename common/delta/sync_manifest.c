@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "compat.h"
@@ -269,36 +270,71 @@ void sm_digest(const struct sm_list *l, uint8_t out[SM_HASH_LEN])
 	sm_digest_final(&d, out);
 }
 
-void sm_encode(const struct sm_list *l, int with_host, struct strbuf *out)
+void sm_encode_head(struct strbuf *out, int with_host, uint32_t count)
 {
 	sb_add(out, SM_MAGIC, 4);
 	put_u32(out, SM_VERSION);
 	put_u8(out, (uint8_t)!!with_host);
-	put_u32(out, (uint32_t)l->n);
+	put_u32(out, count);
+}
+
+void sm_encode(const struct sm_list *l, int with_host, struct strbuf *out)
+{
+	sm_encode_head(out, with_host, (uint32_t)l->n);
 	for (size_t i = 0; i < l->n; i++)
 		sm_put_entry(out, &l->e[i], with_host);
 }
 
+void sm_writer_init(struct sm_writer *w, int fd, int with_host)
+{
+	memset(w, 0, sizeof(*w));
+	w->fd = fd;
+	w->with_host = !!with_host;
+	sm_encode_head(&w->b, with_host, 0); /* the count: sm_writer_finish */
+}
+
+void sm_writer_add(struct sm_writer *w, const struct sm_entry *e)
+{
+	if (w->failed)
+		return;
+	if (w->n == UINT32_MAX) {
+		w->failed = EFBIG;
+		return;
+	}
+	sm_put_entry(&w->b, e, w->with_host);
+	w->n++;
+	if (w->b.len >= (256u << 10)) {
+		if (write_full(w->fd, w->b.buf, w->b.len) < 0)
+			w->failed = errno ? errno : EIO;
+		sb_reset(&w->b);
+	}
+}
+
+int sm_writer_finish(struct sm_writer *w)
+{
+	struct strbuf c = STRBUF_INIT;
+	int rc = w->failed;
+
+	if (!rc && w->b.len && write_full(w->fd, w->b.buf, w->b.len) < 0)
+		rc = errno ? errno : EIO;
+	put_u32(&c, w->n);
+	if (!rc && pwrite(w->fd, c.buf, 4, 9) != 4)
+		rc = errno ? errno : EIO;
+	sb_release(&c);
+	sb_release(&w->b);
+	if (rc)
+		errno = rc;
+	return rc ? -1 : 0;
+}
+
 int sm_encode_fd(const struct sm_list *l, int with_host, int fd)
 {
-	struct strbuf b = STRBUF_INIT;
-	int rc = 0;
+	struct sm_writer w;
 
-	sb_add(&b, SM_MAGIC, 4);
-	put_u32(&b, SM_VERSION);
-	put_u8(&b, (uint8_t)!!with_host);
-	put_u32(&b, (uint32_t)l->n);
-	for (size_t i = 0; i < l->n && !rc; i++) {
-		sm_put_entry(&b, &l->e[i], with_host);
-		if (b.len >= (256u << 10) || i + 1 == l->n) {
-			rc = write_full(fd, b.buf, b.len);
-			sb_reset(&b);
-		}
-	}
-	if (!rc && b.len)
-		rc = write_full(fd, b.buf, b.len);
-	sb_release(&b);
-	return rc < 0 ? -1 : 0;
+	sm_writer_init(&w, fd, with_host);
+	for (size_t i = 0; i < l->n; i++)
+		sm_writer_add(&w, &l->e[i]);
+	return sm_writer_finish(&w);
 }
 
 struct sm_entry *sm_get_entry(struct gr_rd *rd, struct sm_list *l, int with_host)

@@ -114,6 +114,21 @@ void sm_encode(const struct sm_list *l, int with_host, struct strbuf *out);
 /* The same, written to fd in pieces of 256 KiB (a manifest of 100k
  * entries is 12 MiB); 0, or -1 with errno set. */
 int sm_encode_fd(const struct sm_list *l, int with_host, int fd);
+/* The header sm_encode puts before count entries (each sm_put_entry). */
+void sm_encode_head(struct strbuf *out, int with_host, uint32_t count);
+/* The same an entry at a time, for a list that is never whole in memory
+ * (the agent's manifest rewritten as a stream): entries in sorted order;
+ * written in pieces of 256 KiB, the count put into the header at the end
+ * (fd must be a file opened for writing at offset 0). finish: 0, or -1
+ * with errno set (also for a write that failed earlier). */
+struct sm_writer {
+	int fd, with_host, failed;
+	uint32_t n;
+	struct strbuf b;
+};
+void sm_writer_init(struct sm_writer *w, int fd, int with_host);
+void sm_writer_add(struct sm_writer *w, const struct sm_entry *e);
+int sm_writer_finish(struct sm_writer *w);
 int sm_decode(const void *p, size_t n, int with_host, struct sm_list *l,
 	      struct gr_err *err);
 /* sm_decode of what fd holds (read to its end), in pieces: the file is

@@ -102,6 +102,11 @@ enum {
 /* Where the agent keeps its state, inside the remote project folder.
  * The client never sends or deletes anything under it (it is the name
  * of gpurun's local state folder too, which the scan always skips). */
+/* The smallest host version a delta is made against: the client plans
+ * none against a smaller one, and an agent keeps only the entries at or
+ * above it at hand for FILE's check (the rest of its manifest stays on
+ * disk). */
+#define SYNC_DELTA_BASE_MIN (64u << 10)
 #define SYNC_STATE_DIR ".gpurun"
 #define SYNC_MANIFEST_FILE ".gpurun/sync-manifest"
 #define SYNC_LOCK_FILE ".gpurun/sync-lock"

@@ -2,8 +2,10 @@
  * agent_sync.c (the requests) calls sync_session.c (OPEN's work),
  * sync_commit.c (OPS and COMMIT), sync_untar.c (the tar.zst stream,
  * unpacked on a worker thread) and sync_patch.c (whole files and librsync
- * deltas, signatures); they call sync_stage.c (staging, temp files, errors,
- * paths, the manifest's file) and sync_fs.c, which call none of them.
+ * deltas, signatures); they call sync_man.c (a manifest left on disk, read
+ * and written as a stream), which with them calls sync_stage.c (staging,
+ * temp files, errors, paths, the manifest's file) and sync_fs.c, which
+ * call none of them.
  *
  * Every file arrives into a temp file beside its final name; COMMIT makes
  * them durable (one syncfs), renames them into place and writes the
@@ -80,11 +82,34 @@ struct sync_man_id {
 	int64_t mtime_ns, ctime_ns;
 };
 
+struct sync_session;
+
+/* What a session changes in a manifest that stays in its file (on_disk):
+ * applied as the file is read, never to a list of the whole. */
+struct man_overlay {
+	struct sm_list put;      /* sorted, one per path: replace or join */
+	struct strvec del;       /* sorted: paths that go */
+	struct sync_meta **metas; /* sorted by path (stable): mode/time changes */
+	size_t nmetas;
+	/* Apply *m to the old entry e (a file, or not: it says), or report it. */
+	void (*meta)(struct sync_session *s, const struct sync_meta *m, struct sm_entry *e);
+};
+
 struct sync_session {
 	uint32_t id;
 	int rootfd, statefd, lockfd, journalfd;
 	char *root;
-	struct sm_list man;      /* the manifest, refreshed against the disk */
+	/* The manifest. A walked session (OPEN checks every entry against
+	 * the disk) leaves it in its file, on_disk: man stays empty, manfd
+	 * reads it, and the session holds only what it changes (ov), and the
+	 * entries a delta may be made against (bases). Its memory then does
+	 * not grow with the tree (issue 36: 38 MiB at 300k entries, in a
+	 * list). A watcher's session (trusted, or one that finds the list its
+	 * connection kept) has it whole in man, for speed. */
+	struct sm_list man;
+	int on_disk, manfd;      /* manfd: -1 when there is none (or damaged) */
+	struct man_overlay ov;   /* on_disk: what OPEN's check changed, until written */
+	struct sm_list bases;    /* on_disk: files of SYNC_DELTA_BASE_MIN bytes or more */
 	struct sm_list added;    /* folders and links made (sorted at commit) */
 	struct strvec deleted;   /* paths removed */
 	struct sfs_dir dir;      /* the main thread's folder cache */
@@ -189,6 +214,8 @@ int sync_pending_range(struct sfs_dir *d, const struct sync_pending *p, unsigned
 /* Write the manifest (with host fields) into the state folder, atomically;
  * its identity then in s->man_id (s->man_written). */
 int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct gr_err *err);
+/* The manifest entry for path (a file a delta may be made against), or NULL. */
+const struct sm_entry *sync_man_base(const struct sync_session *s, const char *path);
 void sync_man_id_of(const struct stat *st, struct sync_man_id *id);
 void sync_host_fields(struct sm_entry *e, const struct stat *st);
 
@@ -214,6 +241,24 @@ void sync_session_free(struct sync_session *s);
  * the file again if the file is still the one written (its identity,
  * checked under the lock: another client's COMMIT makes a new one). */
 void sync_manifest_keep(struct sync_session *s, const uint8_t digest[SM_HASH_LEN]);
+
+/* sync_man.c: a manifest on disk (on_disk), read as a stream. */
+/* each(arg, entry) for every entry of the file with ov applied, in order
+ * (ov NULL: as it is). 0, or an error (a damaged file: the caller has
+ * been told of some entries). */
+int sync_man_each(struct sync_session *s, const struct man_overlay *ov,
+		  void (*each)(void *arg, const struct sm_entry *e), void *arg,
+		  struct gr_err *err);
+/* Write the file with ov applied as the new manifest (as
+ * sync_write_manifest), its digest into digest; manfd then reads the new
+ * one. leaves (if not NULL): the hex hashes of its files that keep block
+ * hashes, for sync_leaves_gc_want. */
+int sync_man_write(struct sync_session *s, const struct man_overlay *ov,
+		   uint8_t digest[SM_HASH_LEN], struct strvec *leaves, struct gr_err *err);
+/* The file with ov applied, as sm_encode_z would make it of the list. */
+int sync_man_encode_z(struct sync_session *s, const struct man_overlay *ov,
+		      struct strbuf *out, struct gr_err *err);
+void sync_overlay_clear(struct man_overlay *ov);
 
 /* sync_commit.c */
 int sync_apply_ops(struct sync_session *s, struct gr_rd *rd, struct gr_err *err);

@@ -246,6 +246,23 @@ static int in_sorted(char **v, size_t n, const char *p)
 	return n && bsearch(&p, v, n, sizeof(*v), cmp_str) != NULL;
 }
 
+/* s->added sorted, one entry a path (the later one wins). */
+static void added_unique(struct sync_session *s)
+{
+	size_t keep = 0;
+
+	sm_sort(&s->added);
+	for (size_t i = 0; i < s->added.n; i++) {
+		struct sm_entry *e = &s->added.e[i];
+		if (i + 1 < s->added.n && !strcmp(e->path, s->added.e[i + 1].path)) {
+			sm_entry_release(e); /* the later one wins */
+			continue;
+		}
+		s->added.e[keep++] = *e;
+	}
+	s->added.n = keep;
+}
+
 /* The manifest after this session, made in s->man itself: old entries
  * minus deletions and minus those replaced, then the new and replaced
  * ones (s->added, whose entries move in: added is left empty), sorted.
@@ -256,7 +273,7 @@ static void merge(struct sync_session *s)
 	struct sm_list *m = &s->man;
 	size_t keep = 0;
 
-	sm_sort(&s->added);
+	added_unique(s);
 	if (s->deleted.n > 1)
 		qsort(s->deleted.v, s->deleted.n, sizeof(char *), cmp_str);
 	for (size_t i = 0; i < m->n; i++) {
@@ -268,16 +285,6 @@ static void merge(struct sync_session *s)
 		m->e[keep++] = *e;
 	}
 	m->n = keep;
-	keep = 0;
-	for (size_t i = 0; i < s->added.n; i++) {
-		struct sm_entry *e = &s->added.e[i];
-		if (i + 1 < s->added.n && !strcmp(e->path, s->added.e[i + 1].path)) {
-			sm_entry_release(e); /* the later one wins */
-			continue;
-		}
-		s->added.e[keep++] = *e;
-	}
-	s->added.n = keep;
 	/* The shorter list moves into the longer one (a first sync's added
 	 * holds every file, an edit's old list does). */
 	struct sm_list *big = m->n >= s->added.n ? m : &s->added;
@@ -429,24 +436,66 @@ static void make_durable(struct sync_session *s)
 	pthread_join(th, NULL);
 }
 
-/* The mode/time-only changes OPS announced. */
+/* One mode/time-only change OPS announced, to the file old describes
+ * (NULL: the manifest has no such path). */
+static void apply_meta(struct sync_session *s, const struct sync_meta *m, struct sm_entry *old)
+{
+	struct stat st;
+
+	if (!old || old->type != SM_FILE) {
+		sync_add_error(s, m->path, "cannot change mode or time: not a file gpurun sent");
+	} else if (set_meta(s, m->path, m->mode, m->mtime_ns, &st) < 0) {
+		sync_add_errno(s, m->path, errno, "cannot change mode or time: %s",
+			       strerror(errno));
+	} else {
+		old->mode = m->mode & 0777;
+		old->mtime_ns = m->mtime_ns;
+		sync_host_fields(old, &st);
+	}
+}
+
 static void apply_metas(struct sync_session *s)
 {
-	for (size_t i = 0; i < s->nmetas; i++) {
-		const struct sync_meta *m = &s->metas[i];
-		struct sm_entry *old = sm_find(&s->man, m->path);
-		struct stat st;
-		if (!old || old->type != SM_FILE) {
-			sync_add_error(s, m->path, "cannot change mode or time: not a file gpurun sent");
-		} else if (set_meta(s, m->path, m->mode, m->mtime_ns, &st) < 0) {
-			sync_add_errno(s, m->path, errno, "cannot change mode or time: %s",
-				       strerror(errno));
-		} else {
-			old->mode = m->mode & 0777;
-			old->mtime_ns = m->mtime_ns;
-			sync_host_fields(old, &st);
-		}
-	}
+	for (size_t i = 0; i < s->nmetas; i++)
+		apply_meta(s, &s->metas[i], sm_find(&s->man, s->metas[i].path));
+}
+
+/* By path, and in the order OPS sent them (a second one for a path
+ * applies after the first). */
+static int cmp_meta(const void *a, const void *b)
+{
+	const struct sync_meta *x = *(const struct sync_meta *const *)a;
+	const struct sync_meta *y = *(const struct sync_meta *const *)b;
+	int c = strcmp(x->path, y->path);
+
+	return c ? c : (x > y) - (x < y);
+}
+
+/* COMMIT's manifest for a session that left it on disk: the file read
+ * and written as a stream with added, deleted and the metas applied on
+ * the way (the metas' changes to the files are made then too). */
+static int write_on_disk(struct sync_session *s, uint8_t digest[SM_HASH_LEN], struct gr_err *err)
+{
+	struct man_overlay ov = { .meta = apply_meta };
+	struct strvec leaves = STRVEC_INIT;
+	int rc;
+
+	added_unique(s);
+	if (s->deleted.n > 1)
+		qsort(s->deleted.v, s->deleted.n, sizeof(char *), cmp_str);
+	ov.put = s->added; /* (lent: the session frees them) */
+	ov.del = s->deleted;
+	ov.metas = xcalloc(s->nmetas ? s->nmetas : 1, sizeof(*ov.metas));
+	for (size_t i = 0; i < s->nmetas; i++)
+		ov.metas[i] = &s->metas[i];
+	ov.nmetas = s->nmetas;
+	qsort(ov.metas, ov.nmetas, sizeof(*ov.metas), cmp_meta);
+	rc = sync_man_write(s, &ov, digest, &leaves, err);
+	if (!rc)
+		sync_leaves_gc_want(s->statefd, &leaves);
+	sv_clear(&leaves);
+	free(ov.metas);
+	return rc;
 }
 
 /* The staged folders into place, each with one rename; then paths no
@@ -547,23 +596,28 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 	free(s->pend); /* gone before the new manifest is made */
 	s->pend = NULL;
 	s->apend = 0;
-	apply_metas(s);
-	merge(s);
 	/* No second syncfs for the renames: if the host crashes before they
 	 * reach the disk, the manifest is ahead of the files, and the next
 	 * OPEN's check (inode, size, mtime, ctime) finds and rehashes them. */
 	struct digest_job dj = { .m = &s->man };
-	pthread_t dth;
-	int threaded = pthread_create(&dth, NULL, digest_main, &dj) == 0;
-	rc = sync_write_manifest(s, &s->man, err);
-	if (!rc)
-		sync_leaves_gc(s->statefd, &s->man);
-	if (threaded)
-		pthread_join(dth, NULL);
-	else
-		digest_main(&dj);
-	if (rc < 0)
-		goto out;
+	if (s->on_disk) {
+		if ((rc = write_on_disk(s, dj.digest, err)) < 0)
+			goto out;
+	} else {
+		apply_metas(s);
+		merge(s);
+		pthread_t dth;
+		int threaded = pthread_create(&dth, NULL, digest_main, &dj) == 0;
+		rc = sync_write_manifest(s, &s->man, err);
+		if (!rc)
+			sync_leaves_gc(s->statefd, &s->man);
+		if (threaded)
+			pthread_join(dth, NULL);
+		else
+			digest_main(&dj);
+		if (rc < 0)
+			goto out;
+	}
 	put_bytes(&pl, dj.digest, SM_HASH_LEN);
 	put_u32(&pl, (uint32_t)s->err_paths.n);
 	for (size_t i = 0; i < s->err_paths.n; i++) {

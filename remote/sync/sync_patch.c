@@ -275,7 +275,7 @@ int sync_h_file(struct agent *a, uint32_t id, struct gr_rd *rd, struct gr_err *e
 	f->zout = xmalloc(OUTBUF);
 	if (kind == SYNC_FILE_DELTA) {
 		/* The delta is only good against the version it was made for. */
-		struct sm_entry *cur = sm_find(&s->man, f->path);
+		const struct sm_entry *cur = sync_man_base(s, f->path);
 		const char *bn;
 		if (!cur || cur->type != SM_FILE || memcmp(cur->hash, base, SM_HASH_LEN)) {
 			rc = gr_errf(err, GR_ECONFLICT,

@@ -106,7 +106,7 @@ static void kept_drop(void)
 void sync_manifest_keep(struct sync_session *s, const uint8_t digest[SM_HASH_LEN])
 {
 	kept_drop();
-	if (!s->man_written)
+	if (!s->man_written || s->on_disk) /* (on disk: there is no list to keep) */
 		return;
 	kept.have = 1;
 	kept.id = s->man_id;
@@ -117,8 +117,10 @@ void sync_manifest_keep(struct sync_session *s, const uint8_t digest[SM_HASH_LEN
 
 /* The manifest into s->man; 1 when it is the one kept (base: its
  * digest), else 0 (read from the file; what was kept is dropped).
- * may_keep: the lock is held (else the file may change meanwhile). */
-static int load_manifest(struct sync_session *s, int statefd, int may_keep,
+ * may_keep: the lock is held (else the file may change meanwhile).
+ * on_disk: a walked session's: unless the kept one is taken, the file is
+ * not read into s->man but left open in s->manfd (s->on_disk). */
+static int load_manifest(struct sync_session *s, int statefd, int may_keep, int on_disk,
 			 uint8_t base[SM_HASH_LEN])
 {
 	int fd = statefd < 0 ? -1 : openat(statefd, STATE_NAME(SYNC_MANIFEST_FILE),
@@ -138,6 +140,11 @@ static int load_manifest(struct sync_session *s, int statefd, int may_keep,
 		}
 	}
 	kept_drop();
+	if (on_disk) { /* read as a stream by the refresh, and from then on */
+		s->on_disk = 1;
+		s->manfd = fd;
+		return 0;
+	}
 	if (fd < 0)
 		return 0;
 	/* Read in pieces: the file held whole beside the list it becomes was
@@ -250,6 +257,7 @@ struct stat_slot {
 
 struct stat_job {
 	struct sync_session *s;
+	const struct sm_list *l;
 	struct stat_slot *slot;
 	size_t lo, hi; /* manifest indexes; slot[i - base] */
 	size_t base;
@@ -263,15 +271,15 @@ static void *stat_range(void *arg)
 	sync_dir_init(j->s, &d);
 	for (size_t i = j->lo; i < j->hi; i++) {
 		struct stat_slot *sl = &j->slot[i - j->base];
-		sl->err = sfs_lstat(&d, j->s->man.e[i].path, &sl->st) < 0;
+		sl->err = sfs_lstat(&d, j->l->e[i].path, &sl->st) < 0;
 	}
 	sfs_dir_release(&d);
 	return NULL;
 }
 
-/* slot[0 .. hi-lo) gets the lstat of manifest entries lo .. hi. */
-static void stat_block(struct sync_session *s, struct stat_slot *slot, size_t lo, size_t hi,
-		       int nthreads)
+/* slot[0 .. hi-lo) gets the lstat of l's entries lo .. hi. */
+static void stat_block(struct sync_session *s, const struct sm_list *l, struct stat_slot *slot,
+		       size_t lo, size_t hi, int nthreads)
 {
 	struct stat_job jobs[STAT_THREADS];
 	pthread_t th[STAT_THREADS];
@@ -283,7 +291,7 @@ static void stat_block(struct sync_session *s, struct stat_slot *slot, size_t lo
 	if (nthreads < 1 || n < STAT_PAR_MIN)
 		nthreads = 1;
 	for (int t = 0; t < nthreads; t++) {
-		jobs[t] = (struct stat_job){ s, slot, lo + n * (size_t)t / (size_t)nthreads,
+		jobs[t] = (struct stat_job){ s, l, slot, lo + n * (size_t)t / (size_t)nthreads,
 					     lo + n * (size_t)(t + 1) / (size_t)nthreads, lo };
 		if (t > 0 && pthread_create(&th[t], NULL, stat_range, &jobs[t]) == 0)
 			started[t] = 1;
@@ -295,6 +303,52 @@ static void stat_block(struct sync_session *s, struct stat_slot *slot, size_t lo
 		else
 			stat_range(&jobs[t]); /* no thread: do it here */
 	}
+}
+
+enum { REF_KEEP, REF_DEAD, REF_GONE, REF_HOST, REF_UPDATED };
+
+/* One entry of a refresh against its lstat (sl): REF_KEEP (as it was),
+ * REF_DEAD (below a folder gone: dropped silently), REF_GONE (described
+ * in changes as missing), REF_HOST (only the host fields changed) or
+ * REF_UPDATED (e describes it now; in changes). For the last three,
+ * *before is e as it was (its link the caller frees). dead: the folders
+ * gone, in manifest order. */
+static int refresh_entry(struct sync_session *s, struct sm_entry *e, const struct stat_slot *sl,
+			 struct strvec *dead, struct strbuf *changes, uint32_t *n,
+			 struct sm_entry *before)
+{
+	const struct stat *st = &sl->st;
+
+	if (under_dead(dead, e->path))
+		return REF_DEAD;
+	int gone = sl->err || !type_of(st);
+	int was_dir = e->type == SM_DIR;
+	if (!gone && e->type == SM_DIR && S_ISDIR(st->st_mode))
+		return REF_KEEP;
+	if (!gone && e->type != SM_DIR && type_of(st) == e->type &&
+	    e->host.ino == (uint64_t)st->st_ino && sm_host_size(e) == (uint64_t)st->st_size &&
+	    e->host.mtime_ns == sfs_mtime_ns(st) && e->host.ctime_ns == sfs_ctime_ns(st))
+		return REF_KEEP;
+	*before = *e;
+	before->link = e->link ? xstrdup(e->link) : NULL;
+	if (!gone)
+		gone = describe(s, e, st) < 0;
+	if (gone) {
+		if (was_dir)
+			sv_push(dead, e->path);
+		put_u8(changes, CHANGE_MISSING);
+		put_str(changes, e->path);
+		(*n)++;
+		return REF_GONE;
+	}
+	if (was_dir && e->type != SM_DIR)
+		sv_push(dead, e->path);
+	if (sm_same(before, e)) /* only what the agent notes changed */
+		return REF_HOST;
+	put_u8(changes, CHANGE_UPDATED);
+	sm_put_entry(changes, e, 0);
+	(*n)++;
+	return REF_UPDATED;
 }
 
 /* Compare the manifest with the disk; what differs is updated in place
@@ -312,60 +366,155 @@ static uint32_t refresh(struct sync_session *s, struct strbuf *changes)
 	int nthreads = cpus < 1 ? 1 : cpus > STAT_THREADS ? STAT_THREADS : (int)cpus;
 
 	for (size_t i = 0; i < s->man.n; i++) {
-		struct sm_entry *e = &s->man.e[i];
+		struct sm_entry *e = &s->man.e[i], before;
 		if (i % STAT_BLOCK == 0) {
 			size_t hi = i + STAT_BLOCK < s->man.n ? i + STAT_BLOCK : s->man.n;
 			agent_keepalive();
-			stat_block(s, slot, i, hi, nthreads);
+			stat_block(s, &s->man, slot, i, hi, nthreads);
 		}
-		struct stat st = slot[i % STAT_BLOCK].st;
-		int stat_failed = slot[i % STAT_BLOCK].err;
 		if (i % 256 == 0)
 			agent_keepalive();
-		if (under_dead(&dead, e->path)) {
+		int r = refresh_entry(s, e, &slot[i % STAT_BLOCK], &dead, changes, &n, &before);
+		if (r != REF_KEEP && r != REF_DEAD)
+			free(before.link);
+		if (r == REF_DEAD || r == REF_GONE) {
 			sm_entry_release(e);
 			continue;
 		}
-		int gone = stat_failed || !type_of(&st);
-		int was_dir = e->type == SM_DIR;
-		if (!gone && e->type == SM_DIR && S_ISDIR(st.st_mode)) {
-			s->man.e[keep++] = *e;
-			continue;
-		}
-		if (!gone && e->type != SM_DIR && type_of(&st) == e->type &&
-		    e->host.ino == (uint64_t)st.st_ino && sm_host_size(e) == (uint64_t)st.st_size &&
-		    e->host.mtime_ns == sfs_mtime_ns(&st) && e->host.ctime_ns == sfs_ctime_ns(&st)) {
-			s->man.e[keep++] = *e;
-			continue;
-		}
-		struct sm_entry before = *e;
-		before.link = e->link ? xstrdup(e->link) : NULL;
-		if (!gone)
-			gone = describe(s, e, &st) < 0;
-		if (gone) {
-			if (was_dir)
-				sv_push(&dead, e->path);
-			put_u8(changes, CHANGE_MISSING);
-			put_str(changes, e->path);
-			n++;
-			sm_entry_release(e);
-		} else {
-			if (was_dir && e->type != SM_DIR)
-				sv_push(&dead, e->path);
-			if (sm_same(&before, e)) { /* only what the agent notes changed */
-				s->host_dirty = 1;
-			} else {
-				put_u8(changes, CHANGE_UPDATED);
-				sm_put_entry(changes, e, 0);
-				n++;
-			}
-			s->man.e[keep++] = *e;
-		}
-		free(before.link);
+		if (r == REF_HOST)
+			s->host_dirty = 1;
+		s->man.e[keep++] = *e;
 	}
 	s->man.n = keep;
 	sv_clear(&dead);
 	free(slot);
+	return n;
+}
+
+/* A copy of e (path, link and all) at the end of l. */
+static void put_copy(struct sm_list *l, const struct sm_entry *e)
+{
+	struct sm_entry *c = sm_add(l, e->path, e->type);
+
+	c->link = e->link ? xstrdup(e->link) : NULL;
+	c->size = e->size;
+	c->mtime_ns = e->mtime_ns;
+	memcpy(c->hash, e->hash, SM_HASH_LEN);
+	c->host = e->host;
+	c->mode = e->mode;
+}
+
+/* The refresh of a manifest left on disk: the file read as a stream, a
+ * block of entries at a time, both digests (as read, and after the
+ * refresh) made on the way; what changed goes into s->ov, the files a
+ * delta may be made against into s->bases. */
+struct disk_refresh {
+	struct sync_session *s;
+	struct sm_list blk;
+	struct stat_slot slot[STAT_BLOCK];
+	int nthreads;
+	struct strvec dead;
+	struct strbuf *changes;
+	uint32_t n;
+	struct sm_digest base, after;
+	int after_on;
+};
+
+static void keep_base(struct sync_session *s, const struct sm_entry *e)
+{
+	if (e->type == SM_FILE && e->size >= SYNC_DELTA_BASE_MIN)
+		put_copy(&s->bases, e);
+}
+
+static void dr_block(struct disk_refresh *r)
+{
+	struct sync_session *s = r->s;
+
+	agent_keepalive();
+	stat_block(s, &r->blk, r->slot, 0, r->blk.n, r->nthreads);
+	for (size_t i = 0; i < r->blk.n; i++) {
+		struct sm_entry *e = &r->blk.e[i], before;
+		if (i % 256 == 0)
+			agent_keepalive();
+		int res = refresh_entry(s, e, &r->slot[i], &r->dead, r->changes, &r->n, &before);
+		if (res == REF_KEEP) {
+			sm_digest_add(&r->base, e);
+			if (r->after_on)
+				sm_digest_add(&r->after, e);
+			keep_base(s, e);
+			continue;
+		}
+		if (!r->after_on) { /* the same so far */
+			r->after.s = r->base.s;
+			r->after_on = 1;
+		}
+		sm_digest_add(&r->base, res == REF_DEAD ? e : &before);
+		if (res == REF_HOST || res == REF_UPDATED) {
+			sm_digest_add(&r->after, e);
+			put_copy(&s->ov.put, e);
+			keep_base(s, e);
+			s->host_dirty |= res == REF_HOST;
+		} else {
+			sv_push(&s->ov.del, e->path);
+		}
+		if (res != REF_DEAD)
+			free(before.link);
+	}
+	while (r->blk.n)
+		sm_entry_release(&r->blk.e[--r->blk.n]);
+}
+
+static void dr_entry(void *arg, const struct sm_entry *e)
+{
+	struct disk_refresh *r = arg;
+
+	put_copy(&r->blk, e);
+	if (r->blk.n == STAT_BLOCK)
+		dr_block(r);
+}
+
+/* base: the digest of the file as read; after: of the manifest after the
+ * refresh. Returns the number of changes (as refresh). */
+static uint32_t refresh_disk(struct sync_session *s, struct strbuf *changes,
+			     uint8_t base[SM_HASH_LEN], uint8_t after[SM_HASH_LEN])
+{
+	struct disk_refresh *r = xcalloc(1, sizeof(*r));
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint32_t n;
+
+	r->s = s;
+	r->changes = changes;
+	r->nthreads = cpus < 1 ? 1 : cpus > STAT_THREADS ? STAT_THREADS : (int)cpus;
+	sm_digest_init(&r->base);
+	sm_digest_init(&r->after);
+	int rc = s->manfd < 0 ? 0 : sm_decode_fd_each(s->manfd, 1, dr_entry, r, NULL);
+	if (!rc)
+		dr_block(r);
+	sm_digest_final(&r->base, base);
+	sm_digest_final(&r->after, after);
+	if (!r->after_on)
+		memcpy(after, base, SM_HASH_LEN);
+	n = r->n;
+	if (rc < 0) {
+		/* A damaged manifest: start over as if nothing were known
+		 * (the client then sends everything, replacing by rename). */
+		sv_push(&s->warnings, "the host's sync manifest was damaged; rebuilding it");
+		close(s->manfd);
+		s->manfd = -1;
+		sync_overlay_clear(&s->ov);
+		sm_list_free(&s->bases);
+		sb_reset(changes);
+		s->host_dirty = 0;
+		n = 0;
+		struct sm_list none = { 0 };
+		sm_digest(&none, base);
+		memcpy(after, base, SM_HASH_LEN);
+	}
+	while (r->blk.n)
+		sm_entry_release(&r->blk.e[--r->blk.n]);
+	sm_list_free(&r->blk);
+	sv_clear(&r->dead);
+	free(r);
 	return n;
 }
 
@@ -375,6 +524,7 @@ struct session_start {
 	uint32_t nchanged;
 	struct strbuf changes;   /* what refresh found changed */
 	uint8_t base[SM_HASH_LEN]; /* the manifest's digest as loaded */
+	uint8_t after[SM_HASH_LEN]; /* on_disk: its digest after the refresh */
 };
 
 /* Everything OPEN does before it can answer: the root (made unless dry),
@@ -417,12 +567,14 @@ static int session_start(struct sync_session *s, const char *full, int dry, int 
 			/* and the manifest's own, had an agent died writing it */
 			sfs_clean_tmps(&s->dir, SYNC_STATE_DIR);
 		}
-		if (!load_manifest(s, statefd, !dry, ss->base))
+		if (!load_manifest(s, statefd, !dry, !trust, ss->base) && !s->on_disk)
 			sm_digest(&s->man, ss->base);
 		/* (Trusted: the client's watcher says what changed on its side,
 		 * and asks for no look at the disk; each file written is still
 		 * checked as it is written, and its next walked sync refreshes.) */
-		if (!trust)
+		if (s->on_disk)
+			ss->nchanged = refresh_disk(s, &ss->changes, ss->base, ss->after);
+		else if (!trust)
 			ss->nchanged = refresh(s, &ss->changes);
 	} else {
 		sm_digest(&s->man, ss->base);
@@ -434,7 +586,7 @@ static struct sync_session *session_new(void)
 {
 	struct sync_session *s = xcalloc(1, sizeof(*s));
 
-	s->lockfd = s->journalfd = s->rootfd = s->statefd = -1;
+	s->lockfd = s->journalfd = s->rootfd = s->statefd = s->manfd = -1;
 	pthread_mutex_init(&s->mu, NULL);
 	return s;
 }
@@ -504,7 +656,9 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 	/* Only a change refresh counted changes a description (a folder gone
 	 * is counted for all below it): else the digest is the one loaded
 	 * (a second digest of 300k entries was ~60 ms of every OPEN). */
-	if (ss.nchanged)
+	if (s->on_disk)
+		memcpy(digest, ss.after, SM_HASH_LEN);
+	else if (ss.nchanged)
 		sm_digest(&s->man, digest);
 	else
 		memcpy(digest, ss.base, SM_HASH_LEN);
@@ -523,9 +677,14 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 	}
 	/* What changed on the disk goes into the manifest now, unless the
 	 * client comes back (rejected): it must hear about those changes. */
-	if ((ss.nchanged || s->host_dirty) && !dry && !(state & SYNC_STATE_REJECTED) &&
-	    (rc = sync_write_manifest(s, &s->man, err)) < 0)
-		goto out;
+	if ((ss.nchanged || s->host_dirty) && !dry && !(state & SYNC_STATE_REJECTED)) {
+		uint8_t d[SM_HASH_LEN];
+		rc = s->on_disk ? sync_man_write(s, &s->ov, d, NULL, err)
+				: sync_write_manifest(s, &s->man, err);
+		if (rc < 0)
+			goto out;
+		sync_overlay_clear(&s->ov); /* in the file now */
+	}
 	s->host_dirty = 0;
 	struct statvfs vfs;
 	uint64_t free_bytes = 0;
@@ -538,8 +697,14 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 	put_u32(&pl, ss.nchanged);
 	sb_add(&pl, ss.changes.buf, ss.changes.len);
 	struct strbuf z = STRBUF_INIT;
-	if (state & SYNC_STATE_HAS_MANIFEST)
+	if ((state & SYNC_STATE_HAS_MANIFEST) && s->on_disk) {
+		if ((rc = sync_man_encode_z(s, &s->ov, &z, err)) < 0) {
+			sb_release(&z);
+			goto out;
+		}
+	} else if (state & SYNC_STATE_HAS_MANIFEST) {
 		sm_encode_z(&s->man, &z);
+	}
 	put_bytes(&pl, z.buf, z.len);
 	sb_release(&z);
 	put_u32(&pl, (uint32_t)s->warnings.n);
@@ -590,6 +755,10 @@ void sync_session_free(struct sync_session *s)
 	if (s->rootfd >= 0)
 		close(s->rootfd);
 	sm_list_free(&s->man);
+	if (s->manfd >= 0)
+		close(s->manfd);
+	sync_overlay_clear(&s->ov);
+	sm_list_free(&s->bases);
 	sm_list_free(&s->added);
 	sv_clear(&s->deleted);
 	for (size_t i = 0; i < s->nmetas; i++)

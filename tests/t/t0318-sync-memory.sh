@@ -30,6 +30,11 @@ GPURUN_PER_FILE_MAX=165
 # (170 measured) without a byte more a file.
 export GPURUN_REMOTE_PERSIST=0
 AGENT_PER_FILE_MAX=300
+# A walked no-op or edit leaves the agent's manifest in its file (read and
+# written as a stream, a block of 4,096 entries at a time): its peak does
+# not grow with the tree. 16 and 5 bytes a file measured (the block is
+# full only in the larger tree); 140-200 while it read the whole list.
+AGENT_WALKED_PER_FILE_MAX=32
 
 if [ ! -x "$REL/gpurun" ] || [ ! -x /usr/bin/time ]; then
 	test_skip 'peak memory of sync' "needs the release build ($REL/gpurun: make) and /usr/bin/time"
@@ -124,8 +129,8 @@ test_expect_success "exec with $STDIN_MB MiB on stdin: peak RSS <= 64 MiB, direc
 	rm -f "$TRASH/stdin.bin"
 '
 
-# Trees: the peak grows by at most GPURUN_PER_FILE_MAX (AGENT_PER_FILE_MAX)
-# bytes a file (the slope between a small and a larger tree, first sync,
+# Trees: the peak grows by at most GPURUN_PER_FILE_MAX (AGENT_PER_FILE_MAX,
+# AGENT_WALKED_PER_FILE_MAX for the agent's no-op and edit) bytes a file (the slope between a small and a larger tree, first sync,
 # no-op and small edit), and stays within 64 MiB + 150 bytes a file.
 # (50,000 by default: between 2,000 and 20,000 files the slope wandered
 # by 20 bytes a file with the connection's buffers)
@@ -158,9 +163,9 @@ test_expect_success "trees: $N1 and $N2 files, peak RSS per file bounded each si
 	slope_ok "gpurun, first sync" "$S_FC" "$FIRST_CL" $GPURUN_PER_FILE_MAX &&
 	slope_ok "agent, first sync" "$S_FA" "$FIRST_AG" $AGENT_PER_FILE_MAX &&
 	slope_ok "gpurun, no-op" "$S_NC" "$NOOP_CL" $GPURUN_PER_FILE_MAX &&
-	slope_ok "agent, no-op" "$S_NA" "$NOOP_AG" $AGENT_PER_FILE_MAX &&
+	slope_ok "agent, no-op" "$S_NA" "$NOOP_AG" $AGENT_WALKED_PER_FILE_MAX &&
 	slope_ok "gpurun, small edit" "$S_EC" "$EDIT_CL" $GPURUN_PER_FILE_MAX &&
-	slope_ok "agent, small edit" "$S_EA" "$EDIT_AG" $AGENT_PER_FILE_MAX
+	slope_ok "agent, small edit" "$S_EA" "$EDIT_AG" $AGENT_WALKED_PER_FILE_MAX
 '
 
 # the numbers, for the log

@@ -1,5 +1,6 @@
 /* The sync manifest, digest, content hash and signature format: both sides
  * must agree byte for byte, and our signatures must be librsync's. */
+#include <fcntl.h>
 #include <librsync.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +181,16 @@ static void test_decode_fd(void)
 	for (int host = 0; host < 2; host++) {
 		int fd = temp_with(&enc, 0);
 		CHECK_EQ_INT(sm_encode_fd(&a, host, fd), 0);
+		/* written in pieces, the count put in at the end: the bytes
+		 * sm_encode makes */
+		struct strbuf whole = STRBUF_INIT, back = STRBUF_INIT;
+		sm_encode(&a, host, &whole);
+		lseek(fd, 0, SEEK_SET);
+		sb_grow(&back, whole.len + 1);
+		CHECK(read(fd, back.buf, whole.len + 1) == (ssize_t)whole.len);
+		CHECK(!memcmp(back.buf, whole.buf, whole.len));
+		sb_release(&whole);
+		sb_release(&back);
 		lseek(fd, 0, SEEK_SET);
 		CHECK_EQ_INT(sm_decode_fd(fd, host, &b, NULL), 0);
 		CHECK_EQ_INT(b.n, a.n);
@@ -200,6 +211,15 @@ static void test_decode_fd(void)
 		CHECK_EQ_INT(c.n, 0);
 		close(fd);
 		sm_list_free(&b);
+	}
+	{ /* a writer that cannot write says so at the end */
+		struct sm_writer w;
+		int fd = open("/dev/null", O_RDONLY);
+		sm_writer_init(&w, fd, 1);
+		for (size_t i = 0; i < a.n; i++)
+			sm_writer_add(&w, &a.e[i]);
+		CHECK_EQ_INT(sm_writer_finish(&w), -1);
+		close(fd);
 	}
 	/* cut anywhere, or with a byte more: refused, nothing kept */
 	sm_encode(&a, 0, &enc);

@@ -1,0 +1,226 @@
+/* A manifest that stays in its file (a walked session, on_disk): read as
+ * a stream with what the session changed applied on the way, written as a
+ * stream, encoded for STATE as a stream. No list of the whole tree is
+ * made (sync_agent.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "sync_agent.h"
+#include "sync_apply.h"
+
+struct each_ctx {
+	struct sync_session *s;
+	const struct man_overlay *ov;
+	size_t pi, di, mi; /* the next put, del and meta */
+	void (*each)(void *arg, const struct sm_entry *e);
+	void *arg;
+};
+
+/* The overlay's own entries that sort before path (NULL: all that are left). */
+static void puts_before(struct each_ctx *c, const char *path)
+{
+	const struct sm_list *put = &c->ov->put;
+
+	while (c->pi < put->n && (!path || strcmp(put->e[c->pi].path, path) < 0))
+		c->each(c->arg, &put->e[c->pi++]);
+}
+
+/* The metas that sort before path (NULL: all left) name no old entry. */
+static void metas_before(struct each_ctx *c, const char *path)
+{
+	const struct man_overlay *ov = c->ov;
+
+	while (c->mi < ov->nmetas && (!path || strcmp(ov->metas[c->mi]->path, path) < 0))
+		ov->meta(c->s, ov->metas[c->mi++], NULL);
+}
+
+static void old_entry(void *arg, const struct sm_entry *e)
+{
+	struct each_ctx *c = arg;
+	const struct man_overlay *ov = c->ov;
+	struct sm_entry x = *e; /* what a meta changes: scalars only */
+
+	if (!ov) {
+		c->each(c->arg, e);
+		return;
+	}
+	puts_before(c, e->path);
+	metas_before(c, e->path);
+	while (c->mi < ov->nmetas && !strcmp(ov->metas[c->mi]->path, e->path))
+		ov->meta(c->s, ov->metas[c->mi++], &x);
+	if (c->pi < ov->put.n && !strcmp(ov->put.e[c->pi].path, e->path)) {
+		c->each(c->arg, &ov->put.e[c->pi++]); /* replaced */
+		return;
+	}
+	while (c->di < ov->del.n && strcmp(ov->del.v[c->di], e->path) < 0)
+		c->di++;
+	if (c->di < ov->del.n && !strcmp(ov->del.v[c->di], e->path))
+		return;
+	c->each(c->arg, &x);
+}
+
+int sync_man_each(struct sync_session *s, const struct man_overlay *ov,
+		  void (*each)(void *arg, const struct sm_entry *e), void *arg,
+		  struct gr_err *err)
+{
+	struct each_ctx c = { .s = s, .ov = ov, .each = each, .arg = arg };
+	int rc = 0;
+
+	if (s->manfd >= 0) {
+		if (lseek(s->manfd, 0, SEEK_SET) < 0)
+			return gr_errf(err, GR_EIO, "cannot read '%s/%s': %s", s->root,
+				       SYNC_MANIFEST_FILE, strerror(errno));
+		rc = sm_decode_fd_each(s->manfd, 1, old_entry, &c, err);
+	}
+	if (!rc && ov) {
+		puts_before(&c, NULL);
+		metas_before(&c, NULL);
+	}
+	return rc;
+}
+
+struct write_ctx {
+	struct sm_writer w;
+	struct sm_digest d;
+	struct strvec *leaves;
+};
+
+static void write_entry(void *arg, const struct sm_entry *e)
+{
+	struct write_ctx *wc = arg;
+
+	sm_writer_add(&wc->w, e);
+	sm_digest_add(&wc->d, e);
+	if (wc->leaves && e->type == SM_FILE && e->size >= SYNC_LEAVES_MIN) {
+		char hex[2 * SM_HASH_LEN + 1];
+		sm_hex(e->hash, hex);
+		sv_push(wc->leaves, hex);
+	}
+}
+
+int sync_man_write(struct sync_session *s, const struct man_overlay *ov,
+		   uint8_t digest[SM_HASH_LEN], struct strvec *leaves, struct gr_err *err)
+{
+	struct write_ctx wc = { .leaves = leaves };
+	char tmp[64];
+	int fd = -1, rc = 0;
+	struct stat st;
+
+	s->man_written = 0;
+	if (s->statefd < 0 || (fd = sfs_tmp_create(s->statefd, tmp, sizeof(tmp))) < 0)
+		return gr_errf(err, GR_EIO, "cannot write '%s/%s': %s", s->root,
+			       SYNC_MANIFEST_FILE, strerror(errno));
+	sm_writer_init(&wc.w, fd, 1);
+	sm_digest_init(&wc.d);
+	rc = sync_man_each(s, ov, write_entry, &wc, err);
+	int wrc = sm_writer_finish(&wc.w);
+	sm_digest_final(&wc.d, digest);
+	if (!rc && (wrc < 0 || fsync(fd) < 0 ||
+		    renameat(s->statefd, tmp, s->statefd, STATE_NAME(SYNC_MANIFEST_FILE)) < 0))
+		rc = gr_errf(err, GR_EIO, "cannot write '%s/%s': %s", s->root,
+			     SYNC_MANIFEST_FILE, strerror(errno));
+	if (rc < 0) {
+		unlinkat(s->statefd, tmp, 0);
+		close(fd);
+		return rc;
+	}
+	fsync(s->statefd);
+	/* (After the rename, which may change its ctime; under the lock.) */
+	s->man_written = fstat(fd, &st) == 0;
+	if (s->man_written)
+		sync_man_id_of(&st, &s->man_id);
+	if (s->manfd >= 0)
+		close(s->manfd);
+	s->manfd = fd; /* read from here on (opened for reading and writing) */
+	return 0;
+}
+
+struct z_ctx {
+	ZSTD_CStream *z;
+	struct strbuf raw, *out;
+	uint32_t n;
+	int bad;
+};
+
+static void count_entry(void *arg, const struct sm_entry *e)
+{
+	(void)e;
+	((struct z_ctx *)arg)->n++;
+}
+
+/* raw through the compressor into out; end: the frame's end. */
+static void z_push(struct z_ctx *c, int end)
+{
+	ZSTD_inBuffer in = { c->raw.buf, c->raw.len, 0 };
+	size_t r;
+
+	do {
+		sb_grow(c->out, ZSTD_CStreamOutSize());
+		ZSTD_outBuffer o = { c->out->buf + c->out->len, c->out->alloc - c->out->len - 1, 0 };
+		r = ZSTD_compressStream2(c->z, &o, &in, end ? ZSTD_e_end : ZSTD_e_continue);
+		c->out->len += o.pos;
+		if (ZSTD_isError(r)) {
+			c->bad = 1;
+			break;
+		}
+	} while (end ? r != 0 : in.pos < in.size);
+	sb_reset(&c->raw);
+}
+
+static void z_entry(void *arg, const struct sm_entry *e)
+{
+	struct z_ctx *c = arg;
+
+	sm_put_entry(&c->raw, e, 0);
+	if (c->raw.len >= (256u << 10))
+		z_push(c, 0);
+}
+
+int sync_man_encode_z(struct sync_session *s, const struct man_overlay *ov,
+		      struct strbuf *out, struct gr_err *err)
+{
+	struct z_ctx c = { .raw = STRBUF_INIT, .out = out };
+	size_t start = out->len;
+	int rc;
+
+	/* The header counts the entries: one pass to count them (only a
+	 * client that does not know the host's state asks for the list). */
+	if ((rc = sync_man_each(s, ov, count_entry, &c, err)) < 0)
+		return rc;
+	c.z = ZSTD_createCStream();
+	if (!c.z || ZSTD_isError(ZSTD_CCtx_setParameter(c.z, ZSTD_c_compressionLevel, 3))) {
+		ZSTD_freeCStream(c.z);
+		return gr_errf(err, GR_EIO, "cannot start zstd");
+	}
+	sm_encode_head(&c.raw, 0, c.n);
+	c.n = 0;
+	rc = sync_man_each(s, ov, z_entry, &c, err);
+	if (!rc)
+		z_push(&c, 1);
+	if (!rc && c.bad)
+		rc = gr_errf(err, GR_EIO, "cannot compress the sync manifest");
+	if (rc < 0)
+		out->len = start;
+	ZSTD_freeCStream(c.z);
+	sb_release(&c.raw);
+	return rc;
+}
+
+void sync_overlay_clear(struct man_overlay *ov)
+{
+	sm_list_free(&ov->put);
+	sv_clear(&ov->del);
+	free(ov->metas);
+	ov->metas = NULL;
+	ov->nmetas = 0;
+}
+
+const struct sm_entry *sync_man_base(const struct sync_session *s, const char *path)
+{
+	return sm_find(s->on_disk ? &s->bases : &s->man, path);
+}
