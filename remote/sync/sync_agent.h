@@ -48,6 +48,7 @@ struct sync_pending {
 	int64_t mtime_ns;
 	uint8_t hash[SM_HASH_LEN];
 	uint32_t mode;
+	uint32_t seq;          /* the order it came in (the later of two wins) */
 };
 
 static inline const char *sync_pending_tmp(const struct sync_pending *p)
@@ -89,6 +90,10 @@ struct sync_session;
 struct man_overlay {
 	struct sm_list put;      /* sorted, one per path: replace or join */
 	struct strvec del;       /* sorted: paths that go */
+	/* Files put in place, sorted by path then seq (the last of a path
+	 * wins, also over put's); path NULL: not put in place. */
+	const struct sync_pending *pend;
+	size_t npend;
 	struct sync_meta **metas; /* sorted by path (stable): mode/time changes */
 	size_t nmetas;
 	/* Apply *m to the old entry e (a file, or not: it says), or report it. */

@@ -471,9 +471,21 @@ static int cmp_meta(const void *a, const void *b)
 	return c ? c : (x > y) - (x < y);
 }
 
+/* By path, the ones not put in place last, then in the order they came. */
+static int cmp_pend(const void *a, const void *b)
+{
+	const struct sync_pending *x = a, *y = b;
+
+	if (!x->path || !y->path)
+		return !x->path - !y->path;
+	int c = strcmp(x->path, y->path);
+	return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
 /* COMMIT's manifest for a session that left it on disk: the file read
- * and written as a stream with added, deleted and the metas applied on
- * the way (the metas' changes to the files are made then too). */
+ * and written as a stream with added, the files put in place, deleted
+ * and the metas applied on the way (the metas' changes to the files are
+ * made then too). */
 static int write_on_disk(struct sync_session *s, uint8_t digest[SM_HASH_LEN], struct gr_err *err)
 {
 	struct man_overlay ov = { .meta = apply_meta };
@@ -484,6 +496,10 @@ static int write_on_disk(struct sync_session *s, uint8_t digest[SM_HASH_LEN], st
 	if (s->deleted.n > 1)
 		qsort(s->deleted.v, s->deleted.n, sizeof(char *), cmp_str);
 	ov.put = s->added; /* (lent: the session frees them) */
+	if (s->npend > 1)
+		qsort(s->pend, s->npend, sizeof(*s->pend), cmp_pend);
+	ov.pend = s->pend;
+	ov.npend = s->npend;
 	ov.del = s->deleted;
 	ov.metas = xcalloc(s->nmetas ? s->nmetas : 1, sizeof(*ov.metas));
 	for (size_t i = 0; i < s->nmetas; i++)
@@ -493,6 +509,11 @@ static int write_on_disk(struct sync_session *s, uint8_t digest[SM_HASH_LEN], st
 	rc = sync_man_write(s, &ov, digest, &leaves, err);
 	if (!rc)
 		sync_leaves_gc_want(s->statefd, &leaves);
+	for (size_t i = 0; i < s->npend; i++) /* in place (or failed) */
+		free(s->pend[i].path);
+	free(s->pend);
+	s->pend = NULL;
+	s->npend = s->apend = 0;
 	sv_clear(&leaves);
 	free(ov.metas);
 	return rc;
@@ -553,7 +574,8 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 	sync_wb_stop(s);
 	make_durable(s);
 	size_t stages_failed = place_stages(s);
-	sm_reserve(&s->added, s->npend);
+	if (!s->on_disk)
+		sm_reserve(&s->added, s->npend);
 	for (size_t i = 0; i < s->npend; i++) {
 		struct sync_pending *p = &s->pend[i];
 		const char *base, *tmp = sync_pending_tmp(p);
@@ -567,6 +589,7 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 				sync_add_error(s, p->path, "cannot put in place: its folder '%s' could "
 					       "not be", sg->path);
 				free(p->path);
+				p->path = NULL;
 				continue;
 			}
 		}
@@ -576,7 +599,9 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 			sync_add_errno(s, p->path, e, "cannot put in place: %s", rename_error(e));
 			if (dfd >= 0)
 				unlinkat(dfd, sync_pending_tmp(p), 0);
-		} else {
+			free(p->path);
+			p->path = NULL;
+		} else if (!s->on_disk) {
 			/* The path moves (its temp name after it is a few bytes
 			 * more): a copy was 48 bytes a file beside the pending
 			 * list. */
@@ -589,13 +614,17 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 			if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0)
 				sync_host_fields(e, &st);
 		}
-		free(p->path);
+		/* (on disk: it stays pending, and its entry is made as the
+		 * manifest is written, from the file then in place: no second
+		 * list of every file a first sync sent) */
 	}
-	s->npend = 0;
 	sync_stages_drop(s); /* the ones that failed */
-	free(s->pend); /* gone before the new manifest is made */
-	s->pend = NULL;
-	s->apend = 0;
+	if (!s->on_disk) {
+		s->npend = 0;
+		free(s->pend); /* gone before the new manifest is made */
+		s->pend = NULL;
+		s->apend = 0;
+	}
 	/* No second syncfs for the renames: if the host crashes before they
 	 * reach the disk, the manifest is ahead of the files, and the next
 	 * OPEN's check (inode, size, mtime, ctime) finds and rehashes them. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -16,18 +17,73 @@
 struct each_ctx {
 	struct sync_session *s;
 	const struct man_overlay *ov;
-	size_t pi, di, mi; /* the next put, del and meta */
+	size_t pi, qi, di, mi; /* the next put, pend, del and meta */
 	void (*each)(void *arg, const struct sm_entry *e);
 	void *arg;
 };
 
+/* The path of the overlay's next own entry (put's or pend's), or NULL. */
+static const char *next_put(struct each_ctx *c)
+{
+	const struct man_overlay *ov = c->ov;
+	const char *a = c->pi < ov->put.n ? ov->put.e[c->pi].path : NULL;
+
+	while (c->qi < ov->npend && !ov->pend[c->qi].path)
+		c->qi++; /* not put in place */
+	const char *b = c->qi < ov->npend ? ov->pend[c->qi].path : NULL;
+	return !a ? b : !b ? a : strcmp(a, b) <= 0 ? a : b;
+}
+
+/* The entry of a file put in place: its description, and what the
+ * host's file is now. */
+static void pend_entry(struct sync_session *s, const struct sync_pending *p, struct sm_entry *e)
+{
+	const char *base;
+	struct stat st;
+
+	memset(e, 0, sizeof(*e));
+	e->path = p->path;
+	e->type = SM_FILE;
+	e->size = p->size;
+	e->mtime_ns = p->mtime_ns;
+	memcpy(e->hash, p->hash, SM_HASH_LEN);
+	e->mode = p->mode;
+	int dfd = sfs_parent(&s->dir, p->path, &base);
+	if (dfd >= 0 && fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		sync_host_fields(e, &st);
+}
+
+/* Emit the overlay's next own entry (path: next_put's): a file put in
+ * place wins over put's entry of its path, the last of a path over the
+ * others. */
+static void emit_put(struct each_ctx *c, const char *path)
+{
+	const struct man_overlay *ov = c->ov;
+	const struct sync_pending *last = NULL;
+
+	while (c->qi < ov->npend && (!ov->pend[c->qi].path || !strcmp(ov->pend[c->qi].path, path))) {
+		if (ov->pend[c->qi].path)
+			last = &ov->pend[c->qi];
+		c->qi++;
+	}
+	int in_put = c->pi < ov->put.n && !strcmp(ov->put.e[c->pi].path, path);
+	if (last) {
+		struct sm_entry e;
+		pend_entry(c->s, last, &e);
+		c->each(c->arg, &e);
+		c->pi += in_put;
+	} else {
+		c->each(c->arg, &ov->put.e[c->pi++]);
+	}
+}
+
 /* The overlay's own entries that sort before path (NULL: all that are left). */
 static void puts_before(struct each_ctx *c, const char *path)
 {
-	const struct sm_list *put = &c->ov->put;
+	const char *p;
 
-	while (c->pi < put->n && (!path || strcmp(put->e[c->pi].path, path) < 0))
-		c->each(c->arg, &put->e[c->pi++]);
+	while ((p = next_put(c)) && (!path || strcmp(p, path) < 0))
+		emit_put(c, p);
 }
 
 /* The metas that sort before path (NULL: all left) name no old entry. */
@@ -53,8 +109,9 @@ static void old_entry(void *arg, const struct sm_entry *e)
 	metas_before(c, e->path);
 	while (c->mi < ov->nmetas && !strcmp(ov->metas[c->mi]->path, e->path))
 		ov->meta(c->s, ov->metas[c->mi++], &x);
-	if (c->pi < ov->put.n && !strcmp(ov->put.e[c->pi].path, e->path)) {
-		c->each(c->arg, &ov->put.e[c->pi++]); /* replaced */
+	const char *p = next_put(c);
+	if (p && !strcmp(p, e->path)) {
+		emit_put(c, p); /* replaced */
 		return;
 	}
 	while (c->di < ov->del.n && strcmp(ov->del.v[c->di], e->path) < 0)

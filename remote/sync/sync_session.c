@@ -735,6 +735,8 @@ void sync_session_free(struct sync_session *s)
 	sync_flush_join(s);
 	for (size_t i = 0; i < s->npend; i++) {
 		const char *base;
+		if (!s->pend[i].path) /* COMMIT's: failed */
+			continue;
 		int dfd = sfs_parent(&s->dir, s->pend[i].path, &base);
 		/* one in place is in a staged folder, which goes whole */
 		if (dfd >= 0 && !sync_pending_in_place(&s->pend[i]))

@@ -191,6 +191,7 @@ void sync_add_pending(struct sync_session *s, const char *relpath, const char *t
 	p->mtime_ns = desc->mtime_ns;
 	memcpy(p->hash, desc->hash, SM_HASH_LEN);
 	p->mode = desc->mode;
+	p->seq = (uint32_t)(s->npend - 1);
 	sync_wb_kick(s);
 	pthread_mutex_unlock(&s->mu);
 }
