@@ -3,9 +3,10 @@
  * sync_commit.c (OPS and COMMIT), sync_untar.c (the tar.zst stream,
  * unpacked on a worker thread) and sync_patch.c (whole files and librsync
  * deltas, signatures); they call sync_man.c (a manifest left on disk, read
- * and written as a stream), which with them calls sync_stage.c (staging,
- * temp files, errors, paths, the manifest's file) and sync_fs.c, which
- * call none of them.
+ * and written as a stream) and sync_pend.c (the files received, put in
+ * place at COMMIT; a walked session's in sorted runs on disk), which with
+ * them call sync_stage.c (staging, temp files, errors, paths, the
+ * manifest's file) and sync_fs.c, which call none of them.
  *
  * Every file arrives into a temp file beside its final name; COMMIT makes
  * them durable (one syncfs), renames them into place and writes the
@@ -90,10 +91,9 @@ struct sync_session;
 struct man_overlay {
 	struct sm_list put;      /* sorted, one per path: replace or join */
 	struct strvec del;       /* sorted: paths that go */
-	/* Files put in place, sorted by path then seq (the last of a path
-	 * wins, also over put's); path NULL: not put in place. */
-	const struct sync_pending *pend;
-	size_t npend;
+	/* Files put in place, by path then seq (the last of a path wins,
+	 * also over put's); NULL: none. */
+	struct pend_merge *pend;
 	struct sync_meta **metas; /* sorted by path (stable): mode/time changes */
 	size_t nmetas;
 	/* Apply *m to the old entry e (a file, or not: it says), or report it. */
@@ -132,6 +132,13 @@ struct sync_session {
 	pthread_mutex_t mu;      /* guards what follows (the untar thread adds) */
 	struct sync_pending *pend;
 	size_t npend, apend;
+	uint32_t pend_seq;       /* the next record's seq */
+	/* A walked session's pending records past SYNC_PEND_RUN, in sorted
+	 * runs in an unnamed file (sync_pend.c): run k is the bytes from
+	 * runs[k] to runs[k + 1]. spill_off: a spill failed, no more. */
+	int spillfd, spill_off;
+	uint64_t *runs, spill_end;
+	size_t nruns;
 	struct strvec err_paths, err_msgs, warnings;
 	uint32_t *err_kinds;     /* SYNC_ERR_*, one per err_paths entry */
 	struct strvec journaled;
@@ -176,9 +183,28 @@ int sync_path_ok(const char *path);
 #define SYNC_TMP_MAX 256
 int sync_tmp_create(struct sync_session *s, struct sfs_dir *d, const char *relpath,
 		    char tmp[SYNC_TMP_MAX]);
+/* sync_pend.c: the pending list. */
 /* The file at relpath is complete in tmp. Thread-safe. */
+#define SYNC_PEND_RUN 8192
 void sync_add_pending(struct sync_session *s, const char *relpath, const char *tmp,
 		      const struct sm_entry *desc);
+/* By path, the ones not put in place (path NULL) last, then seq. */
+int sync_pend_cmp(const void *a, const void *b);
+/* each(arg, p) for every pending record: the spilled runs' (in the order
+ * they were spilled, each sorted), then memory's (in order); each returns
+ * nonzero when p was not put in place (then it is marked so). 0, or -1
+ * when the runs could not be read or marked. */
+int sync_pend_each(struct sync_session *s, int (*each)(void *arg, struct sync_pending *p),
+		   void *arg);
+/* The records put in place, by path then seq, from the runs and memory. */
+struct pend_merge;
+struct pend_merge *sync_pend_merge_start(struct sync_session *s);
+const struct sync_pending *sync_pend_peek(struct pend_merge *m);
+void sync_pend_pop(struct pend_merge *m);
+int sync_pend_merge_failed(const struct pend_merge *m); /* a run could not be read */
+int sync_pend_merge_end(struct pend_merge *m); /* -1: failed */
+/* Forget them all (unlink_tmps: remove their temp files first). */
+void sync_pend_drop(struct sync_session *s, int unlink_tmps);
 /* A file that could not be written (reported by COMMIT). Thread-safe. */
 void sync_add_error(struct sync_session *s, const char *relpath, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

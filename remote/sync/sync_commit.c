@@ -376,7 +376,7 @@ static int own_data_then_commit(struct sync_session *s)
 		return -1;
 	for (size_t i = 0; i < s->npend; i++)
 		small += s->pend[i].size < SYNC_HINT_MIN;
-	if (small > SYNC_OWN_SMALL_MAX)
+	if (small > SYNC_OWN_SMALL_MAX || s->nruns) /* (runs: more than that in all) */
 		return -1;
 	if (each_pending(s, s->wb_next, 1, SYNC_FILE_RANGE_WRITE) < 0 ||
 	    each_pending(s, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
@@ -471,17 +471,6 @@ static int cmp_meta(const void *a, const void *b)
 	return c ? c : (x > y) - (x < y);
 }
 
-/* By path, the ones not put in place last, then in the order they came. */
-static int cmp_pend(const void *a, const void *b)
-{
-	const struct sync_pending *x = a, *y = b;
-
-	if (!x->path || !y->path)
-		return !x->path - !y->path;
-	int c = strcmp(x->path, y->path);
-	return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
-}
-
 /* COMMIT's manifest for a session that left it on disk: the file read
  * and written as a stream with added, the files put in place, deleted
  * and the metas applied on the way (the metas' changes to the files are
@@ -496,10 +485,7 @@ static int write_on_disk(struct sync_session *s, uint8_t digest[SM_HASH_LEN], st
 	if (s->deleted.n > 1)
 		qsort(s->deleted.v, s->deleted.n, sizeof(char *), cmp_str);
 	ov.put = s->added; /* (lent: the session frees them) */
-	if (s->npend > 1)
-		qsort(s->pend, s->npend, sizeof(*s->pend), cmp_pend);
-	ov.pend = s->pend;
-	ov.npend = s->npend;
+	ov.pend = sync_pend_merge_start(s);
 	ov.del = s->deleted;
 	ov.metas = xcalloc(s->nmetas ? s->nmetas : 1, sizeof(*ov.metas));
 	for (size_t i = 0; i < s->nmetas; i++)
@@ -509,11 +495,8 @@ static int write_on_disk(struct sync_session *s, uint8_t digest[SM_HASH_LEN], st
 	rc = sync_man_write(s, &ov, digest, &leaves, err);
 	if (!rc)
 		sync_leaves_gc_want(s->statefd, &leaves);
-	for (size_t i = 0; i < s->npend; i++) /* in place (or failed) */
-		free(s->pend[i].path);
-	free(s->pend);
-	s->pend = NULL;
-	s->npend = s->apend = 0;
+	sync_pend_merge_end(ov.pend); /* (its failure failed the write) */
+	sync_pend_drop(s, 0); /* in place, or failed */
 	sv_clear(&leaves);
 	free(ov.metas);
 	return rc;
@@ -557,6 +540,57 @@ static size_t place_stages(struct sync_session *s)
 	return failed;
 }
 
+struct place_ctx {
+	struct sync_session *s;
+	size_t stages_failed, n;
+};
+
+/* Put one file received in place: 1 if it could not be. A walked
+ * session's stays pending (its entry is made as the manifest is written,
+ * from the file then in place: no second list of every file a first sync
+ * sent); else it moves into s->added. */
+static int place_one(void *arg, struct sync_pending *p)
+{
+	struct place_ctx *pc = arg;
+	struct sync_session *s = pc->s;
+	const char *base, *tmp = sync_pending_tmp(p);
+	struct stat st;
+
+	if (pc->n++ % 256 == 0)
+		agent_keepalive();
+	int in_place = sync_pending_in_place(p);
+	if (in_place && pc->stages_failed) {
+		const struct sync_stage *sg = sync_stage_above(s, p->path, strlen(p->path));
+		if (sg && sg->state < 0) {
+			sync_add_error(s, p->path, "cannot put in place: its folder '%s' could "
+				       "not be", sg->path);
+			return 1;
+		}
+	}
+	int dfd = sfs_parent(&s->dir, p->path, &base);
+	if (dfd < 0 || (!in_place && rename_over(dfd, tmp, base) < 0)) {
+		int e = errno;
+		sync_add_errno(s, p->path, e, "cannot put in place: %s", rename_error(e));
+		if (dfd >= 0)
+			unlinkat(dfd, sync_pending_tmp(p), 0);
+		return 1;
+	}
+	if (!s->on_disk) {
+		/* The path moves (its temp name after it is a few bytes
+		 * more): a copy was 48 bytes a file beside the pending
+		 * list. */
+		struct sm_entry *e = sm_add_take(&s->added, p->path, SM_FILE);
+		p->path = NULL;
+		e->size = p->size;
+		e->mtime_ns = p->mtime_ns;
+		memcpy(e->hash, p->hash, SM_HASH_LEN);
+		e->mode = p->mode;
+		if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			sync_host_fields(e, &st);
+	}
+	return 0;
+}
+
 int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struct gr_err *err)
 {
 	struct strbuf pl = STRBUF_INIT;
@@ -576,55 +610,15 @@ int sync_commit(struct agent *a, struct sync_session *s, struct gr_rd *rd, struc
 	size_t stages_failed = place_stages(s);
 	if (!s->on_disk)
 		sm_reserve(&s->added, s->npend);
-	for (size_t i = 0; i < s->npend; i++) {
-		struct sync_pending *p = &s->pend[i];
-		const char *base, *tmp = sync_pending_tmp(p);
-		struct stat st;
-		if (i % 256 == 0)
-			agent_keepalive();
-		int in_place = sync_pending_in_place(p);
-		if (in_place && stages_failed) {
-			const struct sync_stage *sg = sync_stage_above(s, p->path, strlen(p->path));
-			if (sg && sg->state < 0) {
-				sync_add_error(s, p->path, "cannot put in place: its folder '%s' could "
-					       "not be", sg->path);
-				free(p->path);
-				p->path = NULL;
-				continue;
-			}
-		}
-		int dfd = sfs_parent(&s->dir, p->path, &base);
-		if (dfd < 0 || (!in_place && rename_over(dfd, tmp, base) < 0)) {
-			int e = errno;
-			sync_add_errno(s, p->path, e, "cannot put in place: %s", rename_error(e));
-			if (dfd >= 0)
-				unlinkat(dfd, sync_pending_tmp(p), 0);
-			free(p->path);
-			p->path = NULL;
-		} else if (!s->on_disk) {
-			/* The path moves (its temp name after it is a few bytes
-			 * more): a copy was 48 bytes a file beside the pending
-			 * list. */
-			struct sm_entry *e = sm_add_take(&s->added, p->path, SM_FILE);
-			p->path = NULL;
-			e->size = p->size;
-			e->mtime_ns = p->mtime_ns;
-			memcpy(e->hash, p->hash, SM_HASH_LEN);
-			e->mode = p->mode;
-			if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0)
-				sync_host_fields(e, &st);
-		}
-		/* (on disk: it stays pending, and its entry is made as the
-		 * manifest is written, from the file then in place: no second
-		 * list of every file a first sync sent) */
+	struct place_ctx pc = { s, stages_failed, 0 };
+	if (sync_pend_each(s, place_one, &pc) < 0) {
+		rc = gr_errf(err, GR_EIO, "cannot read back the list of files received: %s",
+			     strerror(errno));
+		goto out;
 	}
 	sync_stages_drop(s); /* the ones that failed */
-	if (!s->on_disk) {
-		s->npend = 0;
-		free(s->pend); /* gone before the new manifest is made */
-		s->pend = NULL;
-		s->apend = 0;
-	}
+	if (!s->on_disk)
+		sync_pend_drop(s, 0); /* gone before the new manifest is made */
 	/* No second syncfs for the renames: if the host crashes before they
 	 * reach the disk, the manifest is ahead of the files, and the next
 	 * OPEN's check (inode, size, mtime, ctime) finds and rehashes them. */

@@ -17,7 +17,8 @@
 struct each_ctx {
 	struct sync_session *s;
 	const struct man_overlay *ov;
-	size_t pi, qi, di, mi; /* the next put, pend, del and meta */
+	size_t pi, di, mi; /* the next put, del and meta */
+	struct strbuf path; /* the entry emit_put makes */
 	void (*each)(void *arg, const struct sm_entry *e);
 	void *arg;
 };
@@ -27,10 +28,9 @@ static const char *next_put(struct each_ctx *c)
 {
 	const struct man_overlay *ov = c->ov;
 	const char *a = c->pi < ov->put.n ? ov->put.e[c->pi].path : NULL;
+	const struct sync_pending *p = sync_pend_peek(ov->pend);
+	const char *b = p ? p->path : NULL;
 
-	while (c->qi < ov->npend && !ov->pend[c->qi].path)
-		c->qi++; /* not put in place */
-	const char *b = c->qi < ov->npend ? ov->pend[c->qi].path : NULL;
 	return !a ? b : !b ? a : strcmp(a, b) <= 0 ? a : b;
 }
 
@@ -53,23 +53,27 @@ static void pend_entry(struct sync_session *s, const struct sync_pending *p, str
 		sync_host_fields(e, &st);
 }
 
-/* Emit the overlay's next own entry (path: next_put's): a file put in
- * place wins over put's entry of its path, the last of a path over the
- * others. */
-static void emit_put(struct each_ctx *c, const char *path)
+/* Emit the overlay's next own entry (at): a file put in place wins over
+ * put's entry of its path, the last of a path over the others. */
+static void emit_put(struct each_ctx *c, const char *at)
 {
 	const struct man_overlay *ov = c->ov;
-	const struct sync_pending *last = NULL;
+	const struct sync_pending *p;
+	struct sync_pending last;
+	int have = 0;
 
-	while (c->qi < ov->npend && (!ov->pend[c->qi].path || !strcmp(ov->pend[c->qi].path, path))) {
-		if (ov->pend[c->qi].path)
-			last = &ov->pend[c->qi];
-		c->qi++;
+	sb_reset(&c->path); /* (at may be a record's, which the pop moves on) */
+	sb_adds(&c->path, at);
+	while ((p = sync_pend_peek(ov->pend)) && !strcmp(p->path, c->path.buf)) {
+		last = *p;
+		have = 1;
+		sync_pend_pop(ov->pend);
 	}
-	int in_put = c->pi < ov->put.n && !strcmp(ov->put.e[c->pi].path, path);
-	if (last) {
+	int in_put = c->pi < ov->put.n && !strcmp(ov->put.e[c->pi].path, c->path.buf);
+	if (have) {
 		struct sm_entry e;
-		pend_entry(c->s, last, &e);
+		last.path = c->path.buf; /* (its temp name is not needed) */
+		pend_entry(c->s, &last, &e);
 		c->each(c->arg, &e);
 		c->pi += in_put;
 	} else {
@@ -125,7 +129,7 @@ int sync_man_each(struct sync_session *s, const struct man_overlay *ov,
 		  void (*each)(void *arg, const struct sm_entry *e), void *arg,
 		  struct gr_err *err)
 {
-	struct each_ctx c = { .s = s, .ov = ov, .each = each, .arg = arg };
+	struct each_ctx c = { .s = s, .ov = ov, .each = each, .arg = arg, .path = STRBUF_INIT };
 	int rc = 0;
 
 	if (s->manfd >= 0) {
@@ -138,6 +142,10 @@ int sync_man_each(struct sync_session *s, const struct man_overlay *ov,
 		puts_before(&c, NULL);
 		metas_before(&c, NULL);
 	}
+	if (!rc && ov && ov->pend && sync_pend_merge_failed(ov->pend))
+		rc = gr_errf(err, GR_EIO, "cannot read back the list of files received: %s",
+			     strerror(errno));
+	sb_release(&c.path);
 	return rc;
 }
 

@@ -586,7 +586,7 @@ static struct sync_session *session_new(void)
 {
 	struct sync_session *s = xcalloc(1, sizeof(*s));
 
-	s->lockfd = s->journalfd = s->rootfd = s->statefd = s->manfd = -1;
+	s->lockfd = s->journalfd = s->rootfd = s->statefd = s->manfd = s->spillfd = -1;
 	pthread_mutex_init(&s->mu, NULL);
 	return s;
 }
@@ -733,17 +733,7 @@ void sync_session_free(struct sync_session *s)
 	untar_free(s->tar);
 	sync_wb_stop(s);
 	sync_flush_join(s);
-	for (size_t i = 0; i < s->npend; i++) {
-		const char *base;
-		if (!s->pend[i].path) /* COMMIT's: failed */
-			continue;
-		int dfd = sfs_parent(&s->dir, s->pend[i].path, &base);
-		/* one in place is in a staged folder, which goes whole */
-		if (dfd >= 0 && !sync_pending_in_place(&s->pend[i]))
-			unlinkat(dfd, sync_pending_tmp(&s->pend[i]), 0);
-		free(s->pend[i].path);
-	}
-	free(s->pend);
+	sync_pend_drop(s, 1);
 	sync_stages_drop(s);
 	if (s->journalfd >= 0) {
 		close(s->journalfd);

@@ -174,28 +174,6 @@ int sync_tmp_create(struct sync_session *s, struct sfs_dir *d, const char *relpa
 	return sfs_tmp_create(dfd, tmp, SYNC_TMP_MAX);
 }
 
-void sync_add_pending(struct sync_session *s, const char *relpath, const char *tmp,
-		      const struct sm_entry *desc)
-{
-	pthread_mutex_lock(&s->mu);
-	if (s->npend == s->apend) {
-		s->apend = s->apend ? 2 * s->apend : 64;
-		s->pend = xrealloc(s->pend, s->apend * sizeof(*s->pend));
-	}
-	struct sync_pending *p = &s->pend[s->npend++];
-	size_t a = strlen(relpath) + 1, b = strlen(tmp) + 1;
-	p->path = xmalloc(a + b);
-	memcpy(p->path, relpath, a);
-	memcpy(p->path + a, tmp, b);
-	p->size = desc->size;
-	p->mtime_ns = desc->mtime_ns;
-	memcpy(p->hash, desc->hash, SM_HASH_LEN);
-	p->mode = desc->mode;
-	p->seq = (uint32_t)(s->npend - 1);
-	sync_wb_kick(s);
-	pthread_mutex_unlock(&s->mu);
-}
-
 int sync_err_kind(int errnum)
 {
 	switch (errnum) {
@@ -339,14 +317,23 @@ static void *wb_main(void *arg)
 			pthread_cond_wait(&s->wb_cv, &s->mu);
 		if (s->wb_stop)
 			break;
-		/* copies: pend[] may move as files are added (the paths stay) */
+		/* copies, names and all: pend[] may move as files are added,
+		 * and a spill frees the names (sync_pend.c) */
 		size_t n = 0, first = s->wb_next;
-		for (size_t i = first; i < s->npend && n < WB_BATCH; i++)
-			batch[n++] = s->pend[i];
+		for (size_t i = first; i < s->npend && n < WB_BATCH; i++) {
+			batch[n] = s->pend[i];
+			const char *names = batch[n].path;
+			size_t a = strlen(names) + 1, len = a + strlen(names + a) + 1;
+			batch[n].path = xmalloc(len);
+			memcpy(batch[n].path, names, len);
+			n++;
+		}
 		pthread_mutex_unlock(&s->mu);
-		for (size_t i = 0; i < n; i++)
+		for (size_t i = 0; i < n; i++) {
 			if (batch[i].size < SYNC_HINT_MIN && ++small <= SYNC_OWN_SMALL_MAX)
 				sync_pending_range(&d, &batch[i], SYNC_FILE_RANGE_WRITE); /* COMMIT's wait checks */
+			free(batch[i].path);
+		}
 		pthread_mutex_lock(&s->mu);
 		s->wb_next = first + n;
 	}

@@ -85,4 +85,29 @@ test_expect_success 'a damaged manifest (cut short, or garbage) is said, rebuilt
 	sync_in "$P" && test_grep "up to date" "$TRASH/err"
 '
 
+# A first sync of more files than a run holds (8,192): the agent's
+# pending records go to disk in sorted runs, COMMIT puts the files in
+# place from them and merges them into the manifest. One file cannot be
+# put in place (the host has a folder of its own there): it is said,
+# left out of the manifest, and said again next time; the rest is exact.
+test_expect_success 'a first sync past a run of pending files (20,000), one of them refused' '
+	Q=$TRASH/many && R2=$TRASH/remote-many &&
+	python3 - "$Q" <<-\PY &&
+	import os, sys
+	for i in range(20000):
+	    d = os.path.join(sys.argv[1], "m%02d" % (i % 37))
+	    os.makedirs(d, exist_ok=True)
+	    with open(os.path.join(d, "g%05d.txt" % i), "w") as f:
+	        f.write("%d\n" % i)
+	PY
+	mkdir -p "$R2/m05/g00005.txt" && echo mine >"$R2/m05/g00005.txt/keep" &&
+	write_ini "$Q" local local "$R2" && ! sync_in "$Q" &&
+	test_grep "m05/g00005.txt" "$TRASH/err" && test_grep "mine\|keep\|not empty\|folder" "$TRASH/err" &&
+	test -f "$R2/m19/g19999.txt" && test -f "$R2/m00/g00000.txt" &&
+	test "$(find "$R2" -name "g*.txt" -type f | wc -l)" = 19999 &&
+	! ls -a "$R2"/m*/ | grep -q "^\.gpurun-" &&
+	rm -rf "$R2/m05/g00005.txt" && sync_in "$Q" && same_trees "$Q" "$R2" &&
+	sync_in "$Q" && test_grep "up to date" "$TRASH/err"
+'
+
 test_done
