@@ -555,9 +555,9 @@ class Run:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            if waited > 60:
-                raise Failure("%s: gpurun waited %.0f s for a silent agent (limit 2 s)"
-                              % (what, waited))
+            if waited > 20:
+                raise Failure("%s: gpurun waited %.0f s for a silent agent (limit 2 s)\n%s"
+                              % (what, waited, err))
             if rc != 0 and "nothing for 2 s" not in err:
                 raise Failure("%s: it failed (exit %d), not for the silence:\n%s"
                               % (what, rc, err.rstrip()))

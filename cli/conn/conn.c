@@ -534,8 +534,10 @@ int conn_request_intr(struct gr_conn *c, uint16_t type, const void *payload, siz
 	}
 }
 
-/* Read one line from the transport during bootstrap (before frames). */
-static int read_line(struct gr_conn *c, struct strbuf *line, uint64_t deadline,
+/* Read one line from the transport during bootstrap (before frames):
+ * by deadline, and with no silence of idle_ms either way (a stopped
+ * agent, a host that says nothing). */
+static int read_line(struct gr_conn *c, struct strbuf *line, uint64_t deadline, int idle_ms,
 		     struct gr_err *err)
 {
 	int rc;
@@ -559,15 +561,21 @@ static int read_line(struct gr_conn *c, struct strbuf *line, uint64_t deadline,
 			continue;
 		if (c->eof)
 			return gr_errf(err, GR_EAGENT, "the host closed the connection before the agent started");
-		uint64_t now = now_ms();
+		uint64_t now = now_ms(), since = c->last_io > now ? now : c->last_io;
 		if (now >= deadline)
 			return gr_errf(err, GR_ETIMEOUT, "timed out waiting for the agent to start");
-		if ((rc = wait_io(c, NULL, 0, (int)(deadline - now), err)) < 0)
+		if ((rc = conn_idle_check(c, idle_ms, err)) < 0)
+			return rc;
+		uint64_t left = deadline - now, quiet = (uint64_t)idle_ms - (now - since);
+		if ((rc = wait_io(c, NULL, 0, (int)(quiet < left ? quiet : left), err)) < 0)
 			return rc;
 	}
 }
 
-#define BOOT_IDLE_MS 60000
+/* The bootstrap's own bound, whatever moves meanwhile (a host whose
+ * rc files talk on and on): a minute, or GPURUN_IO_TIMEOUT's silence if
+ * that is longer. */
+#define BOOT_MS 60000
 
 /* A notice for the user, through the caller's conn_opts.say. */
 static void say(struct gr_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -587,14 +595,27 @@ static void say(struct gr_conn *c, const char *fmt, ...)
 	free(msg);
 }
 
-static int bootstrap(struct gr_conn *c, struct gr_err *err)
+/* The silence the bootstrap waits out: GPURUN_IO_TIMEOUT, the one bound
+ * on the agent (a stopped one fails in it, not in a minute), and over
+ * ssh the handshake it may still be making ([remote] connect_timeout). */
+static int boot_idle_ms(const struct gr_config *cfg)
+{
+	int ms = conn_idle_ms();
+
+	if (cfg && cfg->remote.connect_timeout > 0 && cfg->remote.connect_timeout <= 86400)
+		ms += cfg->remote.connect_timeout * 1000;
+	return ms;
+}
+
+static int bootstrap(struct gr_conn *c, int idle_ms, struct gr_err *err)
 {
 	struct strbuf line = STRBUF_INIT;
-	uint64_t deadline = now_ms() + 60000;
+	int boot_ms = idle_ms > BOOT_MS ? idle_ms : BOOT_MS;
+	uint64_t deadline = now_ms() + (uint64_t)boot_ms;
 	int rc = 0;
 
 	for (;;) {
-		if ((rc = read_line(c, &line, deadline, err)) < 0)
+		if ((rc = read_line(c, &line, deadline, idle_ms, err)) < 0)
 			goto out;
 		if (!strncmp(line.buf, "GPURUN-AGENT ", 13))
 			break;
@@ -618,7 +639,7 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 					sb_addf(&have, "%s'Linux %s'", !i ? "" : i + 1 < NBUILDS ? ", " : " and ",
 						agent_builds[i].arch);
 				raw_send(c, "abort\n", 6);
-				conn_flush_idle(c, BOOT_IDLE_MS, NULL);
+				conn_flush_idle(c, idle_ms, NULL);
 				rc = gr_errf(err, GR_EUNSUPP,
 					     "the host is '%s%s%s'; this gpurun carries agents for %s only",
 					     ts(os), arch ? " " : "", arch ? ts(arch) : "", have.buf);
@@ -633,9 +654,12 @@ static int bootstrap(struct gr_conn *c, struct gr_err *err)
 			raw_send(c, "send\n", 5);
 			raw_send(c, b->blob, blob_size(b));
 			/* Bounded too: a host that stops taking the upload fails it. */
-			if ((rc = conn_flush_idle(c, BOOT_IDLE_MS, err)) < 0)
+			if ((rc = conn_flush_idle(c, idle_ms, err)) < 0)
 				goto out;
 			c->hello.uploaded = 1;
+			/* (an upload on a slow link may take the minute: the
+			 * agent's start has its own from here) */
+			deadline = now_ms() + (uint64_t)boot_ms;
 			continue;
 		}
 		if (!strncmp(line.buf, "GPURUN-BOOT unsafe ", 19)) {
@@ -669,13 +693,18 @@ static int hello(struct gr_conn *c, struct gr_err *err)
 {
 	struct gr_frame f;
 	struct gr_rd rd;
-	int rc;
+	int rc, ms = conn_idle_ms();
 
 	/* The agent sends HELLO (id 0) unasked right after its ready line:
-	 * no round trip is spent on it. */
-	rc = conn_recv(c, &f, 60000, err);
-	if (rc == 0)
-		rc = gr_errf(err, GR_ETIMEOUT, "the agent did not answer HELLO");
+	 * no round trip is spent on it, and nothing comes between. */
+	ms = ms < BOOT_MS ? ms : BOOT_MS;
+	rc = conn_recv(c, &f, ms, err);
+	if (rc == 0) {
+		rc = gr_errf(err, GR_ETIMEOUT, "the agent started, then sent nothing for %d s "
+			     "(no HELLO)", ms / 1000);
+		gr_hintf(err, "the agent on the host may be stuck; GPURUN_IO_TIMEOUT sets how long "
+			 "gpurun waits");
+	}
 	if (rc < 0)
 		goto out;
 	if (f.type == GR_MSG_ERROR) {
@@ -790,7 +819,7 @@ int conn_open(struct gr_conn **out, const struct gr_config *cfg,
 		return rc;
 	}
 	c->last_io = now_ms();
-	if ((rc = bootstrap(c, err)) < 0 || (rc = hello(c, err)) < 0 ||
+	if ((rc = bootstrap(c, boot_idle_ms(cfg), err)) < 0 || (rc = hello(c, err)) < 0 ||
 	    (rc = check_arch(c, err)) < 0) {
 		conn_close(c);
 		return rc;

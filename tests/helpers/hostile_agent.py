@@ -36,6 +36,10 @@ as $HOSTILE says (comma-separated):
               $HOSTILE_SLOW_S seconds, with a KEEPALIVE every second, then
               passed on: a busy agent, not a dead one
 
+  mute-start  the agent never starts: no ready line, no HELLO, the
+              connection stays up (a stopped agent, a host that hangs)
+  mute-hello  the ready line, then nothing: no HELLO
+
 The requests the command line carries (the bootstrap's early ones) are
 taken out of it and handled first, as if they had come on stdin.
   slow-start  the same for JOB_START alone; $HOSTILE_MARK (if set) is
@@ -268,6 +272,11 @@ def main():
     # The requests in the command line are taken out and handled as if
     # they had come first on stdin: the lies apply to them too.
     args, early = sys.argv[1:], b""
+    if "mute-start" in SCEN or "mute-hello" in SCEN:
+        if "mute-hello" in SCEN:
+            send(b"GPURUN-AGENT %s\n" % os.path.basename(sys.argv[0]).split("-")[1].encode())
+        sys.stdin.buffer.read()  # until gpurun hangs up
+        return
     if len(args) > 1:
         early, args = bytes.fromhex(args[1]), args[:1]
     agent = subprocess.Popen([os.environ["HOSTILE_REAL_AGENT"]] + args,

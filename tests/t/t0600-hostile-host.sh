@@ -250,6 +250,18 @@ test_expect_success 'every request has a bound: an agent that never answers fail
 	unset HOSTILE GPURUN_IO_TIMEOUT && "$GPURUN" status "$J" >out && test_grep "^$J " out
 '
 
+# A stopped agent failed a sync after a minute, not GPURUN_IO_TIMEOUT:
+# the bootstrap and HELLO had a fixed 60 s of their own (sync model,
+# local seed 3 under --soak settings).
+test_expect_success 'an agent that never starts, or never says HELLO, fails in GPURUN_IO_TIMEOUT' '
+	cd "$P" && for h in mute-start mute-hello; do
+		t0=$(date +%s) && { HOSTILE=$h GPURUN_IO_TIMEOUT=2 timeout 60 "$GPURUN" status >out 2>err; rc=$?; } &&
+		el=$(( $(date +%s) - t0 )) && echo "$h: rc=$rc in $el s" && cat err &&
+		test $rc != 0 && test $rc != 124 && test $el -lt 20 &&
+		test_grep "nothing for 2 s" err || return 1
+	done
+'
+
 test_expect_success 'a busy agent sending keepalives is waited for, past GPURUN_IO_TIMEOUT' '
 	cd "$P" && export HOSTILE=slow HOSTILE_SLOW_S=4 GPURUN_IO_TIMEOUT=2 &&
 	timeout 60 "$GPURUN" status "$J" >out 2>err; rc=$?; unset HOSTILE HOSTILE_SLOW_S GPURUN_IO_TIMEOUT;
