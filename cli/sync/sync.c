@@ -87,17 +87,6 @@ static void keep_ignored(struct run *r, const struct sm_list *host)
 	sync_plan_keep_ignored(&r->local, host, ignored_here, r, NULL);
 }
 
-static void copy_into(struct sm_list *to, const struct sm_entry *h)
-{
-	struct sm_entry *e = sm_add(to, h->path, h->type);
-
-	e->mode = h->mode;
-	e->size = h->size;
-	e->mtime_ns = h->mtime_ns;
-	memcpy(e->hash, h->hash, SM_HASH_LEN);
-	e->link = h->link ? xstrdup(h->link) : NULL;
-}
-
 /* The last committed state, read as it streams by: a no-op sync never
  * holds it (held beside the local list it was half the client's peak). */
 struct known_walk {
@@ -116,7 +105,7 @@ static void known_entry(void *arg, const struct sm_entry *h)
 	while (k->i < l->n && strcmp(l->e[k->i].path, h->path) < 0)
 		k->i++;
 	if (k->i >= l->n || strcmp(l->e[k->i].path, h->path))
-		copy_into(&k->host_only, h);
+		sm_add_copy(&k->host_only, h);
 	else if (l->e[k->i].flags & SM_F_UNHASHED)
 		sync_hash_mark(k->r->ctx->cfg, &l->e[k->i], h);
 }
@@ -212,7 +201,7 @@ static void diff_entry(void *arg, const struct sm_entry *h)
 	if (k->i < l->n && sm_same(&l->e[k->i], h))
 		l->e[k->i].flags |= SM_F_SAME;
 	else
-		copy_into(&k->r->known, h);
+		sm_add_copy(&k->r->known, h);
 }
 
 static void forget_same(struct run *r)

@@ -268,12 +268,7 @@ static void build_expect(struct sync_xfer *x)
 			if (!src || src->type == SM_DIR)
 				continue; /* nothing there now */
 		}
-		struct sm_entry *e = sm_add(&x->expect, x->local->e[i].path, src->type);
-		e->mode = src->mode;
-		e->size = src->size;
-		e->mtime_ns = src->mtime_ns;
-		memcpy(e->hash, src->hash, SM_HASH_LEN);
-		e->link = src->link ? xstrdup(src->link) : NULL;
+		sm_add_copy(&x->expect, src); /* (the host's is at the same path) */
 	}
 }
 

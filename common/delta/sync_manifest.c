@@ -34,6 +34,18 @@ struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type)
 	return sm_add_take(l, xstrdup(path), type);
 }
 
+struct sm_entry *sm_add_copy(struct sm_list *l, const struct sm_entry *e)
+{
+	struct sm_entry *c = sm_add(l, e->path, e->type);
+
+	c->link = e->link ? xstrdup(e->link) : NULL;
+	c->size = e->size;
+	c->mtime_ns = e->mtime_ns;
+	memcpy(c->hash, e->hash, SM_HASH_LEN);
+	c->mode = e->mode;
+	return c;
+}
+
 /* A block of the list's path pool. */
 struct sm_pool {
 	struct sm_pool *next;

@@ -78,6 +78,10 @@ struct sm_list {
 
 /* Append a copy of path (and link); returns the new entry, zeroed. */
 struct sm_entry *sm_add(struct sm_list *l, const char *path, uint8_t type);
+/* A copy of e's description (path, type, mode, size, mtime, hash, link)
+ * at the end of l; each side's own fields (host, dev/ino/leaves) and the
+ * flags are left zero, for the caller to copy what its side needs. */
+struct sm_entry *sm_add_copy(struct sm_list *l, const struct sm_entry *e);
 /* The same with path itself (malloc'd), which the list now owns. */
 struct sm_entry *sm_add_take(struct sm_list *l, char *path, uint8_t type);
 /* The same with path copied into the list's pool: no malloc header and

@@ -173,32 +173,24 @@ int sync_man_write(struct sync_session *s, const struct man_overlay *ov,
 {
 	struct write_ctx wc = { .leaves = leaves };
 	char tmp[64];
-	int fd = -1, rc = 0;
-	struct stat st;
+	int fd = sync_man_tmp(s, tmp, err), rc;
 
-	s->man_written = 0;
-	if (s->statefd < 0 || (fd = sfs_tmp_create(s->statefd, tmp, sizeof(tmp))) < 0)
-		return gr_errf(err, GR_EIO, "cannot write '%s/%s': %s", s->root,
-			       SYNC_MANIFEST_FILE, strerror(errno));
+	if (fd < 0)
+		return fd;
 	sm_writer_init(&wc.w, fd, 1);
 	sm_digest_init(&wc.d);
 	rc = sync_man_each(s, ov, write_entry, &wc, err);
 	int wrc = sm_writer_finish(&wc.w);
 	sm_digest_final(&wc.d, digest);
-	if (!rc && (wrc < 0 || fsync(fd) < 0 ||
-		    renameat(s->statefd, tmp, s->statefd, STATE_NAME(SYNC_MANIFEST_FILE)) < 0))
-		rc = gr_errf(err, GR_EIO, "cannot write '%s/%s': %s", s->root,
-			     SYNC_MANIFEST_FILE, strerror(errno));
-	if (rc < 0) {
-		unlinkat(s->statefd, tmp, 0);
+	if (rc < 0) { /* (the damage is reported) */
+		sync_man_place(s, fd, tmp, 0, NULL);
 		close(fd);
 		return rc;
 	}
-	fsync(s->statefd);
-	/* (After the rename, which may change its ctime; under the lock.) */
-	s->man_written = fstat(fd, &st) == 0;
-	if (s->man_written)
-		sync_man_id_of(&st, &s->man_id);
+	if ((rc = sync_man_place(s, fd, tmp, wrc >= 0, err)) < 0) {
+		close(fd);
+		return rc;
+	}
 	if (s->manfd >= 0)
 		close(s->manfd);
 	s->manfd = fd; /* read from here on (opened for reading and writing) */

@@ -391,17 +391,10 @@ static uint32_t refresh(struct sync_session *s, struct strbuf *changes)
 	return n;
 }
 
-/* A copy of e (path, link and all) at the end of l. */
+/* A copy of e (path, link and all, what the host saw too) at the end of l. */
 static void put_copy(struct sm_list *l, const struct sm_entry *e)
 {
-	struct sm_entry *c = sm_add(l, e->path, e->type);
-
-	c->link = e->link ? xstrdup(e->link) : NULL;
-	c->size = e->size;
-	c->mtime_ns = e->mtime_ns;
-	memcpy(c->hash, e->hash, SM_HASH_LEN);
-	c->host = e->host;
-	c->mode = e->mode;
+	sm_add_copy(l, e)->host = e->host;
 }
 
 /* The refresh of a manifest left on disk: the file read as a stream, a

@@ -428,35 +428,48 @@ void sync_host_fields(struct sm_entry *e, const struct stat *st)
 	e->host.ctime_ns = sfs_ctime_ns(st);
 }
 
-int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct gr_err *err)
+int sync_man_tmp(struct sync_session *s, char tmp[64], struct gr_err *err)
 {
-	char tmp[64];
-	int statefd = s->statefd, fd = -1, rc = 0;
+	int fd;
 
 	s->man_written = 0;
-	if (statefd < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot open '%s/%s': %s", s->root, SYNC_STATE_DIR,
-			     strerror(errno));
-		goto out;
-	}
-	fd = sfs_tmp_create(statefd, tmp, sizeof(tmp));
-	if (fd < 0 || sm_encode_fd(m, 1, fd) < 0 || fsync(fd) < 0 ||
-	    renameat(statefd, tmp, statefd, STATE_NAME(SYNC_MANIFEST_FILE)) < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot write '%s/%s': %s", s->root,
-			     SYNC_MANIFEST_FILE, strerror(errno));
-		if (fd >= 0)
-			unlinkat(statefd, tmp, 0);
-		goto out;
-	}
-	fsync(statefd);
-	/* (After the rename, which may change its ctime; under the lock.) */
+	if (s->statefd < 0)
+		return gr_errf(err, GR_EIO, "cannot open '%s/%s': %s", s->root, SYNC_STATE_DIR,
+			       strerror(errno));
+	if ((fd = sfs_tmp_create(s->statefd, tmp, 64)) < 0)
+		return gr_errf(err, GR_EIO, "cannot write '%s/%s': %s", s->root,
+			       SYNC_MANIFEST_FILE, strerror(errno));
+	return fd;
+}
+
+int sync_man_place(struct sync_session *s, int fd, const char *tmp, int ok, struct gr_err *err)
+{
 	struct stat st;
+
+	if (!ok || fsync(fd) < 0 ||
+	    renameat(s->statefd, tmp, s->statefd, STATE_NAME(SYNC_MANIFEST_FILE)) < 0) {
+		int rc = gr_errf(err, GR_EIO, "cannot write '%s/%s': %s", s->root,
+				 SYNC_MANIFEST_FILE, strerror(errno));
+		unlinkat(s->statefd, tmp, 0);
+		return rc;
+	}
+	fsync(s->statefd);
+	/* (After the rename, which may change its ctime; under the lock.) */
 	s->man_written = fstat(fd, &st) == 0;
 	if (s->man_written)
 		sync_man_id_of(&st, &s->man_id);
-out:
-	if (fd >= 0)
-		close(fd);
+	return 0;
+}
+
+int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct gr_err *err)
+{
+	char tmp[64];
+	int fd = sync_man_tmp(s, tmp, err), rc;
+
+	if (fd < 0)
+		return fd;
+	rc = sync_man_place(s, fd, tmp, sm_encode_fd(m, 1, fd) >= 0, err);
+	close(fd);
 	return rc;
 }
 
