@@ -184,9 +184,50 @@ static int scan_enter(struct scan_ctx *c, int dfd, const char *name, enum scan_m
 	return scan_dir(c, fd, mode);
 }
 
-/* One entry of the folder open as dfd; c->path names it. */
+/* Folders of one folder to enter once its entries up to "name/" are
+ * out (path order: "a", "a.txt", then what "a/" holds), ordered by that
+ * key. */
+struct later {
+	char *name;
+	enum scan_mode mode;
+};
+struct later_q {
+	struct later *v;
+	size_t head, n, alloc;
+};
+
+/* Does "a/" sort before b (neither the other's name)? */
+static int slash_before(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+	int c = strncmp(a, b, n);
+
+	return c ? c < 0 : '/' < (unsigned char)b[n];
+}
+
+static void later_push(struct later_q *q, const char *name, enum scan_mode mode)
+{
+	size_t i;
+
+	if (q->n == q->alloc) {
+		q->alloc = q->alloc ? 2 * q->alloc : 16;
+		q->v = xrealloc(q->v, q->alloc * sizeof(*q->v));
+	}
+	/* Names come in order, and so do their keys but where a name is a
+	 * prefix of the next ("a", "a-b": "a-b/" < "a/"). */
+	for (i = q->n; i > q->head && !slash_before(q->v[i - 1].name, name); i--)
+		q->v[i] = q->v[i - 1];
+	q->v[i].name = xstrdup(name);
+	q->v[i].mode = mode;
+	q->n++;
+}
+
+/* One entry of the folder open as dfd; c->path names it. A folder to
+ * enter goes to q (entered by the caller at its place), or is entered
+ * now when q is NULL or it may be left out (held in c->pend until
+ * something below it is kept). */
 static int scan_entry_one(struct scan_ctx *c, int dfd, const char *name, unsigned char dtype,
-			  enum scan_mode mode, int at_root)
+			  enum scan_mode mode, int at_root, struct later_q *q)
 {
 	struct stat st;
 	int is_dir, have_st = 0, ret;
@@ -281,6 +322,10 @@ again:
 	ret = scan_add(c, dfd, name, &st, defer);
 	if (ret < 0 || !is_dir)
 		return ret;
+	if (!defer && q) {
+		later_push(q, name, child);
+		return 0;
+	}
 	ret = scan_enter(c, dfd, name, child);
 	/* A folder entered only to look for tracked or included paths, that
 	 * held none: it is ignored after all. */
@@ -296,10 +341,51 @@ stat_failed:
 	return gr_errf(c->err, GR_EIO, "cannot stat '%s': %s", c->path.buf, strerror(errno));
 }
 
-/* Takes ownership of dfd. c->path names the folder ("" for the root). */
+struct kid {
+	char *name;
+	unsigned char dtype;
+};
+
+static int kid_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct kid *)a)->name, ((const struct kid *)b)->name);
+}
+
+/* c->path: the folder (length plen), then name. */
+static void path_at(struct scan_ctx *c, size_t plen, const char *name)
+{
+	c->path.len = plen;
+	if (plen)
+		sb_add(&c->path, "/", 1);
+	sb_adds(&c->path, name);
+}
+
+/* Enter the queued folders whose content comes before name (all of them
+ * when name is NULL). */
+static int enter_before(struct scan_ctx *c, int dfd, size_t plen, struct later_q *q,
+			const char *name)
+{
+	int ret = 0;
+
+	while (q->head < q->n && (!name || slash_before(q->v[q->head].name, name))) {
+		struct later *l = &q->v[q->head++];
+		if (!ret) {
+			path_at(c, plen, l->name);
+			ret = scan_enter(c, dfd, l->name, l->mode);
+		}
+		free(l->name);
+	}
+	return ret;
+}
+
+/* Takes ownership of dfd. c->path names the folder ("" for the root).
+ * Its entries are read first and sorted, so they come out in path order
+ * with each folder's content at its place (enter_before). */
 static int scan_dir(struct scan_ctx *c, int dfd, enum scan_mode mode)
 {
-	size_t plen = c->path.len;
+	size_t plen = c->path.len, nkids = 0, akids = 0;
+	struct kid *kids = NULL;
+	struct later_q q = { 0 };
 	struct dirent *de;
 	DIR *d;
 	int ret = 0;
@@ -332,14 +418,29 @@ static int scan_dir(struct scan_ctx *c, int dfd, enum scan_mode mode)
 		name = de->d_name;
 		if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2])))
 			continue;
-		c->path.len = plen;
-		if (plen)
-			sb_add(&c->path, "/", 1);
-		sb_adds(&c->path, name);
-		ret = scan_entry_one(c, dirfd(d), name, de->d_type, mode, plen == 0);
-		if (ret < 0)
-			break;
+		if (nkids == akids) {
+			akids = akids ? 2 * akids : 32;
+			kids = xrealloc(kids, akids * sizeof(*kids));
+		}
+		kids[nkids].name = xstrdup(name);
+		kids[nkids++].dtype = de->d_type;
 	}
+	if (nkids > 1)
+		qsort(kids, nkids, sizeof(*kids), kid_cmp);
+	for (size_t i = 0; i < nkids && ret >= 0; i++) {
+		if ((ret = enter_before(c, dirfd(d), plen, &q, kids[i].name)) < 0)
+			break;
+		path_at(c, plen, kids[i].name);
+		ret = scan_entry_one(c, dirfd(d), kids[i].name, kids[i].dtype, mode, plen == 0, &q);
+	}
+	if (ret >= 0)
+		ret = enter_before(c, dirfd(d), plen, &q, NULL);
+	for (size_t i = q.head; i < q.n; i++) /* (after an error) */
+		free(q.v[i].name);
+	for (size_t i = 0; i < nkids; i++)
+		free(kids[i].name);
+	free(kids);
+	free(q.v);
 	c->path.len = plen;
 	if (c->path.buf)
 		c->path.buf[plen] = '\0';

@@ -69,8 +69,12 @@ struct scan_opts {
 int scan_tree(const char *root, const struct scan_opts *o,
 	      struct scan_entry **out, size_t *n, struct gr_err *err);
 void scan_free(struct scan_entry *e, size_t n);
-/* The same entries, each given to each(arg, e) as it is found, in no
- * particular order (a folder before what it holds); e and its strings are
+/* The same entries, each given to each(arg, e) as it is found, in path
+ * order (each folder's entries are sorted, and what a folder holds comes
+ * at its place: "a", "a.txt", "a/b"), but for a folder entered only to
+ * reach tracked or included files: that one comes with what it holds,
+ * where it is kept, and siblings named like it may then come after it
+ * out of order. A folder always comes before what it holds. e and its strings are
  * the scan's, valid during the call only. Nothing is held but the walk's
  * own state, so a caller that keeps the entries in its own form keeps
  * one copy of the tree, not two. A negative return from each stops the

@@ -124,6 +124,63 @@ static void scan_entries_and_order(void)
 	free(lnk);
 }
 
+static int order_each(void *arg, const struct scan_entry *e)
+{
+	struct strvec *v = arg;
+
+	sv_push(v, e->path);
+	return 0;
+}
+
+static int cmp_strp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* scan_tree_each itself comes in path order (what the sync's merge with
+ * the index and the host's list reads as a stream): folders whose names
+ * are prefixes of their siblings' ("a", "a-b", "a.txt", "a!"), a
+ * folder's content after those siblings, folders within folders, many
+ * entries in one folder (readdir's order is the hash's). */
+static void scan_each_in_path_order(void)
+{
+	static const char *const dirs[] = { "o", "o/a", "o/a-b", "o/a/a", "o/a/a.b", "o/a/a/z",
+					    "o/ab", "o/a0", "o/b", "o/b/c-d", "o/b/c" };
+	static const char *const files[] = { "o/a.txt", "o/a!", "o/a-b/x", "o/a/a-", "o/a/a/y",
+					     "o/a/a.b/q", "o/ab/k", "o/a0/m", "o/b.py", "o/b/c-d/e",
+					     "o/b/c/f", "o/b/c.x", "o/a/a0" };
+	struct strvec got = STRVEC_INIT;
+	struct gr_err err = { 0 };
+	struct scan_opts o = { 0 };
+	char *root = tpath("o");
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(*dirs); i++)
+		mk(dirs[i]);
+	for (size_t i = 0; i < sizeof(files) / sizeof(*files); i++)
+		put(files[i], "x");
+	for (int i = 0; i < 300; i++) {
+		char rel[64];
+		snprintf(rel, sizeof(rel), "o/b/n%d", i * 7919 % 1000);
+		put(rel, "");
+	}
+	CHECK_EQ_INT(scan_tree_each(root, &o, order_each, &got, &err), 0);
+	CHECK_EQ_INT(got.n, sizeof(dirs) / sizeof(*dirs) - 1 + sizeof(files) / sizeof(*files) + 300);
+	size_t bad = 0;
+	for (size_t i = 1; i < got.n; i++)
+		if (strcmp(got.v[i - 1], got.v[i]) >= 0 && !bad++)
+			fprintf(stderr, "# out of order: '%s' then '%s'\n", got.v[i - 1], got.v[i]);
+	CHECK_EQ_INT(bad, 0);
+	/* (the same set as sorted: nothing lost on the way) */
+	char **sorted = xmalloc(got.n * sizeof(*sorted));
+	memcpy(sorted, got.v, got.n * sizeof(*sorted));
+	qsort(sorted, got.n, sizeof(*sorted), cmp_strp);
+	for (size_t i = 1; i < got.n; i++)
+		CHECK(strcmp(sorted[i - 1], sorted[i]) < 0);
+	free(sorted);
+	sv_clear(&got);
+	free(root);
+}
+
 /* ignore_check does not look at parents; ignore_path does. Loading a deep
  * folder first loads its parents. */
 static void check_vs_path(void)
@@ -449,6 +506,7 @@ int main(void)
 	have_git = system("git --version >/dev/null 2>&1") == 0;
 
 	RUN(scan_entries_and_order);
+	RUN(scan_each_in_path_order);
 	RUN(check_vs_path);
 	RUN(explain_wording);
 	RUN(gitconfig_reader);
