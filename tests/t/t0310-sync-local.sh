@@ -199,4 +199,20 @@ test_expect_success 'a folder holding files gpurun did not send is kept, and sai
 	test -f "$R/gone/x/result.log" && ! test -e "$R/gone/x/f"
 '
 
+# The scan comes in path order but for a folder entered only to reach the
+# files git tracks in it: that one comes with them, before siblings whose
+# names sort between "out" and "out/" ("out.txt", "out-x"). The sync's
+# list sorts itself then.
+test_expect_success 'tracked files in an ignored folder beside siblings named like it' '
+	P2=$TRASH/proj2 R2=$TRASH/remote2 && mkdir -p "$P2/out" "$P2/out-x" &&
+	(cd "$P2" && git init -q . && printf "out/\n" >.gitignore &&
+	 echo t >out/tracked.txt && echo i >out/ignored.bin && echo s >out.txt &&
+	 echo x >out-x/f && git add .gitignore && git add -f out/tracked.txt) &&
+	write_ini "$P2" local local "$R2" &&
+	(cd "$P2" && "$GPURUN" -q sync) &&
+	test_grep -x t "$R2/out/tracked.txt" && ! test -e "$R2/out/ignored.bin" &&
+	test_grep -x s "$R2/out.txt" && test_grep -x x "$R2/out-x/f" &&
+	(cd "$P2" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err"
+'
+
 test_done
