@@ -247,10 +247,11 @@ int sync_pending_range(struct sfs_dir *d, const struct sync_pending *p, unsigned
 /* Write the manifest (with host fields) into the state folder, atomically;
  * its identity then in s->man_id (s->man_written). */
 int sync_write_manifest(struct sync_session *s, const struct sm_list *m, struct gr_err *err);
-/* Its two ends, for a manifest written as a stream: the temp file in the
- * state folder (its fd; tmp gets its name), then, written (ok) or not,
- * the rename into place with both fsyncs and s->man_id (ok 0, or what
- * fails: tmp is removed). The caller closes fd. */
+/* Its two ends, for a manifest written as a stream: sync_man_tmp makes
+ * the temp file in the state folder (returns its fd; tmp gets its name);
+ * sync_man_place, if the writing went well (ok), renames it into place
+ * with both fsyncs and sets s->man_id (returns 0), else removes tmp and
+ * returns the error. The caller closes fd. */
 int sync_man_tmp(struct sync_session *s, char tmp[64], struct gr_err *err);
 int sync_man_place(struct sync_session *s, int fd, const char *tmp, int ok, struct gr_err *err);
 /* The manifest entry for path (a file a delta may be made against), or NULL. */
