@@ -33,6 +33,9 @@ struct scan_ctx {
 	 * once something below them is kept, forgotten if nothing is. */
 	struct scan_entry *pend;
 	size_t npend, apend;
+	/* While such a folder (the outermost) is scanned, what it keeps is
+	 * held here, to be said at its place (scan_entry_one). */
+	struct scan_held *hold;
 	struct strbuf path;   /* the current path, relative to the root */
 	struct gr_err *err;
 };
@@ -42,17 +45,50 @@ static int scan_is_git(const char *name)
 	return !strcmp(name, ".git");
 }
 
+/* Entries said later (copies). */
+struct scan_held {
+	struct scan_entry *v;
+	size_t n, alloc;
+};
+
+static void held_add(struct scan_held *h, const struct scan_entry *e)
+{
+	if (h->n == h->alloc) {
+		h->alloc = h->alloc ? 2 * h->alloc : 16;
+		h->v = xrealloc(h->v, h->alloc * sizeof(*h->v));
+	}
+	h->v[h->n] = *e;
+	h->v[h->n].path = xstrdup(e->path);
+	h->v[h->n++].link = e->link ? xstrdup(e->link) : NULL;
+}
+
+static void held_free(struct scan_entry *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].path);
+		free(v[i].link);
+	}
+}
+
+static int scan_say(struct scan_ctx *c, const struct scan_entry *e)
+{
+	if (!c->hold)
+		return c->each(c->arg, e);
+	held_add(c->hold, e);
+	return 0;
+}
+
 static int scan_emit(struct scan_ctx *c, const struct scan_entry *e)
 {
 	int ret = 0;
 
 	for (size_t i = 0; i < c->npend; i++) {
 		if (!ret)
-			ret = c->each(c->arg, &c->pend[i]);
+			ret = scan_say(c, &c->pend[i]);
 		free(c->pend[i].path);
 	}
 	c->npend = 0;
-	return ret ? ret : c->each(c->arg, e);
+	return ret ? ret : scan_say(c, e);
 }
 
 /* The entry c->path names: to each() now, or (defer: a folder that may
@@ -109,6 +145,7 @@ static int scan_add(struct scan_ctx *c, int dfd, const char *name, const struct 
 }
 
 static int scan_dir(struct scan_ctx *c, int dfd, enum scan_mode mode);
+static int scan_cmp(const void *a, const void *b);
 
 /* Files and bytes below folder dfd (never through a link), for
  * scan_ignored's walk_dirs; at most *budget entries are looked at. */
@@ -190,6 +227,8 @@ static int scan_enter(struct scan_ctx *c, int dfd, const char *name, enum scan_m
 struct later {
 	char *name;
 	enum scan_mode mode;
+	struct scan_entry *held; /* what to say instead of entering (all of it */
+	size_t nheld;            /* found already, in path order) */
 };
 struct later_q {
 	struct later *v;
@@ -205,7 +244,7 @@ static int slash_before(const char *a, const char *b)
 	return c ? c < 0 : '/' < (unsigned char)b[n];
 }
 
-static void later_push(struct later_q *q, const char *name, enum scan_mode mode)
+static struct later *later_push(struct later_q *q, const char *name, enum scan_mode mode)
 {
 	size_t i;
 
@@ -219,7 +258,19 @@ static void later_push(struct later_q *q, const char *name, enum scan_mode mode)
 		q->v[i] = q->v[i - 1];
 	q->v[i].name = xstrdup(name);
 	q->v[i].mode = mode;
+	q->v[i].held = NULL;
+	q->v[i].nheld = 0;
 	q->n++;
+	return &q->v[i];
+}
+
+static void later_free(struct later *l)
+{
+	free(l->name);
+	if (l->held) {
+		held_free(l->held, l->nheld);
+		free(l->held);
+	}
 }
 
 /* One entry of the folder open as dfd; c->path names it. A folder to
@@ -319,20 +370,46 @@ again:
 		return 0;
 	int defer = is_dir && child == SCAN_TRACKED_ONLY;
 	size_t at = c->npend;
+	struct scan_held held = { 0 };
+	/* The outermost such folder is entered now, to know whether it
+	 * stays, and what it keeps is held: the folder itself is said now,
+	 * at its place, and the rest at the place of "name/" (between "a"
+	 * and "a/x" come "a-b" and "a.txt"). */
+	int hold = defer && q && !c->hold;
+	if (hold)
+		c->hold = &held;
 	ret = scan_add(c, dfd, name, &st, defer);
-	if (ret < 0 || !is_dir)
+	if (ret < 0 || !is_dir) {
+		c->hold = hold ? NULL : c->hold;
 		return ret;
+	}
 	if (!defer && q) {
 		later_push(q, name, child);
 		return 0;
 	}
 	ret = scan_enter(c, dfd, name, child);
+	if (hold)
+		c->hold = NULL;
 	/* A folder entered only to look for tracked or included paths, that
 	 * held none: it is ignored after all. */
 	if (defer && c->npend == at + 1) {
 		c->npend--;
 		free(c->pend[c->npend].path);
 	}
+	if (hold && ret >= 0 && held.n) {
+		/* (its entries came in the order it was walked in) */
+		qsort(held.v, held.n, sizeof(*held.v), scan_cmp);
+		ret = c->each(c->arg, &held.v[0]); /* the folder: "name" < "name/..." */
+		struct later *l = later_push(q, name, child);
+		l->held = held.v;
+		l->nheld = held.n;
+		free(held.v[0].path);
+		free(held.v[0].link);
+		l->held[0].path = l->held[0].link = NULL;
+		return ret;
+	}
+	held_free(held.v, held.n);
+	free(held.v);
 	return ret;
 
 stat_failed:
@@ -369,11 +446,14 @@ static int enter_before(struct scan_ctx *c, int dfd, size_t plen, struct later_q
 
 	while (q->head < q->n && (!name || slash_before(q->v[q->head].name, name))) {
 		struct later *l = &q->v[q->head++];
-		if (!ret) {
+		if (!ret && l->held) {
+			for (size_t i = 1; i < l->nheld && !ret; i++)
+				ret = c->each(c->arg, &l->held[i]);
+		} else if (!ret) {
 			path_at(c, plen, l->name);
 			ret = scan_enter(c, dfd, l->name, l->mode);
 		}
-		free(l->name);
+		later_free(l);
 	}
 	return ret;
 }
@@ -436,7 +516,7 @@ static int scan_dir(struct scan_ctx *c, int dfd, enum scan_mode mode)
 	if (ret >= 0)
 		ret = enter_before(c, dirfd(d), plen, &q, NULL);
 	for (size_t i = q.head; i < q.n; i++) /* (after an error) */
-		free(q.v[i].name);
+		later_free(&q.v[i]);
 	for (size_t i = 0; i < nkids; i++)
 		free(kids[i].name);
 	free(kids);

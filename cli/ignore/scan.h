@@ -71,12 +71,11 @@ int scan_tree(const char *root, const struct scan_opts *o,
 void scan_free(struct scan_entry *e, size_t n);
 /* The same entries, each given to each(arg, e) as it is found, in path
  * order (each folder's entries are sorted, and what a folder holds comes
- * at its place: "a", "a.txt", "a/b"), but for a folder entered only to
- * reach tracked or included files: that one comes with what it holds,
- * where it is kept, and siblings named like it may then come after it
- * out of order. A folder always comes before what it holds. e and its strings are
- * the scan's, valid during the call only. Nothing is held but the walk's
- * own state, so a caller that keeps the entries in its own form keeps
+ * at its place: "a", "a.txt", "a/b"). A folder entered only to reach
+ * tracked or included files is walked when it comes up (to know whether
+ * it stays), and what it keeps is held until its place. e and its
+ * strings are the scan's, valid during the call only. Nothing else is
+ * held but the walk's own state, so a caller that keeps the entries in its own form keeps
  * one copy of the tree, not two. A negative return from each stops the
  * scan and is returned. */
 int scan_tree_each(const char *root, const struct scan_opts *o,

@@ -181,6 +181,49 @@ static void scan_each_in_path_order(void)
 	free(root);
 }
 
+/* A folder the rules ignore, entered only for what [sync] include names
+ * in it: the scan finds that first, and still says it in path order
+ * (the folder at its place, what it keeps at the place of "out/"). */
+static void scan_held_in_path_order(void)
+{
+	static const char *const include[] = { "out/keep.txt", "out/sub/" };
+	struct strvec got = STRVEC_INIT;
+	struct gr_err err = { 0 };
+	struct scan_opts o = { 0 };
+	char *root = tpath("s6");
+
+	mk("s6");
+	put("s6/.gitignore", "out/\nnone/\n");
+	mk("s6/out");
+	mk("s6/out/sub");
+	mk("s6/out/sub/a");
+	mk("s6/none");      /* ignored, holds nothing included: not said at all */
+	mk("s6/out-x");
+	put("s6/out/keep.txt", "k");
+	put("s6/out/junk", "j");
+	put("s6/out/sub/a-", "1");
+	put("s6/out/sub/a/b", "2");
+	put("s6/none/keep.txt", "n");
+	put("s6/out-x/f", "f");
+	put("s6/out.txt", "t");
+	put("s6/zz", "z");
+	o.include = include;
+	o.ninclude = GR_ARRAY_SIZE(include);
+	CHECK_EQ_INT(scan_tree_each(root, &o, order_each, &got, &err), 0);
+	static const char *const want[] = { ".gitignore", "out", "out-x", "out-x/f", "out.txt",
+					      "out/keep.txt", "out/sub", "out/sub/a", "out/sub/a-",
+					      "out/sub/a/b", "zz" };
+	CHECK_EQ_INT(got.n, GR_ARRAY_SIZE(want));
+	for (size_t i = 0; i < got.n && i < GR_ARRAY_SIZE(want); i++)
+		if (strcmp(got.v[i], want[i])) {
+			fprintf(stderr, "# at %zu: got '%s', want '%s'\n", i, got.v[i], want[i]);
+			CHECK(0);
+			break;
+		}
+	sv_clear(&got);
+	free(root);
+}
+
 /* ignore_check does not look at parents; ignore_path does. Loading a deep
  * folder first loads its parents. */
 static void check_vs_path(void)
@@ -507,6 +550,7 @@ int main(void)
 
 	RUN(scan_entries_and_order);
 	RUN(scan_each_in_path_order);
+	RUN(scan_held_in_path_order);
 	RUN(check_vs_path);
 	RUN(explain_wording);
 	RUN(gitconfig_reader);
