@@ -425,88 +425,109 @@ int sm_decode(const void *p, size_t n, int with_host, struct sm_list *l,
 
 #define SM_ENTRY_PEEK (16u << 10) /* read ahead per entry (a path is at most 4 KiB) */
 
-/* sm_decode_fd, and with each set sm_decode_fd_each: l then holds only
- * the entry before the last (for the order check). */
+static const struct sm_entry *reader_fail(struct sm_reader *r, int rc)
+{
+	if (rc == GR_EIO)
+		r->rc = gr_errf(r->err, GR_EIO, "cannot read the sync manifest: %s", strerror(errno));
+	else
+		r->rc = gr_errf(r->err, GR_EPROTO, "malformed sync manifest");
+	while (r->l->n > r->first) /* (into: nothing of it is kept) */
+		sm_entry_release(&r->l->e[--r->l->n]);
+	return NULL;
+}
+
+int sm_reader_open(struct sm_reader *r, int fd, int with_host, struct sm_list *into,
+		   struct gr_err *err)
+{
+	struct gr_rd rd;
+	struct stat st;
+
+	memset(r, 0, sizeof(*r));
+	r->w.fd = fd;
+	r->with_host = with_host;
+	r->err = err;
+	r->l = into ? into : &r->own;
+	r->first = r->l->n;
+	ssize_t have = fwin_need(&r->w, 13);
+	if (have < 0)
+		return r->rc = gr_errf(err, GR_EIO, "cannot read the sync manifest: %s",
+				       strerror(errno));
+	if (have < 4 || memcmp(r->w.b.buf, SM_MAGIC, 4))
+		return r->rc = gr_errf(err, GR_EPROTO, "not a sync manifest");
+	rd_init(&rd, r->w.b.buf + 4, (size_t)have - 4);
+	uint32_t version = get_u32(&rd);
+	uint8_t host = get_u8(&rd);
+	r->left = get_u32(&rd);
+	if (rd.bad || version != SM_VERSION || host != !!with_host)
+		return r->rc = gr_errf(err, GR_EPROTO, "sync manifest of an unknown version");
+	r->w.pos = 13;
+	/* As sm_decode: room for all at once, as many as the bytes can hold. */
+	size_t bytes = fstat(fd, &st) == 0 && st.st_size > 13 ? (size_t)st.st_size - 13 : 0;
+	size_t room = r->left < bytes / 6 ? r->left : bytes / 6;
+	sm_reserve(r->l, into ? (room < (1u << 20) ? room : (1u << 20)) : 3);
+	return 0;
+}
+
+const struct sm_entry *sm_reader_next(struct sm_reader *r)
+{
+	struct sm_list *l = r->l;
+	struct gr_rd rd;
+	ssize_t have;
+
+	if (r->rc)
+		return NULL;
+	if (!r->left) {
+		if (!r->ended && (have = fwin_need(&r->w, 1)) != 0) /* trailing bytes, or a read error */
+			return reader_fail(r, have < 0 ? GR_EIO : GR_EPROTO);
+		r->ended = 1;
+		return NULL;
+	}
+	for (size_t want = SM_ENTRY_PEEK;; want *= 2) {
+		if ((have = fwin_need(&r->w, want)) < 0)
+			return reader_fail(r, GR_EIO);
+		rd_init(&rd, r->w.b.buf + r->w.pos, (size_t)have);
+		struct sm_entry *e = sm_get_entry(&rd, l, r->with_host);
+		if (!rd.bad) {
+			r->w.pos += (size_t)have - rd.n;
+			if (l->n > r->first + 1 && strcmp(l->e[l->n - 2].path, e->path) >= 0)
+				return reader_fail(r, GR_EPROTO);
+			r->left--;
+			if (l == &r->own && l->n == 3) { /* keep this one and the one before */
+				sm_entry_release(&l->e[0]);
+				l->e[0] = l->e[1];
+				l->e[1] = l->e[2];
+				l->n = 2;
+				e = &l->e[1];
+			}
+			return e;
+		}
+		if (e) /* cut by the window, or malformed: read on to know */
+			sm_entry_release(&l->e[--l->n]);
+		if (r->w.eof || (size_t)have < want)
+			return reader_fail(r, GR_EPROTO);
+	}
+}
+
+void sm_reader_close(struct sm_reader *r)
+{
+	fwin_release(&r->w);
+	sm_list_free(&r->own);
+}
+
+/* sm_decode_fd, and with each set sm_decode_fd_each. */
 static int decode_fd(int fd, int with_host, struct sm_list *l,
 		     void (*each)(void *arg, const struct sm_entry *e), void *arg,
 		     struct gr_err *err)
 {
-	struct fwin w = { .fd = fd };
-	struct gr_rd rd;
-	struct stat st;
-	const char *prev = NULL;
-	size_t first = l->n;
-	ssize_t have = fwin_need(&w, 13);
-	int rc = 0;
+	struct sm_reader r;
+	const struct sm_entry *e;
 
-	if (have < 0) {
-		rc = gr_errf(err, GR_EIO, "cannot read the sync manifest: %s", strerror(errno));
-		goto out;
-	}
-	if (have < 4 || memcmp(w.b.buf, SM_MAGIC, 4)) {
-		rc = gr_errf(err, GR_EPROTO, "not a sync manifest");
-		goto out;
-	}
-	rd_init(&rd, w.b.buf + 4, (size_t)have - 4);
-	uint32_t version = get_u32(&rd);
-	uint8_t host = get_u8(&rd);
-	uint32_t count = get_u32(&rd);
-	if (rd.bad || version != SM_VERSION || host != !!with_host) {
-		rc = gr_errf(err, GR_EPROTO, "sync manifest of an unknown version");
-		goto out;
-	}
-	w.pos = 13;
-	/* As sm_decode: room for all at once, as many as the bytes can hold. */
-	size_t bytes = fstat(fd, &st) == 0 && st.st_size > 13 ? (size_t)st.st_size - 13 : 0;
-	size_t room = count < bytes / 6 ? count : bytes / 6;
-	sm_reserve(l, each ? 2 : room < (1u << 20) ? room : (1u << 20));
-	for (uint32_t i = 0; i < count && !rc; i++) {
-		for (size_t want = SM_ENTRY_PEEK;; want *= 2) {
-			if ((have = fwin_need(&w, want)) < 0) {
-				rc = gr_errf(err, GR_EIO, "cannot read the sync manifest: %s",
-					     strerror(errno));
-				break;
-			}
-			rd_init(&rd, w.b.buf + w.pos, (size_t)have);
-			struct sm_entry *e = sm_get_entry(&rd, l, with_host);
-			if (!rd.bad) {
-				w.pos += (size_t)have - rd.n;
-				if (prev && strcmp(prev, e->path) >= 0) {
-					rc = GR_EPROTO;
-					break;
-				}
-				if (each) {
-					each(arg, e);
-					if (l->n > first + 1) { /* keep only this one */
-						sm_entry_release(&l->e[first]);
-						l->e[first] = l->e[first + 1];
-						l->n--;
-						e = &l->e[first];
-					}
-				}
-				prev = e->path;
-				break;
-			}
-			if (e) /* cut by the window, or malformed: read on to know */
-				sm_entry_release(&l->e[--l->n]);
-			if (w.eof || (size_t)have < want) {
-				rc = GR_EPROTO;
-				break;
-			}
-		}
-	}
-	if (!rc && (have = fwin_need(&w, 1)) != 0) /* trailing bytes, or a read error */
-		rc = have < 0 ? gr_errf(err, GR_EIO, "cannot read the sync manifest: %s",
-					strerror(errno))
-			      : GR_EPROTO;
-	if (rc == GR_EPROTO)
-		rc = gr_errf(err, GR_EPROTO, "malformed sync manifest");
-	if (rc || each)
-		while (l->n > first)
-			sm_entry_release(&l->e[--l->n]);
-out:
-	fwin_release(&w);
-	return rc;
+	if (sm_reader_open(&r, fd, with_host, each ? NULL : l, err) == 0)
+		while ((e = sm_reader_next(&r)))
+			if (each)
+				each(arg, e);
+	sm_reader_close(&r);
+	return r.rc;
 }
 
 int sm_decode_fd(int fd, int with_host, struct sm_list *l, struct gr_err *err)
@@ -518,11 +539,7 @@ int sm_decode_fd_each(int fd, int with_host,
 		      void (*each)(void *arg, const struct sm_entry *e), void *arg,
 		      struct gr_err *err)
 {
-	struct sm_list l = { 0 };
-	int rc = decode_fd(fd, with_host, &l, each, arg, err);
-
-	sm_list_free(&l);
-	return rc;
+	return decode_fd(fd, with_host, NULL, each, arg, err);
 }
 
 void sm_encode_z(const struct sm_list *l, struct strbuf *out)

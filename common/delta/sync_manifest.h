@@ -146,6 +146,25 @@ int sm_decode_fd(int fd, int with_host, struct sm_list *l, struct gr_err *err);
 int sm_decode_fd_each(int fd, int with_host,
 		      void (*each)(void *arg, const struct sm_entry *e), void *arg,
 		      struct gr_err *err);
+/* The same pulled an entry at a time, for reading it in step with
+ * another stream (the client's scan): open reads the header (0, or the
+ * error, also in rc); next gives each entry in turn, checked, valid until
+ * the next call, then NULL: at the end (rc 0), or once it is found
+ * damaged (rc and err set). With into, each entry stays there instead
+ * (sm_decode_fd), and none of them once it fails. fd stays the
+ * caller's; close frees the rest. */
+struct sm_reader {
+	struct fwin w;
+	struct sm_list own, *l;
+	size_t first;
+	uint32_t left;
+	int with_host, rc, ended;
+	struct gr_err *err;
+};
+int sm_reader_open(struct sm_reader *r, int fd, int with_host, struct sm_list *into,
+		   struct gr_err *err);
+const struct sm_entry *sm_reader_next(struct sm_reader *r);
+void sm_reader_close(struct sm_reader *r);
 /* One entry (as in the encoding), for messages that carry a few. get
  * appends the entry to l; NULL (rd->bad set) if malformed or unsafe. */
 struct gr_rd;

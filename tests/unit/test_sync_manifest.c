@@ -206,6 +206,16 @@ static void test_decode_fd(void)
 		CHECK_EQ_INT(sm_decode_fd_each(fd, host, each_entry, &cnt, NULL), 0);
 		sm_digest_final(&cnt.d, db);
 		CHECK(cnt.n == a.n && cnt.same && !memcmp(da, db, SM_HASH_LEN));
+		/* pulled: the same, then NULL with rc 0 (and NULL again) */
+		struct sm_reader rd;
+		const struct sm_entry *e;
+		size_t got = 0, same = 0;
+		lseek(fd, 0, SEEK_SET);
+		CHECK_EQ_INT(sm_reader_open(&rd, fd, host, NULL, NULL), 0);
+		for (; (e = sm_reader_next(&rd)); got++)
+			same += got < a.n && sm_same(e, &a.e[got]) && !strcmp(e->path, a.e[got].path);
+		CHECK(got == a.n && same == a.n && rd.rc == 0 && !sm_reader_next(&rd));
+		sm_reader_close(&rd);
 		lseek(fd, 0, SEEK_SET); /* with_host must match */
 		CHECK_EQ_INT(sm_decode_fd(fd, !host, &c, NULL), GR_EPROTO);
 		CHECK_EQ_INT(c.n, 0);
@@ -253,6 +263,14 @@ static void test_decode_fd(void)
 	CHECK_EQ_INT(sm_decode_fd_each(fd, 0, each_entry, &cnt, NULL), GR_EPROTO);
 	sm_digest_final(&cnt.d, db);
 	CHECK(cnt.n == 25000 && cnt.same);
+	struct sm_reader rd; /* pulled: the same */
+	size_t got = 0;
+	lseek(fd, 0, SEEK_SET);
+	CHECK_EQ_INT(sm_reader_open(&rd, fd, 0, NULL, NULL), 0);
+	while (sm_reader_next(&rd))
+		got++;
+	CHECK(got == 25000 && rd.rc == GR_EPROTO && !sm_reader_next(&rd));
+	sm_reader_close(&rd);
 	close(fd);
 	sm_list_free(&a);
 	sm_list_free(&b);
