@@ -15,6 +15,7 @@
 #include "ignore.h"
 #include "sync.h"
 #include "sync_ask.h"
+#include "sync_diff.h"
 #include "sync_fp.h"
 #include "sync_incr.h"
 #include "sync_index.h"
@@ -49,6 +50,11 @@ struct run {
 	int incr;           /* local is the watcher's (sync_incr.h), not a walk's */
 	int local_is_state; /* remote-KEY holds local now, whose digest is: */
 	uint8_t state_digest[SM_HASH_LEN];
+	/* The walk read against remote-KEY found local to be it (a no-op as
+	 * far as we know): local is empty until local_whole makes it. */
+	int streamed;
+	struct sync_scan_diff diff;
+	struct sync_index *idx;
 };
 
 /* sync_run's answer when a sync without the walk finds what it cannot
@@ -78,6 +84,15 @@ static int ignored_here(void *arg, const char *path, int is_dir)
 		ignore_set_persist(r->ig, r->so.persist, r->so.npersist);
 	}
 	return ignore_path(r->ig, path, is_dir, NULL, &e) == 1;
+}
+
+/* A file sync_scan_diff must hash (sync_hash_entry, the tree open). */
+static int rehash_racy(void *arg, struct sm_entry *m)
+{
+	struct run *r = arg;
+	struct gr_err e = { 0 };
+
+	return sync_hash_entry(r->tree, r->ctx->cfg->root, m, NULL, &r->hs, &e);
 }
 
 /* What the host holds and this side ignores stays on the host (and in
@@ -120,8 +135,13 @@ static void known_scan(struct run *r)
 	struct known_walk k = { .r = r };
 
 	r->have_known = 0;
-	if ((r->known_fd = sync_rstate_open(r->ctx->cfg->root, r->key)) < 0)
+	if (r->known_fd < 0 && (r->known_fd = sync_rstate_open(r->ctx->cfg->root, r->key)) < 0)
 		return;
+	if (lseek(r->known_fd, 0, SEEK_SET) != 0) {
+		close(r->known_fd);
+		r->known_fd = -1;
+		return;
+	}
 	sm_digest_init(&k.d);
 	r->have_known = sm_decode_fd_each(r->known_fd, 0, known_entry, &k, NULL) == 0;
 	sm_digest_final(&k.d, r->known_digest);
@@ -134,6 +154,71 @@ static void known_scan(struct run *r)
 		r->known_fd = -1;
 	}
 	sm_list_free(&k.host_only);
+}
+
+/* The local list, for a sync that needs it after all: made from what the
+ * walk kept and the state (or, where it cannot be, by a walk again),
+ * then read against the state as known_scan does. */
+static int local_whole(struct run *r)
+{
+	const struct gr_config *cfg = r->ctx->cfg;
+	int rc;
+
+	if (!r->streamed)
+		return 0;
+	r->streamed = 0;
+	sm_list_free(&r->known);
+	if (sync_diff_whole(&r->diff, r->idx, r->known_fd, &r->local, &r->known, &r->hs,
+			    &r->ctx->err)) {
+		sync_diff_free(&r->diff);
+		gr_trace("sync: the state or the index changed: walking again");
+		if ((rc = sync_scan_manifest(cfg->root, &r->so, r->idx, &r->local, &r->hs,
+					     &r->ctx->err)) < 0) {
+			sync_index_free(r->idx); /* nothing to save: the scan did not finish */
+			r->idx = NULL;
+			return rc;
+		}
+		known_scan(r);
+		return 0;
+	}
+	gr_trace("sync: local made whole (%zu entries; %zu of the state's differ)", r->local.n,
+		 r->known.n);
+	/* known_scan's and known_diff's work, from what differs alone: the
+	 * state's entries local lacks stay if ignored here, and a file
+	 * changed here is hashed if the state's may be the same. */
+	struct sm_list host_only = { 0 };
+	size_t i = 0;
+	for (size_t j = 0; j < r->known.n; j++) {
+		const struct sm_entry *h = &r->known.e[j];
+		while (i < r->local.n && strcmp(r->local.e[i].path, h->path) < 0)
+			i++;
+		if (i >= r->local.n || strcmp(r->local.e[i].path, h->path))
+			sm_add_copy(&host_only, h);
+		else
+			sync_hash_mark(cfg, &r->local.e[i], h);
+	}
+	r->have_known = 1;
+	r->known_loaded = 1;
+	memcpy(r->known_digest, r->diff.digest, SM_HASH_LEN);
+	keep_ignored(r, &host_only);
+	sm_list_free(&host_only);
+	/* (what it kept is the state's as it is: as known_diff leaves it) */
+	size_t keep = 0;
+	i = 0;
+	for (size_t j = 0; j < r->known.n; j++) {
+		struct sm_entry *h = &r->known.e[j];
+		while (i < r->local.n && strcmp(r->local.e[i].path, h->path) < 0)
+			i++;
+		if (i < r->local.n && (r->local.e[i].flags & SM_F_KEPT) &&
+		    sm_same(&r->local.e[i], h)) {
+			r->local.e[i].flags |= SM_F_SAME;
+			sm_entry_release(h);
+			continue;
+		}
+		r->known.e[keep++] = *h;
+	}
+	r->known.n = keep;
+	return 0;
 }
 
 /* The same for a sync without the walk: the committed state is local
@@ -515,8 +600,11 @@ static int exchange(struct run *r)
 		r->st.up_to_date = 1;
 		int saved = 0;
 		if (!r->o->dry_run && (!r->have_known ||
-				       memcmp(r->known_digest, h.digest, SM_HASH_LEN)))
+				       memcmp(r->known_digest, h.digest, SM_HASH_LEN))) {
+			if ((rc = local_whole(r)) < 0) /* (never so: streamed is the state) */
+				goto out;
 			saved = sync_rstate_save(cfg->root, r->key, &r->local, NULL) == 0;
+		}
 		/* (local's digest is the host's: as remote-KEY's, or saved) */
 		if (saved || (!r->o->dry_run && r->have_known &&
 			      !memcmp(r->known_digest, h.digest, SM_HASH_LEN))) {
@@ -524,6 +612,13 @@ static int exchange(struct run *r)
 			memcpy(r->state_digest, h.digest, SM_HASH_LEN);
 		}
 		goto out;
+	}
+	if ((rc = local_whole(r)) < 0)
+		goto out;
+	if (r->known_loaded == 1) { /* (local_whole's, for a plan against the state) */
+		sm_list_free(&r->known);
+		forget_same(r);
+		r->known_loaded = 0;
 	}
 	if (!(h.flags & SYNC_STATE_HAS_MANIFEST) && (rc = known_load(r)) < 0)
 		goto out;
@@ -588,11 +683,10 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 				(const char *const *)cfg->sync.include.v, cfg->sync.include.n,
 				(const char *const *)cfg->train.persist.v, cfg->train.persist.n,
 				o->say_ignored ? &ignored : NULL };
-	struct sync_index *idx = NULL;
 	struct connect_job cj = { 0 };
 	struct run r = { 0 };
 	uint64_t t0 = now_ns();
-	int rc, locked = 0;
+	int rc, locked = 0, walked = 0;
 
 	r.ctx = ctx;
 	r.o = o;
@@ -649,23 +743,52 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 		gr_trace("sync: no walk, %zu reported paths looked at", looked);
 	}
 	connect_start(&cj, ctx);
+	r.so = so;
 	if (!incr)
-		idx = sync_index_load(cfg->root);
-	if (!incr &&
-	    (rc = sync_scan_manifest(cfg->root, &so, idx, &r.local, &r.hs, &ctx->err)) < 0) {
-		sync_index_free(idx); /* nothing to save: the scan did not finish */
-		idx = NULL;
+		r.idx = sync_index_load(cfg->root);
+	/* With a state to read it against (and no list to keep: the
+	 * watcher's, --dry-run's), the walk keeps only what differs. */
+	if (!incr && !o->dry_run && !o->incr &&
+	    (r.known_fd = sync_rstate_open(cfg->root, r.key)) >= 0) {
+		if (!(r.tree = sync_tree_open(cfg->root, &ctx->err))) {
+			rc = ctx->err.code;
+			goto out;
+		}
+		rc = sync_scan_diff(cfg->root, &so, r.idx, r.known_fd, ignored_here, rehash_racy,
+				    &r, &r.diff, &ctx->err);
+		if (rc < 0) {
+			sync_index_free(r.idx); /* nothing to save: the scan did not finish */
+			r.idx = NULL;
+			goto out;
+		}
+		walked = !r.diff.redo;
+		r.streamed = walked;
+		if (walked)
+			gr_trace("sync: walked against the state: %zu entries, %zu differ%s",
+				 r.diff.entries, r.diff.kept.n, r.diff.lacking ? ", some gone" : "");
+		if (walked && !r.diff.kept.n && !r.diff.lacking) {
+			/* local is the state: a no-op, unless the host is not */
+			r.have_known = 1;
+			memcpy(r.known_digest, r.diff.digest, SM_HASH_LEN);
+			r.hs.files_cached += r.diff.cached;
+		} else if (walked && (rc = local_whole(&r)) < 0) { /* (known_scan's too) */
+			goto out;
+		}
+	}
+	if (!incr && !walked &&
+	    (rc = sync_scan_manifest(cfg->root, &so, r.idx, &r.local, &r.hs, &ctx->err)) < 0) {
+		sync_index_free(r.idx); /* nothing to save: the scan did not finish */
+		r.idx = NULL;
 		goto out;
 	}
-	if (!(r.tree = sync_tree_open(cfg->root, &ctx->err))) {
+	if (!r.tree && !(r.tree = sync_tree_open(cfg->root, &ctx->err))) {
 		rc = ctx->err.code;
 		goto out;
 	}
 	gr_trace("sync: scanned, local manifest of %zu entries", r.local.n);
-	r.so = so;
 	if (incr)
 		known_from_incr(&r);
-	else
+	else if (!walked)
 		known_scan(&r);
 	/* While the connection comes up: hash what the host probably has too
 	 * (as far as the last sync knows), so a no-op is seen as one. */
@@ -677,6 +800,8 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 		unhashed = r.local.e[i].flags & SM_F_UNHASHED;
 	if (!unhashed && incr) /* (the committed state's, or none: it differs) */
 		incr_local_digest(&r);
+	else if (r.streamed) /* local is the state */
+		memcpy(r.local_digest, r.known_digest, SM_HASH_LEN);
 	else if (!unhashed) /* else: new or resized files, not a no-op */
 		sm_digest(&r.local, r.local_digest);
 	gr_trace("sync: hashed %llu files", (unsigned long long)r.hs.files_hashed);
@@ -726,15 +851,18 @@ done:
 	r.st.bytes_hashed = r.hs.bytes_hashed;
 	r.st.bytes_reused = r.hs.bytes_reused;
 	r.st.files_cached = r.hs.files_cached;
-	r.st.entries = r.local.n;
+	r.st.entries = r.streamed ? r.diff.nstate : r.local.n;
 	r.st.seconds = (double)(now_ns() - t0) / 1e9;
 	if (rc == 0)
 		r.show->done(r.show_arg, o, &r.st, o->say_ignored ? &ignored : NULL);
 out:
 	connect_abandon(&cj);
-	if (idx) { /* a cache: failing to save it costs time only */
-		sync_index_save(cfg->root, idx, &r.local, NULL);
-	}
+	/* (A cache: failing to save it costs time only. After a walk that
+	 * found local to be the state, each file came from it as it is.) */
+	if (r.idx && !r.streamed)
+		sync_index_save(cfg->root, r.idx, &r.local, NULL);
+	else if (r.idx && r.diff.rehashed)
+		sync_index_renew(cfg->root, r.diff.start_ns, NULL);
 	if (o->incr && rc != SYNC_WALK && r.key) {
 		if (!incr) /* the rules may have changed: read them again */
 			sync_incr_forget(o->incr);
@@ -754,7 +882,8 @@ out:
 	if (r.known_fd >= 0)
 		close(r.known_fd);
 	sm_list_free(&r.view);
-	sync_index_free(idx);
+	sync_index_free(r.idx);
+	sync_diff_free(&r.diff);
 	sync_tree_close(r.tree);
 	if (locked)
 		sync_lock_release();

@@ -14,31 +14,13 @@
 #include "proto.h"
 #include "sync_fp.h"
 #include "sync_index.h"
+#include "sync_index_rd.h"
 #include "sync_plan.h"
 #include "sync_proto.h"
 
-#define IDX_MAGIC "GRIX"
-#define IDX_VERSION 1u
-#define RACY_NS 1000000000LL /* files changed this close to a scan are rehashed */
 
-/* One entry of the index file, as read (its path in idx_rd.path). */
-struct idx_entry {
-	uint64_t size, ino;
-	int64_t mtime_ns;
-	uint32_t mode;
-	uint8_t hash[SM_HASH_LEN];
-};
 
-/* Nothing of the index is held in memory: sync_local_manifest reads the
- * file in step with the scan (both in path order), and the save writes
- * the local manifest's files. Held whole, the old one and the new, it
- * was 240 bytes a file of the client's peak. */
-struct sync_index {
-	char *path;           /* <root>/.gpurun/index */
-	int64_t scan_ns;      /* wall-clock time of the manifest the save records */
-};
-
-static int64_t wall_ns(void)
+int64_t wall_ns(void)
 {
 	struct timespec ts;
 
@@ -80,19 +62,6 @@ void sync_index_free(struct sync_index *idx)
 	free(idx);
 }
 
-#define IDX_HDR 20 /* magic, version u32, scan time u64, count u32 */
-
-/* The index file, read one entry ahead. */
-struct idx_rd {
-	struct fwin w;
-	uint32_t left;        /* entries not read yet */
-	int64_t scan_ns;      /* the scan that made it */
-	int bad;              /* damaged: none of it may be used */
-	int have;             /* cur and path hold the next entry */
-	int started;          /* an entry was read (path holds the last one) */
-	struct idx_entry cur;
-	struct strbuf path;
-};
 
 /* strcmp of two byte strings without NUL bytes. */
 static int cmp_bytes(const char *a, size_t an, const char *b, size_t bn)
@@ -105,7 +74,7 @@ static int cmp_bytes(const char *a, size_t an, const char *b, size_t bn)
 /* Read the next entry into r->cur: 1, or 0 at the end (r->bad if the
  * file is damaged: an entry cut short, a path with a NUL byte, a hash of
  * another length, paths out of order). */
-static int idx_next(struct idx_rd *r)
+int idx_next(struct idx_rd *r)
 {
 	r->have = 0;
 	if (r->bad || !r->left)
@@ -146,7 +115,7 @@ static int idx_next(struct idx_rd *r)
 
 /* Open the index (absent, unreadable or of another version: no entries)
  * and read its first entry. */
-static void idx_open(struct idx_rd *r, const char *path)
+void idx_open(struct idx_rd *r, const char *path)
 {
 	struct gr_rd rd;
 
@@ -168,7 +137,7 @@ static void idx_open(struct idx_rd *r, const char *path)
 	idx_next(r);
 }
 
-static void idx_close(struct idx_rd *r)
+void idx_close(struct idx_rd *r)
 {
 	if (r->w.fd >= 0)
 		close(r->w.fd);
@@ -177,7 +146,7 @@ static void idx_close(struct idx_rd *r)
 }
 
 /* The entry for path, if the index has one (asked in path order). */
-static const struct idx_entry *idx_seek(struct idx_rd *r, const char *path)
+const struct idx_entry *idx_seek(struct idx_rd *r, const char *path)
 {
 	size_t n = strlen(path);
 	int c = 1;
@@ -272,14 +241,13 @@ static int lm_add(void *arg, const struct scan_entry *s)
 	return 0;
 }
 
+
 /* The entries out holds, as the scan found them: sorted, hashes from the
  * index, parent folders added. */
 static void lm_finish(struct sm_list *out, struct sync_index *idx, struct sync_hash_stats *hs)
 {
 	struct idx_rd ir;
 	uint64_t cached = 0;
-	char *prev = NULL; /* add_parents' */
-	int unsorted = 0;
 	size_t first = 0, n = out->n;
 
 	/* The scan comes in path order: a pass to see, not a sort (a
@@ -320,9 +288,19 @@ static void lm_finish(struct sm_list *out, struct sync_index *idx, struct sync_h
 	idx_close(&ir);
 	if (hs)
 		hs->files_cached += cached;
+	lm_parents(out);
+}
+
+/* The folders of out's entries that it lacks, added; out is sorted. */
+void lm_parents(struct sm_list *out)
+{
+	char *prev = NULL; /* add_parents' */
+	int unsorted = 0;
+	size_t n = out->n;
+
 	/* Every folder is in already unless the scan left one out (its
 	 * name cannot be carried): add_parents adds none then. */
-	for (size_t i = first; i < n; i++)
+	for (size_t i = 0; i < n; i++)
 		add_parents(out, out->e[i].path, &prev, &unsorted);
 	free(prev);
 	if (unsorted) { /* sort and drop duplicate folders */
@@ -458,6 +436,57 @@ int sync_index_save(const char *root, struct sync_index *idx, const struct sm_li
 	if (!rc)
 		rc = write_file_atomic_with(path, idx_write, &a, 0644, err);
 	free(dir);
+	free(path);
+	return rc;
+}
+
+struct idx_renew {
+	int from;
+	int64_t scan_ns;
+};
+
+/* The index as it is, but for the time of the scan it records. */
+static int idx_renew_write(void *arg, int fd)
+{
+	const struct idx_renew *a = arg;
+	struct strbuf b = STRBUF_INIT;
+	int rc = 0, first = 1;
+
+	sb_grow(&b, 256u << 10);
+	for (;;) {
+		ssize_t n = read(a->from, b.buf, 256u << 10);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -1 : 0;
+			break;
+		}
+		if (first) {
+			struct strbuf h = STRBUF_INIT;
+			if (n < IDX_HDR || memcmp(b.buf, IDX_MAGIC, 4)) {
+				rc = -1;
+				break;
+			}
+			put_u64(&h, (uint64_t)a->scan_ns);
+			memcpy(b.buf + 8, h.buf, 8);
+			sb_release(&h);
+			first = 0;
+		}
+		if ((rc = write_full(fd, b.buf, (size_t)n)) < 0)
+			break;
+	}
+	sb_release(&b);
+	return rc < 0 ? -1 : 0;
+}
+
+int sync_index_renew(const char *root, int64_t scan_ns, struct gr_err *err)
+{
+	char *path = state_path(root, "index");
+	struct idx_renew a = { open(path, O_RDONLY | O_CLOEXEC), scan_ns };
+	int rc = a.from < 0 ? -1 : write_file_atomic_with(path, idx_renew_write, &a, 0644, err);
+
+	if (a.from >= 0)
+		close(a.from);
 	free(path);
 	return rc;
 }

@@ -65,6 +65,10 @@ int sync_unsendable(const char *path);
 int sync_index_save(const char *root, struct sync_index *idx, const struct sm_list *local,
 		    struct gr_err *err);
 
+/* The index as it is, but as made by a scan at scan_ns: after a walk
+ * found every file it holds as it says (sync_scan_diff: no-op). */
+int sync_index_renew(const char *root, int64_t scan_ns, struct gr_err *err);
+
 /* The remote state for one (host, path): key is a short hash of both. */
 char *sync_remote_key(const char *host, const char *path);
 /* 1 and the manifest if there is one, 0 if none (or unreadable). */

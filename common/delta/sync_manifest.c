@@ -76,6 +76,23 @@ struct sm_entry *sm_add_pooled(struct sm_list *l, const char *path, uint8_t type
 	return e;
 }
 
+void sm_pool_move(struct sm_list *to, struct sm_list *from)
+{
+	struct sm_pool *last = from->pool;
+
+	if (!last)
+		return;
+	while (last->next)
+		last = last->next;
+	if (to->pool) { /* (to's first block stays the one it fills) */
+		last->next = to->pool->next;
+		to->pool->next = from->pool;
+	} else {
+		to->pool = from->pool;
+	}
+	from->pool = NULL;
+}
+
 void sm_reserve(struct sm_list *l, size_t more)
 {
 	if (more > SIZE_MAX / sizeof(*l->e) - l->n)
@@ -359,8 +376,7 @@ struct sm_entry *sm_get_entry(struct gr_rd *rd, struct sm_list *l, int with_host
 		rd->bad = 1;
 		return NULL;
 	}
-	struct sm_entry *e = sm_add(l, path, type);
-	free(path);
+	struct sm_entry *e = sm_add_take(l, path, type);
 	if (type == SM_FILE) {
 		size_t hl = 0;
 		e->mode = get_u32(rd) & 07777;

@@ -88,6 +88,8 @@ struct sm_entry *sm_add_take(struct sm_list *l, char *path, uint8_t type);
  * rounding for each path (17 bytes a path of 31). The entry is marked
  * SM_F_POOLED; it must stay in this list (or one the pool moves to). */
 struct sm_entry *sm_add_pooled(struct sm_list *l, const char *path, uint8_t type);
+/* Hand from's path pool to to (its entries may then move there). */
+void sm_pool_move(struct sm_list *to, struct sm_list *from);
 /* Room for more entries without growing (the memory is not touched);
  * give back what sm_add's doubling left unused. */
 void sm_reserve(struct sm_list *l, size_t more);

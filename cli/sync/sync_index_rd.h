@@ -1,0 +1,58 @@
+/* The index file read in step with a walk: sync_index.c's reader, for
+ * sync_diff.c (cli/sync only). */
+#ifndef GR_SYNC_INDEX_RD_H
+#define GR_SYNC_INDEX_RD_H
+
+#include <stdint.h>
+
+#include "sync_manifest.h"
+#include "util.h"
+
+#define IDX_MAGIC "GRIX"
+#define IDX_VERSION 1u
+#define IDX_HDR 20 /* magic, version u32, scan time u64, count u32 */
+#define RACY_NS 1000000000LL /* files changed this close to a scan are rehashed */
+
+/* Nothing of the index is held in memory: sync_local_manifest reads the
+ * file in step with the scan (both in path order), and the save writes
+ * the local manifest's files. Held whole, the old one and the new, it
+ * was 240 bytes a file of the client's peak. */
+struct sync_index {
+	char *path;           /* <root>/.gpurun/index */
+	int64_t scan_ns;      /* wall-clock time of the manifest the save records */
+};
+
+/* One entry of the index file, as read (its path in idx_rd.path). */
+struct idx_entry {
+	uint64_t size, ino;
+	int64_t mtime_ns;
+	uint32_t mode;
+	uint8_t hash[SM_HASH_LEN];
+};
+
+/* The index file, read one entry ahead. */
+struct idx_rd {
+	struct fwin w;
+	uint32_t left;        /* entries not read yet */
+	int64_t scan_ns;      /* the scan that made it */
+	int bad;              /* damaged: none of it may be used */
+	int have;             /* cur and path hold the next entry */
+	int started;          /* an entry was read (path holds the last one) */
+	struct idx_entry cur;
+	struct strbuf path;
+};
+
+/* Open the index (absent, unreadable or of another version: no entries)
+ * and read its first entry. */
+void idx_open(struct idx_rd *r, const char *path);
+/* Read the next entry into r->cur: 1, or 0 at the end (r->bad if the
+ * file is damaged). */
+int idx_next(struct idx_rd *r);
+/* The entry for path, if the index has one (asked in path order). */
+const struct idx_entry *idx_seek(struct idx_rd *r, const char *path);
+void idx_close(struct idx_rd *r);
+/* The folders of out's entries that it lacks, added; out is sorted. */
+void lm_parents(struct sm_list *out);
+int64_t wall_ns(void);
+
+#endif
