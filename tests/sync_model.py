@@ -274,6 +274,21 @@ class Run:
         self.check_converged(what)
         return err
 
+    def noop_sync(self, what):
+        """Right after a clean sync: nothing to send, and said so."""
+        p = self.gpurun("sync", "--yes")
+        try:
+            out, err = p.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            raise Failure("%s: gpurun sync did not end within %d s" % (what, TIMEOUT))
+        self.counts["syncs"] += 1
+        said = (out + err).decode("utf-8", "backslashreplace")
+        if p.returncode != 0 or "up to date" not in said:
+            raise Failure("%s: not a no-op (exit %d):\n%s" % (what, p.returncode, said.rstrip()))
+        self.check_converged(what)
+
     def check_converged(self, what):
         here, host = signature(self.P, True), signature(self.R, False)
         if here != host:
@@ -611,7 +626,8 @@ def generate(a, seed, nbatches, big):
             run_batch(run, batches[0], 0)
         for i in range(nbatches):
             b = {"ops": []}
-            for _ in range(r.choice([1, 2, 3, 5, 8, 8, 20])):
+            # (none: what the host changed alone, or a no-op)
+            for _ in range(r.choice([0, 1, 2, 3, 5, 8, 8, 20])):
                 d = run.gen_local(r, big_ok=r.random() < 0.3)
                 if d and run.apply_local(d):
                     b["ops"].append(d)
@@ -628,6 +644,8 @@ def generate(a, seed, nbatches, big):
                 b["lose_state"] = True  # a fresh clone (big: the manifest past a frame)
             if r.random() < 0.25:
                 b["fault"] = run.gen_fault(r)
+            if r.random() < 0.2:
+                b["again"] = True  # then a sync that must find nothing to do
             batches.append(b)
             sync_batch(run, b, len(batches) - 1)
     except Failure as e:
@@ -694,6 +712,8 @@ def sync_batch(run, b, i):
     if b.get("fault"):
         run.faulty_sync(b["fault"])
     run.clean_sync("batch %d" % (i + 1))
+    if b.get("again"):
+        run.noop_sync("batch %d, again" % (i + 1))
 
 
 def replay(a, seed, batches):
@@ -726,7 +746,7 @@ def shrink(a, seed, batches, budget_s):
                 break
             n = min(len(best), n * 2)
     for i in range(len(best)):
-        for key in ("fault", "lose_state", "host", "ops"):
+        for key in ("fault", "lose_state", "again", "host", "ops"):
             if key not in best[i] or time.monotonic() >= t_end:
                 continue
             if key in ("host", "ops"):
@@ -759,6 +779,8 @@ def show(batches):
         if b.get("fault"):
             out.append("    a sync with fault %(fault)s at %(when).2f of its time" % b["fault"])
         out.append("    then a clean sync")
+        if b.get("again"):
+            out.append("    then a sync that finds nothing to do")
     return "\n".join(out)
 
 

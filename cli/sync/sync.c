@@ -785,7 +785,8 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 		rc = ctx->err.code;
 		goto out;
 	}
-	gr_trace("sync: scanned, local manifest of %zu entries", r.local.n);
+	if (!r.streamed)
+		gr_trace("sync: scanned, local manifest of %zu entries", r.local.n);
 	if (incr)
 		known_from_incr(&r);
 	else if (!walked)

@@ -215,4 +215,31 @@ test_expect_success 'tracked files in an ignored folder beside siblings named li
 	(cd "$P2" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err"
 '
 
+# A walked no-op reads the tree against the index and what the last sync
+# left on the host, and keeps no list (sync_diff.c). Files written just
+# before a sync are hashed again at the next (the index cannot vouch for
+# them yet): then the index is renewed, and the one after hashes nothing.
+# A file that became ignored stays on the host and the no-op stays one;
+# a file changed on the host after a no-op is put back.
+test_expect_success 'a no-op keeps no list; files written just before a sync are hashed once more, then trusted' '
+	P3=$TRASH/proj3 R3=$TRASH/remote3 && mkdir -p "$P3/src" && git init -q "$P3" &&
+	for i in $(seq 40); do echo "$i" >"$P3/src/f$i.py"; done &&
+	write_ini "$P3" local local "$R3" &&
+	(cd "$P3" && "$GPURUN" -q sync) && sleep 1.1 &&
+	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err") &&
+	test_grep "walked against the state: 42 entries, 0 differ" "$TRASH/err" &&
+	! grep "made whole" "$TRASH/err" && test_grep "up to date" "$TRASH/out" "$TRASH/err" &&
+	test_grep "(41 files hashed" "$TRASH/out" &&
+	(cd "$P3" && "$GPURUN" sync --stats >"$TRASH/out" 2>&1) &&
+	test_grep "(0 files hashed" "$TRASH/out" && test_grep "41 from the cache" "$TRASH/out" &&
+	echo "src/f3.py" >>"$P3/.git/info/exclude" &&
+	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "up to date" "$TRASH/out" && ! grep "made whole" "$TRASH/out" &&
+	test_grep -x 3 "$R3/src/f3.py" &&
+	echo host >"$R3/src/f7.py" &&
+	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "made whole" "$TRASH/out" && test_grep -x 7 "$R3/src/f7.py" &&
+	test_grep -x 3 "$R3/src/f3.py"
+'
+
 test_done
