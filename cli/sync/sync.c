@@ -50,8 +50,8 @@ struct run {
 	int incr;           /* local is the watcher's (sync_incr.h), not a walk's */
 	int local_is_state; /* remote-KEY holds local now, whose digest is: */
 	uint8_t state_digest[SM_HASH_LEN];
-	/* The walk read against remote-KEY found local to be it (a no-op as
-	 * far as we know): local is empty until local_whole makes it. */
+	/* The walk was read against remote-KEY (sync_diff.h): local stays
+	 * empty until local_whole makes it, which a no-op never needs. */
 	int streamed;
 	struct sync_scan_diff diff;
 	struct sync_index *idx;
@@ -752,6 +752,8 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 	    (r.known_fd = sync_rstate_open(cfg->root, r.key)) >= 0) {
 		if (!(r.tree = sync_tree_open(cfg->root, &ctx->err))) {
 			rc = ctx->err.code;
+			sync_index_free(r.idx); /* (nothing scanned to save) */
+			r.idx = NULL;
 			goto out;
 		}
 		rc = sync_scan_diff(cfg->root, &so, r.idx, r.known_fd, ignored_here, rehash_racy,
