@@ -49,32 +49,17 @@ static int dr_each(void *arg, const struct scan_entry *s)
 {
 	struct diff_run *r = arg;
 	struct sync_scan_diff *d = r->d;
-	struct sm_entry m = { 0 };
+	struct sm_entry m;
 
-	if (!sm_path_ok(s->path) || sync_unsendable(s->path))
+	if (!lm_describe(s, &m))
 		return 0;
-	if (s->type == SCAN_DIR) {
-		m.type = SM_DIR;
-	} else if (s->type == SCAN_SYMLINK) {
-		if (!s->link || !*s->link)
-			return 0;
-		m.type = SM_LINK;
-		m.link = s->link;
-	} else if (s->type == SCAN_FILE) {
-		m.type = SM_FILE;
-		m.mode = s->mode & 0777;
-		m.size = s->size;
-		m.mtime_ns = s->mtime_ns;
-	} else {
-		return 0;
-	}
 	if (r->prev.len && strcmp(r->prev.buf, s->path) >= 0)
 		return DIFF_STOP; /* (scan_tree_each promises path order) */
 	sb_reset(&r->prev);
 	sb_adds(&r->prev, s->path);
 	d->entries++;
 	/* What the state holds before this path, local lacks: kept on the
-	 * host if it is ignored here (as keep_ignored keeps it), else it
+	 * host if it is ignored here (as run_keep_ignored keeps it), else it
 	 * goes (asked only until the first: that one settles it). */
 	while (r->k && strcmp(r->k->path, s->path) < 0) {
 		if (!d->lacking && !r->ignored(r->arg, r->k->path, r->k->type == SM_DIR))
@@ -84,13 +69,11 @@ static int dr_each(void *arg, const struct scan_entry *s)
 	if (r->kr.rc)
 		return DIFF_STOP;
 	int hashed = 0, rehashed = 0, at = r->k && !strcmp(r->k->path, s->path);
-	m.path = s->path;
 	if (m.type == SM_FILE) {
 		const struct idx_entry *c = idx_seek(&r->ir, s->path);
 		if (r->ir.bad)
 			return DIFF_STOP;
-		int stat_same = c && c->size == m.size && c->mtime_ns == m.mtime_ns &&
-				c->ino == s->ino && c->mode == m.mode;
+		int stat_same = idx_stat_same(c, &m);
 		if (stat_same && c->mtime_ns < r->ir.scan_ns - RACY_NS) {
 			memcpy(m.hash, c->hash, SM_HASH_LEN);
 			hashed = 1;
@@ -100,15 +83,11 @@ static int dr_each(void *arg, const struct scan_entry *s)
 			/* Changed too close to the last scan for its hash to be
 			 * trusted: hashed now (the plan would compare it the
 			 * same way), kept if it is not what the index says. */
-			m.dev = s->dev;
-			m.ino = s->ino;
 			m.flags = SM_F_UNHASHED;
 			if (r->rehash(r->arg, &m) == 0 && !memcmp(m.hash, c->hash, SM_HASH_LEN)) {
 				hashed = rehashed = 1;
 				d->rehashed++;
 			}
-			m.flags = 0;
-			m.dev = m.ino = 0;
 		}
 	}
 	if (at && (m.type != SM_FILE || hashed) && sm_same(&m, r->k)) {
@@ -123,14 +102,8 @@ static int dr_each(void *arg, const struct scan_entry *s)
 		return 0;
 	}
 	/* Kept: as lm_add and lm_finish make it. */
-	struct sm_entry *e = sm_add_pooled(&d->kept, s->path, m.type);
-	e->link = m.link ? xstrdup(m.link) : NULL;
+	struct sm_entry *e = lm_keep(&d->kept, &m);
 	if (m.type == SM_FILE) {
-		e->mode = m.mode;
-		e->size = m.size;
-		e->mtime_ns = m.mtime_ns;
-		e->dev = s->dev;
-		e->ino = s->ino;
 		if (hashed) {
 			memcpy(e->hash, m.hash, SM_HASH_LEN);
 			d->cached += !rehashed;

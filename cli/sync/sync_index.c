@@ -214,33 +214,53 @@ int sync_unsendable(const char *path)
 	return 0;
 }
 
-/* One scanned entry into the manifest (its path into the list's pool),
- * unless it cannot be carried. */
-static int lm_add(void *arg, const struct scan_entry *s)
+int lm_describe(const struct scan_entry *s, struct sm_entry *m)
 {
-	struct sm_list *out = arg;
-	struct sm_entry *m;
-
+	memset(m, 0, sizeof(*m));
 	if (!sm_path_ok(s->path) || sync_unsendable(s->path))
 		return 0;
+	m->path = s->path;
 	if (s->type == SCAN_DIR) {
-		sm_add_pooled(out, s->path, SM_DIR);
+		m->type = SM_DIR;
 	} else if (s->type == SCAN_SYMLINK) {
 		if (!s->link || !*s->link)
 			return 0;
-		m = sm_add_pooled(out, s->path, SM_LINK);
-		m->link = xstrdup(s->link);
+		m->type = SM_LINK;
+		m->link = s->link;
 	} else if (s->type == SCAN_FILE) {
-		m = sm_add_pooled(out, s->path, SM_FILE);
+		m->type = SM_FILE;
 		m->mode = s->mode & 0777;
 		m->size = s->size;
 		m->mtime_ns = s->mtime_ns;
 		m->dev = s->dev;
 		m->ino = s->ino;
 	}
-	return 0;
+	return m->type;
 }
 
+struct sm_entry *lm_keep(struct sm_list *out, const struct sm_entry *m)
+{
+	struct sm_entry *e = sm_add_pooled(out, m->path, m->type);
+
+	e->link = m->link ? xstrdup(m->link) : NULL;
+	e->mode = m->mode;
+	e->size = m->size;
+	e->mtime_ns = m->mtime_ns;
+	e->dev = m->dev;
+	e->ino = m->ino;
+	return e;
+}
+
+/* One scanned entry into the manifest (its path into the list's pool),
+ * unless it cannot be carried. */
+static int lm_add(void *arg, const struct scan_entry *s)
+{
+	struct sm_entry m;
+
+	if (lm_describe(s, &m))
+		lm_keep(arg, &m);
+	return 0;
+}
 
 /* The entries out holds, as the scan found them: sorted, hashes from the
  * index, parent folders added. */
@@ -264,9 +284,7 @@ static void lm_finish(struct sm_list *out, struct sync_index *idx, struct sync_h
 		if (m->type != SM_FILE || (m->flags & SM_F_KEPT))
 			continue;
 		const struct idx_entry *c = idx_seek(&ir, m->path);
-		if (c && c->size == m->size && c->mtime_ns == m->mtime_ns &&
-		    c->ino == m->ino && c->mode == m->mode &&
-		    c->mtime_ns < ir.scan_ns - RACY_NS) {
+		if (idx_stat_same(c, m) && c->mtime_ns < ir.scan_ns - RACY_NS) {
 			memcpy(m->hash, c->hash, SM_HASH_LEN);
 			cached++;
 		} else {

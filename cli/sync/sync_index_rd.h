@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "scan.h"
 #include "sync_manifest.h"
 #include "util.h"
 
@@ -51,6 +52,21 @@ int idx_next(struct idx_rd *r);
 /* The entry for path, if the index has one (asked in path order). */
 const struct idx_entry *idx_seek(struct idx_rd *r, const char *path);
 void idx_close(struct idx_rd *r);
+/* Does the index's entry c describe the file the scan saw as m (size,
+ * mtime, inode, mode)? Its hash is m's then, unless m changed too close
+ * to the scan that recorded it (RACY_NS). */
+static inline int idx_stat_same(const struct idx_entry *c, const struct sm_entry *m)
+{
+	return c && c->size == m->size && c->mtime_ns == m->mtime_ns && c->ino == m->ino &&
+	       c->mode == m->mode;
+}
+
+/* The manifest's description of a scanned entry (its path and link are
+ * s's): its type, or 0 if it cannot be carried (sm_path_ok, a temp
+ * name of the agent's, a symlink without a target). */
+int lm_describe(const struct scan_entry *s, struct sm_entry *m);
+/* m at the end of out, its path in out's pool. */
+struct sm_entry *lm_keep(struct sm_list *out, const struct sm_entry *m);
 /* The folders of out's entries that it lacks, added; out is sorted. */
 void lm_parents(struct sm_list *out);
 int64_t wall_ns(void);
