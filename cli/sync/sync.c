@@ -4,8 +4,10 @@
  * knows what it last committed there, it does not wait for the answer: it
  * streams the changes planned against that state at once and the agent
  * refuses them if the folder is not exactly so (then the usual exchange
- * follows). The pieces: sync_index (local state), sync_steps, sync_plan,
- * sync_xfer (+ sync_delta), and on the host remote/sync/agent_sync.c. */
+ * follows). The pieces: sync_index (local state), sync_diff (the walk read
+ * against the last committed state), sync_known (what that state says),
+ * sync_steps, sync_plan, sync_xfer (+ sync_delta), and on the host
+ * remote/sync/agent_sync.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,314 +23,16 @@
 #include "sync_index.h"
 #include "sync_plan.h"
 #include "sync_proto.h"
+#include "sync_run.h"
 #include "sync_steps.h"
 #include "sync_xfer.h"
 #include "term.h"
-
-struct run {
-	struct gr_ctx *ctx;
-	const struct sync_opts *o;
-	struct sm_list local, known, view;
-	int known_fd;       /* the last committed state (.gpurun/remote-KEY), or -1 */
-	int known_loaded;   /* known holds it: 2 whole (known_load), 1 where it
-			       differs from local (known_diff), 0 not at all */
-	uint8_t local_digest[SM_HASH_LEN], known_digest[SM_HASH_LEN];
-	int have_known;
-	char *key;
-	struct sync_wire wire;
-	struct sync_stats st;
-	struct sync_hash_stats hs;
-	uint32_t early_sid; /* an OPEN that went with the bootstrap command */
-	struct ignore *ig;  /* for keep_ignored, made when first needed */
-	struct scan_opts so;
-	struct sync_tree *tree;
-	int idle_ms;        /* the longest silence on the connection we wait out */
-	char *host_root;    /* STATE's (the non-optimistic path) */
-	uint64_t host_free;
-	const struct sync_show *show; /* how to talk to the user (o->show) */
-	void *show_arg;
-	int incr;           /* local is the watcher's (sync_incr.h), not a walk's */
-	int local_is_state; /* remote-KEY holds local now, whose digest is: */
-	uint8_t state_digest[SM_HASH_LEN];
-	/* The walk was read against remote-KEY (sync_diff.h): local stays
-	 * empty until local_whole makes it, which a no-op never needs. */
-	int streamed;
-	struct sync_scan_diff diff;
-	struct sync_index *idx;
-};
-
-/* sync_run's answer when a sync without the walk finds what it cannot
- * settle: nothing was changed on the host; walk and sync again. */
-#define SYNC_WALK 1
 
 /* GPURUN_IO_TIMEOUT: seconds of silence on the connection after which a
  * sync gives up (the agent sends keepalives while it is busy). */
 static int idle_limit_ms(void)
 {
 	return conn_idle_ms();
-}
-
-/* Is path (on the host) ignored here? Then the sync leaves it there. */
-static int ignored_here(void *arg, const char *path, int is_dir)
-{
-	struct run *r = arg;
-	struct gr_err e = { 0 };
-
-	if (ignore_builtin(path, r->so.include_git))
-		return 1;
-	if (!r->ig) {
-		if (ignore_new(&r->ig, r->ctx->cfg->root, r->so.extra, r->so.nextra, &e) < 0)
-			return 0;
-		ignore_set_include_git(r->ig, r->so.include_git);
-		ignore_set_include(r->ig, r->so.include, r->so.ninclude);
-		ignore_set_persist(r->ig, r->so.persist, r->so.npersist);
-	}
-	return ignore_path(r->ig, path, is_dir, NULL, &e) == 1;
-}
-
-/* A file sync_scan_diff must hash (sync_hash_entry, the tree open). */
-static int rehash_racy(void *arg, struct sm_entry *m)
-{
-	struct run *r = arg;
-	struct gr_err e = { 0 };
-
-	return sync_hash_entry(r->tree, r->ctx->cfg->root, m, NULL, &r->hs, &e);
-}
-
-/* What the host holds and this side ignores stays on the host (and in
- * the local list, as the host has it). */
-static void keep_ignored(struct run *r, const struct sm_list *host)
-{
-	sync_plan_keep_ignored(&r->local, host, ignored_here, r, NULL);
-}
-
-/* The last committed state, read as it streams by: a no-op sync never
- * holds it (held beside the local list it was half the client's peak). */
-struct known_walk {
-	struct run *r;
-	size_t i;                /* local's cursor */
-	struct sm_list host_only; /* entries local lacks */
-	struct sm_digest d;
-};
-
-static void known_entry(void *arg, const struct sm_entry *h)
-{
-	struct known_walk *k = arg;
-	const struct sm_list *l = &k->r->local;
-
-	sm_digest_add(&k->d, h);
-	while (k->i < l->n && strcmp(l->e[k->i].path, h->path) < 0)
-		k->i++;
-	if (k->i >= l->n || strcmp(l->e[k->i].path, h->path))
-		sm_add_copy(&k->host_only, h);
-	else if (l->e[k->i].flags & SM_F_UNHASHED)
-		sync_hash_mark(k->r->ctx->cfg, &l->e[k->i], h);
-}
-
-/* Before the connection: the state's digest, what it holds that is
- * ignored here joins local (keep_ignored: only the entries local lacks
- * can matter, as local keeps nothing yet), and the files here it says
- * must be compared are marked (sync_hash_mark: no copy of its entries is
- * held for that). The state stays open for known_read. */
-static void known_scan(struct run *r)
-{
-	struct known_walk k = { .r = r };
-
-	r->have_known = 0;
-	if (r->known_fd < 0 && (r->known_fd = sync_rstate_open(r->ctx->cfg->root, r->key)) < 0)
-		return;
-	if (lseek(r->known_fd, 0, SEEK_SET) != 0) {
-		close(r->known_fd);
-		r->known_fd = -1;
-		return;
-	}
-	sm_digest_init(&k.d);
-	r->have_known = sm_decode_fd_each(r->known_fd, 0, known_entry, &k, NULL) == 0;
-	sm_digest_final(&k.d, r->known_digest);
-	if (r->have_known) {
-		keep_ignored(r, &k.host_only);
-	} else {
-		for (size_t i = 0; i < r->local.n; i++) /* (a damaged state) */
-			r->local.e[i].flags &= (uint8_t)~SM_F_COMPARE;
-		close(r->known_fd);
-		r->known_fd = -1;
-	}
-	sm_list_free(&k.host_only);
-}
-
-/* The local list, for a sync that needs it after all: made from what the
- * walk kept and the state (or, where it cannot be, by a walk again),
- * then read against the state as known_scan does. */
-static int local_whole(struct run *r)
-{
-	const struct gr_config *cfg = r->ctx->cfg;
-	int rc;
-
-	if (!r->streamed)
-		return 0;
-	r->streamed = 0;
-	sm_list_free(&r->known);
-	if (sync_diff_whole(&r->diff, r->idx, r->known_fd, &r->local, &r->known, &r->hs,
-			    &r->ctx->err)) {
-		sync_diff_free(&r->diff);
-		gr_trace("sync: the state or the index changed: walking again");
-		if ((rc = sync_scan_manifest(cfg->root, &r->so, r->idx, &r->local, &r->hs,
-					     &r->ctx->err)) < 0) {
-			sync_index_free(r->idx); /* nothing to save: the scan did not finish */
-			r->idx = NULL;
-			return rc;
-		}
-		known_scan(r);
-		return 0;
-	}
-	gr_trace("sync: local made whole (%zu entries; %zu of the state's differ)", r->local.n,
-		 r->known.n);
-	/* known_scan's and known_diff's work, from what differs alone: the
-	 * state's entries local lacks stay if ignored here, and a file
-	 * changed here is hashed if the state's may be the same. */
-	struct sm_list host_only = { 0 };
-	size_t i = 0;
-	for (size_t j = 0; j < r->known.n; j++) {
-		const struct sm_entry *h = &r->known.e[j];
-		while (i < r->local.n && strcmp(r->local.e[i].path, h->path) < 0)
-			i++;
-		if (i >= r->local.n || strcmp(r->local.e[i].path, h->path))
-			sm_add_copy(&host_only, h);
-		else
-			sync_hash_mark(cfg, &r->local.e[i], h);
-	}
-	r->have_known = 1;
-	r->known_loaded = 1;
-	memcpy(r->known_digest, r->diff.digest, SM_HASH_LEN);
-	keep_ignored(r, &host_only);
-	sm_list_free(&host_only);
-	/* (what it kept is the state's as it is: as known_diff leaves it) */
-	size_t keep = 0;
-	i = 0;
-	for (size_t j = 0; j < r->known.n; j++) {
-		struct sm_entry *h = &r->known.e[j];
-		while (i < r->local.n && strcmp(r->local.e[i].path, h->path) < 0)
-			i++;
-		if (i < r->local.n && (r->local.e[i].flags & SM_F_KEPT) &&
-		    sm_same(&r->local.e[i], h)) {
-			r->local.e[i].flags |= SM_F_SAME;
-			sm_entry_release(h);
-			continue;
-		}
-		r->known.e[keep++] = *h;
-	}
-	r->known.n = keep;
-	return 0;
-}
-
-/* The same for a sync without the walk: the committed state is local
- * but for the entries at the reported paths (r->known, as known_diff
- * leaves it; local's others are SM_F_SAME, sync_incr_build): what local
- * lacks and is ignored here stays, as keep_ignored keeps it, and a
- * changed file is hashed if the committed one may be the same. */
-static void known_from_incr(struct run *r)
-{
-	size_t j = 0;
-
-	r->have_known = 1;
-	r->known_loaded = 1;
-	keep_ignored(r, &r->known);
-	for (size_t i = 0; i < r->local.n; i++) {
-		struct sm_entry *e = &r->local.e[i];
-		if (!(e->flags & SM_F_UNHASHED))
-			continue;
-		while (j < r->known.n && strcmp(r->known.e[j].path, e->path) < 0)
-			j++;
-		if (j < r->known.n && !strcmp(r->known.e[j].path, e->path))
-			sync_hash_mark(r->ctx->cfg, e, &r->known.e[j]);
-	}
-}
-
-/* For a sync without the walk, local's digest without a digest of it
- * all (~65 ms at 300k entries): local is the committed state but for its
- * entries not SM_F_SAME, and known holds the committed ones they
- * replaced (known_from_incr): if those are the same, so is the digest;
- * else it differs, and stays unset (zeros: the host cannot be in that
- * state as far as OPEN says; the changes go optimistic). */
-static void incr_local_digest(struct run *r)
-{
-	const struct sm_list *k = &r->known;
-	size_t j = 0;
-	int same = 1;
-
-	memset(r->local_digest, 0, SM_HASH_LEN);
-	for (size_t i = 0; i < r->local.n && same; i++) {
-		const struct sm_entry *e = &r->local.e[i];
-		if (e->flags & SM_F_SAME)
-			continue;
-		same = j < k->n && !strcmp(e->path, k->e[j].path) && sm_same(e, &k->e[j]);
-		j++;
-	}
-	if (same && j == k->n)
-		memcpy(r->local_digest, r->known_digest, SM_HASH_LEN);
-}
-
-/* The entries of the last committed state that differ from local's at
- * their path (or that local lacks); the local entries it holds as they
- * are get SM_F_SAME instead of a copy. */
-struct diff_walk {
-	struct run *r;
-	size_t i;
-};
-
-static void diff_entry(void *arg, const struct sm_entry *h)
-{
-	struct diff_walk *k = arg;
-	struct sm_list *l = &k->r->local;
-
-	while (k->i < l->n && strcmp(l->e[k->i].path, h->path) < 0)
-		k->i++;
-	if (k->i < l->n && sm_same(&l->e[k->i], h))
-		l->e[k->i].flags |= SM_F_SAME;
-	else
-		sm_add_copy(&k->r->known, h);
-}
-
-static void forget_same(struct run *r)
-{
-	for (size_t i = 0; i < r->local.n; i++)
-		r->local.e[i].flags &= (uint8_t)~SM_F_SAME;
-}
-
-/* The last committed state, for a plan against it: whole (known_load),
- * or (diff: known_diff) only where local differs from it, local's
- * entries marked SM_F_SAME where it does not. A small edit then holds
- * one list, not two (the second was 150 bytes a file of its peak). */
-static int known_read(struct run *r, int diff)
-{
-	struct diff_walk k = { .r = r };
-
-	if (!r->have_known || r->known_loaded == 1 + !diff)
-		return 0;
-	sm_list_free(&r->known);
-	forget_same(r);
-	r->known_loaded = 1 + !diff;
-	if (lseek(r->known_fd, 0, SEEK_SET) == 0 &&
-	    (diff ? sm_decode_fd_each(r->known_fd, 0, diff_entry, &k, &r->ctx->err)
-		  : sm_decode_fd(r->known_fd, 0, &r->known, &r->ctx->err)) == 0)
-		return 0;
-	sm_list_free(&r->known);
-	forget_same(r);
-	sync_rstate_drop(r->ctx->cfg->root, r->key);
-	gr_errf(&r->ctx->err, GR_EIO, "cannot read what the last sync left on the host "
-		"(.gpurun/remote-%s)", r->key);
-	gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
-	return GR_EIO;
-}
-
-static int known_load(struct run *r)
-{
-	return known_read(r, 0);
-}
-
-static int known_diff(struct run *r)
-{
-	return known_read(r, 1);
 }
 
 static int have_sig(void *arg, const uint8_t *hash)
@@ -601,7 +305,7 @@ static int exchange(struct run *r)
 		int saved = 0;
 		if (!r->o->dry_run && (!r->have_known ||
 				       memcmp(r->known_digest, h.digest, SM_HASH_LEN))) {
-			if ((rc = local_whole(r)) < 0) /* (never so: streamed is the state) */
+			if ((rc = run_local_whole(r)) < 0) /* (never so: streamed is the state) */
 				goto out;
 			saved = sync_rstate_save(cfg->root, r->key, &r->local, NULL) == 0;
 		}
@@ -613,21 +317,21 @@ static int exchange(struct run *r)
 		}
 		goto out;
 	}
-	if ((rc = local_whole(r)) < 0)
+	if ((rc = run_local_whole(r)) < 0)
 		goto out;
-	if (r->known_loaded == 1) { /* (local_whole's, for a plan against the state) */
+	if (r->known_loaded == 1) { /* (run_local_whole's, for a plan against the state) */
 		sm_list_free(&r->known);
-		forget_same(r);
+		run_forget_same(r);
 		r->known_loaded = 0;
 	}
-	if (!(h.flags & SYNC_STATE_HAS_MANIFEST) && (rc = known_load(r)) < 0)
+	if (!(h.flags & SYNC_STATE_HAS_MANIFEST) && (rc = run_known_load(r)) < 0)
 		goto out;
 	if ((rc = host_view(&h, &r->known, &r->view, &r->ctx->err)) < 0) {
 		sync_rstate_drop(cfg->root, r->key);
 		gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
 		goto out;
 	}
-	keep_ignored(r, &r->view);
+	run_keep_ignored(r, &r->view);
 	rc = resolve_hashes(cfg, r->tree, &r->local, &r->view, &r->hs, &r->ctx->err);
 	if (rc < 0)
 		goto out;
@@ -756,7 +460,7 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 			r.idx = NULL;
 			goto out;
 		}
-		rc = sync_scan_diff(cfg->root, &so, r.idx, r.known_fd, ignored_here, rehash_racy,
+		rc = sync_scan_diff(cfg->root, &so, r.idx, r.known_fd, run_ignored_here, run_rehash_racy,
 				    &r, &r.diff, &ctx->err);
 		if (rc < 0) {
 			sync_index_free(r.idx); /* nothing to save: the scan did not finish */
@@ -773,7 +477,7 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 			r.have_known = 1;
 			memcpy(r.known_digest, r.diff.digest, SM_HASH_LEN);
 			r.hs.files_cached += r.diff.cached;
-		} else if (walked && (rc = local_whole(&r)) < 0) { /* (known_scan's too) */
+		} else if (walked && (rc = run_local_whole(&r)) < 0) { /* (run_known_scan's too) */
 			goto out;
 		}
 	}
@@ -790,9 +494,9 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 	if (!r.streamed)
 		gr_trace("sync: scanned, local manifest of %zu entries", r.local.n);
 	if (incr)
-		known_from_incr(&r);
+		run_known_from_incr(&r);
 	else if (!walked)
-		known_scan(&r);
+		run_known_scan(&r);
 	/* While the connection comes up: hash what the host probably has too
 	 * (as far as the last sync knows), so a no-op is seen as one. */
 	rc = resolve_hashes(cfg, r.tree, &r.local, NULL, &r.hs, &ctx->err);
@@ -802,7 +506,7 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 	for (size_t i = 0; i < r.local.n && !unhashed; i++)
 		unhashed = r.local.e[i].flags & SM_F_UNHASHED;
 	if (!unhashed && incr) /* (the committed state's, or none: it differs) */
-		incr_local_digest(&r);
+		run_incr_digest(&r);
 	else if (r.streamed) /* local is the state */
 		memcpy(r.local_digest, r.known_digest, SM_HASH_LEN);
 	else if (!unhashed) /* else: new or resized files, not a no-op */
@@ -832,7 +536,7 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 	if (optimistic) {
 		uint32_t sid;
 		int rejected;
-		if ((rc = known_diff(&r)) < 0)
+		if ((rc = run_known_diff(&r)) < 0)
 			goto done;
 		if ((rc = transfer(&r, &r.known, 1, &sid, &rejected)) < 0 || !rejected)
 			goto done;
@@ -842,7 +546,7 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 		}
 		r.st = (struct sync_stats){ 0 };
 		sm_list_free(&r.known); /* the host was not in that state */
-		forget_same(&r);
+		run_forget_same(&r);
 		r.known_loaded = 0;
 	}
 	rc = exchange(&r);

@@ -27,7 +27,7 @@
  * counts those found so, and sync_index_renew(root, start_ns) then makes
  * the index trust them (a no-op right after a sync holds no list).
  * A no-op is !redo && !kept.n && !lacking: local, with what the host
- * keeps (keep_ignored), is then the state. redo: the state or the index
+ * keeps (run_keep_ignored), is then the state. redo: the state or the index
  * is damaged (or the scan gave an entry out of order): nothing is kept;
  * use sync_scan_manifest. Errors: the scan's, d then empty. */
 struct sync_scan_diff {
@@ -52,7 +52,7 @@ int sync_scan_diff(const char *root, const struct scan_opts *so, struct sync_ind
  * from d, the state (read again) and the index (for the stat identity
  * of the files local holds as the state does), those entries marked
  * SM_F_SAME; differ gets copies of the state's other entries (what a
- * plan against the state needs of it: the shape known_diff makes). d is
+ * plan against the state needs of it: the shape run_known_diff makes). d is
  * emptied. 1 if it cannot be (the state or the index changed, the files
  * are on more than one device), out and differ empty: scan again with
  * sync_scan_manifest. */

@@ -197,7 +197,7 @@ int sync_incr_build(struct sync_incr *in, const char *root, const char *key,
 		out->e[keep++] = *x;
 	}
 	out->n = keep;
-	/* What stays is on the host as it is (known_diff's mark). */
+	/* What stays is on the host as it is (run_known_diff's mark). */
 	for (size_t i = 0; i < out->n; i++)
 		out->e[i].flags |= SM_F_SAME;
 	if (add.n > 1)
