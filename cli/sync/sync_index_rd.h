@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "scan.h"
+#include "ignore.h"
 #include "sync_manifest.h"
 #include "util.h"
 
