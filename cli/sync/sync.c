@@ -40,6 +40,38 @@ static int have_sig(void *arg, const uint8_t *hash)
 	return sync_sig_have(arg, hash);
 }
 
+/* What the host should hold after the COMMIT, whole, when local holds
+ * only what differs (run_partial): its digest, made as it streams by. */
+static int partial_digest(void *arg, const struct sm_list *expected, uint8_t out[SM_HASH_LEN])
+{
+	struct sync_merged m = run_merged(arg, expected);
+
+	return sync_merged_digest(&m, out);
+}
+
+/* After a COMMIT that left the host as expected: remote-KEY says so, and
+ * the signatures and block fingerprints of what it no longer holds go. */
+static void committed(struct run *r, struct sync_xfer *x, const struct sm_list *expected)
+{
+	const struct gr_config *cfg = r->ctx->cfg;
+
+	if (r->partial) { /* (the whole streamed: local holds what differs) */
+		struct sync_merged host = run_merged(r, expected), here = run_merged(r, &r->local);
+		sync_rstate_save_each(cfg->root, r->key, sync_merged_each, &host, NULL);
+		sync_xfer_save_sigs(x);
+		sync_sig_gc(cfg->root, sync_merged_each, &host);
+		sync_fp_gc(cfg->root, sync_merged_each, &here, cfg->sync.delta_min);
+		return;
+	}
+	if (sync_rstate_save(cfg->root, r->key, expected, NULL) == 0 && expected == &r->local) {
+		r->local_is_state = 1;
+		memcpy(r->state_digest, x->expect_digest, SM_HASH_LEN);
+	}
+	sync_xfer_save_sigs(x);
+	sync_sig_gc(cfg->root, sm_list_each, (void *)expected);
+	sync_fp_gc(cfg->root, sm_list_each, &r->local, cfg->sync.delta_min);
+}
+
 static void open_payload(struct run *r, uint32_t flags, struct strbuf *pl)
 {
 	put_str(pl, r->ctx->cfg->remote.path);
@@ -224,6 +256,10 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	x.prog = &prog;
 	x.host_root = r->host_root ? xstrdup(r->host_root) : NULL;
 	x.host_free = r->host_free;
+	if (r->partial) {
+		x.whole_digest = partial_digest;
+		x.whole_arg = r;
+	}
 	sync_progress_start(&prog, ctx->progress && !r->o->quiet, plan.send_bytes);
 	gr_trace("sync: transfer starts (%zu files, %llu bytes)", plan.nfiles,
 		 (unsigned long long)plan.send_bytes);
@@ -255,14 +291,7 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	const struct sm_list *expected = x.expected ? x.expected : &x.expect;
 	if (x.committed && x.expected && !x.nerrs &&
 	    !memcmp(x.expect_digest, x.digest, SM_HASH_LEN)) {
-		if (sync_rstate_save(cfg->root, r->key, expected, NULL) == 0 &&
-		    expected == &r->local) {
-			r->local_is_state = 1;
-			memcpy(r->state_digest, x.expect_digest, SM_HASH_LEN);
-		}
-		sync_xfer_save_sigs(&x);
-		sync_sig_gc(cfg->root, expected);
-		sync_fp_gc(cfg->root, &r->local, cfg->sync.delta_min);
+		committed(r, &x, expected);
 		goto out;
 	}
 	/* The next sync asks the host for its manifest and repairs. */
@@ -477,7 +506,8 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 			r.have_known = 1;
 			memcpy(r.known_digest, r.diff.digest, SM_HASH_LEN);
 			r.hs.files_cached += r.diff.cached;
-		} else if (walked && (rc = run_local_whole(&r)) < 0) { /* (run_known_scan's too) */
+		} else if (walked && !run_partial(&r) &&
+			   (rc = run_local_whole(&r)) < 0) { /* (run_known_scan's too) */
 			goto out;
 		}
 	}
@@ -505,7 +535,7 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 	int unhashed = 0;
 	for (size_t i = 0; i < r.local.n && !unhashed; i++)
 		unhashed = r.local.e[i].flags & SM_F_UNHASHED;
-	if (!unhashed && incr) /* (the committed state's, or none: it differs) */
+	if ((!unhashed && incr) || r.partial) /* (the state's, or none: it differs) */
 		run_incr_digest(&r);
 	else if (r.streamed) /* local is the state */
 		memcpy(r.local_digest, r.known_digest, SM_HASH_LEN);
@@ -545,9 +575,14 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 			goto out;
 		}
 		r.st = (struct sync_stats){ 0 };
-		sm_list_free(&r.known); /* the host was not in that state */
-		run_forget_same(&r);
-		r.known_loaded = 0;
+		if (r.partial) { /* the host was not in that state: walk again whole */
+			if ((rc = run_local_whole(&r)) < 0)
+				goto out;
+		} else {
+			sm_list_free(&r.known); /* the host was not in that state */
+			run_forget_same(&r);
+			r.known_loaded = 0;
+		}
 	}
 	rc = exchange(&r);
 done:
@@ -558,7 +593,9 @@ done:
 	r.st.bytes_hashed = r.hs.bytes_hashed;
 	r.st.bytes_reused = r.hs.bytes_reused;
 	r.st.files_cached = r.hs.files_cached;
-	r.st.entries = r.streamed ? r.diff.nstate : r.local.n;
+	r.st.entries = r.partial    ? r.diff.nstate - r.known.n + r.local.n
+		     : r.streamed ? r.diff.nstate
+				  : r.local.n;
 	r.st.seconds = (double)(now_ns() - t0) / 1e9;
 	if (rc == 0)
 		r.show->done(r.show_arg, o, &r.st, o->say_ignored ? &ignored : NULL);
@@ -566,8 +603,12 @@ out:
 	connect_abandon(&cj);
 	/* (A cache: failing to save it costs time only. After a walk that
 	 * found local to be the state, each file came from it as it is.) */
-	if (r.idx && !r.streamed)
+	if (r.idx && r.partial) {
+		struct sync_merged m = run_merged(&r, &r.local);
+		sync_diff_save_index(cfg->root, r.idx, &m, NULL);
+	} else if (r.idx && !r.streamed) {
 		sync_index_save(cfg->root, r.idx, &r.local, NULL);
+	}
 	else if (r.idx && r.diff.rehashed)
 		sync_index_renew(cfg->root, r.diff.start_ns, NULL);
 	if (o->incr && rc != SYNC_WALK && r.key) {

@@ -235,6 +235,175 @@ int sync_diff_whole(struct sync_scan_diff *d, struct sync_index *idx, int state_
 	return 0;
 }
 
+static int same_bit(const struct sync_scan_diff *d, size_t i)
+{
+	return i / 8 < d->asame && (d->same[i / 8] >> (i % 8) & 1);
+}
+
+int sync_diff_partial(struct sync_scan_diff *d, int state_fd,
+		      int (*ignored)(void *arg, const char *path, int is_dir), void *arg,
+		      struct sm_list *local, struct sm_list *differ)
+{
+	struct sm_list *kept = &d->kept;
+	struct sm_reader kr;
+	const struct sm_entry *k;
+	size_t i = 0, j = 0;
+
+	sm_list_free(local);
+	sm_list_free(differ);
+	for (size_t x = 1; x < kept->n; x++)
+		if (strcmp(kept->e[x - 1].path, kept->e[x].path) >= 0)
+			return 1; /* (cannot be: dr_each keeps them in order) */
+	if (lseek(state_fd, 0, SEEK_SET) != 0 || sm_reader_open(&kr, state_fd, 0, NULL, NULL) < 0) {
+		sm_reader_close(&kr);
+		return 1;
+	}
+	for (; (k = sm_reader_next(&kr)); i++) {
+		if (same_bit(d, i))
+			continue;
+		while (j < kept->n && strcmp(kept->e[j].path, k->path) < 0)
+			j++;
+		/* replaced here, or gone unless it is ignored here (then it
+		 * stays on the host, as run_keep_ignored keeps it) */
+		if ((j < kept->n && !strcmp(kept->e[j].path, k->path)) ||
+		    !ignored(arg, k->path, k->type == SM_DIR))
+			sm_add_copy(differ, k);
+	}
+	int rc = kr.rc;
+	sm_reader_close(&kr);
+	if (rc < 0 || i != d->nstate) {
+		sm_list_free(differ);
+		return 1;
+	}
+	*local = *kept;
+	memset(kept, 0, sizeof(*kept));
+	return 0;
+}
+
+enum { FROM_LOCAL, FROM_SAME, FROM_STATE };
+
+/* The merge of sync_merged: fn(arg, e, from) for each entry, in order,
+ * from saying whose it is (FROM_SAME: the state's, which local holds as
+ * it is; FROM_STATE: the state's, which local lacks and the host keeps). */
+static int merged_walk(const struct sync_merged *m,
+		       void (*fn)(void *arg, const struct sm_entry *e, int from), void *arg)
+{
+	const struct sm_list *l = m->local, *dif = m->differ;
+	struct sm_reader kr;
+	const struct sm_entry *k;
+	size_t n = 0, i = 0, j = 0;
+	int rc = 0;
+
+	if (lseek(m->state_fd, 0, SEEK_SET) != 0 ||
+	    sm_reader_open(&kr, m->state_fd, 0, NULL, NULL) < 0) {
+		sm_reader_close(&kr);
+		return -1;
+	}
+	for (; (k = sm_reader_next(&kr)); n++) {
+		while (i < l->n && strcmp(l->e[i].path, k->path) < 0)
+			fn(arg, &l->e[i++], FROM_LOCAL);
+		while (j < dif->n && strcmp(dif->e[j].path, k->path) < 0)
+			j++;
+		if (j < dif->n && !strcmp(dif->e[j].path, k->path))
+			continue; /* replaced by local's, or gone */
+		if (i < l->n && !strcmp(l->e[i].path, k->path)) {
+			rc = -1; /* (cannot be: differ holds every path local replaced) */
+			break;
+		}
+		fn(arg, k, same_bit(m->d, n) ? FROM_SAME : FROM_STATE);
+	}
+	while (!rc && i < l->n)
+		fn(arg, &l->e[i++], FROM_LOCAL);
+	if (kr.rc < 0 || (!rc && n != m->d->nstate))
+		rc = -1;
+	sm_reader_close(&kr);
+	return rc;
+}
+
+struct merged_fn {
+	void (*fn)(void *arg, const struct sm_entry *e);
+	void *arg;
+};
+
+static void merged_call(void *arg, const struct sm_entry *e, int from)
+{
+	struct merged_fn *f = arg;
+
+	(void)from;
+	f->fn(f->arg, e);
+}
+
+int sync_merged_each(void *m, void (*fn)(void *arg, const struct sm_entry *e), void *arg)
+{
+	struct merged_fn f = { fn, arg };
+
+	return merged_walk(m, merged_call, &f);
+}
+
+static void digest_add(void *arg, const struct sm_entry *e)
+{
+	sm_digest_add(arg, e);
+}
+
+int sync_merged_digest(const struct sync_merged *m, uint8_t out[SM_HASH_LEN])
+{
+	struct sm_digest dg;
+	int rc;
+
+	sm_digest_init(&dg);
+	rc = sync_merged_each((void *)m, digest_add, &dg);
+	sm_digest_final(&dg, out);
+	if (rc < 0)
+		memset(out, 0, SM_HASH_LEN);
+	return rc;
+}
+
+/* sync_diff_save_index's: the old index read in step with the merge. */
+struct index_merge {
+	struct idx_rd ir;
+	struct idx_wr *w;
+};
+
+static void index_entry(void *arg, const struct sm_entry *e, int from)
+{
+	struct index_merge *x = arg;
+
+	if (from == FROM_LOCAL && idx_records(e)) {
+		struct idx_entry c = { e->size, e->ino, e->mtime_ns, e->mode, { 0 } };
+		memcpy(c.hash, e->hash, SM_HASH_LEN);
+		idx_wr_add(x->w, e->path, &c);
+	} else if (from == FROM_SAME && e->type == SM_FILE) {
+		const struct idx_entry *c = idx_seek(&x->ir, e->path);
+		if (c && c->size == e->size && c->mtime_ns == e->mtime_ns &&
+		    !memcmp(c->hash, e->hash, SM_HASH_LEN))
+			idx_wr_add(x->w, e->path, c);
+	}
+}
+
+struct index_save {
+	const struct sync_merged *m;
+	const char *old;
+};
+
+static void index_fill(void *arg, struct idx_wr *w)
+{
+	const struct index_save *a = arg;
+	struct index_merge x = { .w = w };
+
+	idx_open(&x.ir, a->old);
+	if (merged_walk(a->m, index_entry, &x) < 0 || x.ir.bad)
+		w->failed = 1; /* (the old index stays) */
+	idx_close(&x.ir);
+}
+
+int sync_diff_save_index(const char *root, struct sync_index *idx, const struct sync_merged *m,
+			 struct gr_err *err)
+{
+	struct index_save a = { m, idx->path };
+
+	return idx_save_with(root, idx, index_fill, &a, err);
+}
+
 void sync_diff_free(struct sync_scan_diff *d)
 {
 	sm_list_free(&d->kept);

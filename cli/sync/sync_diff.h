@@ -59,6 +59,36 @@ int sync_scan_diff(const char *root, const struct scan_opts *so, struct sync_ind
 int sync_diff_whole(struct sync_scan_diff *d, struct sync_index *idx, int state_fd,
 		    struct sm_list *out, struct sm_list *differ, struct sync_hash_stats *hs,
 		    struct gr_err *err);
+/* Where local differs from the state, with no list of the tree: local
+ * gets d's kept entries (d->kept is emptied), differ copies of the
+ * state's entries local does not hold as they are, but for those local
+ * lacks that are ignored here (ignored(arg, path, is_dir): they stay on
+ * the host). What a plan against the state needs (the shape run_known_diff
+ * makes, without local's SM_F_SAME entries). d's bits stay, for
+ * sync_merged. 1 if it cannot be (the state changed or is damaged): use
+ * sync_diff_whole, or scan again. */
+int sync_diff_partial(struct sync_scan_diff *d, int state_fd,
+		      int (*ignored)(void *arg, const char *path, int is_dir), void *arg,
+		      struct sm_list *local, struct sm_list *differ);
+
+/* The whole that sync_diff_partial's lists stand for, as a stream (never
+ * a list): the state's entries (read again) but those differ holds,
+ * merged with local's (the kept entries, or what the host holds of them
+ * after a COMMIT: their paths are differ's or the state's lacks). */
+struct sync_merged {
+	const struct sync_scan_diff *d; /* which of the state's local holds as it is */
+	int state_fd;
+	const struct sm_list *differ, *local;
+};
+/* An sm_each_fn: -1 if the state cannot be read whole as it was. */
+int sync_merged_each(void *m, void (*fn)(void *arg, const struct sm_entry *e), void *arg);
+/* Its digest (sm_digest's); -1 and zeros if it cannot be read. */
+int sync_merged_digest(const struct sync_merged *m, uint8_t out[SM_HASH_LEN]);
+/* The index written from it: local's files (m->local with the scan's
+ * stat data), and the state's files local holds as they are, with the
+ * old index's (read in step). Failing, the old index stays. */
+int sync_diff_save_index(const char *root, struct sync_index *idx, const struct sync_merged *m,
+			 struct gr_err *err);
 void sync_diff_free(struct sync_scan_diff *d);
 
 #endif

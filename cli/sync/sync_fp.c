@@ -129,39 +129,26 @@ void sync_fp_save(const char *root, const char *path, uint32_t block, uint64_t n
 	sb_release(&b);
 }
 
-static int cmp_str(const void *a, const void *b)
+/* (a temporary a crash left goes too: none is being written, under the
+ * project's sync lock) */
+static int fp_spare(const char *name)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	return name[0] == '.';
 }
 
-void sync_fp_gc(const char *root, const struct sm_list *keep, uint64_t min)
+static void fp_keep_name(const struct sm_entry *e, uint64_t min, struct strbuf *out)
+{
+	if (e->type == SM_FILE && e->size >= min) {
+		char *name = fp_name(e->path);
+		sb_adds(out, name);
+		free(name);
+	}
+}
+
+void sync_fp_gc(const char *root, sm_each_fn each, void *src, uint64_t min)
 {
 	char *dir = xasprintf("%s/.gpurun/blocks", root);
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	struct strvec want = STRVEC_INIT;
 
+	sync_gc_dir(dir, fp_spare, fp_keep_name, min, each, src);
 	free(dir);
-	if (!d)
-		return;
-	for (size_t i = 0; i < keep->n; i++) {
-		const struct sm_entry *e = &keep->e[i];
-		if (e->type == SM_FILE && e->size >= min) {
-			char *name = fp_name(e->path);
-			sv_push(&want, name);
-			free(name);
-		}
-	}
-	if (want.n > 1)
-		qsort(want.v, want.n, sizeof(*want.v), cmp_str);
-	while ((de = readdir(d))) {
-		const char *name = de->d_name;
-		if (name[0] == '.')
-			continue; /* (a temporary a crash left goes too: none is being
-				   * written, under the project's sync lock) */
-		if (!want.n || !bsearch(&name, want.v, want.n, sizeof(*want.v), cmp_str))
-			unlinkat(dirfd(d), name, 0);
-	}
-	closedir(d);
-	sv_clear(&want);
 }

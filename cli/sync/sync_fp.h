@@ -32,7 +32,7 @@ void sync_fp_save(const char *root, const char *path, uint32_t block, uint64_t n
 		  const uint8_t *fps, const uint8_t *leaves);
 
 /* Remove the records of paths that are not a file of at least min bytes
- * in keep. */
-void sync_fp_gc(const char *root, const struct sm_list *keep, uint64_t min);
+ * among the entries each gives (sm_list_each and a list, or streamed). */
+void sync_fp_gc(const char *root, sm_each_fn each, void *src, uint64_t min);
 
 #endif

@@ -399,63 +399,88 @@ int sync_hash_entry(struct sync_tree *t, const char *root, struct sm_entry *m, u
 
 /* The local files the index records: hashed, and not the host's entries
  * kept in the list (sync_plan_keep_ignored). */
-static int idx_records(const struct sm_entry *m)
+int idx_records(const struct sm_entry *m)
 {
 	return m->type == SM_FILE && !(m->flags & (SM_F_UNHASHED | SM_F_KEPT));
 }
 
+void idx_wr_add(struct idx_wr *w, const char *path, const struct idx_entry *c)
+{
+	if (w->failed)
+		return;
+	put_str(&w->b, path);
+	put_u64(&w->b, c->size);
+	put_u64(&w->b, (uint64_t)c->mtime_ns);
+	put_u64(&w->b, c->ino);
+	put_u32(&w->b, c->mode);
+	put_bytes(&w->b, c->hash, SM_HASH_LEN);
+	w->n++;
+	if (w->b.len >= (256u << 10)) {
+		w->failed = write_full(w->fd, w->b.buf, w->b.len) < 0;
+		sb_reset(&w->b);
+	}
+}
+
 struct idx_save {
 	const struct sync_index *idx;
-	const struct sm_list *local;
+	void (*fill)(void *arg, struct idx_wr *w);
+	void *arg;
 };
 
-/* Write the index to fd in pieces of 256 KiB. */
+/* Write the index to fd in pieces of 256 KiB, its count put into the
+ * header at the end. */
 static int idx_write(void *arg, int fd)
 {
 	const struct idx_save *a = arg;
-	struct strbuf b = STRBUF_INIT;
-	uint32_t count = 0;
-	int rc = 0;
+	struct idx_wr w = { .fd = fd, .b = STRBUF_INIT };
+	struct strbuf c = STRBUF_INIT;
 
-	for (size_t i = 0; i < a->local->n; i++)
-		count += idx_records(&a->local->e[i]);
-	sb_add(&b, IDX_MAGIC, 4);
-	put_u32(&b, IDX_VERSION);
-	put_u64(&b, (uint64_t)a->idx->scan_ns);
-	put_u32(&b, count);
-	for (size_t i = 0; i < a->local->n && !rc; i++) {
-		const struct sm_entry *m = &a->local->e[i];
+	sb_add(&w.b, IDX_MAGIC, 4);
+	put_u32(&w.b, IDX_VERSION);
+	put_u64(&w.b, (uint64_t)a->idx->scan_ns);
+	put_u32(&w.b, 0);
+	a->fill(a->arg, &w);
+	if (!w.failed && w.b.len)
+		w.failed = write_full(fd, w.b.buf, w.b.len) < 0;
+	put_u32(&c, w.n);
+	if (!w.failed)
+		w.failed = pwrite(fd, c.buf, 4, IDX_HDR - 4) != 4;
+	sb_release(&c);
+	sb_release(&w.b);
+	return w.failed ? -1 : 0;
+}
+
+int idx_save_with(const char *root, const struct sync_index *idx,
+		  void (*fill)(void *arg, struct idx_wr *w), void *arg, struct gr_err *err)
+{
+	struct idx_save a = { idx, fill, arg };
+	char *path = state_path(root, "index");
+	int rc = sync_state_dir(root, "", err);
+
+	if (!rc)
+		rc = write_file_atomic_with(path, idx_write, &a, 0644, err);
+	free(path);
+	return rc;
+}
+
+static void idx_fill_list(void *arg, struct idx_wr *w)
+{
+	const struct sm_list *l = arg;
+
+	for (size_t i = 0; i < l->n; i++) {
+		const struct sm_entry *m = &l->e[i];
 		if (!idx_records(m))
 			continue;
-		put_str(&b, m->path);
-		put_u64(&b, m->size);
-		put_u64(&b, (uint64_t)m->mtime_ns);
-		put_u64(&b, m->ino);
-		put_u32(&b, m->mode);
-		put_bytes(&b, m->hash, SM_HASH_LEN);
-		if (b.len >= (256u << 10)) {
-			rc = write_full(fd, b.buf, b.len);
-			sb_reset(&b);
-		}
+		struct idx_entry c = { m->size, m->ino, m->mtime_ns, m->mode, { 0 } };
+		memcpy(c.hash, m->hash, SM_HASH_LEN);
+		idx_wr_add(w, m->path, &c);
 	}
-	if (!rc && b.len)
-		rc = write_full(fd, b.buf, b.len);
-	sb_release(&b);
-	return rc < 0 ? -1 : 0;
 }
 
 int sync_index_save(const char *root, struct sync_index *idx, const struct sm_list *local,
 		    struct gr_err *err)
 {
-	struct idx_save a = { idx, local };
-	char *dir = state_path(root, ""), *path = state_path(root, "index");
-	int rc = sync_state_dir(root, "", err);
-
-	if (!rc)
-		rc = write_file_atomic_with(path, idx_write, &a, 0644, err);
-	free(dir);
-	free(path);
-	return rc;
+	return idx_save_with(root, idx, idx_fill_list, (void *)local, err);
 }
 
 struct idx_renew {
@@ -553,24 +578,45 @@ int sync_rstate_open(const char *root, const char *key)
 	return fd;
 }
 
+struct rstate_fill {
+	sm_each_fn each;
+	void *src;
+	struct sm_writer w;
+};
+
+static void rstate_add(void *arg, const struct sm_entry *e)
+{
+	sm_writer_add(arg, e);
+}
+
 static int rstate_write(void *arg, int fd)
 {
-	return sm_encode_fd(arg, 0, fd);
+	struct rstate_fill *f = arg;
+
+	sm_writer_init(&f->w, fd, 0);
+	if (f->each(f->src, rstate_add, &f->w) < 0 && !f->w.failed)
+		f->w.failed = EIO;
+	return sm_writer_finish(&f->w);
+}
+
+int sync_rstate_save_each(const char *root, const char *key, sm_each_fn each, void *src,
+			  struct gr_err *err)
+{
+	char *name = xasprintf("remote-%s", key), *path = state_path(root, name);
+	struct rstate_fill f = { each, src, { 0 } };
+	int rc = sync_state_dir(root, "", err);
+
+	if (!rc)
+		rc = write_file_atomic_with(path, rstate_write, &f, 0644, err);
+	free(name);
+	free(path);
+	return rc;
 }
 
 int sync_rstate_save(const char *root, const char *key, const struct sm_list *man,
 		     struct gr_err *err)
 {
-	char *name = xasprintf("remote-%s", key), *path = state_path(root, name);
-	char *dir = state_path(root, "");
-	int rc = sync_state_dir(root, "", err);
-
-	if (!rc)
-		rc = write_file_atomic_with(path, rstate_write, (void *)man, 0644, err);
-	free(name);
-	free(path);
-	free(dir);
-	return rc;
+	return sync_rstate_save_each(root, key, sm_list_each, (void *)man, err);
 }
 
 void sync_rstate_drop(const char *root, const char *key)
@@ -626,34 +672,81 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-void sync_sig_gc(const char *root, const struct sm_list *keep)
+/* sync_gc_dir's: the files of the folder, sorted, and which are named. */
+struct gc_dir {
+	struct strvec names;
+	uint8_t *named;
+	void (*name)(const struct sm_entry *e, uint64_t min, struct strbuf *out);
+	uint64_t min;
+	struct strbuf b;
+};
+
+static void gc_mark(void *arg, const struct sm_entry *e)
 {
-	char *dir = state_path(root, "sigs");
+	struct gc_dir *g = arg;
+
+	sb_reset(&g->b);
+	g->name(e, g->min, &g->b);
+	if (!g->b.len)
+		return;
+	const char *name = g->b.buf;
+	char **at = bsearch(&name, g->names.v, g->names.n, sizeof(*g->names.v), cmp_str);
+	if (at)
+		g->named[at - g->names.v] = 1;
+}
+
+void sync_gc_dir(const char *dir, int (*spare)(const char *name),
+		 void (*name)(const struct sm_entry *e, uint64_t min, struct strbuf *out),
+		 uint64_t min, sm_each_fn each, void *src)
+{
 	DIR *d = opendir(dir);
 	struct dirent *de;
-	struct strvec want = STRVEC_INIT;
+	struct gc_dir g = { .names = STRVEC_INIT, .name = name, .min = min, .b = STRBUF_INIT };
 
-	if (!d) {
-		free(dir);
+	if (!d)
 		return;
-	}
-	for (size_t i = 0; i < keep->n; i++) {
-		char hex[2 * SM_HASH_LEN + 1];
-		if (keep->e[i].type != SM_FILE)
-			continue;
-		sm_hex(keep->e[i].hash, hex);
-		sv_push(&want, hex);
-	}
-	if (want.n > 1)
-		qsort(want.v, want.n, sizeof(*want.v), cmp_str);
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.' || strlen(de->d_name) != 2 * SM_HASH_LEN)
-			continue;
-		const char *name = de->d_name;
-		if (!want.n || !bsearch(&name, want.v, want.n, sizeof(*want.v), cmp_str))
-			unlinkat(dirfd(d), de->d_name, 0);
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && !spare(de->d_name))
+			sv_push(&g.names, de->d_name);
+	if (g.names.n) {
+		qsort(g.names.v, g.names.n, sizeof(*g.names.v), cmp_str);
+		g.named = xcalloc(g.names.n, 1);
+		/* (a manifest that cannot be read whole names nothing for sure) */
+		if (each(src, gc_mark, &g) == 0)
+			for (size_t i = 0; i < g.names.n; i++)
+				if (!g.named[i])
+					unlinkat(dirfd(d), g.names.v[i], 0);
 	}
 	closedir(d);
-	sv_clear(&want);
+	sv_clear(&g.names);
+	sb_release(&g.b);
+	free(g.named);
+}
+
+/* Not a signature's name: left alone. */
+static int sig_spare(const char *name)
+{
+	return name[0] == '.' || strlen(name) != 2 * SM_HASH_LEN;
+}
+
+static void sig_name(const struct sm_entry *e, uint64_t min, struct strbuf *out)
+{
+	char hex[2 * SM_HASH_LEN + 1];
+
+	(void)min;
+	if (e->type != SM_FILE)
+		return;
+	sm_hex(e->hash, hex);
+	sb_adds(out, hex);
+}
+
+/* The signature files are few (one a large file version sent): the
+ * folder is listed and each is looked up, instead of a name held for
+ * every file of keep (~20 MB at 300k files). */
+void sync_sig_gc(const char *root, sm_each_fn each, void *src)
+{
+	char *dir = state_path(root, "sigs");
+
+	sync_gc_dir(dir, sig_spare, sig_name, 0, each, src);
 	free(dir);
 }

@@ -76,6 +76,10 @@ int sync_rstate_load(const char *root, const char *key, struct sm_list *man,
 		     uint8_t digest[SM_HASH_LEN]);
 int sync_rstate_save(const char *root, const char *key, const struct sm_list *man,
 		     struct gr_err *err);
+/* The same from a manifest given an entry at a time (written as it
+ * comes: never whole in memory). */
+int sync_rstate_save_each(const char *root, const char *key, sm_each_fn each, void *src,
+			  struct gr_err *err);
 /* The same file open for reading (sm_decode_fd, sm_decode_fd_each), or
  * -1 if there is none. */
 int sync_rstate_open(const char *root, const char *key);
@@ -88,7 +92,14 @@ int sync_sig_have(const char *root, const uint8_t hash[SM_HASH_LEN]);
 int sync_sig_load(const char *root, const uint8_t hash[SM_HASH_LEN], struct strbuf *out);
 int sync_sig_save(const char *root, const uint8_t hash[SM_HASH_LEN], const void *sig,
 		  size_t n, struct gr_err *err);
-/* Remove cached signatures whose version is in none of keep's files. */
-void sync_sig_gc(const char *root, const struct sm_list *keep);
+/* Remove cached signatures whose version is in none of the files each
+ * gives (sm_list_each and a list, or a manifest streamed). */
+void sync_sig_gc(const char *root, sm_each_fn each, void *src);
+/* Remove the files of dir (but those spare says to leave alone) that
+ * name(e, min, out) names for none of the entries each gives (out left
+ * empty: none); nothing if each cannot give them all. */
+void sync_gc_dir(const char *dir, int (*spare)(const char *name),
+		 void (*name)(const struct sm_entry *e, uint64_t min, struct strbuf *out),
+		 uint64_t min, sm_each_fn each, void *src);
 
 #endif

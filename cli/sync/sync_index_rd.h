@@ -61,6 +61,20 @@ static inline int idx_stat_same(const struct idx_entry *c, const struct sm_entry
 	       c->mode == m->mode;
 }
 
+/* The index written an entry at a time (the count goes into the header
+ * at the end): idx_save_with's fill(arg, w) adds each, in path order. */
+struct idx_wr {
+	int fd, failed;
+	uint32_t n;
+	struct strbuf b;
+};
+void idx_wr_add(struct idx_wr *w, const char *path, const struct idx_entry *c);
+int idx_save_with(const char *root, const struct sync_index *idx,
+		  void (*fill)(void *arg, struct idx_wr *w), void *arg, struct gr_err *err);
+/* Is m a local file the index records (hashed, not the host's entry kept
+ * in the list: sync_plan_keep_ignored)? */
+int idx_records(const struct sm_entry *m);
+
 /* The manifest's description of a scanned entry (its path and link are
  * s's): its type, or 0 if it cannot be carried (sm_path_ok, a temp
  * name of the agent's, a symlink without a target). */

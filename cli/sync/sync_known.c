@@ -97,30 +97,84 @@ void run_known_scan(struct run *r)
 	sm_list_free(&k.host_only);
 }
 
+/* Walk again whole (the local list made by sync_scan_manifest). */
+static int walk_again(struct run *r)
+{
+	int rc;
+
+	sync_diff_free(&r->diff);
+	if ((rc = sync_scan_manifest(r->ctx->cfg->root, &r->so, r->idx, &r->local, &r->hs,
+				     &r->ctx->err)) < 0) {
+		sync_index_free(r->idx); /* nothing to save: the scan did not finish */
+		r->idx = NULL;
+		return rc;
+	}
+	run_known_scan(r);
+	return 0;
+}
+
+/* A file changed here (local's, unhashed) is hashed if known's at its
+ * path may be the same (sync_hash_mark). */
+static void mark_compare(struct run *r)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < r->local.n; i++) {
+		struct sm_entry *e = &r->local.e[i];
+		if (!(e->flags & SM_F_UNHASHED))
+			continue;
+		while (j < r->known.n && strcmp(r->known.e[j].path, e->path) < 0)
+			j++;
+		if (j < r->known.n && !strcmp(r->known.e[j].path, e->path))
+			sync_hash_mark(r->ctx->cfg, e, &r->known.e[j]);
+	}
+}
+
+int run_partial(struct run *r)
+{
+	if (sync_diff_partial(&r->diff, r->known_fd, run_ignored_here, r, &r->local, &r->known))
+		return 0;
+	r->partial = 1;
+	r->have_known = 1;
+	r->known_loaded = 1;
+	memcpy(r->known_digest, r->diff.digest, SM_HASH_LEN);
+	r->hs.files_cached += r->diff.cached;
+	mark_compare(r);
+	gr_trace("sync: only what differs: %zu entries here, %zu of the state's", r->local.n,
+		 r->known.n);
+	return 1;
+}
+
+struct sync_merged run_merged(struct run *r, const struct sm_list *local)
+{
+	return (struct sync_merged){ &r->diff, r->known_fd, &r->known, local };
+}
+
 /* The local list, for a sync that needs it after all: made from what the
  * walk kept and the state (or, where it cannot be, by a walk again),
  * then read against the state as run_known_scan does. */
 int run_local_whole(struct run *r)
 {
 	const struct gr_config *cfg = r->ctx->cfg;
-	int rc;
 
 	if (!r->streamed)
 		return 0;
 	r->streamed = 0;
+	if (r->partial) { /* the host is not in the state after all */
+		r->partial = 0;
+		for (size_t i = 0; i < r->local.n; i++)
+			free(r->local.e[i].leaves);
+		sm_list_free(&r->local);
+		sm_list_free(&r->known);
+		r->known_loaded = 0;
+		gr_trace("sync: the host is not in the state: walking again");
+		return walk_again(r);
+	}
 	sm_list_free(&r->known);
 	if (sync_diff_whole(&r->diff, r->idx, r->known_fd, &r->local, &r->known, &r->hs,
 			    &r->ctx->err)) {
-		sync_diff_free(&r->diff);
 		gr_trace("sync: the state or the index changed: walking again");
-		if ((rc = sync_scan_manifest(cfg->root, &r->so, r->idx, &r->local, &r->hs,
-					     &r->ctx->err)) < 0) {
-			sync_index_free(r->idx); /* nothing to save: the scan did not finish */
-			r->idx = NULL;
-			return rc;
-		}
-		run_known_scan(r);
-		return 0;
+		return walk_again(r);
 	}
 	gr_trace("sync: local made whole (%zu entries; %zu of the state's differ)", r->local.n,
 		 r->known.n);
@@ -169,20 +223,10 @@ int run_local_whole(struct run *r)
  * changed file is hashed if the committed one may be the same. */
 void run_known_from_incr(struct run *r)
 {
-	size_t j = 0;
-
 	r->have_known = 1;
 	r->known_loaded = 1;
 	run_keep_ignored(r, &r->known);
-	for (size_t i = 0; i < r->local.n; i++) {
-		struct sm_entry *e = &r->local.e[i];
-		if (!(e->flags & SM_F_UNHASHED))
-			continue;
-		while (j < r->known.n && strcmp(r->known.e[j].path, e->path) < 0)
-			j++;
-		if (j < r->known.n && !strcmp(r->known.e[j].path, e->path))
-			sync_hash_mark(r->ctx->cfg, e, &r->known.e[j]);
-	}
+	mark_compare(r);
 }
 
 /* For a sync without the walk, local's digest without a digest of it

@@ -39,6 +39,10 @@ struct run {
 	 * empty until run_local_whole makes it, which a no-op never needs. */
 	int streamed;
 	struct sync_scan_diff diff;
+	/* And where it differs (run_partial): local holds only what the walk
+	 * kept, known the state's entries that differ; the whole is their
+	 * merge with the state (sync_merged), never a list. */
+	int partial;
 	struct sync_index *idx;
 };
 
@@ -59,6 +63,13 @@ void run_keep_ignored(struct run *r, const struct sm_list *host);
 void run_known_scan(struct run *r);
 /* The local list made, after a walk read against the state (streamed). */
 int run_local_whole(struct run *r);
+/* Or only where it differs from the state (sync_diff_partial): 1, or 0
+ * if that cannot be (then run_local_whole). run_local_whole after it
+ * walks again whole. */
+int run_partial(struct run *r);
+/* run_partial's whole (sync_merged): local as given (local's, or what
+ * the host holds of it after a COMMIT). */
+struct sync_merged run_merged(struct run *r, const struct sm_list *local);
 /* The same for a sync without the walk (the watcher's). */
 void run_known_from_incr(struct run *r);
 /* local's digest, for a sync without the walk. */

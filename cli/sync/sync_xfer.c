@@ -286,7 +286,10 @@ static void send_commit(struct sync_xfer *x)
 	sb_release(&b);
 	conn_pump(x->c, &e); /* (a failure shows in the wait that follows) */
 	build_expect(x);
-	sm_digest(x->expected, x->expect_digest);
+	if (x->whole_digest)
+		x->whole_digest(x->whole_arg, x->expected, x->expect_digest);
+	else
+		sm_digest(x->expected, x->expect_digest);
 }
 
 static int parse_commit(struct sync_xfer *x, struct sync_wire_req *r)

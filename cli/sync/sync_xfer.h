@@ -47,6 +47,11 @@ struct sync_xfer {
 	int idle_ms;                /* the longest silence on the connection */
 	struct sync_wire *wire;
 	struct sync_progress *prog;
+	/* in, optional: local holds only what differs from a state (the whole
+	 * is a merge of the two, sync_diff.h): the whole's digest from what
+	 * the host should hold of local (0, or -1 if it cannot be made) */
+	int (*whole_digest)(void *arg, const struct sm_list *expected, uint8_t out[SM_HASH_LEN]);
+	void *whole_arg;
 	/* in, and out when the optimistic STATE tells them */
 	char *host_root;            /* the folder on the host (owned) */
 	uint64_t host_free;         /* bytes free there at OPEN */

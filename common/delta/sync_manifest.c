@@ -356,6 +356,15 @@ int sm_writer_finish(struct sm_writer *w)
 	return rc ? -1 : 0;
 }
 
+int sm_list_each(void *src, void (*fn)(void *arg, const struct sm_entry *e), void *arg)
+{
+	const struct sm_list *l = src;
+
+	for (size_t i = 0; i < l->n; i++)
+		fn(arg, &l->e[i]);
+	return 0;
+}
+
 int sm_encode_fd(const struct sm_list *l, int with_host, int fd)
 {
 	struct sm_writer w;

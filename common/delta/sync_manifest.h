@@ -103,6 +103,13 @@ struct sm_entry *sm_find(const struct sm_list *l, const char *path);
 /* Same description (type, mode, size, mtime, hash, link)? */
 int sm_same(const struct sm_entry *a, const struct sm_entry *b);
 
+/* A manifest given an entry at a time, in order, whole or streamed:
+ * each(src, fn, arg) calls fn(arg, e) for every entry; 0, or -1 if it
+ * could not give them all (a damaged file: what it gave is not the
+ * manifest). sm_list_each gives a list's (src: the list). */
+typedef int (*sm_each_fn)(void *src, void (*fn)(void *arg, const struct sm_entry *e), void *arg);
+int sm_list_each(void *src, void (*fn)(void *arg, const struct sm_entry *e), void *arg);
+
 /* BLAKE2b-256 over the sorted list's descriptions. */
 void sm_digest(const struct sm_list *l, uint8_t out[SM_HASH_LEN]);
 /* The same an entry at a time (in list order): init, add each, final. */

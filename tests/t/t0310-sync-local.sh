@@ -242,4 +242,28 @@ test_expect_success 'a no-op keeps no list; files written just before a sync are
 	test_grep -x 3 "$R3/src/f3.py"
 '
 
+# (proj3 as the case above left it: synced, src/f3.py ignored here)
+test_expect_success 'an edit plans on what differs alone; the state and the index it leaves are whole' '
+	echo one >>"$P3/src/f1.py" && rm "$P3/src/f2.py" && mkdir "$P3/src/new" &&
+	echo g >"$P3/src/new/g.py" && echo "src/f4.py" >>"$P3/.git/info/exclude" &&
+	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "only what differs: 3 entries here, 2 of the state" "$TRASH/out" &&
+	! grep -e "made whole" -e "walking again" "$TRASH/out" &&
+	test_cmp "$P3/src/f1.py" "$R3/src/f1.py" && test_cmp "$P3/src/new/g.py" "$R3/src/new/g.py" &&
+	! test -e "$R3/src/f2.py" && test_grep -x 4 "$R3/src/f4.py" &&
+	test_grep -x 3 "$R3/src/f3.py" &&
+	sleep 1.1 && (cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync --stats >"$TRASH/out" 2>&1) &&
+	test_grep "walked against the state: 41 entries, 0 differ" "$TRASH/out" &&
+	test_grep "up to date" "$TRASH/out" &&
+	(cd "$P3" && "$GPURUN" sync --stats >"$TRASH/out" 2>&1) &&
+	test_grep "(0 files hashed" "$TRASH/out" && test_grep "39 from the cache" "$TRASH/out" &&
+	echo host >"$R3/src/f5.py" && echo two >>"$P3/src/f6.py" &&
+	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "only what differs: 1 entries here, 1 of the state" "$TRASH/out" &&
+	test_grep "walking again" "$TRASH/out" &&
+	test_grep -x 5 "$R3/src/f5.py" && test_cmp "$P3/src/f6.py" "$R3/src/f6.py" &&
+	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "up to date" "$TRASH/out" && ! grep "only what differs" "$TRASH/out"
+'
+
 test_done

@@ -614,12 +614,12 @@ static void test_block_fingerprints(void)
 	keep.e[0] = m;
 	keep.e[0].path = (char *)"fp.bin";
 	keep.n = 1;
-	sync_fp_gc(tmpdir, &keep, 1);
+	sync_fp_gc(tmpdir, sm_list_each, &keep, 1);
 	char *cnt = xasprintf("test $(ls '%s' | wc -l) = 1", rec);
 	CHECK_EQ_INT(system(cnt), 0);
 	free(cnt);
 	keep.n = 0;
-	sync_fp_gc(tmpdir, &keep, 1);
+	sync_fp_gc(tmpdir, sm_list_each, &keep, 1);
 	cnt = xasprintf("test $(ls '%s' | wc -l) = 0", rec);
 	CHECK_EQ_INT(system(cnt), 0);
 	free(cnt);
@@ -628,6 +628,46 @@ static void test_block_fingerprints(void)
 	free(q);
 	free(p);
 	sync_tree_close(tree);
+}
+
+static int each_fails(void *src, void (*fn)(void *arg, const struct sm_entry *e), void *arg)
+{
+	sm_list_each(src, fn, arg); /* gives them all, then says it could not */
+	return -1;
+}
+
+/* The signature cache keeps what a manifest's files name, given as a
+ * stream: the folder is listed, not a name held for every file. */
+static void test_sig_gc_streamed(void)
+{
+	uint8_t h[3][SM_HASH_LEN];
+	struct sm_list keep = { 0 };
+	char *dir = xasprintf("%s/.gpurun/sigs", tmpdir);
+
+	for (int i = 0; i < 3; i++) {
+		memset(h[i], 0x11 * (i + 1), SM_HASH_LEN);
+		CHECK_EQ_INT(sync_sig_save(tmpdir, h[i], "sig", 3, NULL), 0);
+	}
+	char *odd = xasprintf("%s/not-a-signature", dir), *dot = xasprintf("%s/.hidden", dir);
+	free(write_tmp(".gpurun/sigs/not-a-signature", "x", 1));
+	free(write_tmp(".gpurun/sigs/.hidden", "x", 1));
+	struct sm_entry *e = sm_add(&keep, "a.bin", SM_FILE);
+	memcpy(e->hash, h[1], SM_HASH_LEN);
+	sm_add(&keep, "b", SM_DIR); /* (a folder's zero hash names nothing) */
+	/* a stream that cannot be read whole removes nothing */
+	sync_sig_gc(tmpdir, each_fails, &keep);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ_INT(sync_sig_have(tmpdir, h[i]), 1);
+	sync_sig_gc(tmpdir, sm_list_each, &keep);
+	CHECK_EQ_INT(sync_sig_have(tmpdir, h[0]), 0);
+	CHECK_EQ_INT(sync_sig_have(tmpdir, h[1]), 1);
+	CHECK_EQ_INT(sync_sig_have(tmpdir, h[2]), 0);
+	CHECK_EQ_INT(access(odd, F_OK), 0);
+	CHECK_EQ_INT(access(dot, F_OK), 0);
+	sm_list_free(&keep);
+	free(odd);
+	free(dot);
+	free(dir);
 }
 
 int main(void)
@@ -648,6 +688,7 @@ int main(void)
 	RUN(test_index_read_in_step);
 	RUN(test_zraw_frames);
 	RUN(test_block_fingerprints);
+	RUN(test_sig_gc_streamed);
 	char *rm = xasprintf("rm -rf '%s'", tmpdir);
 	if (system(rm) != 0)
 		fprintf(stderr, "could not remove %s\n", tmpdir);
