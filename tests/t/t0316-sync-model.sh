@@ -22,7 +22,10 @@ MODEL=$TOP/tests/sync_model.py
 # it, no disk-full faults). The local transport's is a tmpfs, where the
 # agent's COMMIT makes files durable with syncfs; libssh2's a loop-mounted
 # ext4 (no blocks reserved for root), where COMMIT waits for its own
-# files' data and one journal commit. MODEL_FS=tmpfs or ext4: both so.
+# files' data and one journal commit, with an inode for every 4 KiB (the
+# default, one for 16 KiB, is 65,536: a seed of 100,000 files, every
+# hundredth, could not fit and failed with ENOSPC). MODEL_FS=tmpfs or
+# ext4: both so.
 # Sets TMPFS_<name> to the model's argument.
 tmpfs_for() { # tmpfs_for NAME DEFAULT_FS
 	_m=$TRASH/tmpfs-$1
@@ -32,7 +35,7 @@ tmpfs_for() { # tmpfs_for NAME DEFAULT_FS
 		say "no tmpfs for $1 (not root): no disk-full faults"
 	elif [ "${MODEL_FS:-$2}" = ext4 ] && command -v mkfs.ext4 >/dev/null && command -v losetup >/dev/null; then
 		truncate -s 1g "$TRASH/fs-$1.img" &&
-		mkfs.ext4 -q -F -m 0 "$TRASH/fs-$1.img" &&
+		mkfs.ext4 -q -F -m 0 -i 4096 "$TRASH/fs-$1.img" &&
 		_dev=$(losetup --find --show "$TRASH/fs-$1.img") &&
 		test_atexit "umount '$_m' 2>/dev/null; losetup -d '$_dev' 2>/dev/null" &&
 		mount "$_dev" "$_m" && rmdir "$_m/lost+found" && chmod 755 "$_m" || return 1
