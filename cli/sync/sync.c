@@ -575,7 +575,7 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 			goto out;
 		}
 		r.st = (struct sync_stats){ 0 };
-		if (r.partial) { /* the host was not in that state: walk again whole */
+		if (r.partial) { /* the host was not in that state: the list, now */
 			if ((rc = run_local_whole(&r)) < 0)
 				goto out;
 		} else {
@@ -608,9 +608,9 @@ out:
 		sync_diff_save_index(cfg->root, r.idx, &m, NULL);
 	} else if (r.idx && !r.streamed) {
 		sync_index_save(cfg->root, r.idx, &r.local, NULL);
-	}
-	else if (r.idx && r.diff.rehashed)
+	} else if (r.idx && r.diff.rehashed) {
 		sync_index_renew(cfg->root, r.diff.start_ns, NULL);
+	}
 	if (o->incr && rc != SYNC_WALK && r.key) {
 		if (!incr) /* the rules may have changed: read them again */
 			sync_incr_forget(o->incr);

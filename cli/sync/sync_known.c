@@ -139,6 +139,7 @@ int run_partial(struct run *r)
 	r->known_loaded = 1;
 	memcpy(r->known_digest, r->diff.digest, SM_HASH_LEN);
 	r->hs.files_cached += r->diff.cached;
+	r->diff.cached = 0; /* (counted: sync_diff_whole may count them after) */
 	mark_compare(r);
 	gr_trace("sync: only what differs: %zu entries here, %zu of the state's", r->local.n,
 		 r->known.n);
@@ -160,15 +161,18 @@ int run_local_whole(struct run *r)
 	if (!r->streamed)
 		return 0;
 	r->streamed = 0;
-	if (r->partial) { /* the host is not in the state after all */
+	if (r->partial) {
+		/* The host is not in the state after all: what the walk kept
+		 * goes back to it, hashed now, for the list (block hashes are
+		 * made again where needed). */
 		r->partial = 0;
-		for (size_t i = 0; i < r->local.n; i++)
+		for (size_t i = 0; i < r->local.n; i++) {
 			free(r->local.e[i].leaves);
-		sm_list_free(&r->local);
-		sm_list_free(&r->known);
+			r->local.e[i].leaves = NULL;
+		}
+		r->diff.kept = r->local; /* (emptied by run_partial) */
+		memset(&r->local, 0, sizeof(r->local));
 		r->known_loaded = 0;
-		gr_trace("sync: the host is not in the state: walking again");
-		return walk_again(r);
 	}
 	sm_list_free(&r->known);
 	if (sync_diff_whole(&r->diff, r->idx, r->known_fd, &r->local, &r->known, &r->hs,

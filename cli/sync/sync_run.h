@@ -65,7 +65,7 @@ void run_known_scan(struct run *r);
 int run_local_whole(struct run *r);
 /* Or only where it differs from the state (sync_diff_partial): 1, or 0
  * if that cannot be (then run_local_whole). run_local_whole after it
- * walks again whole. */
+ * makes the list from the same (the host was not in the state). */
 int run_partial(struct run *r);
 /* run_partial's whole (sync_merged): local as given (local's, or what
  * the host holds of it after a COMMIT). */
