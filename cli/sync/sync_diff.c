@@ -211,8 +211,7 @@ int sync_diff_whole(struct sync_scan_diff *d, struct sync_index *idx, int state_
 		e->mtime_ns = k->mtime_ns;
 		memcpy(e->hash, k->hash, SM_HASH_LEN);
 		const struct idx_entry *c = idx_seek(&ir, k->path);
-		if (!c || c->size != k->size || c->mtime_ns != k->mtime_ns ||
-		    memcmp(c->hash, k->hash, SM_HASH_LEN))
+		if (!idx_holds(c, k))
 			changed = 1; /* (the index changed meanwhile) */
 		else
 			e->ino = c->ino;
@@ -368,14 +367,11 @@ static void index_entry(void *arg, const struct sm_entry *e, int from)
 {
 	struct index_merge *x = arg;
 
-	if (from == FROM_LOCAL && idx_records(e)) {
-		struct idx_entry c = { e->size, e->ino, e->mtime_ns, e->mode, { 0 } };
-		memcpy(c.hash, e->hash, SM_HASH_LEN);
-		idx_wr_add(x->w, e->path, &c);
+	if (from == FROM_LOCAL) {
+		idx_wr_add_local(x->w, e);
 	} else if (from == FROM_SAME && e->type == SM_FILE) {
 		const struct idx_entry *c = idx_seek(&x->ir, e->path);
-		if (c && c->size == e->size && c->mtime_ns == e->mtime_ns &&
-		    !memcmp(c->hash, e->hash, SM_HASH_LEN))
+		if (idx_holds(c, e))
 			idx_wr_add(x->w, e->path, c);
 	}
 }

@@ -399,7 +399,7 @@ int sync_hash_entry(struct sync_tree *t, const char *root, struct sm_entry *m, u
 
 /* The local files the index records: hashed, and not the host's entries
  * kept in the list (sync_plan_keep_ignored). */
-int idx_records(const struct sm_entry *m)
+static int idx_records(const struct sm_entry *m)
 {
 	return m->type == SM_FILE && !(m->flags & (SM_F_UNHASHED | SM_F_KEPT));
 }
@@ -463,18 +463,21 @@ int idx_save_with(const char *root, const struct sync_index *idx,
 	return rc;
 }
 
+void idx_wr_add_local(struct idx_wr *w, const struct sm_entry *m)
+{
+	if (!idx_records(m))
+		return;
+	struct idx_entry c = { m->size, m->ino, m->mtime_ns, m->mode, { 0 } };
+	memcpy(c.hash, m->hash, SM_HASH_LEN);
+	idx_wr_add(w, m->path, &c);
+}
+
 static void idx_fill_list(void *arg, struct idx_wr *w)
 {
 	const struct sm_list *l = arg;
 
-	for (size_t i = 0; i < l->n; i++) {
-		const struct sm_entry *m = &l->e[i];
-		if (!idx_records(m))
-			continue;
-		struct idx_entry c = { m->size, m->ino, m->mtime_ns, m->mode, { 0 } };
-		memcpy(c.hash, m->hash, SM_HASH_LEN);
-		idx_wr_add(w, m->path, &c);
-	}
+	for (size_t i = 0; i < l->n; i++)
+		idx_wr_add_local(w, &l->e[i]);
 }
 
 int sync_index_save(const char *root, struct sync_index *idx, const struct sm_list *local,

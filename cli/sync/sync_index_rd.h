@@ -4,6 +4,7 @@
 #define GR_SYNC_INDEX_RD_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "ignore.h"
 #include "sync_manifest.h"
@@ -61,6 +62,14 @@ static inline int idx_stat_same(const struct idx_entry *c, const struct sm_entry
 	       c->mode == m->mode;
 }
 
+/* Does the index's entry c record the state's file e (size, mtime,
+ * hash), so its stat identity is e's local file's? */
+static inline int idx_holds(const struct idx_entry *c, const struct sm_entry *e)
+{
+	return c && c->size == e->size && c->mtime_ns == e->mtime_ns &&
+	       !memcmp(c->hash, e->hash, SM_HASH_LEN);
+}
+
 /* The index written an entry at a time (the count goes into the header
  * at the end): idx_save_with's fill(arg, w) adds each, in path order. */
 struct idx_wr {
@@ -69,11 +78,11 @@ struct idx_wr {
 	struct strbuf b;
 };
 void idx_wr_add(struct idx_wr *w, const char *path, const struct idx_entry *c);
+/* m with the scan's stat data, if the index records it: a local file,
+ * hashed, not the host's entry kept in the list (sync_plan_keep_ignored). */
+void idx_wr_add_local(struct idx_wr *w, const struct sm_entry *m);
 int idx_save_with(const char *root, const struct sync_index *idx,
 		  void (*fill)(void *arg, struct idx_wr *w), void *arg, struct gr_err *err);
-/* Is m a local file the index records (hashed, not the host's entry kept
- * in the list: sync_plan_keep_ignored)? */
-int idx_records(const struct sm_entry *m);
 
 /* The manifest's description of a scanned entry (its path and link are
  * s's): its type, or 0 if it cannot be carried (sm_path_ok, a temp
