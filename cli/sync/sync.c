@@ -55,6 +55,13 @@ static void committed(struct run *r, struct sync_xfer *x, const struct sm_list *
 {
 	const struct gr_config *cfg = r->ctx->cfg;
 
+	if (r->first) { /* (what was sent is in the spool) */
+		sync_rstate_save_each(cfg->root, r->key, sync_spool_each_host, &r->spool, NULL);
+		sync_xfer_save_sigs(x);
+		sync_sig_gc(cfg->root, sync_spool_each_host, &r->spool);
+		sync_fp_gc(cfg->root, sync_spool_each_local, &r->spool, cfg->sync.delta_min);
+		return;
+	}
 	if (r->partial) { /* (the whole streamed: local holds what differs) */
 		struct sync_merged host = run_merged(r, expected), here = run_merged(r, &r->local);
 		sync_rstate_save_each(cfg->root, r->key, sync_merged_each, &host, NULL);
@@ -220,8 +227,14 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 	int rc = 0;
 
 	*rejected = 0;
-	sync_plan_build(&r->local, view, cfg->sync.delta_min, have_sig, cfg->root, &plan);
-	r->st.files_sent = plan.nfiles + plan.nlinks + plan.mkdirs.n;
+	if (r->first) { /* (everything, a window at a time: the plan is its size) */
+		memset(&plan, 0, sizeof(plan));
+		plan.send_bytes = r->spool.bytes;
+		r->st.files_sent = r->spool.n;
+	} else {
+		sync_plan_build(&r->local, view, cfg->sync.delta_min, have_sig, cfg->root, &plan);
+		r->st.files_sent = plan.nfiles + plan.nlinks + plan.mkdirs.n;
+	}
 	r->st.files_deleted = plan.deletes.n;
 	r->st.files_updated = plan.nmeta;
 	r->st.bytes_total = plan.send_bytes;
@@ -260,9 +273,11 @@ static int transfer(struct run *r, const struct sm_list *view, int optimistic, u
 		x.whole_digest = partial_digest;
 		x.whole_arg = r;
 	}
+	if (r->first)
+		x.windows = &r->windows;
 	sync_progress_start(&prog, ctx->progress && !r->o->quiet, plan.send_bytes);
-	gr_trace("sync: transfer starts (%zu files, %llu bytes)", plan.nfiles,
-		 (unsigned long long)plan.send_bytes);
+	gr_trace("sync: transfer starts (%zu files, %llu bytes)",
+		 r->first ? r->spool.files : plan.nfiles, (unsigned long long)plan.send_bytes);
 	rc = sync_xfer_run(&x, &ctx->err);
 	gr_trace("sync: transfer done (progress %llu of %llu bytes)",
 		 (unsigned long long)prog.done, (unsigned long long)prog.total);
@@ -308,6 +323,28 @@ out:
 	return rc;
 }
 
+/* A first sync (the walk spooled) to a host that holds nothing gpurun
+ * knows (its manifest empty; the client knows none): everything goes,
+ * from the spool, a window at a time. Not when the user is to be asked
+ * first (the warning size lists the largest folders from the list). */
+static int first_send(struct run *r, const struct host_state *h)
+{
+	const struct gr_config *cfg = r->ctx->cfg;
+
+	if (!r->spooled || r->have_known || h->manifest.n || h->changed.n || h->missing.n ||
+	    r->o->dry_run)
+		return 0;
+	if (!r->o->yes && cfg->sync.warn_size && r->spool.bytes > cfg->sync.warn_size)
+		return 0;
+	if (sync_spool_windows(&r->spool, cfg->root, cfg->sync.delta_min, &r->windows) < 0)
+		return 0;
+	free(r->host_root);
+	r->host_root = h->root ? sync_tame(h->root) : NULL;
+	r->host_free = h->free;
+	r->first = 1;
+	return 1;
+}
+
 /* The usual exchange: OPEN, the host's state, then the transfer. */
 static int exchange(struct run *r)
 {
@@ -344,6 +381,12 @@ static int exchange(struct run *r)
 			r->local_is_state = 1;
 			memcpy(r->state_digest, h.digest, SM_HASH_LEN);
 		}
+		goto out;
+	}
+	if (first_send(r, &h)) {
+		gr_trace("sync: the host holds nothing: all of it from the spool");
+		warn_host_changes(&h, &r->local, r->show, r->show_arg); /* (its warnings) */
+		rc = transfer(r, NULL, 0, &sid, &rejected);
 		goto out;
 	}
 	if ((rc = run_local_whole(r)) < 0)
@@ -425,6 +468,7 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 	r.o = o;
 	r.incr = incr;
 	r.known_fd = -1;
+	r.spool.fd = r.spool.sent_fd = -1;
 	r.idle_ms = idle_limit_ms();
 	/* (The pre-push hook passes no show: it gets what gpurun sync shows.) */
 	r.show = o->show ? o->show : &sync_show_default;
@@ -511,7 +555,20 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 			goto out;
 		}
 	}
-	if (!incr && !walked &&
+	/* No state to read it against (a first sync): into a spool, not a
+	 * list, unless the list is wanted anyway (sync_first.h). */
+	if (!incr && !walked && r.known_fd < 0 && !o->dry_run && !o->incr) {
+		if ((rc = sync_spool_scan(cfg->root, &so, r.idx, &r.spool, &ctx->err)) < 0) {
+			sync_index_free(r.idx); /* nothing to save: the scan did not finish */
+			r.idx = NULL;
+			goto out;
+		}
+		r.spooled = rc == 0;
+		r.hs.files_cached += r.spooled ? r.spool.cached : 0;
+		if (r.spooled)
+			gr_trace("sync: scanned into the spool: %zu entries", r.spool.n);
+	}
+	if (!incr && !walked && !r.spooled &&
 	    (rc = sync_scan_manifest(cfg->root, &so, r.idx, &r.local, &r.hs, &ctx->err)) < 0) {
 		sync_index_free(r.idx); /* nothing to save: the scan did not finish */
 		r.idx = NULL;
@@ -521,7 +578,7 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 		rc = ctx->err.code;
 		goto out;
 	}
-	if (!r.streamed)
+	if (!r.streamed && !r.spooled)
 		gr_trace("sync: scanned, local manifest of %zu entries", r.local.n);
 	if (incr)
 		run_known_from_incr(&r);
@@ -532,13 +589,15 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 	rc = resolve_hashes(cfg, r.tree, &r.local, NULL, &r.hs, &ctx->err);
 	if (rc < 0)
 		goto out;
-	int unhashed = 0;
+	int unhashed = r.spooled && r.spool.unhashed;
 	for (size_t i = 0; i < r.local.n && !unhashed; i++)
 		unhashed = r.local.e[i].flags & SM_F_UNHASHED;
 	if ((!unhashed && incr) || r.partial) /* (the state's, or none: it differs) */
 		run_incr_digest(&r);
 	else if (r.streamed) /* local is the state */
 		memcpy(r.local_digest, r.known_digest, SM_HASH_LEN);
+	else if (r.spooled && !unhashed) /* (the spool's, made as it was written) */
+		memcpy(r.local_digest, r.spool.digest, SM_HASH_LEN);
 	else if (!unhashed) /* else: new or resized files, not a no-op */
 		sm_digest(&r.local, r.local_digest);
 	gr_trace("sync: hashed %llu files", (unsigned long long)r.hs.files_hashed);
@@ -595,6 +654,7 @@ done:
 	r.st.files_cached = r.hs.files_cached;
 	r.st.entries = r.partial    ? r.diff.nstate - r.known.n + r.local.n
 		     : r.streamed ? r.diff.nstate
+		     : r.first	  ? r.spool.n
 				  : r.local.n;
 	r.st.seconds = (double)(now_ns() - t0) / 1e9;
 	if (rc == 0)
@@ -603,7 +663,11 @@ out:
 	connect_abandon(&cj);
 	/* (A cache: failing to save it costs time only. After a walk that
 	 * found local to be the state, each file came from it as it is.) */
-	if (r.idx && r.partial) {
+	if (r.idx && r.first) {
+		sync_spool_save_index(cfg->root, r.idx, &r.spool);
+	} else if (r.idx && r.spooled) {
+		/* (never read: nothing sent from it) */
+	} else if (r.idx && r.partial) {
 		struct sync_merged m = run_merged(&r, &r.local);
 		sync_diff_save_index(cfg->root, r.idx, &m, NULL);
 	} else if (r.idx && !r.streamed) {
@@ -632,6 +696,7 @@ out:
 	sm_list_free(&r.view);
 	sync_index_free(r.idx);
 	sync_diff_free(&r.diff);
+	sync_spool_close(&r.spool);
 	sync_tree_close(r.tree);
 	if (locked)
 		sync_lock_release();

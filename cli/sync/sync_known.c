@@ -158,6 +158,12 @@ int run_local_whole(struct run *r)
 {
 	const struct gr_config *cfg = r->ctx->cfg;
 
+	if (r->spooled) {
+		r->spooled = 0;
+		int rc = sync_spool_load(&r->spool, &r->local, &r->ctx->err);
+		gr_trace("sync: local made from the spool (%zu entries)", r->local.n);
+		return rc;
+	}
 	if (!r->streamed)
 		return 0;
 	r->streamed = 0;

@@ -6,6 +6,7 @@
 #include "ignore.h"
 #include "sync.h"
 #include "sync_diff.h"
+#include "sync_first.h"
 #include "sync_index.h"
 #include "sync_open.h"
 #include "sync_wire.h"
@@ -43,6 +44,12 @@ struct run {
 	 * kept, known the state's entries that differ; the whole is their
 	 * merge with the state (sync_merged), never a list. */
 	int partial;
+	/* No state to read the walk against: the walk is in a spool, not a
+	 * list (spooled), until run_local_whole reads it, or a first sync to
+	 * a host that holds nothing sends from it (first). */
+	struct sync_spool spool;
+	int spooled, first;
+	struct sync_windows windows; /* first's */
 	struct sync_index *idx;
 };
 
@@ -61,7 +68,8 @@ void run_keep_ignored(struct run *r, const struct sm_list *host);
 /* Before the connection, after a walk: the state's digest, what it keeps
  * ignored here, the files to compare marked; the state stays open. */
 void run_known_scan(struct run *r);
-/* The local list made, after a walk read against the state (streamed). */
+/* The local list made, after a walk read against the state (streamed),
+ * or from the spool (spooled). */
 int run_local_whole(struct run *r);
 /* Or only where it differs from the state (sync_diff_partial): 1, or 0
  * if that cannot be (then run_local_whole). run_local_whole after it

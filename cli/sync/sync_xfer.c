@@ -238,6 +238,20 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* x->reverted sorted, each once (items are in the order of their local
+ * entries); how many. */
+static size_t reverted_sorted(struct sync_xfer *x)
+{
+	uint32_t *rev = x->reverted;
+	size_t n = 0;
+
+	qsort(rev, x->nreverted, sizeof(*rev), cmp_u32);
+	for (size_t i = 0; i < x->nreverted; i++)
+		if (!n || rev[n - 1] != rev[i])
+			rev[n++] = rev[i];
+	return n;
+}
+
 /* What the host holds after the COMMIT: local, but for the files that
  * went back to what the host had (revert). With none reverted that is
  * local itself (the fields the manifest holds are the same): no copy,
@@ -252,11 +266,7 @@ static void build_expect(struct sync_xfer *x)
 		x->expected = x->local;
 		return;
 	}
-	/* Items are in the order of their local entries. */
-	qsort(rev, x->nreverted, sizeof(*rev), cmp_u32);
-	for (size_t i = 0; i < x->nreverted; i++)
-		if (!n || rev[n - 1] != rev[i])
-			rev[n++] = rev[i];
+	n = reverted_sorted(x);
 	x->expected = &x->expect;
 	sm_reserve(&x->expect, x->local->n);
 	for (size_t i = 0; i < x->local->n; i++) {
@@ -285,6 +295,11 @@ static void send_commit(struct sync_xfer *x)
 	sync_wire_send(x, SYNC_MSG_COMMIT, 0, x->sid, b.buf, b.len);
 	sb_release(&b);
 	conn_pump(x->c, &e); /* (a failure shows in the wait that follows) */
+	if (x->windows) { /* (what each window sent, digested as it went) */
+		x->windows->digest(x->windows->arg, x->expect_digest);
+		x->expected = x->local;
+		return;
+	}
 	build_expect(x);
 	if (x->whole_digest)
 		x->whole_digest(x->whole_arg, x->expected, x->expect_digest);
@@ -327,6 +342,77 @@ static int parse_commit(struct sync_xfer *x, struct sync_wire_req *r)
 	return rd_done(&rd, x->err, "SYNC_COMMIT answer");
 }
 
+/* COMMIT and its answer (and every other answer before it). */
+static int commit(struct sync_xfer *x, int rc)
+{
+	if (!rc) {
+		send_commit(x);
+		gr_trace("sync: commit sent");
+		for (size_t k = 0; k < x->nreqs && !rc; k++)
+			while (!x->reqs[k].done && !rc)
+				rc = sync_wire_wait_one(x);
+	}
+	if (!rc && x->fatal)
+		rc = x->fatal;
+	if (!rc && !x->reqs[0].failed && (rc = parse_commit(x, &x->reqs[0])) == 0)
+		x->committed = 1;
+	gr_trace("sync: commit answered");
+	return rc;
+}
+
+/* The plan a window at a time (x->windows): every window's folders and
+ * links first (the agent stages folders before a file stream begins),
+ * then every window's files in one tar; each window's entries are
+ * handed back as sent. What is held is one window. */
+static int run_windows(struct sync_xfer *x)
+{
+	const struct sync_windows *w = x->windows;
+	const struct sync_plan *whole = x->plan;
+	struct sm_list *none = x->local, win = { 0 };
+	struct sync_plan p = { 0 };
+	struct sync_tar t = { 0 };
+	int rc, k = 0, open = 0;
+
+	rc = w->rewind(w->arg, x->err);
+	while (!rc && (k = w->next(w->arg, &win, &p, x->err)) > 0) {
+		x->plan = &p;
+		x->local = &win;
+		send_ops(x);
+		rc = sync_wire_poll(x);
+		sync_plan_free(&p);
+		sm_list_free(&win);
+	}
+	if (!rc && k < 0)
+		rc = k;
+	sm_list_free(&win); /* (a window cut short) */
+	if (!rc)
+		rc = w->rewind(w->arg, x->err);
+	if (!rc && w->nfiles)
+		open = (rc = sync_xfer_tar_open(x, &t)) == 0 || t.tz;
+	while (!rc && (k = w->next(w->arg, &win, &p, x->err)) > 0) {
+		x->plan = &p;
+		x->local = &win;
+		x->nreverted = 0;
+		if (open)
+			rc = sync_xfer_tar_files(x, &t);
+		if (!rc)
+			w->sent(w->arg, &win, &p, x->reverted, x->nreverted ? reverted_sorted(x) : 0);
+		for (size_t i = 0; i < win.n; i++)
+			free(win.e[i].leaves);
+		sync_plan_free(&p);
+		sm_list_free(&win);
+	}
+	if (!rc && k < 0)
+		rc = k;
+	sm_list_free(&win); /* (a window cut short) */
+	x->nreverted = 0;
+	x->plan = whole;
+	x->local = none;
+	if (open)
+		rc = sync_xfer_tar_close(x, &t, rc);
+	return commit(x, rc);
+}
+
 int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 {
 	const struct sync_plan *p = x->plan;
@@ -334,6 +420,8 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 
 	x->err = err;
 	sync_wire_add_req(x, x->sid, SYNC_RQ_SESSION, 0); /* STATE, errors, COMMIT's answer */
+	if (x->windows)
+		return run_windows(x);
 	send_ops(x);
 	rc = sync_wire_poll(x); /* OPEN (when optimistic) and the ops leave now */
 	for (size_t i = 0; i < p->nfiles; i++)
@@ -363,19 +451,7 @@ int sync_xfer_run(struct sync_xfer *x, struct gr_err *err)
 		struct sync_wire_req r = x->reqs[k]; /* delta_with may move x->reqs */
 		rc = delta_with(x, r.item, r.failed ? NULL : &r.data);
 	}
-	if (!rc) {
-		send_commit(x);
-		gr_trace("sync: commit sent");
-		for (size_t k = 0; k < x->nreqs && !rc; k++)
-			while (!x->reqs[k].done && !rc)
-				rc = sync_wire_wait_one(x);
-	}
-	if (!rc && x->fatal)
-		rc = x->fatal;
-	if (!rc && !x->reqs[0].failed && (rc = parse_commit(x, &x->reqs[0])) == 0)
-		x->committed = 1;
-	gr_trace("sync: commit answered");
-	return rc;
+	return commit(x, rc);
 }
 
 void sync_xfer_save_sigs(struct sync_xfer *x)

@@ -33,6 +33,24 @@ struct sync_error {
 	uint64_t size;  /* the file's size, 0 if not known */
 };
 
+/* A plan given a window at a time, for the first sync to a host that
+ * holds nothing (sync_first.h): never a list of the tree. */
+struct sync_windows {
+	/* back to the first window: 0, or a GR_E* code with err set */
+	int (*rewind)(void *arg, struct gr_err *err);
+	/* the next window of local's entries, and their plan against nothing
+	 * (folders, links, files HOW_TAR): 1, 0 after the last, or GR_E* */
+	int (*next)(void *arg, struct sm_list *win, struct sync_plan *p, struct gr_err *err);
+	/* the window sent: its files hashed as they went, but for those the
+	 * host does not get (gone: plan->files indexes, sorted, n of them) */
+	void (*sent)(void *arg, const struct sm_list *win, const struct sync_plan *p,
+		     const uint32_t *gone, size_t n);
+	/* the digest of what the host should hold, all windows sent */
+	void (*digest)(void *arg, uint8_t out[SM_HASH_LEN]);
+	void *arg;
+	size_t nfiles;              /* files in all the windows */
+};
+
 struct sync_xfer {
 	/* in */
 	struct gr_conn *c;
@@ -52,6 +70,10 @@ struct sync_xfer {
 	 * the host should hold of local (0, or -1 if it cannot be made) */
 	int (*whole_digest)(void *arg, const struct sm_list *expected, uint8_t out[SM_HASH_LEN]);
 	void *whole_arg;
+	/* in, optional: the plan a window at a time (plan then says only how
+	 * many bytes in all; local is empty): ops for every window, then
+	 * every window's files in one tar, then COMMIT */
+	const struct sync_windows *windows;
 	/* in, and out when the optimistic STATE tells them */
 	char *host_root;            /* the folder on the host (owned) */
 	uint64_t host_free;         /* bytes free there at OPEN */
@@ -91,5 +113,16 @@ void sync_xfer_release(struct sync_xfer *x);
 /* sync_xfer_tar.c, for sync_xfer.c: every HOW_TAR file in one tar.zst
  * stream. */
 int sync_xfer_tar(struct sync_xfer *x);
+/* The same in steps: open the stream, add x->plan's HOW_TAR files (again
+ * for each window), close (rc: what went wrong before; returned, or
+ * the close's). */
+struct sync_tar {
+	struct tarz *tz;
+	struct archive *a;
+	uint8_t *buf;
+};
+int sync_xfer_tar_open(struct sync_xfer *x, struct sync_tar *t);
+int sync_xfer_tar_files(struct sync_xfer *x, struct sync_tar *t);
+int sync_xfer_tar_close(struct sync_xfer *x, struct sync_tar *t, int rc);
 
 #endif

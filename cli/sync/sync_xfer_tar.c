@@ -259,19 +259,14 @@ static int tar_stopped(struct sync_xfer *x, struct tarz *tz)
 	return x->reqs[tz->req].failed || x->nospace;
 }
 
-int sync_xfer_tar(struct sync_xfer *x)
+int sync_xfer_tar_open(struct sync_xfer *x, struct sync_tar *t)
 {
-	struct tarz *tz = NULL;
+	struct tarz *tz;
 	struct strbuf pl = STRBUF_INIT;
-	struct archive *a = NULL;
-	uint8_t *buf = NULL;
-	int rc = 0, any = 0;
+	struct archive *a;
 
-	for (size_t i = 0; i < x->plan->nfiles && !any; i++)
-		any = x->plan->files[i].how == HOW_TAR;
-	if (!any)
-		return 0;
-	tz = xcalloc(1, sizeof(*tz));
+	memset(t, 0, sizeof(*t));
+	t->tz = tz = xcalloc(1, sizeof(*tz));
 	tz->fb = (struct sync_wire_data){ x, conn_next_id(x->c), STRBUF_INIT };
 	tz->z = ZSTD_createCCtx();
 	tz->probe = ZSTD_createCCtx();
@@ -283,27 +278,43 @@ int sync_xfer_tar(struct sync_xfer *x)
 	window_start(tz);
 	put_u32(&pl, x->sid);
 	sync_wire_send(x, SYNC_MSG_TAR, 0, tz->fb.id, pl.buf, pl.len);
+	sb_release(&pl);
 	tz->req = sync_wire_add_req(x, tz->fb.id, SYNC_RQ_TAR, 0);
-	a = archive_write_new();
+	t->a = a = archive_write_new();
+	t->buf = xmalloc(READ_CHUNK);
 	if (archive_write_set_format_pax(a) != ARCHIVE_OK ||
 	    /* names are bytes: no charset conversion, whatever the locale */
 	    archive_write_set_options(a, "hdrcharset=BINARY") != ARCHIVE_OK ||
 	    /* no blocking: every write goes straight to tar_write */
 	    archive_write_set_bytes_per_block(a, 0) != ARCHIVE_OK ||
-	    archive_write_open2(a, tz, NULL, tar_write, NULL, NULL) != ARCHIVE_OK) {
-		rc = gr_errf(x->err, GR_EIO, "cannot start the tar stream: %s",
-			     archive_error_string(a));
-		goto out;
-	}
-	buf = xmalloc(READ_CHUNK);
+	    archive_write_open2(a, tz, NULL, tar_write, NULL, NULL) != ARCHIVE_OK)
+		return gr_errf(x->err, GR_EIO, "cannot start the tar stream: %s",
+			       archive_error_string(a));
+	return 0;
+}
+
+int sync_xfer_tar_files(struct sync_xfer *x, struct sync_tar *t)
+{
+	int rc = 0;
+
 	for (size_t i = 0; i < x->plan->nfiles && !rc; i++) {
 		if (x->plan->files[i].how != HOW_TAR)
 			continue;
-		if (tar_stopped(x, tz)) /* the host keeps what it has */
+		if (tar_stopped(x, t->tz)) /* the host keeps what it has */
 			sync_wire_revert(x, i);
 		else
-			rc = tar_one(x, a, tz, i, buf);
+			rc = tar_one(x, t->a, t->tz, i, t->buf);
 	}
+	return rc;
+}
+
+int sync_xfer_tar_close(struct sync_xfer *x, struct sync_tar *t, int rc)
+{
+	struct tarz *tz = t->tz;
+	struct archive *a = t->a;
+
+	if (!tz)
+		return rc;
 	if (!rc && tar_stopped(x, tz)) {
 		tz->dead = 1; /* nothing more goes on that stream */
 		goto out;
@@ -317,17 +328,28 @@ int sync_xfer_tar(struct sync_xfer *x)
 		sync_wire_data_end(&tz->fb);
 	gr_trace("sync: tar stream written");
 out:
-	if (tz)
-		tz->dead = 1;
+	tz->dead = 1;
 	if (a)
 		archive_write_free(a);
-	free(buf);
-	if (tz) {
-		sb_release(&tz->fb.b);
-		ZSTD_freeCCtx(tz->z);
-		ZSTD_freeCCtx(tz->probe);
-		free(tz);
-	}
-	sb_release(&pl);
+	free(t->buf);
+	sb_release(&tz->fb.b);
+	ZSTD_freeCCtx(tz->z);
+	ZSTD_freeCCtx(tz->probe);
+	free(tz);
+	memset(t, 0, sizeof(*t));
 	return rc ? rc : sync_wire_pace(x);
+}
+
+int sync_xfer_tar(struct sync_xfer *x)
+{
+	struct sync_tar t;
+	int rc, any = 0;
+
+	for (size_t i = 0; i < x->plan->nfiles && !any; i++)
+		any = x->plan->files[i].how == HOW_TAR;
+	if (!any)
+		return 0;
+	if ((rc = sync_xfer_tar_open(x, &t)) == 0)
+		rc = sync_xfer_tar_files(x, &t);
+	return sync_xfer_tar_close(x, &t, rc);
 }

@@ -56,8 +56,9 @@ fixed_tree() {
 
 test_expect_success 'first sync of a generated tree: content, modes, mtimes, links, empty folders' '
 	gen_tree "$P" 1 300 && fixed_tree && write_ini "$P" local local "$R" &&
-	(cd "$P" && "$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err") &&
+	(cd "$P" && GPURUN_TRACE=1 "$GPURUN" sync --stats >"$TRASH/out" 2>"$TRASH/err") &&
 	test_grep "^synced [0-9]* files (0 deleted), .* on the wire" "$TRASH/err" &&
+	test_grep "the host holds nothing: all of it from the spool" "$TRASH/err" &&
 	same_trees && test -d "$R/empty/nested-empty" && test "$(readlink "$R/lnk")" = target1
 '
 
@@ -264,6 +265,51 @@ test_expect_success 'an edit plans on what differs alone; the state and the inde
 	test_grep -x 5 "$R3/src/f5.py" && test_cmp "$P3/src/f6.py" "$R3/src/f6.py" &&
 	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
 	test_grep "up to date" "$TRASH/out" && ! grep "only what differs" "$TRASH/out"
+'
+
+# A first sync keeps no list of the tree either (sync_first.h): the walk
+# goes to a spool in .gpurun and, to a host that holds nothing, is sent
+# from it a window of 4,096 entries at a time (here 9,014 entries, three
+# windows; "a.txt" and "a-x" come between the folder "a" and what it
+# holds). What it leaves is whole: remote-KEY (the next sync is a
+# walked no-op), the index (the one after hashes nothing) and the large
+# file's signature. Without remote-KEY, to a host that holds the tree,
+# the spool's digest finds it up to date; to a host that holds a tree,
+# the spool becomes the list and the usual plan follows.
+test_expect_success 'a first sync sends from a spool a window at a time; what it leaves is whole' '
+	P4=$TRASH/proj4 R4=$TRASH/remote4 && git init -q "$P4" &&
+	python3 -c "import os,sys
+for d in \"a\", \"b\", \"c\":
+    os.makedirs(os.path.join(sys.argv[1], d, \"e\"))
+    for i in range(3000):
+        open(os.path.join(sys.argv[1], d, \"e\" if i % 2 else \"\", \"f%d\" % i), \"w\").write(str(i))" "$P4" &&
+	mkdir -p "$P4/empty/inner" "$P4/a-x" && ln -s a/f0 "$P4/lnk" &&
+	echo t >"$P4/a.txt" && echo y >"$P4/a-x/y" &&
+	head -c 3000000 /dev/urandom >"$P4/big.bin" && write_ini "$P4" local local "$R4" &&
+	(cd "$P4" && GPURUN_TRACE=1 "$GPURUN" sync --stats >"$TRASH/out" 2>&1) &&
+	test_grep "scanned into the spool: 9014 entries" "$TRASH/out" &&
+	test_grep "the host holds nothing: all of it from the spool" "$TRASH/out" &&
+	test_grep "^synced 9014 files (0 deleted)" "$TRASH/out" &&
+	! grep "local made" "$TRASH/out" &&
+	tree_sig "$P4" .git >"$TRASH/sig.local" && tree_sig "$R4" >"$TRASH/sig.remote" &&
+	test_cmp "$TRASH/sig.local" "$TRASH/sig.remote" &&
+	test "$(ls "$P4/.gpurun/sigs" | wc -l)" = 1 &&
+	sleep 1.1 && (cd "$P4" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "walked against the state: 9014 entries, 0 differ" "$TRASH/out" &&
+	test_grep "up to date" "$TRASH/out" &&
+	(cd "$P4" && "$GPURUN" sync --stats >"$TRASH/out" 2>&1) &&
+	test_grep "(0 files hashed" "$TRASH/out" && test_grep "9004 from the cache" "$TRASH/out" &&
+	rm "$P4"/.gpurun/remote-* &&
+	(cd "$P4" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "scanned into the spool" "$TRASH/out" && test_grep "up to date" "$TRASH/out" &&
+	! grep "all of it from the spool" "$TRASH/out" && ls "$P4"/.gpurun/remote-* &&
+	rm -r "$P4/.gpurun" "$R4/b/f4" && echo changed >"$P4/c/f6" &&
+	(cd "$P4" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "local made from the spool (9014 entries)" "$TRASH/out" &&
+	! grep "all of it from the spool" "$TRASH/out" &&
+	tree_sig "$P4" .git >"$TRASH/sig.local" && tree_sig "$R4" >"$TRASH/sig.remote" &&
+	test_cmp "$TRASH/sig.local" "$TRASH/sig.remote" &&
+	(cd "$P4" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err"
 '
 
 test_done

@@ -145,4 +145,27 @@ test_expect_success 'over a slow link the tar is compressed harder, and arrives 
 	test_cmp "$TRASH/sig.local" "$TRASH/sig.remote"
 '
 
+# A first sync sends from its spool (sync_first.h); a file replaced after
+# the walk saw it is not sent (the host gets nothing there), and what the
+# host then holds is what the sync expects: it succeeds, says so, and the
+# next sync sends the file. (Over the slow link above: the 8 MB before it
+# take 2 s, and the file is replaced once the transfer starts.)
+test_expect_success 'a first sync: a file replaced after the walk is left out, and sent next time' '
+	F=$TRASH/first && mkdir -p "$F" && head -c 8000000 /dev/urandom >"$F/a.bin" &&
+	echo old >"$F/late.txt" && write_ini "$F" viaslow libssh2 first &&
+	rm -f "$TRASH/rc" && { (cd "$F" && GPURUN_TRACE=1 "$GPURUN" sync --yes >"$TRASH/out" 2>&1;
+				echo $? >"$TRASH/rc") & } &&
+	for i in $(seq 1000); do grep -q "transfer starts" "$TRASH/out" && break; sleep 0.01; done &&
+	test_grep "the host holds nothing: all of it from the spool" "$TRASH/out" &&
+	mv "$F/late.txt" "$F/late.old" && echo new >"$F/late.txt" && rm "$F/late.old" &&
+	for i in $(seq 600); do test -s "$TRASH/rc" && break; sleep 0.1; done &&
+	test "$(cat "$TRASH/rc")" = 0 && test_grep "^synced 3 files" "$TRASH/out" &&
+	test_grep "not sent (the next sync sends what is there then)" "$TRASH/out" &&
+	test_cmp "$F/a.bin" "$TRASH/gpuhost-home/first/a.bin" &&
+	! test -e "$TRASH/gpuhost-home/first/late.txt" &&
+	(cd "$F" && GPURUN_TRACE=1 "$GPURUN" sync --yes >"$TRASH/out" 2>&1) &&
+	test_grep "walked against the state: 3 entries, 1 differ" "$TRASH/out" &&
+	test_grep -x new "$TRASH/gpuhost-home/first/late.txt"
+'
+
 test_done

@@ -12,15 +12,15 @@ REL=${GPURUN_RELEASE_BUILD:-$TOP/build}
 RH=$TRASH/gpuhost-home
 LIMIT_KIB=65536   # 64 MiB
 # Bytes a file may add to each side's peak (the slope between two trees).
-# gpurun: 120-150 measured (first sync, no-op and small edit; 2k/50k and
-# 2k/100k files); its heap is 135 a file at most (a 96-byte entry, its
-# path in a pool, an 8-byte plan item), and the rest is how the
-# connection's own buffers fall (between 2k and 20k files the slope
-# wandered from 124 to 171). The target is 150 (and 64 MiB in
-# all); a first sync measured 137-150, so the bound is 165, lest where
-# those buffers fall fail a run. 178-212 before the scan
-# built the manifest itself and the entries slimmed to 96 bytes, 394-740
-# before the state was streamed, 1,200 before that. The agent: 141-202
+# gpurun's first sync walks into a spool on disk and sends from it a
+# window of 4,096 entries at a time (sync_first.h): 11 bytes a file
+# measured (2k/50k files), as flat as the no-op. While it held the list
+# of the tree: 120-150 (a 96-byte entry, its path in a pool, an 8-byte
+# plan item, and where the connection's buffers fall: between 2k and 20k
+# files that slope wandered from 124 to 171), bounded at 165; 178-212
+# before the scan built the manifest itself and the entries slimmed to
+# 96 bytes, 394-740 before the state was streamed, 1,200 before that.
+# The agent: 141-202
 # measured (228-376 before it read its manifest in pieces, kept 64 bytes
 # a pending file and merged in place); 163 for a first sync since its
 # manifest is written from the pending files themselves (221 when each
@@ -31,7 +31,7 @@ LIMIT_KIB=65536   # 64 MiB
 # queue's chunks, the run buffer, the read buffer), where the peak RSS
 # grew by 140 bytes a file; glibc's arenas keep pages the heap let go
 # (arena_max=1: 105 a file, mmap_threshold=64k: 92).
-GPURUN_PER_FILE_MAX=165
+GPURUN_PER_FILE_MAX=32
 # A walked no-op or edit reads the tree against the index and the last
 # committed state in step and keeps only what differs (sync_diff.c): one
 # bit a file and no list; an edit plans, commits and writes remote-KEY
