@@ -371,9 +371,13 @@ static int exchange(struct run *r)
 		int saved = 0;
 		if (!r->o->dry_run && (!r->have_known ||
 				       memcmp(r->known_digest, h.digest, SM_HASH_LEN))) {
-			if ((rc = run_local_whole(r)) < 0) /* (never so: streamed is the state) */
+			if (r->spooled) /* (what the walk spooled is what the host holds) */
+				saved = sync_rstate_save_each(cfg->root, r->key, sync_spool_each_walk,
+							      &r->spool, NULL) == 0;
+			else if ((rc = run_local_whole(r)) < 0) /* (never so: streamed is the state) */
 				goto out;
-			saved = sync_rstate_save(cfg->root, r->key, &r->local, NULL) == 0;
+			else
+				saved = sync_rstate_save(cfg->root, r->key, &r->local, NULL) == 0;
 		}
 		/* (local's digest is the host's: as remote-KEY's, or saved) */
 		if (saved || (!r->o->dry_run && r->have_known &&
@@ -654,7 +658,7 @@ done:
 	r.st.files_cached = r.hs.files_cached;
 	r.st.entries = r.partial    ? r.diff.nstate - r.known.n + r.local.n
 		     : r.streamed ? r.diff.nstate
-		     : r.first	  ? r.spool.n
+		     : r.first || r.spooled ? r.spool.n
 				  : r.local.n;
 	r.st.seconds = (double)(now_ns() - t0) / 1e9;
 	if (rc == 0)

@@ -96,7 +96,7 @@ static int parent_spooled(struct spool_scan *c, const char *path)
 	return d && strlen(d) == (size_t)(slash - path) && !strncmp(d, path, (size_t)(slash - path));
 }
 
-static int spool_each(void *arg, const struct scan_entry *s)
+static int scan_each(void *arg, const struct scan_entry *s)
 {
 	struct spool_scan *c = arg;
 	struct sync_spool *sp = c->sp;
@@ -150,7 +150,7 @@ int sync_spool_scan(const char *root, const struct scan_opts *so, struct sync_in
 	idx_open(&c.ir, idx->path);
 	sm_writer_init(&c.w, sp->fd, 1);
 	sm_digest_init(&c.dg);
-	rc = scan_tree_each(root, so, spool_each, &c, err);
+	rc = scan_tree_each(root, so, scan_each, &c, err);
 	idx->scan_ns = wall_ns();
 	/* All of a damaged index is ignored (as lm_finish): then a list. */
 	while (rc == 0 && idx_next(&c.ir))
@@ -299,18 +299,18 @@ int sync_spool_windows(struct sync_spool *sp, const char *root, uint64_t delta_m
 	return 0;
 }
 
-/* The sent spool, each entry (gone ones too when all) to fn. */
-static int sent_each(struct sync_spool *sp, int all, void (*fn)(void *arg, const struct sm_entry *e),
-		     void *arg)
+/* A spool read from its start, each entry (gone ones too when all) to
+ * fn: 0, or -1 if it cannot be read whole. */
+static int spool_each(int fd, int all, void (*fn)(void *arg, const struct sm_entry *e), void *arg)
 {
 	struct sm_reader rd;
 	const struct sm_entry *r;
 	struct sm_entry m;
 	int rc = -1;
 
-	if (!sp->sent_ok || lseek(sp->sent_fd, 0, SEEK_SET) != 0)
+	if (fd < 0 || lseek(fd, 0, SEEK_SET) != 0)
 		return -1;
-	if (sm_reader_open(&rd, sp->sent_fd, 1, NULL, NULL) == 0) {
+	if (sm_reader_open(&rd, fd, 1, NULL, NULL) == 0) {
 		while ((r = sm_reader_next(&rd))) {
 			spool_get(r, &m);
 			if (all || !(m.flags & SPOOL_GONE))
@@ -322,14 +322,25 @@ static int sent_each(struct sync_spool *sp, int all, void (*fn)(void *arg, const
 	return rc;
 }
 
-int sync_spool_each_host(void *sp, void (*fn)(void *arg, const struct sm_entry *e), void *arg)
+int sync_spool_each_host(void *arg, void (*fn)(void *arg, const struct sm_entry *e), void *fa)
 {
-	return sent_each(sp, 0, fn, arg);
+	struct sync_spool *sp = arg;
+
+	return sp->sent_ok ? spool_each(sp->sent_fd, 0, fn, fa) : -1;
 }
 
-int sync_spool_each_local(void *sp, void (*fn)(void *arg, const struct sm_entry *e), void *arg)
+int sync_spool_each_local(void *arg, void (*fn)(void *arg, const struct sm_entry *e), void *fa)
 {
-	return sent_each(sp, 1, fn, arg);
+	struct sync_spool *sp = arg;
+
+	return sp->sent_ok ? spool_each(sp->sent_fd, 1, fn, fa) : -1;
+}
+
+int sync_spool_each_walk(void *arg, void (*fn)(void *arg, const struct sm_entry *e), void *fa)
+{
+	struct sync_spool *sp = arg;
+
+	return spool_each(sp->fd, 1, fn, fa);
 }
 
 static void idx_add(void *arg, const struct sm_entry *e)
@@ -339,7 +350,7 @@ static void idx_add(void *arg, const struct sm_entry *e)
 
 static void idx_fill(void *arg, struct idx_wr *w)
 {
-	if (sent_each(arg, 1, idx_add, w) < 0 && !w->failed)
+	if (sync_spool_each_local(arg, idx_add, w) < 0 && !w->failed)
 		w->failed = EIO;
 }
 

@@ -50,9 +50,11 @@ int sync_spool_load(struct sync_spool *sp, struct sm_list *out, struct gr_err *e
 int sync_spool_windows(struct sync_spool *sp, const char *root, uint64_t delta_min,
 		       struct sync_windows *w);
 /* What was sent: what the host holds (each_host) and local's entries
- * (each_local), streamed, for the writers after COMMIT (sm_each_fn). */
+ * (each_local), streamed, for the writers after COMMIT (sm_each_fn);
+ * and the walk's spool itself (each_walk: a host found up to date). */
 int sync_spool_each_host(void *sp, void (*fn)(void *arg, const struct sm_entry *e), void *arg);
 int sync_spool_each_local(void *sp, void (*fn)(void *arg, const struct sm_entry *e), void *arg);
+int sync_spool_each_walk(void *sp, void (*fn)(void *arg, const struct sm_entry *e), void *arg);
 /* The index from what was sent (every window sent; else nothing). */
 void sync_spool_save_index(const char *root, struct sync_index *idx, struct sync_spool *sp);
 void sync_spool_close(struct sync_spool *sp);
