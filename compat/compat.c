@@ -583,6 +583,28 @@ int compat_peer_cred(int fd, uid_t *uid, pid_t *pid)
 #endif
 }
 
+int compat_tmpfile_in(const char *dir)
+{
+	static const char name[] = "/spool.XXXXXX";
+	size_t n = strlen(dir);
+	char *tmp;
+	int fd;
+
+#if defined(GR_HAVE_O_TMPFILE)
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+		return fd;
+#endif
+	if (!(tmp = malloc(n + sizeof(name))))
+		return -1;
+	memcpy(tmp, dir, n);
+	memcpy(tmp + n, name, sizeof(name));
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) >= 0)
+		unlink(tmp);
+	free(tmp);
+	return fd;
+}
+
 const char *compat_exec_self(void)
 {
 #if defined(GR_HAVE_PROC_SELF_EXE)

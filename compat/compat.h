@@ -38,6 +38,7 @@
 #define GR_HAVE_TCP_QUICKACK 1
 #define GR_HAVE_PTY_H 1
 #define GR_HAVE_INOTIFY 1
+#define GR_HAVE_O_TMPFILE 1
 #elif defined(__APPLE__)
 #define GR_HAVE_NSGETEXECUTABLEPATH 1
 #define GR_HAVE_MEMSET_S 1
@@ -126,6 +127,12 @@ void compat_pipe_grow(int fd, int size);
  * untouched). Fallback: pread/pwrite through a 64 KiB buffer, at most one
  * buffer a call. The count copied (0 at in's end), or -1 with errno. */
 ssize_t compat_copy_file_range(int in, off_t *off_in, int out, off_t *off_out, size_t len);
+
+/* A new file with no name in the folder dir (O_TMPFILE: nothing is left
+ * behind whatever happens to the process), read-write, close-on-exec.
+ * Fallback (also where dir's file system has no O_TMPFILE): mkostemp
+ * there, unlinked at once. fd, or -1 with errno. */
+int compat_tmpfile_in(const char *dir);
 
 /* ---- the running program ---- */
 

@@ -1,11 +1,11 @@
 /* The first sync from a spool, a window at a time (sync_first.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "sync_first.h"
 #include "sync_index_rd.h"
 #include "sync_plan.h"
@@ -41,23 +41,12 @@ static void spool_get(const struct sm_entry *r, struct sm_entry *e)
 	e->flags = flags & (SM_F_UNHASHED | SPOOL_GONE);
 }
 
-/* An unlinked file in .gpurun (never left behind), or -1. */
+/* A file with no name in .gpurun (never left behind), or -1. */
 static int spool_open(const char *root)
 {
-	char *dir = xasprintf("%s/.gpurun", root), *tmp;
-	int fd;
+	char *dir = xasprintf("%s/.gpurun", root);
+	int fd = sync_state_dir(root, "", NULL) < 0 ? -1 : compat_tmpfile_in(dir);
 
-	if (sync_state_dir(root, "", NULL) < 0) {
-		free(dir);
-		return -1;
-	}
-	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
-		tmp = xasprintf("%s/spool.XXXXXX", dir);
-		if ((fd = mkostemp(tmp, O_CLOEXEC)) >= 0)
-			unlink(tmp);
-		free(tmp);
-	}
 	free(dir);
 	return fd;
 }

@@ -40,7 +40,8 @@ static void test_mode(void)
 	defined(GR_HAVE_MSG_NOSIGNAL) || defined(GR_HAVE_SYNCFS) || defined(GR_HAVE_COPY_FILE_RANGE) || \
 	defined(GR_HAVE_PROC_SELF_EXE) || defined(GR_HAVE_GNU_QSORT_R) || defined(GR_HAVE_MEMRCHR) || \
 	defined(GR_HAVE_GETTID) || defined(GR_HAVE_EXECVPE) || defined(GR_HAVE_EXPLICIT_BZERO) || \
-	defined(GR_HAVE_SYNC_FILE_RANGE) || defined(GR_HAVE_F_SETPIPE_SZ) || defined(GR_HAVE_INOTIFY)
+	defined(GR_HAVE_SYNC_FILE_RANGE) || defined(GR_HAVE_F_SETPIPE_SZ) || defined(GR_HAVE_INOTIFY) || \
+	defined(GR_HAVE_O_TMPFILE)
 	CHECK(!"a GR_HAVE_* survived GR_PORTABLE");
 #endif
 	printf("# compat: the POSIX fallbacks (GR_PORTABLE)\n");
@@ -161,6 +162,27 @@ static void test_copy_file_range(void)
 	unlink(out);
 	free(a);
 	free(b);
+}
+
+/* A file with no name: it reads back what was written, is close-on-exec,
+ * and leaves the folder as empty as it was, natively and through the
+ * fallback. A folder that does not exist: -1. */
+static void test_tmpfile(void)
+{
+	char dir[] = "/tmp/gpurun-compat-tmp.XXXXXX", buf[6] = { 0 };
+	int fd;
+
+	CHECK(mkdtemp(dir) != NULL);
+	fd = compat_tmpfile_in(dir);
+	CHECK(fd >= 0 && is_cloexec(fd));
+	CHECK(write(fd, "spool", 5) == 5 && pread(fd, buf, 5, 0) == 5 && !strcmp(buf, "spool"));
+	CHECK_EQ_INT(rmdir(dir), 0); /* (nothing in it: no name was left) */
+	close(fd);
+	CHECK(mkdir(dir, 0700) == 0);
+	char sub[sizeof(dir) + 8];
+	snprintf(sub, sizeof(sub), "%s/nope", dir);
+	CHECK_EQ_INT(compat_tmpfile_in(sub), -1);
+	rmdir(dir);
 }
 
 /* The path of this very binary, as /proc says; from argv[0] given as a
@@ -417,6 +439,7 @@ int main(int argc, char **argv)
 	RUN(test_sockets);
 	RUN(test_send_nosignal);
 	RUN(test_copy_file_range);
+	RUN(test_tmpfile);
 	RUN(test_self_exe);
 	RUN(test_sort_and_memrchr);
 	RUN(test_thread_id);
