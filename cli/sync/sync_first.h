@@ -15,7 +15,6 @@
 #include <stdint.h>
 
 #include "ignore.h"
-#include "scan.h"
 #include "sync_index.h"
 #include "sync_manifest.h"
 #include "sync_xfer.h"
