@@ -1,9 +1,9 @@
 /* The first sync without a list of the tree (cli/sync only). With no
  * committed state to read the walk against (no remote-KEY), the walk
- * goes to a spool file in .gpurun (unlinked: it never outlives the sync)
- * instead of a list. If the host turns out to hold nothing gpurun knows
- * (no manifest there), everything is sent from the spool a window of
- * entries at a time (sync_windows, sync_xfer.h): the folders and links
+ * goes to a spool file in .gpurun (with no name: it never outlives the
+ * sync) instead of a list. If the host turns out to hold nothing gpurun
+ * knows (its manifest empty, none known here), everything is sent from
+ * the spool a window of entries at a time (sync_windows, sync_xfer.h): the folders and links
  * first, then the files in one tar, hashed as they go. What was sent goes
  * to a second spool, from which remote-KEY, the signature and block
  * caches' collection and the index are written once COMMIT matched. Else

@@ -20,12 +20,12 @@ LIMIT_KIB=65536   # 64 MiB
 # files that slope wandered from 124 to 171), bounded at 165; 178-212
 # before the scan built the manifest itself and the entries slimmed to
 # 96 bytes, 394-740 before the state was streamed, 1,200 before that.
-# The agent: 141-202
-# measured (228-376 before it read its manifest in pieces, kept 64 bytes
-# a pending file and merged in place); 163 for a first sync since its
-# manifest is written from the pending files themselves (221 when each
-# became a manifest entry beside them), 125 since they go to disk in
-# runs of 8,192 (of empty files, ~10 bytes a file are left: bench_memory).
+# The agent: 141-202 measured (228-376 before it read its manifest in
+# pieces, kept 64 bytes a pending file and merged in place); 163 for a
+# first sync since its manifest is written from the pending files
+# themselves (221 when each became a manifest entry beside them), 125
+# since they go to disk in runs of 8,192 (of empty files, ~10 bytes a
+# file are left: bench_memory).
 # What grows with these files' content is not the heap: massif's peak of
 # live bytes was 5.0 MB at 20,000 files and 6.3 MB at 40,000 (the untar
 # queue's chunks, the run buffer, the read buffer), where the peak RSS
