@@ -464,6 +464,13 @@ static int start_waiter(struct world *w, struct mjob *a, int ok)
 	pid_t pid;
 
 	mkdir_p(meta, 0700, NULL);
+	/* A stop may come before the child's handler is in: SIGTERM waits,
+	 * blocked, until it is (else the waiter died of it, now and then:
+	 * seed 270 of make soak). */
+	sigset_t term, old;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigprocmask(SIG_BLOCK, &term, &old);
 	pid = fork();
 	if (pid == 0) {
 		static const int sigs[] = { SIGCHLD, SIGTERM };
@@ -471,12 +478,14 @@ static int start_waiter(struct world *w, struct mjob *a, int ok)
 			close(fd);
 		if (sig_wake_start(&sup_wake, sigs, 2, SA_RESTART) < 0)
 			_exit(9);
+		sigprocmask(SIG_SETMASK, &old, NULL);
 		char *log = job_meta(wdir, "log");
 		struct sup s = { .dir = wdir, .id = "20261127-000000-0000", .mode = &model_mode };
 		s.log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		int rc = sup_wait_job(&s, other, a->id, ok);
 		_exit(rc == 0 ? 0 : rc == SIGTERM ? 2 : s.end && !strcmp(s.end, "cancelled") ? 1 : 3);
 	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	free(wdir);
 	free(meta);
 	free(other);
