@@ -571,12 +571,18 @@ void sm_encode_z(const struct sm_list *l, struct strbuf *out)
 {
 	struct strbuf raw = STRBUF_INIT;
 
+	ZSTD_CCtx *c = ZSTD_createCCtx();
+
 	sm_encode(l, 0, &raw);
 	size_t bound = ZSTD_compressBound(raw.len);
 	sb_grow(out, bound);
-	size_t z = ZSTD_compress(out->buf + out->len, bound, raw.buf, raw.len, 3);
-	if (!ZSTD_isError(z))
-		out->len += z;
+	if (c && !ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 3)) &&
+	    !ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_windowLog, SM_Z_WINDOW_LOG))) {
+		size_t z = ZSTD_compress2(c, out->buf + out->len, bound, raw.buf, raw.len);
+		if (!ZSTD_isError(z))
+			out->len += z;
+	}
+	ZSTD_freeCCtx(c);
 	sb_release(&raw);
 }
 

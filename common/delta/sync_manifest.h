@@ -181,6 +181,9 @@ void sm_put_entry(struct strbuf *b, const struct sm_entry *e, int with_host);
 struct sm_entry *sm_get_entry(struct gr_rd *rd, struct sm_list *l, int with_host);
 /* The same with zstd around it, for the wire. */
 void sm_encode_z(const struct sm_list *l, struct strbuf *out);
+/* Its zstd window (2^this bytes): what a reader of the stream holds, so
+ * a manifest of any length is read in bounded memory. */
+#define SM_Z_WINDOW_LOG 19
 int sm_decode_z(const void *p, size_t n, struct sm_list *l, struct gr_err *err);
 
 /* A relative path gpurun accepts from the other side: not empty, no

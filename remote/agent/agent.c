@@ -21,6 +21,9 @@
 
 #define OUT_HIGH_WATER (8u << 20)
 #define KEEPALIVE_MS 5000
+/* agent_out_drain gives up on a client that took nothing for this long
+ * (the client's own bound on silence, GPURUN_IO_TIMEOUT, is 120 s) */
+#define DRAIN_IDLE_MS 120000
 
 struct stream {
 	uint32_t id;
@@ -176,6 +179,26 @@ size_t agent_out_pending(struct agent *a)
 int agent_out_full(struct agent *a)
 {
 	return agent_out_pending(a) >= OUT_HIGH_WATER;
+}
+
+static void write_output(struct agent *a);
+
+int agent_out_drain(struct agent *a)
+{
+	uint64_t since = now_ms();
+
+	while (agent_out_full(a) && !a->out_broken) {
+		size_t before = agent_out_pending(a);
+		struct pollfd p = { 1, POLLOUT, 0 };
+		if (poll(&p, 1, 1000) < 0 && errno != EINTR)
+			a->out_broken = 1;
+		write_output(a);
+		if (agent_out_pending(a) < before)
+			since = now_ms();
+		else if (now_ms() - since > DRAIN_IDLE_MS)
+			return -1;
+	}
+	return a->out_broken ? -1 : 0;
 }
 
 static struct stream *find_stream(struct agent *a, uint32_t id)

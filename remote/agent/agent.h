@@ -52,6 +52,10 @@ void agent_fail(struct agent *a, uint32_t id, int code, const char *fmt, ...)
  * output pause above a high-water mark (see agent_out_full). */
 size_t agent_out_pending(struct agent *a);
 int agent_out_full(struct agent *a);
+/* A handler that queues a long answer in pieces (main thread): wait
+ * until the queue is below the high-water mark, writing it as the client
+ * takes it. 0, or -1 if the client is gone or took nothing for 120 s. */
+int agent_out_drain(struct agent *a);
 
 /* A handler busy with local work for long (hashing a large file, waiting
  * for a lock, a worker or syncfs) calls this now and then: at most every

@@ -221,6 +221,12 @@ void sync_fail(struct agent *a, uint32_t id, int code, int kind, const char *msg
  * then the answer (type) with the rest (PROTOCOL.md: long answers). */
 void sync_send_long(struct agent *a, uint32_t id, uint16_t type, uint16_t flags,
 		    const struct strbuf *payload);
+/* The same for head, n bytes of fd (from its start), then tail, never
+ * whole in memory: fd's pieces are queued as the client takes them
+ * (agent_out_drain). 0, or -1 (fd unreadable, the client gone): the
+ * answer is then cut short, and the caller says why with an ERROR. */
+int sync_send_long_fd(struct agent *a, uint32_t id, uint16_t type, uint16_t flags,
+		      const struct strbuf *head, int fd, uint64_t n, const struct strbuf *tail);
 /* Finish a written temp file of size bytes: mode, mtime, close; a file of
  * SYNC_HINT_MIN bytes or more has its writeback started here (a small
  * one's is left to COMMIT: started one by one, 100,000 small files took
@@ -295,9 +301,11 @@ int sync_man_each(struct sync_session *s, const struct man_overlay *ov,
  * hashes, for sync_leaves_gc_want. */
 int sync_man_write(struct sync_session *s, const struct man_overlay *ov,
 		   uint8_t digest[SM_HASH_LEN], struct strvec *leaves, struct gr_err *err);
-/* The file with ov applied, as sm_encode_z would make it of the list. */
-int sync_man_encode_z(struct sync_session *s, const struct man_overlay *ov,
-		      struct strbuf *out, struct gr_err *err);
+/* The file with ov applied, as sm_encode_z would make it of the list:
+ * appended to out, or (fd >= 0) written to fd in pieces, out a buffer.
+ * *len: its bytes. */
+int sync_man_encode_z(struct sync_session *s, const struct man_overlay *ov, int fd,
+		      struct strbuf *out, uint64_t *len, struct gr_err *err);
 void sync_overlay_clear(struct man_overlay *ov);
 
 /* sync_commit.c */

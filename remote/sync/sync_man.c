@@ -202,6 +202,8 @@ struct z_ctx {
 	struct strbuf raw, *out;
 	uint32_t n;
 	int bad;
+	int fd;          /* out goes here in pieces (-1: kept in out) */
+	uint64_t wrote;
 };
 
 static void count_entry(void *arg, const struct sm_entry *e)
@@ -225,6 +227,11 @@ static void z_push(struct z_ctx *c, int end)
 			c->bad = 1;
 			break;
 		}
+		if (c->fd >= 0 && c->out->len >= (256u << 10)) {
+			c->bad |= write_full(c->fd, c->out->buf, c->out->len) < 0;
+			c->wrote += c->out->len;
+			sb_reset(c->out);
+		}
 	} while (end ? r != 0 : in.pos < in.size);
 	sb_reset(&c->raw);
 }
@@ -238,10 +245,10 @@ static void z_entry(void *arg, const struct sm_entry *e)
 		z_push(c, 0);
 }
 
-int sync_man_encode_z(struct sync_session *s, const struct man_overlay *ov,
-		      struct strbuf *out, struct gr_err *err)
+int sync_man_encode_z(struct sync_session *s, const struct man_overlay *ov, int fd,
+		      struct strbuf *out, uint64_t *len, struct gr_err *err)
 {
-	struct z_ctx c = { .raw = STRBUF_INIT, .out = out };
+	struct z_ctx c = { .raw = STRBUF_INIT, .out = out, .fd = fd };
 	size_t start = out->len;
 	int rc;
 
@@ -250,7 +257,10 @@ int sync_man_encode_z(struct sync_session *s, const struct man_overlay *ov,
 	if ((rc = sync_man_each(s, ov, count_entry, &c, err)) < 0)
 		return rc;
 	c.z = ZSTD_createCStream();
-	if (!c.z || ZSTD_isError(ZSTD_CCtx_setParameter(c.z, ZSTD_c_compressionLevel, 3))) {
+	/* (a window of 512 KiB: what the client holds to read it; the
+	 * entries' neighbours share their paths' beginnings) */
+	if (!c.z || ZSTD_isError(ZSTD_CCtx_setParameter(c.z, ZSTD_c_compressionLevel, 3)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(c.z, ZSTD_c_windowLog, SM_Z_WINDOW_LOG))) {
 		ZSTD_freeCStream(c.z);
 		return gr_errf(err, GR_EIO, "cannot start zstd");
 	}
@@ -259,10 +269,17 @@ int sync_man_encode_z(struct sync_session *s, const struct man_overlay *ov,
 	rc = sync_man_each(s, ov, z_entry, &c, err);
 	if (!rc)
 		z_push(&c, 1);
+	if (!rc && !c.bad && fd >= 0 && out->len) {
+		c.bad = write_full(fd, out->buf, out->len) < 0;
+		c.wrote += out->len;
+		sb_reset(out);
+	}
 	if (!rc && c.bad)
-		rc = gr_errf(err, GR_EIO, "cannot compress the sync manifest");
+		rc = gr_errf(err, GR_EIO, "cannot compress the sync manifest: %s",
+			     errno ? strerror(errno) : "zstd failed");
 	if (rc < 0)
 		out->len = start;
+	*len = fd >= 0 ? c.wrote : out->len - start;
 	ZSTD_freeCStream(c.z);
 	sb_release(&c.raw);
 	return rc;

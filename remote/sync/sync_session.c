@@ -689,22 +689,47 @@ int sync_session_open(struct agent *a, uint32_t id, const char *path, uint32_t f
 	put_u64(&pl, free_bytes);
 	put_u32(&pl, ss.nchanged);
 	sb_add(&pl, ss.changes.buf, ss.changes.len);
-	struct strbuf z = STRBUF_INIT;
+	struct strbuf z = STRBUF_INIT, tail = STRBUF_INIT;
+	uint64_t zlen = 0;
+	int zfd = -1;
 	if ((state & SYNC_STATE_HAS_MANIFEST) && s->on_disk) {
-		if ((rc = sync_man_encode_z(s, &s->ov, &z, err)) < 0) {
+		/* Compressed into a file with no name, sent from it as the
+		 * client takes it: never whole in memory (at 1,000,000 entries
+		 * ~50 MB, held three times: compressed, the answer, queued). */
+		zfd = openat(s->statefd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		if ((rc = sync_man_encode_z(s, &s->ov, zfd, &z, &zlen, err)) < 0) {
+			if (zfd >= 0)
+				close(zfd);
 			sb_release(&z);
 			goto out;
 		}
 	} else if (state & SYNC_STATE_HAS_MANIFEST) {
 		sm_encode_z(&s->man, &z);
 	}
-	put_bytes(&pl, z.buf, z.len);
-	sb_release(&z);
-	put_u32(&pl, (uint32_t)s->warnings.n);
+	put_u32(&tail, (uint32_t)s->warnings.n);
 	for (size_t i = 0; i < s->warnings.n; i++)
-		put_str(&pl, s->warnings.v[i]);
+		put_str(&tail, s->warnings.v[i]);
 	sv_clear(&s->warnings);
-	sync_send_long(a, id, SYNC_MSG_STATE, done ? GR_F_END : 0, &pl);
+	if (zfd >= 0) {
+		put_u32(&pl, (uint32_t)zlen); /* (the client takes 512 MiB at most) */
+		int sent = zlen <= SYNC_ANSWER_MAX &&
+			   sync_send_long_fd(a, id, SYNC_MSG_STATE, done ? GR_F_END : 0, &pl, zfd,
+					     zlen, &tail) == 0;
+		close(zfd);
+		if (!sent) {
+			sb_release(&tail);
+			sb_release(&z);
+			rc = gr_errf(err, GR_EIO, "cannot send the sync manifest (%llu bytes)",
+				     (unsigned long long)zlen);
+			goto out;
+		}
+	} else {
+		put_bytes(&pl, z.buf, z.len);
+		sb_add(&pl, tail.buf, tail.len);
+		sync_send_long(a, id, SYNC_MSG_STATE, done ? GR_F_END : 0, &pl);
+	}
+	sb_release(&tail);
+	sb_release(&z);
 	if (!done) {
 		*out = current = s;
 		s = NULL;

@@ -244,6 +244,28 @@ void sync_send_long(struct agent *a, uint32_t id, uint16_t type, uint16_t flags,
 	agent_send(a, type, flags, id, pl->buf + off, pl->len - off);
 }
 
+int sync_send_long_fd(struct agent *a, uint32_t id, uint16_t type, uint16_t flags,
+		      const struct strbuf *head, int fd, uint64_t n, const struct strbuf *tail)
+{
+	for (size_t off = 0; off < head->len; off += SYNC_PIECE)
+		agent_send(a, GR_MSG_DATA, 0, id, head->buf + off,
+			   head->len - off < SYNC_PIECE ? head->len - off : SYNC_PIECE);
+	if (lseek(fd, 0, SEEK_SET) != 0)
+		return -1;
+	while (n) {
+		if (agent_out_drain(a) < 0)
+			return -1;
+		ssize_t r = agent_send_read(a, GR_MSG_DATA, id, fd, n < SYNC_PIECE ? n : SYNC_PIECE);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		n -= (uint64_t)r;
+	}
+	agent_send(a, type, flags, id, tail->buf, tail->len);
+	return 0;
+}
+
 int sync_tmp_finish(int fd, uint32_t mode, int64_t mtime_ns, uint64_t size)
 {
 	struct timespec ts[2] = {
