@@ -112,6 +112,7 @@ static int remote_error(struct gr_ctx *ctx, int rc)
 static int open_session(struct run *r, uint32_t *sid, struct host_state *h)
 {
 	struct strbuf body = STRBUF_INIT; /* a long STATE: its DATA frames, then its own */
+	const char *root = r->ctx->cfg->root;
 	struct gr_frame f;
 	int rc;
 
@@ -120,6 +121,9 @@ static int open_session(struct run *r, uint32_t *sid, struct host_state *h)
 	else
 		*sid = send_open(r, r->o->dry_run ? SYNC_OPEN_DRY_RUN : 0);
 	r->early_sid = 0;
+	/* (its manifest to a file when the walk is spooled: sync_host.h) */
+	host_file_close(&r->hf);
+	host_file_init(&r->hf, r->spooled);
 	for (;;) {
 		if ((rc = conn_recv_idle(r->ctx->conn, &f, r->idle_ms, &r->ctx->err)) < 0)
 			goto out;
@@ -128,12 +132,8 @@ static int open_session(struct run *r, uint32_t *sid, struct host_state *h)
 		r->wire.in += GR_FRAME_HDR + f.len;
 		if (f.type != GR_MSG_DATA)
 			break;
-		if (body.len + f.len > SYNC_ANSWER_MAX) {
-			rc = gr_errf(&r->ctx->err, GR_EPROTO, "protocol error: the host's state is "
-				     "larger than %u MiB", SYNC_ANSWER_MAX >> 20);
+		if ((rc = host_file_take(&r->hf, root, &body, f.payload, f.len, &r->ctx->err)) < 0)
 			goto out;
-		}
-		sb_add(&body, f.payload, f.len);
 	}
 	if (f.type == GR_MSG_ERROR) {
 		rc = remote_error(r->ctx, conn_error_from_frame(&f, &r->ctx->err));
@@ -144,8 +144,8 @@ static int open_session(struct run *r, uint32_t *sid, struct host_state *h)
 			     proto_msg_name(f.type));
 		goto out;
 	}
-	sb_add(&body, f.payload, f.len);
-	rc = parse_state((const uint8_t *)body.buf, body.len, h, &r->ctx->err);
+	if ((rc = host_file_take(&r->hf, root, &body, f.payload, f.len, &r->ctx->err)) == 0)
+		rc = host_file_end(&r->hf, root, &body, h, &r->ctx->err);
 out:
 	sb_release(&body);
 	return rc;
@@ -331,8 +331,8 @@ static int first_send(struct run *r, const struct host_state *h)
 {
 	const struct gr_config *cfg = r->ctx->cfg;
 
-	if (!r->spooled || r->have_known || h->manifest.n || h->changed.n || h->missing.n ||
-	    r->o->dry_run)
+	if (!r->spooled || r->have_known || h->manifest.n || h->manifest_apart || h->changed.n ||
+	    h->missing.n || r->o->dry_run)
 		return 0;
 	if (!r->o->yes && cfg->sync.warn_size && r->spool.bytes > cfg->sync.warn_size)
 		return 0;
@@ -343,6 +343,72 @@ static int first_send(struct run *r, const struct host_state *h)
 	r->host_free = h->free;
 	r->first = 1;
 	return 1;
+}
+
+static int cmp_path(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* sync_spool_diff's seen: the local entries at the paths the host says
+ * changed there (h->missing sorted), for warn_host_changes. */
+static void seen_change(void *arg, const struct sm_entry *m)
+{
+	struct run *r = arg;
+	const struct host_state *h = r->host;
+	const char *p = m->path;
+
+	if (sm_find(&h->changed, p) ||
+	    (h->missing.n && bsearch(&p, h->missing.v, h->missing.n, sizeof(*h->missing.v),
+				     cmp_path)))
+		sm_add_copy(&r->at_changes, m);
+}
+
+/* The host sent its manifest (to a file: sync_host.h), no state is known
+ * here, and the walk is in the spool: the two read against each other,
+ * only what differs is held (as after a walk read against remote-KEY:
+ * run_partial), the host's manifest standing in for remote-KEY. 0; 1
+ * where it cannot be (the manifest is then loaded into h->manifest for
+ * the list); or an error. */
+static int host_diff(struct run *r, struct host_state *h)
+{
+	const struct gr_config *cfg = r->ctx->cfg;
+	int fd = r->hf.fd, rc;
+
+	r->hf.fd = -1;
+	r->known_fd = fd;
+	if (h->missing.n > 1)
+		qsort(h->missing.v, h->missing.n, sizeof(*h->missing.v), cmp_path);
+	r->host = h;
+	rc = sync_spool_diff(sync_spool_each_walk, &r->spool, cfg->root, r->idx, fd,
+			     run_ignored_here, run_rehash_racy, seen_change, r, &r->diff);
+	r->host = NULL;
+	if (rc == 0 && memcmp(r->diff.digest, h->digest, SM_HASH_LEN)) {
+		rc = gr_errf(&r->ctx->err, GR_EPROTO,
+			     "the host's sync manifest does not match its digest");
+		gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
+		return rc;
+	}
+	if (rc == 0) {
+		gr_trace("sync: the spool read against the host's manifest: %zu entries, %zu "
+			 "differ%s", r->diff.entries, r->diff.kept.n,
+			 r->diff.lacking ? ", some gone" : "");
+		if (run_partial(r)) {
+			r->spooled = 0; /* (read: what differs is held) */
+			return 0;
+		}
+	}
+	gr_trace("sync: the host's manifest cannot be read against the spool: a list");
+	sync_diff_free(&r->diff);
+	memset(&r->diff, 0, sizeof(r->diff));
+	sm_list_free(&r->at_changes);
+	r->known_fd = -1;
+	rc = lseek(fd, 0, SEEK_SET) == 0 ? sm_decode_fd(fd, 0, &h->manifest, &r->ctx->err)
+					 : gr_errf(&r->ctx->err, GR_EIO, "cannot read the host's "
+						   "manifest in .gpurun: %s", strerror(errno));
+	close(fd);
+	sm_sort(&h->manifest);
+	return rc < 0 ? rc : 1;
 }
 
 /* The usual exchange: OPEN, the host's state, then the transfer. */
@@ -391,6 +457,17 @@ static int exchange(struct run *r)
 		gr_trace("sync: the host holds nothing: all of it from the spool");
 		warn_host_changes(&h, &r->local, r->show, r->show_arg); /* (its warnings) */
 		rc = transfer(r, NULL, 0, &sid, &rejected);
+		goto out;
+	}
+	if (r->hf.fd >= 0 && (rc = host_diff(r, &h)) <= 0) {
+		if (rc < 0 ||
+		    (rc = resolve_hashes(cfg, r->tree, &r->local, NULL, &r->hs, &r->ctx->err)) < 0)
+			goto out;
+		warn_host_changes(&h, &r->at_changes, r->show, r->show_arg);
+		free(r->host_root);
+		r->host_root = h.root ? sync_tame(h.root) : NULL;
+		r->host_free = h.free;
+		rc = transfer(r, &r->known, 0, &sid, &rejected);
 		goto out;
 	}
 	if ((rc = run_local_whole(r)) < 0)
@@ -473,6 +550,7 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 	r.incr = incr;
 	r.known_fd = -1;
 	r.spool.fd = r.spool.sent_fd = -1;
+	host_file_init(&r.hf, 0);
 	r.idle_ms = idle_limit_ms();
 	/* (The pre-push hook passes no show: it gets what gpurun sync shows.) */
 	r.show = o->show ? o->show : &sync_show_default;
@@ -701,6 +779,8 @@ out:
 	sync_index_free(r.idx);
 	sync_diff_free(&r.diff);
 	sync_spool_close(&r.spool);
+	host_file_close(&r.hf);
+	sm_list_free(&r.at_changes);
 	sync_tree_close(r.tree);
 	if (locked)
 		sync_lock_release();

@@ -1,5 +1,6 @@
 /* A walk read against the last committed state (sync_diff.h): the scan,
  * the index and remote-KEY in step, keeping only where local differs. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -161,6 +162,142 @@ int sync_scan_diff(const char *root, const struct scan_opts *so, struct sync_ind
 		d->redo = rc == 0;
 	}
 	return rc;
+}
+
+/* sync_spool_diff's: the spool's entries read against the host's
+ * manifest, the new index written as they go. */
+struct spool_diff {
+	struct diff_run r;         /* (its index reader unused: the spool has the hashes) */
+	struct idx_wr *w;
+	int (*each)(void *src, void (*fn)(void *arg, const struct sm_entry *e), void *arg);
+	void *src;
+	void (*seen)(void *arg, const struct sm_entry *m);
+	struct strbuf last;        /* the host's path read last */
+	int stop;
+};
+
+/* On to the host's next entry, which must come after the one before. */
+static void sd_next(struct spool_diff *s)
+{
+	dr_next(&s->r);
+	if (!s->r.k)
+		return;
+	if (s->last.len && strcmp(s->last.buf, s->r.k->path) >= 0)
+		s->stop = 1; /* (the host's manifest out of order) */
+	sb_reset(&s->last);
+	sb_adds(&s->last, s->r.k->path);
+}
+
+static void sd_entry(void *arg, const struct sm_entry *e)
+{
+	struct spool_diff *s = arg;
+	struct diff_run *r = &s->r;
+	struct sync_scan_diff *d = r->d;
+	struct sm_entry m = *e;
+
+	if (s->stop)
+		return;
+	if (r->prev.len && strcmp(r->prev.buf, m.path) >= 0) {
+		s->stop = 1; /* (the spool is in path order) */
+		return;
+	}
+	sb_reset(&r->prev);
+	sb_adds(&r->prev, m.path);
+	d->entries++;
+	while (r->k && strcmp(r->k->path, m.path) < 0 && !s->stop) {
+		if (!d->lacking && !r->ignored(r->arg, r->k->path, r->k->type == SM_DIR))
+			d->lacking = 1;
+		sd_next(s);
+	}
+	if (r->kr.rc || s->stop) {
+		s->stop = 1;
+		return;
+	}
+	int at = r->k && !strcmp(r->k->path, m.path);
+	int hashed = m.type == SM_FILE && !(m.flags & SM_F_UNHASHED);
+	if (m.type == SM_FILE && !hashed && at && r->rehash && r->k->type == SM_FILE &&
+	    r->k->size == m.size && r->rehash(r->arg, &m) == 0) {
+		/* The host may hold it as it is: hashed now (the plan would
+		 * compare it the same way), and the index keeps the hash. */
+		hashed = 1;
+		d->rehashed++;
+	}
+	if (hashed)
+		idx_wr_add_local(s->w, &m);
+	if (s->seen)
+		s->seen(r->arg, &m);
+	if (at && (m.type != SM_FILE || hashed) && sm_same(&m, r->k)) {
+		dr_same(r);
+		if (m.type == SM_FILE) {
+			if (!d->devs || d->dev != m.dev)
+				d->devs++;
+			d->dev = m.dev;
+		}
+		sd_next(s);
+		return;
+	}
+	struct sm_entry *k = lm_keep(&d->kept, &m);
+	if (m.type == SM_FILE) {
+		memcpy(k->hash, m.hash, SM_HASH_LEN);
+		k->flags |= hashed ? 0 : SM_F_UNHASHED;
+	}
+	if (at)
+		sd_next(s);
+}
+
+static void spool_diff_fill(void *arg, struct idx_wr *w)
+{
+	struct spool_diff *s = arg;
+
+	s->w = w;
+	if (s->each(s->src, sd_entry, s) < 0)
+		s->stop = 1;
+	while (!s->stop && s->r.k) {
+		if (!s->r.d->lacking &&
+		    !s->r.ignored(s->r.arg, s->r.k->path, s->r.k->type == SM_DIR))
+			s->r.d->lacking = 1;
+		sd_next(s);
+	}
+	if (s->stop || s->r.kr.rc)
+		w->failed = w->failed ? w->failed : EIO; /* (the old index stays) */
+}
+
+int sync_spool_diff(int (*each)(void *src, void (*fn)(void *arg, const struct sm_entry *e),
+				void *arg),
+		    void *src, const char *root, struct sync_index *idx, int state_fd,
+		    int (*ignored)(void *arg, const char *path, int is_dir),
+		    int (*rehash)(void *arg, struct sm_entry *m),
+		    void (*seen)(void *arg, const struct sm_entry *m), void *arg,
+		    struct sync_scan_diff *d)
+{
+	struct spool_diff s = { .r = { .d = d, .ignored = ignored, .rehash = rehash, .arg = arg },
+				.each = each, .src = src, .seen = seen };
+
+	memset(d, 0, sizeof(*d));
+	d->start_ns = wall_ns();
+	if (lseek(state_fd, 0, SEEK_SET) != 0 ||
+	    sm_reader_open(&s.r.kr, state_fd, 0, NULL, NULL) < 0) {
+		sm_reader_close(&s.r.kr);
+		d->redo = 1;
+		return 1;
+	}
+	sm_digest_init(&s.r.dg);
+	s.r.k = sm_reader_next(&s.r.kr);
+	if (s.r.k)
+		sb_adds(&s.last, s.r.k->path);
+	/* (the index is written whole, or not at all: then redo) */
+	int rc = idx_save_with(root, idx, spool_diff_fill, &s, NULL);
+	if (rc < 0 || s.stop || s.r.kr.rc)
+		d->redo = 1;
+	sm_digest_final(&s.r.dg, d->digest);
+	sm_reader_close(&s.r.kr);
+	sb_release(&s.r.prev);
+	sb_release(&s.last);
+	if (d->redo) {
+		sync_diff_free(d);
+		d->redo = 1;
+	}
+	return d->redo;
 }
 
 int sync_diff_whole(struct sync_scan_diff *d, struct sync_index *idx, int state_fd,

@@ -48,6 +48,26 @@ int sync_scan_diff(const char *root, const struct scan_opts *so, struct sync_ind
 		   int state_fd, int (*ignored)(void *arg, const char *path, int is_dir),
 		   int (*rehash)(void *arg, struct sm_entry *m), void *arg,
 		   struct sync_scan_diff *d, struct gr_err *err);
+/* The same read from a spool of the walk (each(src, fn, arg): its
+ * entries in path order, as sync_spool_each_walk gives them) against a
+ * manifest the host sent (state_fd, sorted: else redo), for a sync that
+ * knows no state of its own: d as sync_scan_diff makes it, but that a
+ * file the spool did not hash is hashed (rehash) where the host has one
+ * of its size at its path, and that the index is written anew meanwhile
+ * (root, idx) from every file hashed (so what was hashed here need not
+ * be again). seen(arg, m): each local entry, as compared. d->cached stays
+ * 0 (the spool counted those). 0, or 1 (d->redo, the index as it was)
+ * if the host's manifest is out of order or damaged, or the spool or
+ * the index cannot be read or written. d's bits then serve sync_merged
+ * with state_fd, as after sync_diff_partial; never sync_diff_whole (the
+ * index does not hold the host's entries' stat identity). */
+int sync_spool_diff(int (*each)(void *src, void (*fn)(void *arg, const struct sm_entry *e),
+				void *arg),
+		    void *src, const char *root, struct sync_index *idx, int state_fd,
+		    int (*ignored)(void *arg, const char *path, int is_dir),
+		    int (*rehash)(void *arg, struct sm_entry *m),
+		    void (*seen)(void *arg, const struct sm_entry *m), void *arg,
+		    struct sync_scan_diff *d);
 /* The whole local manifest, as sync_scan_manifest would have made it,
  * from d, the state (read again) and the index (for the stat identity
  * of the files local holds as the state does), those entries marked

@@ -7,6 +7,7 @@
 #include "sync.h"
 #include "sync_diff.h"
 #include "sync_first.h"
+#include "sync_host.h"
 #include "sync_index.h"
 #include "sync_open.h"
 #include "sync_wire.h"
@@ -50,6 +51,13 @@ struct run {
 	struct sync_spool spool;
 	int spooled, first;
 	struct sync_windows windows; /* first's */
+	/* The host's manifest in a file (a spooled walk's: sync_host.h),
+	 * which then stands in for the state, as known_fd, read against the
+	 * spool (partial); at_changes: the local entries at the paths the
+	 * host says changed there (host: its state, meanwhile). */
+	struct host_file hf;
+	struct sm_list at_changes;
+	const struct host_state *host;
 	struct sync_index *idx;
 };
 

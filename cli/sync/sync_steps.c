@@ -33,37 +33,44 @@ char *sync_tame(const char *msg)
 	return m;
 }
 
+void parse_state_head(struct gr_rd *rd, struct host_state *h)
+{
+	size_t n = 0;
+
+	h->flags = get_u32(rd);
+	const uint8_t *d = get_bytes(rd, &n);
+	if (!d || n != SM_HASH_LEN)
+		rd->bad = 1;
+	else
+		memcpy(h->digest, d, SM_HASH_LEN);
+	h->root = get_str(rd);
+	h->free = get_u64(rd);
+	for (uint32_t i = 0, k = get_u32(rd); i < k && !rd->bad; i++) {
+		uint8_t kind = get_u8(rd);
+		if (kind == CHANGE_UPDATED) {
+			sm_get_entry(rd, &h->changed, 0);
+		} else if (kind == CHANGE_MISSING) {
+			char *q = get_str(rd);
+			if (q && sm_path_ok(q))
+				sv_push(&h->missing, q);
+			else
+				rd->bad = 1;
+			free(q);
+		} else {
+			rd->bad = 1;
+		}
+	}
+}
+
 int parse_state(const uint8_t *p, size_t len, struct host_state *h, struct gr_err *err)
 {
 	struct gr_rd rd;
 	size_t n = 0;
 
 	rd_init(&rd, p, len);
-	h->flags = get_u32(&rd);
-	const uint8_t *d = get_bytes(&rd, &n);
-	if (!d || n != SM_HASH_LEN)
-		rd.bad = 1;
-	else
-		memcpy(h->digest, d, SM_HASH_LEN);
-	h->root = get_str(&rd);
-	h->free = get_u64(&rd);
-	for (uint32_t i = 0, k = get_u32(&rd); i < k && !rd.bad; i++) {
-		uint8_t kind = get_u8(&rd);
-		if (kind == CHANGE_UPDATED) {
-			sm_get_entry(&rd, &h->changed, 0);
-		} else if (kind == CHANGE_MISSING) {
-			char *q = get_str(&rd);
-			if (q && sm_path_ok(q))
-				sv_push(&h->missing, q);
-			else
-				rd.bad = 1;
-			free(q);
-		} else {
-			rd.bad = 1;
-		}
-	}
+	parse_state_head(&rd, h);
 	const uint8_t *z = get_bytes(&rd, &n);
-	if (!rd.bad && (h->flags & SYNC_STATE_HAS_MANIFEST) &&
+	if (!rd.bad && (h->flags & SYNC_STATE_HAS_MANIFEST) && !h->manifest_apart &&
 	    sm_decode_z(z, n, &h->manifest, err) < 0)
 		return GR_EPROTO;
 	for (uint32_t i = 0, k = get_u32(&rd); i < k && !rd.bad; i++) {

@@ -22,6 +22,7 @@ struct host_state {
 	struct sm_list changed;   /* updated entries */
 	struct strvec missing;    /* gone from the host */
 	struct sm_list manifest;  /* when sent whole */
+	int manifest_apart;       /* ... but to a file instead (sync_host.h) */
 	struct strvec warnings;
 };
 
@@ -29,8 +30,13 @@ void host_state_release(struct host_state *h);
 /* A copy of a message from the host, fit for a terminal (control bytes
  * become '?'). */
 char *sync_tame(const char *msg);
-/* STATE's payload (with its long part before it, if any). */
+/* STATE's payload (with its long part before it, if any). With
+ * h->manifest_apart set, the manifest is not in it (its bytes are none). */
 int parse_state(const uint8_t *p, size_t n, struct host_state *h, struct gr_err *err);
+/* What comes before its manifest: flags, digest, root, free space and
+ * what changed on the host (rd->bad if it is not all there, or malformed). */
+struct gr_rd;
+void parse_state_head(struct gr_rd *rd, struct host_state *h);
 /* What the host holds: the manifest it sent, or known with the changes it
  * found applied (a folder gone or replaced takes what was below it);
  * checked against its digest. */

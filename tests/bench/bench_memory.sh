@@ -3,8 +3,9 @@
 # grows, against rsync -a in the same run (issue 36: "bench prints RSS per
 # side at 1k-1M"). Empty files (so the walk and the manifests are what is
 # measured, not the data), 1,000 a folder; for each size: the first sync,
-# a no-op and a one-file edit, gpurun on a connection of its own ([remote]
-# persist = 0: through a holder the client carries no SSH session) with
+# a no-op, a one-file edit and one with remote-KEY lost, gpurun on a
+# connection of its own ([remote] persist = 0: through a holder the
+# client carries no SSH session) with
 # the agent under /usr/bin/time behind sshd, then rsync -a the same way
 # (its client, and its server process on the host side).
 #   tests/bench/bench_memory.sh [BUILD_DIR]     (SIZES="1000 10000 100000 300000";
@@ -64,6 +65,10 @@ for n in $SIZES; do
 	row "$n" no-op "$(gp "$P")" "$(rs "$P" "r$n")"
 	echo edit >"$P/d0/f1.txt"
 	row "$n" "1 edit" "$(gp "$P")" "$(rs "$P" "r$n")"
+	# the last state lost (a new clone into a filled folder, the sync
+	# after a failed one): gpurun reads the host's manifest
+	rm "$P"/.gpurun/remote-* && echo again >"$P/d0/f2.txt"
+	row "$n" "state lost" "$(gp "$P")" "$(rs "$P" "r$n")"
 	rm -rf "$P" "$RH/g$n" "$RH/r$n"
 done
 test_done

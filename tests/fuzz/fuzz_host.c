@@ -6,7 +6,8 @@
  * and checked:
  *   manifest (plain, with host fields, zstd'd): every path is one sm_path_ok
  *     accepts, and encoding the list and decoding it again gives it back;
- *   host state (SYNC_STATE), job list, stop report, GPU report;
+ *   host state (SYNC_STATE), job list, stop report, GPU report; the host
+ *     state also in pieces, its manifest into a file: the same list;
  *   a signature from the host, used for a delta of a file here;
  *   a pull delta, applied by dapply to an old file: where librsync's own
  *     patcher also accepts it, both make the same bytes;
@@ -21,12 +22,14 @@
  *     no bidi override, UTF-8.
  * Seeds: corpus/host/, from corpus/make_host_seeds.py. FUZZ_HOST_SAY=1
  * makes each reader say whether it accepted (to check the seeds). */
+#include <errno.h>
 #include <librsync.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -34,6 +37,7 @@
 #include "job_show.h"
 #include "sync_apply.h"
 #include "sync_delta.h"
+#include "sync_host.h"
 #include "sync_manifest.h"
 #include "sync_steps.h"
 #include "term_filter.h"
@@ -43,6 +47,7 @@
 static uint8_t basis[BASIS_LEN];
 static int basis_fd = -1;
 static int say; /* FUZZ_HOST_SAY=1: each reader says whether it accepted */
+static const char *fz_root; /* a project's folder, for the host's manifest in a file */
 
 static void said(const char *what, int accepted)
 {
@@ -71,6 +76,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		x = x * 1103515245u + 12345u;
 		basis[i] = (uint8_t)(x >> 16);
 	}
+	/* (one folder for every run: its .gpurun holds files with no name,
+	 * which go with the process, and sync_state_dir's .gitignore) */
+	fz_root = "/tmp/gpurun-fuzz-host";
+	if (mkdir(fz_root, 0700) < 0 && errno != EEXIST)
+		abort();
 	basis_fd = memfd_create("basis", 0);
 	if (basis_fd < 0 || write(basis_fd, basis, BASIS_LEN) != BASIS_LEN)
 		abort();
@@ -118,6 +128,50 @@ static void manifest(const uint8_t *p, size_t n, int kind)
 	gr_err_clear(&err);
 }
 
+/* The same answer as it comes in pieces (their length from the last
+ * byte), its manifest to a file (sync_host.h), looked for from the first
+ * byte on: where both readers accept, the file holds the list the whole
+ * answer's reader made. */
+static void fz_host_file(const uint8_t *p, size_t n, const struct host_state *whole)
+{
+	struct host_file f;
+	struct host_state h;
+	struct strbuf body = STRBUF_INIT;
+	struct gr_err err = { 0 };
+	size_t piece = n ? 1 + (size_t)p[n - 1] * 37 % 4096 : 1;
+	int rc = 0;
+
+	memset(&h, 0, sizeof(h));
+	host_file_init(&f, 1);
+	f.try_at = 1;
+	for (size_t off = 0; off < n && rc == 0; off += piece)
+		rc = host_file_take(&f, fz_root, &body, p + off, n - off < piece ? n - off : piece,
+				    &err);
+	if (rc == 0)
+		rc = host_file_end(&f, fz_root, &body, &h, &err);
+	said("host state, its manifest to a file", rc == 0);
+	if (rc == 0 && whole && f.fd >= 0) {
+		struct sm_list l = { 0 };
+		struct gr_err e2 = { 0 };
+		check(lseek(f.fd, 0, SEEK_SET) == 0 && sm_decode_fd(f.fd, 0, &l, &e2) == 0,
+		      "a manifest read whole cannot be read from its file");
+		check(l.n == whole->manifest.n, "the manifest's file holds another count");
+		for (size_t i = 0; i < l.n && i < whole->manifest.n; i++)
+			check(!strcmp(l.e[i].path, whole->manifest.e[i].path) &&
+				      sm_same(&l.e[i], &whole->manifest.e[i]),
+			      "the manifest's file holds another entry");
+		check(h.flags == whole->flags && h.changed.n == whole->changed.n &&
+			      h.missing.n == whole->missing.n && h.warnings.n == whole->warnings.n,
+		      "the answer read in pieces says something else");
+		sm_list_free(&l);
+		gr_err_clear(&e2);
+	}
+	host_file_close(&f);
+	host_state_release(&h);
+	sb_release(&body);
+	gr_err_clear(&err);
+}
+
 static void fz_host_state(const uint8_t *p, size_t n)
 {
 	struct host_state h;
@@ -132,6 +186,7 @@ static void fz_host_state(const uint8_t *p, size_t n)
 		for (size_t i = 0; i < h.missing.n; i++)
 			check(sm_path_ok(h.missing.v[i]), "a missing path sm_path_ok refuses");
 	}
+	fz_host_file(p, n, rc == 0 ? &h : NULL);
 	host_state_release(&h);
 	gr_err_clear(&err);
 }

@@ -275,8 +275,11 @@ test_expect_success 'an edit plans on what differs alone; the state and the inde
 # walked no-op), the index (the one after hashes nothing) and the large
 # file's signature. Without remote-KEY, to a host that holds the tree,
 # the spool's digest finds it up to date and remote-KEY is written from
-# the spool; to a host that holds a tree, the spool becomes the list and
-# the usual plan follows.
+# the spool; to a host that holds a tree it does not know (.gpurun
+# gone), the spool is read against the host's manifest, each file of
+# the same size there hashed once, and only what differs is held and
+# sent; what it hashed is in the index (the next sync hashes only the
+# file sent, racily new; the one after, none).
 test_expect_success 'a first sync sends from a spool a window at a time; what it leaves is whole' '
 	P4=$TRASH/proj4 R4=$TRASH/remote4 && git init -q "$P4" &&
 	python3 -c "import os,sys
@@ -308,12 +311,21 @@ for d in \"a\", \"b\", \"c\":
 	(cd "$P4" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
 	test_grep "walked against the state: 9014 entries, 0 differ" "$TRASH/out" &&
 	rm -r "$P4/.gpurun" "$R4/b/f4" && echo changed >"$P4/c/f6" &&
-	(cd "$P4" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
-	test_grep "local made from the spool (9014 entries)" "$TRASH/out" &&
-	! grep "all of it from the spool" "$TRASH/out" &&
+	(cd "$P4" && GPURUN_TRACE=1 "$GPURUN" sync --stats >"$TRASH/out" 2>&1) &&
+	test_grep "the spool read against the host.s manifest: 9014 entries, 2 differ" "$TRASH/out" &&
+	test_grep "only what differs: 2 entries here, 1 of the state.s" "$TRASH/out" &&
+	test_grep "b/f4 was deleted on the host since the last sync; sending it again" "$TRASH/out" &&
+	test_grep "^synced 2 files (0 deleted)" "$TRASH/out" &&
+	test_grep "(9002 files hashed" "$TRASH/out" &&
+	! grep -e "all of it from the spool" -e "local made" "$TRASH/out" &&
 	tree_sig "$P4" .git >"$TRASH/sig.local" && tree_sig "$R4" >"$TRASH/sig.remote" &&
 	test_cmp "$TRASH/sig.local" "$TRASH/sig.remote" &&
-	(cd "$P4" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err"
+	sleep 1.1 && (cd "$P4" && GPURUN_TRACE=1 "$GPURUN" sync --stats >"$TRASH/out" 2>&1) &&
+	test_grep "walked against the state: 9014 entries, 0 differ" "$TRASH/out" &&
+	test_grep "up to date" "$TRASH/out" &&
+	test_grep "(1 files hashed" "$TRASH/out" &&
+	(cd "$P4" && "$GPURUN" sync --stats >"$TRASH/err" 2>&1) && test_grep "up to date" "$TRASH/err" &&
+	test_grep "(0 files hashed" "$TRASH/err" && test_grep "9004 from the cache" "$TRASH/err"
 '
 
 test_done

@@ -50,6 +50,18 @@ AGENT_PER_FILE_MAX=180
 # not grow with the tree. 16 and 5 bytes a file measured (the block is
 # full only in the larger tree); 140-200 while it read the whole list.
 AGENT_WALKED_PER_FILE_MAX=32
+# A sync that knows no state of its own (remote-KEY lost) and finds the
+# host's manifest: the client spools its walk, takes the manifest into a
+# file as it arrives, reads the two against each other and holds what
+# differs (sync_host.h); the agent compresses its manifest into a file
+# and sends it as the client takes it. What grows between these trees is
+# fixed buffers that fill once the answer is a few MiB (the client's
+# connection input, 1.6 MiB, and zstd's window; the agent's output queue,
+# up to 8 MiB): 55-68 bytes a file measured on the client, 69 on the
+# agent, and flat beyond (12.1 MiB at 50,000 and at 200,000 files over
+# the local transport; bench_memory: 300,000 and 1,000,000). Holding the
+# lists again (the local one and the host's) would be ~250.
+STATE_LOST_PER_FILE_MAX=96
 
 if [ ! -x "$REL/gpurun" ] || [ ! -x /usr/bin/time ]; then
 	test_skip 'peak memory of sync' "needs the release build ($REL/gpurun: make) and /usr/bin/time"
@@ -153,8 +165,9 @@ N1=2000
 N2=${GPURUN_TEST_BIG:+100000}
 N2=${N2:-50000}
 # tree_case N: first sync, no-op and a small edit (one file changed, one
-# added: planned against the last committed state); sets FIRST_CL
-# FIRST_AG NOOP_CL NOOP_AG EDIT_CL EDIT_AG
+# added: planned against the last committed state), then one more edit
+# with that state lost (.gpurun/remote-KEY removed); sets FIRST_CL
+# FIRST_AG NOOP_CL NOOP_AG EDIT_CL EDIT_AG REPAIR_CL REPAIR_AG
 tree_case() {
 	local p=$TRASH/tree$1
 	make_tree "$p" "$1" && write_ini "$p" gpuhost libssh2 "tree$1" &&
@@ -162,6 +175,10 @@ tree_case() {
 	peak_sync "$p" && NOOP_CL=$CL NOOP_AG=$AG &&
 	echo "y = 1" >>"$p/src/pkg001/mod1/file_000001.py" && echo new >"$p/src/added.py" &&
 	peak_sync "$p" && EDIT_CL=$CL EDIT_AG=$AG &&
+	tree_sig "$p" >"$TRASH/a.sig" && tree_sig "$RH/tree$1" >"$TRASH/b.sig" &&
+	test_cmp "$TRASH/a.sig" "$TRASH/b.sig" &&
+	rm "$p"/.gpurun/remote-* && echo "z = 2" >>"$p/src/pkg002/mod2/file_000002.py" &&
+	peak_sync "$p" && REPAIR_CL=$CL REPAIR_AG=$AG &&
 	tree_sig "$p" >"$TRASH/a.sig" && tree_sig "$RH/tree$1" >"$TRASH/b.sig" &&
 	test_cmp "$TRASH/a.sig" "$TRASH/b.sig"
 }
@@ -173,14 +190,16 @@ slope_ok() { # slope_ok WHAT KIB_SMALL KIB_LARGE MAX_BYTES_A_FILE
 }
 test_expect_success "trees: $N1 and $N2 files, peak RSS per file bounded each side" '
 	tree_case $N1 && S_FC=$FIRST_CL S_FA=$FIRST_AG S_NC=$NOOP_CL S_NA=$NOOP_AG &&
-	S_EC=$EDIT_CL S_EA=$EDIT_AG &&
+	S_EC=$EDIT_CL S_EA=$EDIT_AG S_RC=$REPAIR_CL S_RA=$REPAIR_AG &&
 	tree_case $N2 &&
 	slope_ok "gpurun, first sync" "$S_FC" "$FIRST_CL" $GPURUN_PER_FILE_MAX &&
 	slope_ok "agent, first sync" "$S_FA" "$FIRST_AG" $AGENT_PER_FILE_MAX &&
 	slope_ok "gpurun, no-op" "$S_NC" "$NOOP_CL" $GPURUN_NOOP_PER_FILE_MAX &&
 	slope_ok "agent, no-op" "$S_NA" "$NOOP_AG" $AGENT_WALKED_PER_FILE_MAX &&
 	slope_ok "gpurun, small edit" "$S_EC" "$EDIT_CL" $GPURUN_NOOP_PER_FILE_MAX &&
-	slope_ok "agent, small edit" "$S_EA" "$EDIT_AG" $AGENT_WALKED_PER_FILE_MAX
+	slope_ok "agent, small edit" "$S_EA" "$EDIT_AG" $AGENT_WALKED_PER_FILE_MAX &&
+	slope_ok "gpurun, state lost" "$S_RC" "$REPAIR_CL" $STATE_LOST_PER_FILE_MAX &&
+	slope_ok "agent, state lost" "$S_RA" "$REPAIR_AG" $STATE_LOST_PER_FILE_MAX
 '
 
 # the numbers, for the log
