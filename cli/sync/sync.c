@@ -121,9 +121,10 @@ static int open_session(struct run *r, uint32_t *sid, struct host_state *h)
 	else
 		*sid = send_open(r, r->o->dry_run ? SYNC_OPEN_DRY_RUN : 0);
 	r->early_sid = 0;
-	/* (its manifest to a file when the walk is spooled: sync_host.h) */
+	/* (its manifest to a file when the walk is spooled or was read
+	 * against remote-KEY: sync_host.h) */
 	host_file_close(&r->hf);
-	host_file_init(&r->hf, r->spooled);
+	host_file_init(&r->hf, r->spooled || ((r->streamed || r->partial) && r->known_fd >= 0));
 	for (;;) {
 		if ((rc = conn_recv_idle(r->ctx->conn, &f, r->idle_ms, &r->ctx->err)) < 0)
 			goto out;
@@ -364,45 +365,67 @@ static void seen_change(void *arg, const struct sm_entry *m)
 		sm_add_copy(&r->at_changes, m);
 }
 
-/* The host sent its manifest (to a file: sync_host.h), no state is known
- * here, and the walk is in the spool: the two read against each other,
- * only what differs is held (as after a walk read against remote-KEY:
- * run_partial), the host's manifest standing in for remote-KEY. 0; 1
- * where it cannot be (the manifest is then loaded into h->manifest for
- * the list); or an error. */
+/* The host sent its manifest (to a file: sync_host.h), which is not the
+ * state known here, if any: local read against it, only what differs is
+ * held (as after a walk read against remote-KEY: run_partial), the host's
+ * manifest standing in for remote-KEY. Local is the walk's spool, or the
+ * whole that the walk read against remote-KEY stands for (streamed, or
+ * partial: another clone synced since, say), its entries as remote-KEY
+ * has them with no stat identity: then no index is written from them
+ * (the old one still holds those files). 0; 1 where it cannot be (the
+ * manifest is then loaded into h->manifest for the list); or an error. */
 static int host_diff(struct run *r, struct host_state *h)
 {
 	const struct gr_config *cfg = r->ctx->cfg;
+	struct sync_merged here = run_merged(r, &r->local);
+	struct sync_scan_diff d;
 	int fd = r->hf.fd, rc;
 
 	r->hf.fd = -1;
-	r->known_fd = fd;
 	if (h->missing.n > 1)
 		qsort(h->missing.v, h->missing.n, sizeof(*h->missing.v), cmp_path);
 	r->host = h;
-	rc = sync_spool_diff(sync_spool_each_walk, &r->spool, cfg->root, r->idx, fd,
-			     run_ignored_here, run_rehash_racy, seen_change, r, &r->diff);
+	if (r->spooled)
+		rc = sync_spool_diff(sync_spool_each_walk, &r->spool, cfg->root, r->idx, fd,
+				     run_ignored_here, run_rehash_racy, seen_change, r, &d);
+	else
+		rc = sync_spool_diff(sync_merged_each_here, &here, NULL, r->idx, fd,
+				     run_ignored_here, run_rehash_racy, seen_change, r, &d);
 	r->host = NULL;
-	if (rc == 0 && memcmp(r->diff.digest, h->digest, SM_HASH_LEN)) {
+	if (rc == 0 && memcmp(d.digest, h->digest, SM_HASH_LEN)) {
+		sync_diff_free(&d);
+		close(fd);
 		rc = gr_errf(&r->ctx->err, GR_EPROTO,
 			     "the host's sync manifest does not match its digest");
 		gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
 		return rc;
 	}
 	if (rc == 0) {
-		gr_trace("sync: the spool read against the host's manifest: %zu entries, %zu "
-			 "differ%s", r->diff.entries, r->diff.kept.n,
-			 r->diff.lacking ? ", some gone" : "");
+		gr_trace("sync: %s read against the host's manifest: %zu entries, %zu differ%s",
+			 r->spooled ? "the spool" : "the walk", d.entries, d.kept.n,
+			 d.lacking ? ", some gone" : "");
+		/* The host's manifest is the state now. */
+		sync_diff_free(&r->diff);
+		r->diff = d;
+		if (r->known_fd >= 0)
+			close(r->known_fd);
+		r->known_fd = fd;
+		sm_list_free(&r->local);
+		sm_list_free(&r->known);
+		r->partial = r->streamed = 0;
 		if (run_partial(r)) {
 			r->spooled = 0; /* (read: what differs is held) */
+			r->diff.devs = 2; /* (never sync_diff_whole: sync_spool_diff says why) */
 			return 0;
 		}
+		/* (cannot be: the file was read whole just now) */
+		rc = gr_errf(&r->ctx->err, GR_EIO, "cannot read the host's manifest in .gpurun");
+		gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
+		return rc;
 	}
-	gr_trace("sync: the host's manifest cannot be read against the spool: a list");
-	sync_diff_free(&r->diff);
-	memset(&r->diff, 0, sizeof(r->diff));
+	gr_trace("sync: the host's manifest cannot be read against %s: a list",
+		 r->spooled ? "the spool" : "the walk");
 	sm_list_free(&r->at_changes);
-	r->known_fd = -1;
 	rc = lseek(fd, 0, SEEK_SET) == 0 ? sm_decode_fd(fd, 0, &h->manifest, &r->ctx->err)
 					 : gr_errf(&r->ctx->err, GR_EIO, "cannot read the host's "
 						   "manifest in .gpurun: %s", strerror(errno));
@@ -716,9 +739,10 @@ static int sync_run(struct gr_ctx *ctx, const struct sync_opts *o, struct sync_s
 			goto out;
 		}
 		r.st = (struct sync_stats){ 0 };
-		if (r.partial) { /* the host was not in that state: the list, now */
-			if ((rc = run_local_whole(&r)) < 0)
-				goto out;
+		if (r.partial) {
+			/* The host was not in that state: what it says decides
+			 * (its manifest: read against the walk; its changes:
+			 * the list, exchange's run_local_whole). */
 		} else {
 			sm_list_free(&r.known); /* the host was not in that state */
 			run_forget_same(&r);

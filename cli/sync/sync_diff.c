@@ -286,7 +286,13 @@ int sync_spool_diff(int (*each)(void *src, void (*fn)(void *arg, const struct sm
 	if (s.r.k)
 		sb_adds(&s.last, s.r.k->path);
 	/* (the index is written whole, or not at all: then redo) */
-	int rc = idx_save_with(root, idx, spool_diff_fill, &s, NULL);
+	int rc = 0;
+	if (root) {
+		rc = idx_save_with(root, idx, spool_diff_fill, &s, NULL);
+	} else {
+		struct idx_wr none = { .fd = -1, .failed = 1 }; /* (adds nothing) */
+		spool_diff_fill(&s, &none);
+	}
 	if (rc < 0 || s.stop || s.r.kr.rc)
 		d->redo = 1;
 	sm_digest_final(&s.r.dg, d->digest);
@@ -474,6 +480,21 @@ int sync_merged_each(void *m, void (*fn)(void *arg, const struct sm_entry *e), v
 	struct merged_fn f = { fn, arg };
 
 	return merged_walk(m, merged_call, &f);
+}
+
+static void merged_call_here(void *arg, const struct sm_entry *e, int from)
+{
+	struct merged_fn *f = arg;
+
+	if (from != FROM_STATE)
+		f->fn(f->arg, e);
+}
+
+int sync_merged_each_here(void *m, void (*fn)(void *arg, const struct sm_entry *e), void *arg)
+{
+	struct merged_fn f = { fn, arg };
+
+	return merged_walk(m, merged_call_here, &f);
 }
 
 static void digest_add(void *arg, const struct sm_entry *e)

@@ -55,7 +55,8 @@ int sync_scan_diff(const char *root, const struct scan_opts *so, struct sync_ind
  * file the spool did not hash is hashed (rehash) where the host has one
  * of its size at its path, and that the index is written anew meanwhile
  * (root, idx) from every file hashed (so what was hashed here need not
- * be again). seen(arg, m): each local entry, as compared. d->cached stays
+ * be again; root NULL: none is written, as for entries with no stat
+ * identity). seen(arg, m): each local entry, as compared. d->cached stays
  * 0 (the spool counted those). 0, or 1 (d->redo, the index as it was)
  * if the host's manifest is out of order or damaged, or the spool or
  * the index cannot be read or written. d's bits then serve sync_merged
@@ -102,6 +103,10 @@ struct sync_merged {
 };
 /* An sm_each_fn: -1 if the state cannot be read whole as it was. */
 int sync_merged_each(void *m, void (*fn)(void *arg, const struct sm_entry *e), void *arg);
+/* The same without what the host keeps that is ignored here: local's
+ * whole (the state's entries it holds as they are come with no stat
+ * identity: dev and ino 0). */
+int sync_merged_each_here(void *m, void (*fn)(void *arg, const struct sm_entry *e), void *arg);
 /* Its digest (sm_digest's); -1 and zeros if it cannot be read. */
 int sync_merged_digest(const struct sync_merged *m, uint8_t out[SM_HASH_LEN]);
 /* The index written from it: local's files (m->local with the scan's

@@ -3,11 +3,11 @@
 # grows, against rsync -a in the same run (issue 36: "bench prints RSS per
 # side at 1k-1M"). Empty files (so the walk and the manifests are what is
 # measured, not the data), 1,000 a folder; for each size: the first sync,
-# a no-op, a one-file edit and one with remote-KEY lost, gpurun on a
-# connection of its own ([remote] persist = 0: through a holder the
-# client carries no SSH session) with
-# the agent under /usr/bin/time behind sshd, then rsync -a the same way
-# (its client, and its server process on the host side).
+# a no-op, a one-file edit, one with remote-KEY lost and one with it
+# stale, gpurun on a connection of its own ([remote] persist = 0: through
+# a holder the client carries no SSH session) with the agent under
+# /usr/bin/time behind sshd, then rsync -a the same way (its client, and
+# its server process on the host side).
 #   tests/bench/bench_memory.sh [BUILD_DIR]     (SIZES="1000 10000 100000 300000";
 #   BENCH_BIG=1 adds 1000000)
 set -u
@@ -69,6 +69,11 @@ for n in $SIZES; do
 	# after a failed one): gpurun reads the host's manifest
 	rm "$P"/.gpurun/remote-* && echo again >"$P/d0/f2.txt"
 	row "$n" "state lost" "$(gp "$P")" "$(rs "$P" "r$n")"
+	# ... stale (another clone synced since: an old remote-KEY put back)
+	k=$(ls "$P"/.gpurun/remote-*) && cp "$k" "$TRASH/stale.key" &&
+		echo more >"$P/d0/f3.txt" && gp "$P" >/dev/null &&
+		cp "$TRASH/stale.key" "$k" && echo more >"$P/d0/f4.txt"
+	row "$n" "stale" "$(gp "$P")" "$(rs "$P" "r$n")"
 	rm -rf "$P" "$RH/g$n" "$RH/r$n"
 done
 test_done

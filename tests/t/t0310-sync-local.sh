@@ -167,6 +167,32 @@ test_expect_success 'two clones syncing into one folder: each notices the other 
 	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err"
 '
 
+# A clone whose remote-KEY is stale (another clone synced since) gets
+# the host's manifest: the walk it read against remote-KEY is read
+# against that as a stream (a no-op walk, and one with an edit, whose
+# optimistic send the host refuses), and only what differs is held
+# (here every file's mtime: tar kept whole seconds only).
+test_expect_success 'another clone synced since: the walk is read against the host manifest, no list' '
+	C3=$TRASH/clone3 && mkdir -p "$C3" &&
+	(cd "$P" && tar cf - --exclude=./.gpurun .) | (cd "$C3" && tar xf -) &&
+	echo from-clone3 >"$C3/only-in-clone3" &&
+	(cd "$C3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "the spool read against the host.s manifest" "$TRASH/out" &&
+	(cd "$P" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "the walk read against the host.s manifest: [0-9]* entries, [0-9]* differ, some gone" "$TRASH/out" &&
+	test_grep "only what differs: " "$TRASH/out" &&
+	! grep "local made" "$TRASH/out" && same_trees && ! test -e "$R/only-in-clone3" &&
+	echo clone3-edit >>"$C3/edit.txt" &&
+	(cd "$C3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "the walk read against the host.s manifest: [0-9]* entries, [0-9]* differ" "$TRASH/out" &&
+	! grep "local made" "$TRASH/out" &&
+	tree_sig "$C3" >"$TRASH/c3.sig" && tree_sig "$R" >"$TRASH/r.sig" &&
+	test_cmp "$TRASH/c3.sig" "$TRASH/r.sig" &&
+	(cd "$C3" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err" &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && same_trees &&
+	(cd "$P" && "$GPURUN" sync 2>"$TRASH/err") && test_grep "up to date" "$TRASH/err"
+'
+
 test_expect_success 'ignored files stay home; --why names the rule' '
 	mkdir -p "$P/build" "$P/sub" && echo o >"$P/build/x.o" && echo o >"$P/top.o" &&
 	echo keep >"$P/sub/keep.o" && echo secret >"$P/notes.tmp" && echo c >"$P/data.cache" &&

@@ -50,10 +50,12 @@ AGENT_PER_FILE_MAX=180
 # not grow with the tree. 16 and 5 bytes a file measured (the block is
 # full only in the larger tree); 140-200 while it read the whole list.
 AGENT_WALKED_PER_FILE_MAX=32
-# A sync that knows no state of its own (remote-KEY lost) and finds the
-# host's manifest: the client spools its walk, takes the manifest into a
-# file as it arrives, reads the two against each other and holds what
-# differs (sync_host.h); the agent compresses its manifest into a file
+# A sync that knows no state of its own (remote-KEY lost), or one whose
+# state is stale (another clone synced since: here an old remote-KEY put
+# back), and finds the host's manifest: the client takes the manifest
+# into a file as it arrives, reads its walk (the spool, or the walk read
+# against remote-KEY, as a stream) against it and holds what differs
+# (sync_host.h); the agent compresses its manifest into a file
 # and sends it as the client takes it. What grows between these trees is
 # fixed buffers that fill once the answer is a few MiB (the client's
 # connection input, 1.6 MiB, and zstd's window; the agent's output queue,
@@ -166,8 +168,9 @@ N2=${GPURUN_TEST_BIG:+100000}
 N2=${N2:-50000}
 # tree_case N: first sync, no-op and a small edit (one file changed, one
 # added: planned against the last committed state), then one more edit
-# with that state lost (.gpurun/remote-KEY removed); sets FIRST_CL
-# FIRST_AG NOOP_CL NOOP_AG EDIT_CL EDIT_AG REPAIR_CL REPAIR_AG
+# with that state lost (.gpurun/remote-KEY removed), and one with it
+# stale; sets FIRST_CL FIRST_AG NOOP_CL NOOP_AG EDIT_CL EDIT_AG REPAIR_CL
+# REPAIR_AG STALE_CL STALE_AG
 tree_case() {
 	local p=$TRASH/tree$1
 	make_tree "$p" "$1" && write_ini "$p" gpuhost libssh2 "tree$1" &&
@@ -180,6 +183,12 @@ tree_case() {
 	rm "$p"/.gpurun/remote-* && echo "z = 2" >>"$p/src/pkg002/mod2/file_000002.py" &&
 	peak_sync "$p" && REPAIR_CL=$CL REPAIR_AG=$AG &&
 	tree_sig "$p" >"$TRASH/a.sig" && tree_sig "$RH/tree$1" >"$TRASH/b.sig" &&
+	test_cmp "$TRASH/a.sig" "$TRASH/b.sig" &&
+	k=$(ls "$p"/.gpurun/remote-*) && cp "$k" "$TRASH/stale.key" &&
+	echo "w = 3" >>"$p/src/pkg003/mod3/file_000003.py" && peak_sync "$p" &&
+	cp "$TRASH/stale.key" "$k" && echo "v = 4" >>"$p/src/pkg004/mod0/file_000004.py" &&
+	peak_sync "$p" && STALE_CL=$CL STALE_AG=$AG &&
+	tree_sig "$p" >"$TRASH/a.sig" && tree_sig "$RH/tree$1" >"$TRASH/b.sig" &&
 	test_cmp "$TRASH/a.sig" "$TRASH/b.sig"
 }
 slope_ok() { # slope_ok WHAT KIB_SMALL KIB_LARGE MAX_BYTES_A_FILE
@@ -190,7 +199,7 @@ slope_ok() { # slope_ok WHAT KIB_SMALL KIB_LARGE MAX_BYTES_A_FILE
 }
 test_expect_success "trees: $N1 and $N2 files, peak RSS per file bounded each side" '
 	tree_case $N1 && S_FC=$FIRST_CL S_FA=$FIRST_AG S_NC=$NOOP_CL S_NA=$NOOP_AG &&
-	S_EC=$EDIT_CL S_EA=$EDIT_AG S_RC=$REPAIR_CL S_RA=$REPAIR_AG &&
+	S_EC=$EDIT_CL S_EA=$EDIT_AG S_RC=$REPAIR_CL S_RA=$REPAIR_AG S_SC=$STALE_CL S_SA=$STALE_AG &&
 	tree_case $N2 &&
 	slope_ok "gpurun, first sync" "$S_FC" "$FIRST_CL" $GPURUN_PER_FILE_MAX &&
 	slope_ok "agent, first sync" "$S_FA" "$FIRST_AG" $AGENT_PER_FILE_MAX &&
@@ -199,7 +208,9 @@ test_expect_success "trees: $N1 and $N2 files, peak RSS per file bounded each si
 	slope_ok "gpurun, small edit" "$S_EC" "$EDIT_CL" $GPURUN_NOOP_PER_FILE_MAX &&
 	slope_ok "agent, small edit" "$S_EA" "$EDIT_AG" $AGENT_WALKED_PER_FILE_MAX &&
 	slope_ok "gpurun, state lost" "$S_RC" "$REPAIR_CL" $STATE_LOST_PER_FILE_MAX &&
-	slope_ok "agent, state lost" "$S_RA" "$REPAIR_AG" $STATE_LOST_PER_FILE_MAX
+	slope_ok "agent, state lost" "$S_RA" "$REPAIR_AG" $STATE_LOST_PER_FILE_MAX &&
+	slope_ok "gpurun, state stale" "$S_SC" "$STALE_CL" $STATE_LOST_PER_FILE_MAX &&
+	slope_ok "agent, state stale" "$S_SA" "$STALE_AG" $STATE_LOST_PER_FILE_MAX
 '
 
 # the numbers, for the log
