@@ -410,6 +410,8 @@ static int host_diff(struct run *r, struct host_state *h)
 		if (r->known_fd >= 0)
 			close(r->known_fd);
 		r->known_fd = fd;
+		for (size_t i = 0; i < r->local.n; i++) /* (resolve_hashes's) */
+			free(r->local.e[i].leaves);
 		sm_list_free(&r->local);
 		sm_list_free(&r->known);
 		r->partial = r->streamed = 0;

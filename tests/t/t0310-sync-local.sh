@@ -171,18 +171,19 @@ test_expect_success 'two clones syncing into one folder: each notices the other 
 # the host's manifest: the walk it read against remote-KEY is read
 # against that as a stream (a no-op walk, and one with an edit, whose
 # optimistic send the host refuses), and only what differs is held
-# (here every file's mtime: tar kept whole seconds only).
+# (here every file's mtime: tar kept whole seconds only). The large file
+# edited: its block hashes, made for the refused send, are let go.
 test_expect_success 'another clone synced since: the walk is read against the host manifest, no list' '
 	C3=$TRASH/clone3 && mkdir -p "$C3" &&
 	(cd "$P" && tar cf - --exclude=./.gpurun .) | (cd "$C3" && tar xf -) &&
-	echo from-clone3 >"$C3/only-in-clone3" &&
+	echo from-clone3 >"$C3/only-in-clone3" && head -c 3000000 /dev/urandom >"$C3/big.dat" &&
 	(cd "$C3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
 	test_grep "the spool read against the host.s manifest" "$TRASH/out" &&
 	(cd "$P" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
 	test_grep "the walk read against the host.s manifest: [0-9]* entries, [0-9]* differ, some gone" "$TRASH/out" &&
 	test_grep "only what differs: " "$TRASH/out" &&
 	! grep "local made" "$TRASH/out" && same_trees && ! test -e "$R/only-in-clone3" &&
-	echo clone3-edit >>"$C3/edit.txt" &&
+	echo clone3-edit >>"$C3/edit.txt" && head -c 300000 /dev/urandom >>"$C3/big.dat" &&
 	(cd "$C3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
 	test_grep "the walk read against the host.s manifest: [0-9]* entries, [0-9]* differ" "$TRASH/out" &&
 	! grep "local made" "$TRASH/out" &&
