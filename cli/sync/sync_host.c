@@ -100,7 +100,10 @@ static int find_head(struct host_file *f, const char *root, struct strbuf *body)
 	}
 	if (!(h.flags & SYNC_STATE_HAS_MANIFEST) || (f->fd = open_file(root)) < 0 ||
 	    !(f->z = ZSTD_createDStream())) {
-		f->no = 1;
+		f->no = 1; /* (in memory, as before) */
+		if (f->fd >= 0)
+			close(f->fd);
+		f->fd = -1;
 		return 0;
 	}
 	ZSTD_initDStream(f->z);
