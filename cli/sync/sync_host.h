@@ -1,9 +1,10 @@
 /* The host's manifest, when its answer to OPEN (STATE) carries it whole,
  * into a file with no name in .gpurun as the answer arrives (in the
  * manifest's own encoding, as remote-KEY holds it), not into a list: a
- * sync that knows no state of its own reads its walk's spool against it
- * (sync_spool_diff). At 1,000,000 entries the list and the answer it
- * came from were ~250 MiB. cli/sync only. */
+ * sync whose state is lost or stale reads its walk (the spool, or the
+ * walk read against remote-KEY) against it (sync_spool_diff). At
+ * 1,000,000 entries the list and the answer it came from were ~250 MiB.
+ * cli/sync only. */
 #ifndef GR_SYNC_HOST_H
 #define GR_SYNC_HOST_H
 
