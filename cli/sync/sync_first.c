@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "compat.h"
 #include "sync_first.h"
 #include "sync_index_rd.h"
 #include "sync_plan.h"
@@ -39,16 +38,6 @@ static void spool_get(const struct sm_entry *r, struct sm_entry *e)
 	e->ino = ino;
 	e->leaves = NULL;
 	e->flags = flags & (SM_F_UNHASHED | SPOOL_GONE);
-}
-
-/* A file with no name in .gpurun (never left behind), or -1. */
-static int spool_open(const char *root)
-{
-	char *dir = xasprintf("%s/.gpurun", root);
-	int fd = sync_state_dir(root, "", NULL) < 0 ? -1 : compat_tmpfile_in(dir);
-
-	free(dir);
-	return fd;
 }
 
 struct spool_scan {
@@ -132,7 +121,7 @@ int sync_spool_scan(const char *root, const struct scan_opts *so, struct sync_in
 
 	memset(sp, 0, sizeof(*sp));
 	sp->fd = sp->sent_fd = -1;
-	if ((sp->fd = spool_open(root)) < 0) {
+	if ((sp->fd = sync_state_tmpfile(root)) < 0) {
 		gr_trace("sync: no spool in .gpurun (%s): a list", strerror(errno));
 		return 1;
 	}
@@ -282,7 +271,7 @@ int sync_spool_windows(struct sync_spool *sp, const char *root, uint64_t delta_m
 		       struct sync_windows *w)
 {
 	sp->delta_min = delta_min;
-	if (sp->sent_fd < 0 && (sp->sent_fd = spool_open(root)) < 0)
+	if (sp->sent_fd < 0 && (sp->sent_fd = sync_state_tmpfile(root)) < 0)
 		return -1;
 	*w = (struct sync_windows){ w_rewind, w_next, w_sent, w_digest, sp, sp->files };
 	return 0;

@@ -5,7 +5,6 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "compat.h"
 #include "sync_host.h"
 #include "sync_index.h"
 #include "sync_proto.h"
@@ -30,15 +29,6 @@ void host_file_close(struct host_file *f)
 	ZSTD_freeDStream(f->z);
 	f->z = NULL;
 	sb_release(&f->wb);
-}
-
-static int open_file(const char *root)
-{
-	char *dir = xasprintf("%s/.gpurun", root);
-	int fd = sync_state_dir(root, "", NULL) < 0 ? -1 : compat_tmpfile_in(dir);
-
-	free(dir);
-	return fd;
 }
 
 static int flush(struct host_file *f, struct gr_err *err)
@@ -98,7 +88,7 @@ static int find_head(struct host_file *f, const char *root, struct strbuf *body)
 		f->try_at = body->len * 2;
 		return 0;
 	}
-	if (!(h.flags & SYNC_STATE_HAS_MANIFEST) || (f->fd = open_file(root)) < 0 ||
+	if (!(h.flags & SYNC_STATE_HAS_MANIFEST) || (f->fd = sync_state_tmpfile(root)) < 0 ||
 	    !(f->z = ZSTD_createDStream())) {
 		f->no = 1; /* (in memory, as before) */
 		if (f->fd >= 0)
@@ -179,7 +169,7 @@ int host_file_end(struct host_file *f, const char *root, struct strbuf *body,
 	/* (a short answer: the list is small, and goes the way of a long one;
 	 * an empty one stays: the host holds nothing, sync_first.h) */
 	if (!f->want || !(h->flags & SYNC_STATE_HAS_MANIFEST) || !h->manifest.n ||
-	    (f->fd = open_file(root)) < 0)
+	    (f->fd = sync_state_tmpfile(root)) < 0)
 		return 0;
 	if (sm_encode_fd(&h->manifest, 0, f->fd) < 0) {
 		close(f->fd);

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "proto.h"
 #include "sync_fp.h"
 #include "sync_index.h"
@@ -44,6 +45,15 @@ int sync_state_dir(const char *root, const char *sub, struct gr_err *err)
 	free(dir);
 	free(ign);
 	return rc;
+}
+
+int sync_state_tmpfile(const char *root)
+{
+	char *dir = state_path(root, "");
+	int fd = sync_state_dir(root, "", NULL) < 0 ? -1 : compat_tmpfile_in(dir);
+
+	free(dir);
+	return fd;
 }
 
 struct sync_index *sync_index_load(const char *root)

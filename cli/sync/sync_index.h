@@ -20,6 +20,8 @@ struct sync_index;
 /* Make root/.gpurun/SUB (sub "" for .gpurun itself), and the
  * .gitignore that keeps gpurun's state out of git ('*'). */
 int sync_state_dir(const char *root, const char *sub, struct gr_err *err);
+/* A file with no name in root/.gpurun (never left behind), or -1. */
+int sync_state_tmpfile(const char *root);
 
 /* The index of root/.gpurun/ (a missing or unreadable index is empty;
  * a damaged one is ignored whole). Nothing is read yet: the manifest
