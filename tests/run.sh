@@ -33,7 +33,14 @@ run_tier() {
 		f=1
 	fi
 	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
-	grep '^not ok - ' "$out" | cut -c1-200 >>"$LOG/failed"
+	# Each failing case with the last lines it printed (lib.sh puts them
+	# after its verdict): a flake in CI is seen once, and what it said is
+	# all there is to go on.
+	awk 'function flush() { for (i = 0; i < nb; i++) print "  | " b[i]; nb = 0 }
+	     /^(ok|not ok|skip) - /{ flush(); keep = /^not ok - /; if (keep) print; next }
+	     keep { if (nb == 15) { for (i = 1; i < 15; i++) b[i - 1] = b[i]; nb = 14 } b[nb++] = $0 }
+	     END { flush() }' "$out" |
+		cut -c1-200 >>"$LOG/failed"
 }
 
 for t in "$BUILD"/tests/test_*; do
@@ -69,7 +76,7 @@ fi
 # The failing cases again, at the end, where a log's tail shows them.
 if [ -s "$LOG/failed" ]; then
 	echo "# the failing cases:"
-	head -n 50 "$LOG/failed" | sed 's/^/#   /'
+	head -n 160 "$LOG/failed" | sed 's/^/#   /'
 fi
 rm -rf "$LOG"
 echo "$pass passed, $fail failed, $skip skipped"

@@ -56,10 +56,10 @@ test_expect_success 'the log has stdout and stderr; train prints it live' '
 # logs -f still ask with JOB_LOG.
 test_expect_success 'train: the log comes with the start, not by a JOB_LOG of its own' '
 	cd "$P" && ini "[train]" "command = echo first; echo second" &&
-	GPURUN_TRACE=1 "$GPURUN" train >out 2>err &&
-	printf "first\nsecond\n" >want && test_cmp want out &&
+	{ GPURUN_TRACE=1 "$GPURUN" train >out 2>err || { cat err; false; }; } &&
+	printf "first\nsecond\n" >want && { test_cmp want out || { cat err; false; }; } &&
 	test_grep "job: JOB_START, its log to follow" err && test_grep "job: first log bytes" err &&
-	! grep "job: JOB_LOG" err &&
+	{ ! grep "job: JOB_LOG" err || { say "a JOB_LOG of its own; the trace was:"; cat err; false; }; } &&
 	GPURUN_TRACE=1 "$GPURUN" train --detach >id 2>err &&
 	test_grep "job: JOB_START\$" err && ! grep "its log to follow" err &&
 	GPURUN_TRACE=1 "$GPURUN" logs -f "$(cat id)" >out 2>err && test_cmp want out &&
