@@ -34,7 +34,7 @@ On a failure: the seed, what failed, and the smallest sequence of batches
                 [--agent-dir DIR] --seeds A[-B] [--batches N] [--big-every N]
                 [--no-shrink] [--replay FILE]
 Prints one line per seed, then "N seeds, N batches, N operations, N faults,
-N syncs: N failed".
+N syncs (N on the host's changes): N failed".
 """
 import argparse
 import ast
@@ -206,7 +206,7 @@ class Run:
         self.aside = os.path.join(work, b"aside")
         self.delta_min = "64k" if seed % 2 else "1M"
         self.last_sync = 0.2
-        self.counts = {"ops": 0, "faults": 0, "syncs": 0}
+        self.counts = {"ops": 0, "faults": 0, "syncs": 0, "host_changed": 0}
         self.linked = []  # host files hard-linked and not changed otherwise since
         self.tampered = set()  # host paths changed since the last sync
 
@@ -267,7 +267,11 @@ class Run:
 
     def clean_sync(self, what):
         t0 = time.monotonic()
-        rc, err = self.finish(self.gpurun("sync", "--yes"))
+        # (traced: the seed's line says how often the sync planned on the
+        # host's changes, with no list of the tree)
+        rc, err = self.finish(self.gpurun("sync", "--yes", env={"GPURUN_TRACE": "1"}))
+        self.counts["host_changed"] += "sync: the host changed since the state" in err
+        err = "\n".join(l for l in err.split("\n") if not l.startswith("trace: "))
         self.last_sync = time.monotonic() - t0
         if rc != 0:
             raise Failure("%s: a clean sync failed (exit %d):\n%s" % (what, rc, err.rstrip()))
@@ -814,7 +818,8 @@ def main():
         err = replay(a, rec["seed"], rec["batches"])
         print("replay of seed %d: %s" % (rec["seed"], err or "passes"))
         return 1 if err else 0
-    totals = {"seeds": 0, "batches": 0, "ops": 0, "faults": 0, "syncs": 0, "failed": 0}
+    totals = {"seeds": 0, "batches": 0, "ops": 0, "faults": 0, "syncs": 0, "host_changed": 0,
+              "failed": 0}
     for seed in seeds_of(a.seeds):
         if (a.parity == "odd" and seed % 2 == 0) or (a.parity == "even" and seed % 2):
             continue
@@ -825,14 +830,15 @@ def main():
         batches, run, err = generate(a, seed, 3 if big else a.batches, big)
         totals["seeds"] += 1
         totals["batches"] += len(batches)
-        for k in ("ops", "faults", "syncs"):
+        for k in ("ops", "faults", "syncs", "host_changed"):
             totals[k] += run.counts[k]
         if not err:
             print("ok - seed %d%s (%s, delta_min %s): %d batches, %d operations, %d faults, "
-                  "%d syncs, %.1f s" % (seed, " (100k files)" if big else "", a.transport,
-                                         run.delta_min, len(batches), run.counts["ops"],
-                                         run.counts["faults"], run.counts["syncs"],
-                                         time.monotonic() - ts), flush=True)
+                  "%d syncs (%d on the host's changes), %.1f s"
+                  % (seed, " (100k files)" if big else "", a.transport, run.delta_min,
+                     len(batches), run.counts["ops"], run.counts["faults"],
+                     run.counts["syncs"], run.counts["host_changed"],
+                     time.monotonic() - ts), flush=True)
             continue
         totals["failed"] += 1
         print("not ok - seed %d (%s): %s" % (seed, a.transport, err), flush=True)
@@ -852,7 +858,7 @@ def main():
                                             " ".join(shlex.quote(x) for x in argv), rel(path)),
               flush=True)
     print("%(seeds)d seeds, %(batches)d batches, %(ops)d operations, %(faults)d faults, "
-          "%(syncs)d syncs: %(failed)d failed" % totals + ", %.0f s" % (time.monotonic() - t0))
+          "%(syncs)d syncs (%(host_changed)d on the host's changes): %(failed)d failed" % totals + ", %.0f s" % (time.monotonic() - t0))
     return 1 if totals["failed"] else 0
 
 

@@ -495,6 +495,20 @@ static int exchange(struct run *r)
 		rc = transfer(r, &r->known, 0, &sid, &rejected);
 		goto out;
 	}
+	/* The host changed since the state: only the paths it changed join
+	 * what differs, no list (when the walk was read against the state). */
+	if ((r->streamed || r->partial) && !(h.flags & SYNC_STATE_HAS_MANIFEST) &&
+	    r->known_fd >= 0 && (rc = run_host_changes(r, &h)) <= 0) {
+		if (rc < 0 ||
+		    (rc = resolve_hashes(cfg, r->tree, &r->local, &r->view, &r->hs, &r->ctx->err)) < 0)
+			goto out;
+		warn_host_changes(&h, &r->local, r->show, r->show_arg);
+		free(r->host_root);
+		r->host_root = h.root ? sync_tame(h.root) : NULL;
+		r->host_free = h.free;
+		rc = transfer(r, &r->view, 0, &sid, &rejected);
+		goto out;
+	}
 	if ((rc = run_local_whole(r)) < 0)
 		goto out;
 	if (r->known_loaded == 1) { /* (run_local_whole's, for a plan against the state) */

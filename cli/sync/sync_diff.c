@@ -332,8 +332,7 @@ int sync_diff_whole(struct sync_scan_diff *d, struct sync_index *idx, int state_
 	sm_reserve(out, d->entries + 16);
 	for (;;) {
 		/* the state's next entry local holds as it is */
-		while ((k = sm_reader_next(&kr)) && !(i / 8 < d->asame &&
-						      (d->same[i / 8] >> (i % 8) & 1))) {
+		while ((k = sm_reader_next(&kr)) && !sync_diff_same(d, i)) {
 			sm_add_copy(differ, k);
 			i++;
 		}
@@ -377,11 +376,6 @@ int sync_diff_whole(struct sync_scan_diff *d, struct sync_index *idx, int state_
 	return 0;
 }
 
-static int same_bit(const struct sync_scan_diff *d, size_t i)
-{
-	return i / 8 < d->asame && (d->same[i / 8] >> (i % 8) & 1);
-}
-
 int sync_diff_partial(struct sync_scan_diff *d, int state_fd,
 		      int (*ignored)(void *arg, const char *path, int is_dir), void *arg,
 		      struct sm_list *local, struct sm_list *differ)
@@ -401,7 +395,7 @@ int sync_diff_partial(struct sync_scan_diff *d, int state_fd,
 		return 1;
 	}
 	for (; (k = sm_reader_next(&kr)); i++) {
-		if (same_bit(d, i))
+		if (sync_diff_same(d, i))
 			continue;
 		while (j < kept->n && strcmp(kept->e[j].path, k->path) < 0)
 			j++;
@@ -452,7 +446,7 @@ static int merged_walk(const struct sync_merged *m,
 			rc = -1; /* (cannot be: differ holds every path local replaced) */
 			break;
 		}
-		fn(arg, k, same_bit(m->d, n) ? FROM_SAME : FROM_STATE);
+		fn(arg, k, sync_diff_same(m->d, n) ? FROM_SAME : FROM_STATE);
 	}
 	while (!rc && i < l->n)
 		fn(arg, &l->e[i++], FROM_LOCAL);

@@ -44,6 +44,11 @@ struct sync_scan_diff {
 	int64_t start_ns;  /* the wall-clock time the walk began */
 	uint8_t digest[SM_HASH_LEN];
 };
+/* Does local hold the state's entry i as it is? */
+static inline int sync_diff_same(const struct sync_scan_diff *d, size_t i)
+{
+	return i / 8 < d->asame && (d->same[i / 8] >> (i % 8) & 1);
+}
 int sync_scan_diff(const char *root, const struct scan_opts *so, struct sync_index *idx,
 		   int state_fd, int (*ignored)(void *arg, const char *path, int is_dir),
 		   int (*rehash)(void *arg, struct sm_entry *m), void *arg,
@@ -91,6 +96,27 @@ int sync_diff_whole(struct sync_scan_diff *d, struct sync_index *idx, int state_
 int sync_diff_partial(struct sync_scan_diff *d, int state_fd,
 		      int (*ignored)(void *arg, const char *path, int is_dir), void *arg,
 		      struct sm_list *local, struct sm_list *differ);
+/* After sync_diff_partial (local, differ), where the host changed since
+ * the state (it sent its changes, not its manifest): what it holds is the
+ * state with changed's entries in place (changed sorted, as parse_state
+ * leaves it) and without the paths gone(arg, path) says (missing, or
+ * below a folder gone). local and differ then grow by the entries at the
+ * state's paths the host changed: differ by the state's, local by its
+ * own there (the state's that local holds as it is, with its stat
+ * identity from idx where it holds the file; or, where local lacks it
+ * and it is ignored here, the host's new one, SM_F_KEPT, which stays),
+ * and by the host's new entries ignored here (SM_F_KEPT); both stay
+ * sorted, and sync_merged stands for local's whole as before. view gets
+ * the host's entries at every path of local, differ and changed (what a
+ * plan against the host needs), digest the digest of all the host holds
+ * (to check against its own). Nothing is held of the rest of the tree.
+ * 0, or 1 (local and differ as they were) if the state cannot be read as
+ * it was. */
+int sync_diff_changes(const struct sync_scan_diff *d, int state_fd, const struct sync_index *idx,
+		      const struct sm_list *changed, int (*gone)(void *garg, const char *path),
+		      void *garg, int (*ignored)(void *arg, const char *path, int is_dir), void *arg,
+		      struct sm_list *local, struct sm_list *differ, struct sm_list *view,
+		      uint8_t digest[SM_HASH_LEN]);
 
 /* The whole that sync_diff_partial's lists stand for, as a stream (never
  * a list): the state's entries (read again) but those differ holds,

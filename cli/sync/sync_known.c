@@ -146,6 +146,41 @@ int run_partial(struct run *r)
 	return 1;
 }
 
+/* The host changed since the state (it sent its changes, not its
+ * manifest): only the paths it changed join what differs
+ * (sync_diff_changes), and r->view gets what it holds there, for the
+ * plan. 0; 1 where that cannot be (then run_local_whole: the list); or
+ * an error (the host's digest is not the state's with its changes). */
+int run_host_changes(struct run *r, const struct host_state *h)
+{
+	struct host_gone g;
+	uint8_t digest[SM_HASH_LEN];
+	int rc;
+
+	if (!r->partial) {
+		r->diff.cached = 0; /* (a no-op walk's: counted) */
+		if (!run_partial(r))
+			return 1;
+	}
+	host_gone_init(&g, h);
+	rc = sync_diff_changes(&r->diff, r->known_fd, r->idx, &h->changed, host_gone, &g,
+			       run_ignored_here, r, &r->local, &r->known, &r->view, digest);
+	host_gone_release(&g);
+	if (rc)
+		return 1;
+	if (memcmp(digest, h->digest, SM_HASH_LEN)) {
+		sync_rstate_drop(r->ctx->cfg->root, r->key);
+		gr_errf(&r->ctx->err, GR_EPROTO,
+			"the host's sync manifest does not match what gpurun last sent");
+		gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
+		return GR_EPROTO;
+	}
+	gr_trace("sync: the host changed since the state (%zu changed, %zu gone): %zu entries "
+		 "here, %zu of the state's, %zu of the host's", h->changed.n, h->missing.n,
+		 r->local.n, r->known.n, r->view.n);
+	return 0;
+}
+
 struct sync_merged run_merged(struct run *r, const struct sm_list *local)
 {
 	return (struct sync_merged){ &r->diff, r->known_fd, &r->known, local };

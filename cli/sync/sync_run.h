@@ -83,6 +83,12 @@ int run_local_whole(struct run *r);
  * if that cannot be (then run_local_whole). run_local_whole after it
  * makes the list from the same (the host was not in the state). */
 int run_partial(struct run *r);
+/* Where the host changed since the state (its changes, not its
+ * manifest): run_partial's lists grow by the paths it changed, and view
+ * gets what it holds at each path of them (sync_diff_changes). 0; 1 if
+ * that cannot be (then run_local_whole); or an error (its digest). */
+struct host_state;
+int run_host_changes(struct run *r, const struct host_state *h);
 /* run_partial's whole (sync_merged): local as given (local's, or what
  * the host holds of it after a COMMIT). */
 struct sync_merged run_merged(struct run *r, const struct sm_list *local);

@@ -121,6 +121,29 @@ static int under_dead(const struct strvec *dead, const char *path)
 	return found;
 }
 
+void host_gone_init(struct host_gone *g, const struct host_state *h)
+{
+	*g = (struct host_gone){ STRVEC_INIT, STRVEC_INIT };
+	for (size_t i = 0; i < h->missing.n; i++)
+		sv_push(&g->missing, h->missing.v[i]);
+	if (g->missing.n > 1)
+		qsort(g->missing.v, g->missing.n, sizeof(*g->missing.v), cmp_str);
+	dead_folders(h, &g->dead);
+}
+
+int host_gone(void *arg, const char *path)
+{
+	const struct host_gone *g = arg;
+
+	return in_sorted(&g->missing, path) || under_dead(&g->dead, path);
+}
+
+void host_gone_release(struct host_gone *g)
+{
+	sv_clear(&g->missing);
+	sv_clear(&g->dead);
+}
+
 static void copy_entry(struct sm_list *to, const struct sm_entry *e)
 {
 	struct sm_entry *c = sm_add(to, e->path, e->type);
@@ -138,26 +161,20 @@ int host_view(struct host_state *h, struct sm_list *known, struct sm_list *view,
 {
 	uint8_t d[SM_HASH_LEN];
 	const struct sm_list *base = (h->flags & SYNC_STATE_HAS_MANIFEST) ? &h->manifest : known;
-	struct strvec missing = STRVEC_INIT, dead = STRVEC_INIT;
+	struct host_gone g;
 
-	for (size_t i = 0; i < h->missing.n; i++)
-		sv_push(&missing, h->missing.v[i]);
-	if (missing.n > 1)
-		qsort(missing.v, missing.n, sizeof(*missing.v), cmp_str);
-	dead_folders(h, &dead);
+	host_gone_init(&g, h);
 	for (size_t i = 0; i < base->n; i++) {
 		const struct sm_entry *e = &base->e[i];
 		/* A manifest sent whole has the changes in it already. */
-		if (base == known && (sm_find(&h->changed, e->path) ||
-				      in_sorted(&missing, e->path) || under_dead(&dead, e->path)))
+		if (base == known && (sm_find(&h->changed, e->path) || host_gone(&g, e->path)))
 			continue;
 		copy_entry(view, e);
 	}
 	if (!(h->flags & SYNC_STATE_HAS_MANIFEST))
 		for (size_t i = 0; i < h->changed.n; i++)
 			copy_entry(view, &h->changed.e[i]);
-	sv_clear(&missing);
-	sv_clear(&dead);
+	host_gone_release(&g);
 	sm_sort(view);
 	sm_digest(view, d);
 	if (memcmp(d, h->digest, SM_HASH_LEN))

@@ -42,6 +42,15 @@ void parse_state_head(struct gr_rd *rd, struct host_state *h);
  * checked against its digest. */
 int host_view(struct host_state *h, struct sm_list *known, struct sm_list *view,
 	      struct gr_err *err);
+/* The paths gone from the host by its changes (h->missing's, and all
+ * below a folder gone or replaced): host_gone(g, path), an answer for
+ * sync_diff_changes. */
+struct host_gone {
+	struct strvec missing, dead; /* sorted */
+};
+void host_gone_init(struct host_gone *g, const struct host_state *h);
+int host_gone(void *g, const char *path);
+void host_gone_release(struct host_gone *g);
 /* A notice for the user through sh->say (one line, no "gpurun: "). */
 void sync_say(const struct sync_show *sh, void *arg, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

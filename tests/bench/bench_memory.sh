@@ -3,8 +3,8 @@
 # grows, against rsync -a in the same run (issue 36: "bench prints RSS per
 # side at 1k-1M"). Empty files (so the walk and the manifests are what is
 # measured, not the data), 1,000 a folder; for each size: the first sync,
-# a no-op, a one-file edit, one with remote-KEY lost and one with it
-# stale, gpurun on a connection of its own ([remote] persist = 0: through
+# a no-op, a one-file edit, one with remote-KEY lost, one with it stale
+# and one after a file was edited on the host, gpurun on a connection of its own ([remote] persist = 0: through
 # a holder the client carries no SSH session) with the agent under
 # /usr/bin/time behind sshd, then rsync -a the same way (its client, and
 # its server process on the host side).
@@ -74,6 +74,10 @@ for n in $SIZES; do
 		echo more >"$P/d0/f3.txt" && gp "$P" >/dev/null &&
 		cp "$TRASH/stale.key" "$k" && echo more >"$P/d0/f4.txt"
 	row "$n" "stale" "$(gp "$P")" "$(rs "$P" "r$n")"
+	# the host changed behind gpurun's back (a file edited there): its
+	# changes come, not its manifest
+	echo host >"$RH/g$n/d0/f5.txt" && echo again >"$P/d0/f6.txt"
+	row "$n" "host chg" "$(gp "$P")" "$(rs "$P" "r$n")"
 	rm -rf "$P" "$RH/g$n" "$RH/r$n"
 done
 test_done

@@ -266,8 +266,11 @@ test_expect_success 'a no-op keeps no list; files written just before a sync are
 	test_grep -x 3 "$R3/src/f3.py" &&
 	echo host >"$R3/src/f7.py" &&
 	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
-	test_grep "made whole" "$TRASH/out" && test_grep -x 7 "$R3/src/f7.py" &&
-	test_grep -x 3 "$R3/src/f3.py"
+	test_grep "the host changed since the state (1 changed, 0 gone): 1 entries here, 1 of the state.s, 1 of the host.s" "$TRASH/out" &&
+	! grep "made whole" "$TRASH/out" && test_grep -x 7 "$R3/src/f7.py" &&
+	test_grep -x 3 "$R3/src/f3.py" &&
+	(cd "$P3" && "$GPURUN" sync --stats >"$TRASH/out" 2>&1) &&
+	test_grep "up to date" "$TRASH/out" && test_grep "(0 files hashed" "$TRASH/out"
 '
 
 # (proj3 as the case above left it: synced, src/f3.py ignored here)
@@ -288,10 +291,41 @@ test_expect_success 'an edit plans on what differs alone; the state and the inde
 	echo host >"$R3/src/f5.py" && echo two >>"$P3/src/f6.py" &&
 	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
 	test_grep "only what differs: 1 entries here, 1 of the state" "$TRASH/out" &&
-	test_grep "local made whole" "$TRASH/out" && ! grep "walking again" "$TRASH/out" &&
+	test_grep "the host changed since the state (1 changed, 0 gone): 2 entries here" "$TRASH/out" &&
+	! grep -e "made whole" -e "walking again" "$TRASH/out" &&
 	test_grep -x 5 "$R3/src/f5.py" && test_cmp "$P3/src/f6.py" "$R3/src/f6.py" &&
 	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
 	test_grep "up to date" "$TRASH/out" && ! grep "only what differs" "$TRASH/out"
+'
+
+# Issue 36: the host changed behind gpurun's back (its changes come, not
+# its manifest): only the paths it changed join what differs, and what
+# it keeps that is ignored here stays. (proj3 as the case above left it:
+# src/f3.py and src/f4.py ignored here, on the host as last sent.) The
+# agent reports changes to what it holds; files new there are not its.
+test_expect_success 'the host changed since the last sync: planned on the paths it changed, no list' '
+	echo host >"$R3/src/f8.py" && rm "$R3/src/f9.py" && echo x >"$R3/src/f3.py" &&
+	rm -r "$R3/src/new" && echo three >>"$P3/src/f10.py" &&
+	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "only what differs: 1 entries here, 1 of the state" "$TRASH/out" &&
+	test_grep "the host changed since the state (2 changed, 2 gone): 6 entries here, 6 of the state.s, 3 of the host.s" "$TRASH/out" &&
+	! grep -e "made whole" -e "walking again" "$TRASH/out" &&
+	test_grep "src/f8.py changed on the host since the last sync; overwriting" "$TRASH/out" &&
+	test_grep "src/f9.py was deleted on the host since the last sync; sending it again" "$TRASH/out" &&
+	test_grep "src/new was deleted on the host since the last sync; sending it again" "$TRASH/out" &&
+	! grep "src/f3.py" "$TRASH/out" &&
+	test_grep -x 8 "$R3/src/f8.py" && test_grep -x 9 "$R3/src/f9.py" &&
+	test_grep -x g "$R3/src/new/g.py" && test_cmp "$P3/src/f10.py" "$R3/src/f10.py" &&
+	test_grep -x x "$R3/src/f3.py" && test_grep -x 4 "$R3/src/f4.py" &&
+	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync --stats >"$TRASH/out" 2>&1) &&
+	test_grep "up to date" "$TRASH/out" && ! grep "only what differs" "$TRASH/out" &&
+	echo gone >"$R3/src/f4.py" && rm "$R3/src/f3.py" &&
+	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "the host changed since the state (1 changed, 1 gone): 1 entries here, 2 of the state.s, 1 of the host.s" "$TRASH/out" &&
+	! grep "made whole" "$TRASH/out" &&
+	test_grep -x gone "$R3/src/f4.py" && ! test -e "$R3/src/f3.py" &&
+	(cd "$P3" && GPURUN_TRACE=1 "$GPURUN" sync >"$TRASH/out" 2>&1) &&
+	test_grep "up to date" "$TRASH/out"
 '
 
 # A first sync keeps no list of the tree either (sync_first.h): the walk

@@ -37,7 +37,9 @@ GPURUN_PER_FILE_MAX=32
 # bit a file and no list; an edit plans, commits and writes remote-KEY
 # and the index from a merge of the state with what differs. No-op 5
 # measured (2k/50k files); 125-150 while it held the list, and the edit
-# until it planned on what differs alone.
+# until it planned on what differs alone. So does a sync that finds the
+# host changed since (the paths it changed join what differs:
+# sync_diff_changes); ~150 while it made the list for that.
 GPURUN_NOOP_PER_FILE_MAX=32
 # The sync's own memory, on a connection of its own: through a connection
 # holder ([remote] persist) the client carries no SSH session (2.7 MB less
@@ -169,8 +171,10 @@ N2=${N2:-50000}
 # tree_case N: first sync, no-op and a small edit (one file changed, one
 # added: planned against the last committed state), then one more edit
 # with that state lost (.gpurun/remote-KEY removed), and one with it
-# stale; sets FIRST_CL FIRST_AG NOOP_CL NOOP_AG EDIT_CL EDIT_AG REPAIR_CL
-# REPAIR_AG STALE_CL STALE_AG
+# stale, and one more where the host changed behind gpurun's back (a file
+# edited there, one removed: its changes come, not its manifest); sets
+# FIRST_CL FIRST_AG NOOP_CL NOOP_AG EDIT_CL EDIT_AG REPAIR_CL REPAIR_AG
+# STALE_CL STALE_AG HOST_CL HOST_AG
 tree_case() {
 	local p=$TRASH/tree$1
 	make_tree "$p" "$1" && write_ini "$p" gpuhost libssh2 "tree$1" &&
@@ -189,6 +193,12 @@ tree_case() {
 	cp "$TRASH/stale.key" "$k" && echo "v = 4" >>"$p/src/pkg004/mod0/file_000004.py" &&
 	peak_sync "$p" && STALE_CL=$CL STALE_AG=$AG &&
 	tree_sig "$p" >"$TRASH/a.sig" && tree_sig "$RH/tree$1" >"$TRASH/b.sig" &&
+	test_cmp "$TRASH/a.sig" "$TRASH/b.sig" &&
+	echo "host = 1" >>"$RH/tree$1/src/pkg002/mod2/file_000002.py" &&
+	rm "$RH/tree$1/src/pkg003/mod3/file_000003.py" &&
+	echo "u = 5" >>"$p/src/pkg004/mod0/file_000004.py" &&
+	peak_sync "$p" && HOST_CL=$CL HOST_AG=$AG &&
+	tree_sig "$p" >"$TRASH/a.sig" && tree_sig "$RH/tree$1" >"$TRASH/b.sig" &&
 	test_cmp "$TRASH/a.sig" "$TRASH/b.sig"
 }
 slope_ok() { # slope_ok WHAT KIB_SMALL KIB_LARGE MAX_BYTES_A_FILE
@@ -200,6 +210,7 @@ slope_ok() { # slope_ok WHAT KIB_SMALL KIB_LARGE MAX_BYTES_A_FILE
 test_expect_success "trees: $N1 and $N2 files, peak RSS per file bounded each side" '
 	tree_case $N1 && S_FC=$FIRST_CL S_FA=$FIRST_AG S_NC=$NOOP_CL S_NA=$NOOP_AG &&
 	S_EC=$EDIT_CL S_EA=$EDIT_AG S_RC=$REPAIR_CL S_RA=$REPAIR_AG S_SC=$STALE_CL S_SA=$STALE_AG &&
+	S_HC=$HOST_CL S_HA=$HOST_AG &&
 	tree_case $N2 &&
 	slope_ok "gpurun, first sync" "$S_FC" "$FIRST_CL" $GPURUN_PER_FILE_MAX &&
 	slope_ok "agent, first sync" "$S_FA" "$FIRST_AG" $AGENT_PER_FILE_MAX &&
@@ -210,7 +221,9 @@ test_expect_success "trees: $N1 and $N2 files, peak RSS per file bounded each si
 	slope_ok "gpurun, state lost" "$S_RC" "$REPAIR_CL" $STATE_LOST_PER_FILE_MAX &&
 	slope_ok "agent, state lost" "$S_RA" "$REPAIR_AG" $STATE_LOST_PER_FILE_MAX &&
 	slope_ok "gpurun, state stale" "$S_SC" "$STALE_CL" $STATE_LOST_PER_FILE_MAX &&
-	slope_ok "agent, state stale" "$S_SA" "$STALE_AG" $STATE_LOST_PER_FILE_MAX
+	slope_ok "agent, state stale" "$S_SA" "$STALE_AG" $STATE_LOST_PER_FILE_MAX &&
+	slope_ok "gpurun, host changed" "$S_HC" "$HOST_CL" $GPURUN_NOOP_PER_FILE_MAX &&
+	slope_ok "agent, host changed" "$S_HA" "$HOST_AG" $AGENT_WALKED_PER_FILE_MAX
 '
 
 # the numbers, for the log
