@@ -346,96 +346,6 @@ static int first_send(struct run *r, const struct host_state *h)
 	return 1;
 }
 
-static int cmp_path(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* sync_spool_diff's seen: the local entries at the paths the host says
- * changed there (h->missing sorted), for warn_host_changes. */
-static void seen_change(void *arg, const struct sm_entry *m)
-{
-	struct run *r = arg;
-	const struct host_state *h = r->host;
-	const char *p = m->path;
-
-	if (sm_find(&h->changed, p) ||
-	    (h->missing.n && bsearch(&p, h->missing.v, h->missing.n, sizeof(*h->missing.v),
-				     cmp_path)))
-		sm_add_copy(&r->at_changes, m);
-}
-
-/* The host sent its manifest (to a file: sync_host.h), which is not the
- * state known here, if any: local read against it, only what differs is
- * held (as after a walk read against remote-KEY: run_partial), the host's
- * manifest standing in for remote-KEY. Local is the walk's spool, or the
- * whole that the walk read against remote-KEY stands for (streamed, or
- * partial: another clone synced since, say), its entries as remote-KEY
- * has them with no stat identity: then no index is written from them
- * (the old one still holds those files). 0; 1 where it cannot be (the
- * manifest is then loaded into h->manifest for the list); or an error. */
-static int host_diff(struct run *r, struct host_state *h)
-{
-	const struct gr_config *cfg = r->ctx->cfg;
-	struct sync_merged here = run_merged(r, &r->local);
-	struct sync_scan_diff d;
-	int fd = r->hf.fd, rc;
-
-	r->hf.fd = -1;
-	if (h->missing.n > 1)
-		qsort(h->missing.v, h->missing.n, sizeof(*h->missing.v), cmp_path);
-	r->host = h;
-	if (r->spooled)
-		rc = sync_spool_diff(sync_spool_each_walk, &r->spool, cfg->root, r->idx, fd,
-				     run_ignored_here, run_rehash_racy, seen_change, r, &d);
-	else
-		rc = sync_spool_diff(sync_merged_each_here, &here, NULL, r->idx, fd,
-				     run_ignored_here, run_rehash_racy, seen_change, r, &d);
-	r->host = NULL;
-	if (rc == 0 && memcmp(d.digest, h->digest, SM_HASH_LEN)) {
-		sync_diff_free(&d);
-		close(fd);
-		rc = gr_errf(&r->ctx->err, GR_EPROTO,
-			     "the host's sync manifest does not match its digest");
-		gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
-		return rc;
-	}
-	if (rc == 0) {
-		gr_trace("sync: %s read against the host's manifest: %zu entries, %zu differ%s",
-			 r->spooled ? "the spool" : "the walk", d.entries, d.kept.n,
-			 d.lacking ? ", some gone" : "");
-		/* The host's manifest is the state now. */
-		sync_diff_free(&r->diff);
-		r->diff = d;
-		if (r->known_fd >= 0)
-			close(r->known_fd);
-		r->known_fd = fd;
-		for (size_t i = 0; i < r->local.n; i++) /* (resolve_hashes's) */
-			free(r->local.e[i].leaves);
-		sm_list_free(&r->local);
-		sm_list_free(&r->known);
-		r->partial = r->streamed = 0;
-		if (run_partial(r)) {
-			r->spooled = 0; /* (read: what differs is held) */
-			r->diff.devs = 2; /* (never sync_diff_whole: sync_spool_diff says why) */
-			return 0;
-		}
-		/* (cannot be: the file was read whole just now) */
-		rc = gr_errf(&r->ctx->err, GR_EIO, "cannot read the host's manifest in .gpurun");
-		gr_hintf(&r->ctx->err, "run 'gpurun sync' again");
-		return rc;
-	}
-	gr_trace("sync: the host's manifest cannot be read against %s: a list",
-		 r->spooled ? "the spool" : "the walk");
-	sm_list_free(&r->at_changes);
-	rc = lseek(fd, 0, SEEK_SET) == 0 ? sm_decode_fd(fd, 0, &h->manifest, &r->ctx->err)
-					 : gr_errf(&r->ctx->err, GR_EIO, "cannot read the host's "
-						   "manifest in .gpurun: %s", strerror(errno));
-	close(fd);
-	sm_sort(&h->manifest);
-	return rc < 0 ? rc : 1;
-}
-
 /* The usual exchange: OPEN, the host's state, then the transfer. */
 static int exchange(struct run *r)
 {
@@ -484,7 +394,7 @@ static int exchange(struct run *r)
 		rc = transfer(r, NULL, 0, &sid, &rejected);
 		goto out;
 	}
-	if (r->hf.fd >= 0 && (rc = host_diff(r, &h)) <= 0) {
+	if (r->hf.fd >= 0 && (rc = run_host_diff(r, &h)) <= 0) {
 		if (rc < 0 ||
 		    (rc = resolve_hashes(cfg, r->tree, &r->local, NULL, &r->hs, &r->ctx->err)) < 0)
 			goto out;

@@ -83,11 +83,16 @@ int run_local_whole(struct run *r);
  * if that cannot be (then run_local_whole). run_local_whole after it
  * makes the list from the same (the host was not in the state). */
 int run_partial(struct run *r);
+/* The host sent its manifest (into r->hf), which is not the state known
+ * here: local read against it, only what differs held (run_partial's
+ * lists), the manifest standing in for the state. 0; 1 where it cannot
+ * be (the manifest is then in h->manifest, for the list); or an error. */
+struct host_state;
+int run_host_diff(struct run *r, struct host_state *h);
 /* Where the host changed since the state (its changes, not its
  * manifest): run_partial's lists grow by the paths it changed, and view
  * gets what it holds at each path of them (sync_diff_changes). 0; 1 if
  * that cannot be (then run_local_whole); or an error (its digest). */
-struct host_state;
 int run_host_changes(struct run *r, const struct host_state *h);
 /* run_partial's whole (sync_merged): local as given (local's, or what
  * the host holds of it after a COMMIT). */
