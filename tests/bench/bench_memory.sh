@@ -32,7 +32,8 @@ SSH="ssh -F $HOME/.ssh/config -o BatchMode=yes"
 gp() {
 	: >"$TRASH/agent.rss"
 	local t0=$(date +%s%N)
-	/usr/bin/time -f %M -o "$TRASH/client.rss" "$GPURUN" -C "$1" -q sync --yes >/dev/null || { echo "failed"; return; }
+	/usr/bin/time -f %M -o "$TRASH/client.rss" "$GPURUN" -C "$1" -q sync --yes >/dev/null 2>"$TRASH/gp.err" ||
+		{ echo "failed"; cat "$TRASH/gp.err" >&2; return; }
 	local t1=$(date +%s%N)
 	for _i in $(seq 300); do [ -s "$TRASH/agent.rss" ] && break; sleep 0.1; done
 	echo "$(tail -1 "$TRASH/client.rss") $(sort -n "$TRASH/agent.rss" | tail -1) $(( (t1 - t0) / 1000000 ))"
