@@ -95,9 +95,12 @@ scp_to() {
 	mkdir -p "$RH/$3"
 	echo scp -O -q -F "$SSHCFG" -o BatchMode=yes "$1" "$2:$RH/$3/"
 }
+# TZ_DURABLE=1: the peer makes what it wrote durable too (sync -f, one
+# syncfs of the host's file system, as gpurun's COMMIT does past 4,096
+# small files): what a copy that survives a crash costs.
 tar_zstd_ssh() {
 	echo "tar -C $1 --exclude=./.gpurun --exclude=./gpurun.ini -cf - . | zstd -q -c |" \
-		"ssh -F $SSHCFG -o BatchMode=yes $2 'mkdir -p $RH/$3 && zstd -q -dc | tar -C $RH/$3 -xf -'"
+		"ssh -F $SSHCFG -o BatchMode=yes $2 'mkdir -p $RH/$3 && zstd -q -dc | tar -C $RH/$3 -xf -${TZ_DURABLE:+ && sync -f $RH/$3}'"
 }
 
 # Earlier copies are moved aside, not deleted (see bench_sync.sh: ext4's
