@@ -346,6 +346,24 @@ static int first_send(struct run *r, const struct host_state *h)
 	return 1;
 }
 
+/* The host's state taken: hash what must be compared (against view, or,
+ * with compare NULL, what is marked), say what changed on the host (at:
+ * local's entries at its changes), then plan against view and send. */
+static int send_against(struct run *r, const struct host_state *h, const struct sm_list *view,
+			const struct sm_list *compare, const struct sm_list *at, uint32_t *sid)
+{
+	int rc, rejected;
+
+	if ((rc = resolve_hashes(r->ctx->cfg, r->tree, &r->local, compare, &r->hs,
+				 &r->ctx->err)) < 0)
+		return rc;
+	warn_host_changes(h, at, r->show, r->show_arg);
+	free(r->host_root);
+	r->host_root = h->root ? sync_tame(h->root) : NULL;
+	r->host_free = h->free;
+	return transfer(r, view, 0, sid, &rejected);
+}
+
 /* The usual exchange: OPEN, the host's state, then the transfer. */
 static int exchange(struct run *r)
 {
@@ -395,28 +413,16 @@ static int exchange(struct run *r)
 		goto out;
 	}
 	if (r->hf.fd >= 0 && (rc = run_host_diff(r, &h)) <= 0) {
-		if (rc < 0 ||
-		    (rc = resolve_hashes(cfg, r->tree, &r->local, NULL, &r->hs, &r->ctx->err)) < 0)
-			goto out;
-		warn_host_changes(&h, &r->at_changes, r->show, r->show_arg);
-		free(r->host_root);
-		r->host_root = h.root ? sync_tame(h.root) : NULL;
-		r->host_free = h.free;
-		rc = transfer(r, &r->known, 0, &sid, &rejected);
+		if (rc == 0)
+			rc = send_against(r, &h, &r->known, NULL, &r->at_changes, &sid);
 		goto out;
 	}
 	/* The host changed since the state: only the paths it changed join
 	 * what differs, no list (when the walk was read against the state). */
 	if ((r->streamed || r->partial) && !(h.flags & SYNC_STATE_HAS_MANIFEST) &&
 	    r->known_fd >= 0 && (rc = run_host_changes(r, &h)) <= 0) {
-		if (rc < 0 ||
-		    (rc = resolve_hashes(cfg, r->tree, &r->local, &r->view, &r->hs, &r->ctx->err)) < 0)
-			goto out;
-		warn_host_changes(&h, &r->local, r->show, r->show_arg);
-		free(r->host_root);
-		r->host_root = h.root ? sync_tame(h.root) : NULL;
-		r->host_free = h.free;
-		rc = transfer(r, &r->view, 0, &sid, &rejected);
+		if (rc == 0)
+			rc = send_against(r, &h, &r->view, &r->view, &r->local, &sid);
 		goto out;
 	}
 	if ((rc = run_local_whole(r)) < 0)
@@ -434,14 +440,7 @@ static int exchange(struct run *r)
 		goto out;
 	}
 	run_keep_ignored(r, &r->view);
-	rc = resolve_hashes(cfg, r->tree, &r->local, &r->view, &r->hs, &r->ctx->err);
-	if (rc < 0)
-		goto out;
-	warn_host_changes(&h, &r->local, r->show, r->show_arg);
-	free(r->host_root);
-	r->host_root = h.root ? sync_tame(h.root) : NULL;
-	r->host_free = h.free;
-	rc = transfer(r, &r->view, 0, &sid, &rejected);
+	rc = send_against(r, &h, &r->view, &r->view, &r->local, &sid);
 out:
 	host_state_release(&h);
 	return rc;

@@ -18,24 +18,6 @@ static const struct sm_entry *at_path(const struct sm_list *changed, size_t *c, 
 	return *c < changed->n && !strcmp(changed->e[*c].path, path) ? &changed->e[*c] : NULL;
 }
 
-/* The entry of l's first n (sorted) at path, or NULL. */
-static const struct sm_entry *find_first(const struct sm_list *l, size_t n, const char *path)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(l->e[mid].path, path);
-		if (!c)
-			return &l->e[mid];
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
 /* A copy for local of the entry at e's path: no scan's stat identity, no
  * block hashes (the sync makes them where it needs them). */
 static struct sm_entry *local_copy(struct sm_list *local, const struct sm_entry *e, uint8_t flags)
@@ -121,13 +103,14 @@ int sync_diff_changes(const struct sync_scan_diff *d, int state_fd, const struct
 		return 1;
 	}
 	/* The host's new entries where the state has none: ignored here and
-	 * lacking here, they stay. */
+	 * lacking here, they stay. (before: local as it came, sorted) */
+	struct sm_list before = { local->e, nl, nl, NULL };
 	for (size_t i = 0; i < changed->n; i++) {
 		const struct sm_entry *e = &changed->e[i];
 		if (in_state[i / 8] >> (i % 8) & 1)
 			continue;
 		sm_add_copy(view, e);
-		if (!find_first(local, nl, e->path) && ignored(arg, e->path, e->type == SM_DIR))
+		if (!sm_find(&before, e->path) && ignored(arg, e->path, e->type == SM_DIR))
 			local_copy(local, e, SM_F_KEPT);
 	}
 	/* What the host holds at the state's paths that differ: its new
