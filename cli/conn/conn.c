@@ -503,8 +503,11 @@ int conn_request_intr(struct gr_conn *c, uint16_t type, const void *payload, siz
 		c->npend = 0;
 		rc = conn_wait(c, &f, intr_fd >= 0 ? &intr : NULL, intr_fd >= 0, 1000, err);
 		c->npend = saved;
-		if (rc == 2)
+		/* (a poll that a signal broke, with nothing in the pipe: again) */
+		if (rc == 2 && intr.revents)
 			return gr_errf(err, GR_ECANCEL, "interrupted");
+		if (rc == 2)
+			continue;
 		if (rc == 0)
 			rc = conn_idle_check(c, idle_ms, err);
 		if (rc == 0)
