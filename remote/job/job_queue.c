@@ -326,10 +326,13 @@ void gpu_queue_wait(const struct gpu_queue_turn *t, const char *seen, const char
 		    int wake_fd, int ms)
 {
 	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	char *stopped = meta_dir ? xasprintf("%sstopped", meta_dir) : NULL;
 
 	if (in >= 0) {
 		/* The watches first, then a look: what moved before they
-		 * were set is not missed. */
+		 * were set is not missed, a stop's marker included (made
+		 * between the supervisor's look and these watches, it was
+		 * seen only after ms: a stop gave up on a job still queued). */
 		if (meta_dir)
 			inotify_add_watch(in, meta_dir, IN_CREATE | IN_MOVED_TO);
 		if (t->go)
@@ -337,19 +340,20 @@ void gpu_queue_wait(const struct gpu_queue_turn *t, const char *seen, const char
 		else if (t->watch && inotify_add_watch(in, t->watch, IN_CLOSE_WRITE | IN_DELETE_SELF |
 							      IN_ATTRIB) < 0) {
 			close(in);
+			free(stopped);
 			return; /* that ticket is gone already */
 		}
-		if (!moved(t, seen)) {
+		if (!moved(t, seen) && !(stopped && access(stopped, F_OK) == 0)) {
 			struct pollfd pfd[2] = { { wake_fd, POLLIN, 0 }, { in, POLLIN, 0 } };
 			poll(pfd, 2, ms);
 		}
 		close(in);
+		free(stopped);
 		return;
 	}
 	/* No inotify: fs.inotify.max_user_instances (128 by default) is per
 	 * user, and 200 waiting jobs run out. Look each second, cheaply: one
 	 * ticket, or the locks' few files, and the stop's marker. */
-	char *stopped = meta_dir ? xasprintf("%sstopped", meta_dir) : NULL;
 	for (int left = ms; left > 0; left -= 1000) {
 		struct pollfd pfd = { wake_fd, POLLIN, 0 };
 		if (moved(t, seen) || (stopped && access(stopped, F_OK) == 0) ||

@@ -46,14 +46,16 @@ static void say_wait(struct sup *s, char **last, const char *note, const char *w
 }
 
 /* Sleep up to ms, waking on a signal or a change in one of the folders. */
-static void nap_on(const char *const *dirs, size_t n, int ms)
+static void nap_on(struct sup *s, const char *const *dirs, size_t n, int ms)
 {
 	int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	struct pollfd pfd[2] = { { sup_wake.fd[0], POLLIN, 0 }, { in, POLLIN, 0 } };
 
 	for (size_t i = 0; in >= 0 && i < n; i++)
 		inotify_add_watch(in, dirs[i], IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_CLOSE_WRITE);
-	if (poll(pfd, 2, in < 0 && ms > 1000 ? 1000 : ms) > 0 && pfd[0].revents)
+	/* (a stop asked before the watches were set: not slept through) */
+	if (!sup_stop_asked(s) && poll(pfd, 2, in < 0 && ms > 1000 ? 1000 : ms) > 0 &&
+	    pfd[0].revents)
 		sig_wake_drain(&sup_wake);
 	if (in >= 0)
 		close(in);
@@ -130,7 +132,7 @@ int sup_wait_job(struct sup *s, const char *other, const char *other_id, int wan
 		int nap_ms = r.backend && !strcmp(r.backend, "slurm") ? 10000 : 2000;
 		job_rec_clear(&r);
 		const char *dirs[] = { other_meta, self_meta };
-		nap_on(dirs, 2, nap_ms);
+		nap_on(s, dirs, 2, nap_ms);
 	}
 	sup_set_queued(s, NULL);
 	free(last);

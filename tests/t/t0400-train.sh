@@ -156,8 +156,9 @@ test_expect_success 'two jobs asking for one GPU each get different GPUs; a thir
 	"$GPURUN" logs "$a" >la && "$GPURUN" logs "$b" >lb &&
 	test_grep -x "gpu=[01]" la && test_grep -x "gpu=[01]" lb && ! test_cmp la lb &&
 	"$GPURUN" status "$c" >sc && test_grep queued sc && "$GPURUN" logs "$c" >lc && test_grep "queued: 1st, waiting for 1 GPU held by job" lc &&
-	d=$("$GPURUN" -q train --detach) && sleep 0.5 && "$GPURUN" stop "$d" 2>/dev/null &&
-	"$GPURUN" status "$d" >sd && test_grep stopped sd && "$GPURUN" logs "$d" >ld && test_grep "stopped before it started" ld &&
+	d=$("$GPURUN" -q train --detach) && sleep 0.5 && "$GPURUN" stop "$d" 2>stoperr &&
+	"$GPURUN" status "$d" >sd && { test_grep stopped sd || { cat stoperr; false; }; } &&
+	"$GPURUN" logs "$d" >ld && test_grep "stopped before it started" ld &&
 	"$GPURUN" status --json >js && python3 -m json.tool js >/dev/null &&
 	test_grep "\"job\": \"$a\"" js &&
 	touch "$TRASH/go" &&

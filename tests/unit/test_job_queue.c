@@ -721,6 +721,50 @@ static void test_ordinal(void)
 	CHECK_STR(fmt_ordinal(111, b, sizeof(b)), "111th");
 }
 
+/* A stop whose marker was made between the supervisor's look and the
+ * wait's watches is seen at once, not after the wait's bound (a stop
+ * gave up after 5 s on a job still queued: t0400, seen once). Without
+ * the marker the wait does wait, so the bound is what is measured. */
+static void test_stop_before_watch(void)
+{
+	char base[] = "/tmp/gpurun-queue-stop.XXXXXX";
+	struct gpu_queue_turn t = { .go = 1, .place = 1 };
+
+	if (!mkdtemp(base)) {
+		CHECK(!"mkdtemp");
+		return;
+	}
+	char *locks = xasprintf("%s/locks", base), *meta = xasprintf("%s/meta/", base);
+	char *marker = xasprintf("%sstopped", meta), *old = getenv("GPURUN_LOCK_DIR");
+	old = old ? xstrdup(old) : NULL;
+	CHECK(mkdir(locks, 0700) == 0 && mkdir(meta, 0700) == 0);
+	setenv("GPURUN_LOCK_DIR", locks, 1);
+	char *seen = gpu_queue_locks_seen();
+	uint64_t t0 = now_ms();
+	gpu_queue_wait(&t, seen, meta, -1, 300);
+	CHECK(now_ms() - t0 >= 250); /* nothing moved: the whole wait */
+	int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	t0 = now_ms();
+	gpu_queue_wait(&t, seen, meta, -1, 5000);
+	CHECK(now_ms() - t0 < 1000);
+	free(seen);
+	unlink(marker);
+	rmdir(meta);
+	rmdir(locks);
+	rmdir(base);
+	if (old)
+		setenv("GPURUN_LOCK_DIR", old, 1);
+	else
+		unsetenv("GPURUN_LOCK_DIR");
+	free(old);
+	free(marker);
+	free(meta);
+	free(locks);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -729,6 +773,7 @@ int main(void)
 	else if (!getpwuid(65534))
 		two_skip = "no uid 65534 (nobody) for the second account";
 	RUN(test_ordinal);
+	RUN(test_stop_before_watch);
 	RUN(test_model);
 	return T_DONE();
 }
