@@ -107,18 +107,35 @@ static void dead_folders(const struct host_state *h, struct strvec *dead)
 		qsort(dead->v, dead->n, sizeof(*dead->v), cmp_str);
 }
 
-/* Is a folder above path in dead? */
+/* Is path's first n bytes (a folder above it) in v, sorted? */
+static int in_sorted_n(const struct strvec *v, const char *path, size_t n)
+{
+	size_t lo = 0, hi = v->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const char *e = v->v[mid];
+		int c = strncmp(e, path, n);
+		if (!c && e[n])
+			c = 1;
+		if (!c)
+			return 1;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+/* Is a folder above path in dead? (Asked of each entry of the state
+ * while the host's changes are applied: no copy of the path.) */
 static int under_dead(const struct strvec *dead, const char *path)
 {
-	char *p = dead->n ? xstrdup(path) : NULL;
-	int found = 0;
-
-	for (char *s = p ? strrchr(p, '/') : NULL; s && !found; s = strrchr(p, '/')) {
-		*s = '\0';
-		found = in_sorted(dead, p);
-	}
-	free(p);
-	return found;
+	for (size_t n = dead->n ? strlen(path) : 0; n-- > 0;)
+		if (path[n] == '/' && in_sorted_n(dead, path, n))
+			return 1;
+	return 0;
 }
 
 void host_gone_init(struct host_gone *g, const struct host_state *h)
